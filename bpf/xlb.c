@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing.
+ *
+ * Packet rules (DESIGN §5, seed "New connections", "Orderly close and reset",
+ * "XLB shutdown behavior"):
+ *   - client SYN (no ACK) to listen_ip:local_port without a live pair creates
+ *     a connection pair: round-robin backend, SNAT port reserved by inserting
+ *     the reverse entry with BPF_NOEXIST, forward entry with BPF_NOEXIST,
+ *     rollback on failure;
+ *   - packets matching a flow entry are rewritten (MACs, IPs, ports, TTL,
+ *     checksums) and sent with XDP_TX or a devmap redirect;
+ *   - FIN/RST update the pair's close state and are always forwarded;
+ *   - everything else is XDP_PASS, untouched. The program never returns
+ *     XDP_ABORTED.
+ *
+ * Documented drops: a SYN whose backend next hop is unresolved (FIB miss,
+ * counted; the client retransmits), a redirect to an interface that left the
+ * devmap (counted as XDP_DROP), and a RST reply whose tail trim failed.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "layout.h"
+#include "csum.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#define IP_MF 0x2000
+#define IP_OFFSET 0x1fff
+#define IP_DF 0x4000
+
+#define TCP_FL_FIN 0x01
+#define TCP_FL_SYN 0x02
+#define TCP_FL_RST 0x04
+#define TCP_FL_ACK 0x10
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+/* Flow table: max_entries is set by the loader to 2 * flow_table.max_connections. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct flow_value);
+	__uint(max_entries, 2 * 262144);
+} xlb_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_config);
+	__uint(max_entries, 1);
+} xlb_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct backend_set);
+	__uint(max_entries, 2);
+} xlb_backend_sets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_state);
+	__uint(max_entries, 1);
+} xlb_shared SEC(".maps");
+
+/* Rotating SNAT port cursor per backend id (DESIGN §5 "SNAT port choice"). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XLB_MAX_BACKENDS);
+} xlb_snat_cursors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct backend_stats);
+	__uint(max_entries, XLB_MAX_BACKENDS);
+} xlb_backend_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_C_MAX);
+} xlb_counters SEC(".maps");
+
+/* Egress interfaces other than the ingress one, keyed by ifindex. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 64);
+} xlb_tx_ports SEC(".maps");
+
+/* Parsed, bounds-checked headers of the current frame. */
+struct pkt {
+	struct ethhdr *eth;
+	struct iphdr *iph;
+	struct tcphdr *tcp;
+	__u16 tot_len;  /* IPv4 total length, host order */
+	__u8 flags;     /* TCP flag byte (CWR..FIN) */
+};
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&xlb_counters, &idx);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int finish(int action)
+{
+	count((__u32)action);
+	return action;
+}
+
+static __always_inline __u8 tcp_flag_byte(struct tcphdr *tcp)
+{
+	return ((__u8 *)tcp)[13];
+}
+
+/*
+ * Parse Ethernet/IPv4/TCP. Returns 0 when the frame is an unfragmented IPv4
+ * TCP segment without IP options whose headers fit in the frame; anything
+ * else is for the host stack.
+ */
+static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *iph;
+	struct tcphdr *tcp;
+	__u16 tot_len;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		return -1;
+	iph = (void *)(eth + 1);
+	if ((void *)(iph + 1) > data_end)
+		return -1;
+	if (iph->version != 4 || iph->ihl != 5)
+		return -1;
+	if (iph->protocol != IPPROTO_TCP)
+		return -1;
+	if (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET))
+		return -1;
+	tcp = (void *)(iph + 1);
+	if ((void *)(tcp + 1) > data_end)
+		return -1;
+	if (tcp->doff < 5)
+		return -1;
+	tot_len = bpf_ntohs(iph->tot_len);
+	if (tot_len < sizeof(*iph) + tcp->doff * 4)
+		return -1;
+	if ((void *)iph + tot_len > data_end)
+		return -1;
+	p->eth = eth;
+	p->iph = iph;
+	p->tcp = tcp;
+	p->tot_len = tot_len;
+	p->flags = tcp_flag_byte(tcp);
+	return 0;
+}
+
+static __always_inline __u64 now_ns(void)
+{
+	return bpf_ktime_get_coarse_ns();
+}
+
+/*
+ * Folded checksum deltas for rewriting key's addresses and ports into the
+ * recipe's (RFC 1624): ip covers the IPv4 header, l4 the TCP pseudo header
+ * addresses plus both ports.
+ */
+static __always_inline void recipe_csum(struct flow_value *v, const struct flow_key *k)
+{
+	__u32 ip = 0, l4;
+
+	ip = csum_replace32(ip, k->saddr_be, v->saddr_be);
+	ip = csum_replace32(ip, k->daddr_be, v->daddr_be);
+	l4 = ip;
+	l4 = csum_replace16(l4, k->sport_be, v->sport_be);
+	l4 = csum_replace16(l4, k->dport_be, v->dport_be);
+	v->csum_ip = csum_fold32(ip);
+	v->csum_l4 = csum_fold32(l4);
+}
+
+/* Rewrite the frame with entry v's recipe. Returns the XDP action. */
+static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 dir)
+{
+	struct iphdr *iph = p->iph;
+	struct tcphdr *tcp = p->tcp;
+	struct backend_stats *bs;
+	__u32 ipacc, bid;
+	__u16 oldw, neww;
+	int act;
+
+	if (iph->ttl <= 1) {
+		/* Let the stack answer with ICMP time exceeded. */
+		count(XLB_C_TTL_EXCEEDED);
+		return XDP_PASS;
+	}
+
+	__builtin_memcpy(p->eth->h_dest, v->dmac, ETH_ALEN);
+	__builtin_memcpy(p->eth->h_source, v->smac, ETH_ALEN);
+
+	oldw = *(__u16 *)&iph->ttl;
+	iph->ttl--;
+	neww = *(__u16 *)&iph->ttl;
+	ipacc = csum_replace16(v->csum_ip, oldw, neww);
+	iph->saddr = v->saddr_be;
+	iph->daddr = v->daddr_be;
+	iph->check = csum_apply(iph->check, ipacc);
+
+	tcp->source = v->sport_be;
+	tcp->dest = v->dport_be;
+	tcp->check = csum_apply(tcp->check, v->csum_l4);
+
+	v->last_seen_ns = now_ns();
+	v->packets++;
+	v->bytes += p->tot_len;
+
+	bid = v->backend_id;
+	bs = bpf_map_lookup_elem(&xlb_backend_stats, &bid);
+	if (bs) {
+		if (dir == XLB_DIR_CLIENT) {
+			bs->fwd_packets++;
+			bs->fwd_bytes += p->tot_len;
+		} else {
+			bs->rev_packets++;
+			bs->rev_bytes += p->tot_len;
+		}
+	}
+
+	if (v->ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	act = bpf_redirect_map(&xlb_tx_ports, v->ifindex, XDP_DROP);
+	return act;
+}
+
+/*
+ * Turn the frame into a RST answering the received segment, sent back to its
+ * sender (RFC 793 "Reset Generation"): seq = SEG.ACK when ACK was set, else 0;
+ * ACK set with ack = SEG.SEQ + SEG.LEN (payload + SYN + FIN). TTL 64, payload
+ * and options trimmed, checksums computed in full.
+ */
+static __always_inline int reply_rst(struct xdp_md *ctx, struct pkt *p)
+{
+	struct ethhdr *eth = p->eth;
+	struct iphdr *iph = p->iph;
+	struct tcphdr *tcp = p->tcp;
+	__u8 mac[ETH_ALEN];
+	__u32 seq, ack, len, acc, a;
+	__be32 addr;
+	__be16 port;
+	__u16 *w;
+	int i, frame, delta;
+
+	len = p->tot_len - sizeof(*iph) - tcp->doff * 4;
+	if (p->flags & TCP_FL_SYN)
+		len++;
+	if (p->flags & TCP_FL_FIN)
+		len++;
+	ack = bpf_ntohl(tcp->seq) + len;
+	seq = (p->flags & TCP_FL_ACK) ? bpf_ntohl(tcp->ack_seq) : 0;
+
+	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+
+	addr = iph->saddr;
+	iph->saddr = iph->daddr;
+	iph->daddr = addr;
+	iph->tos = 0;
+	iph->tot_len = bpf_htons(sizeof(*iph) + sizeof(*tcp));
+	iph->id = 0;
+	iph->frag_off = bpf_htons(IP_DF);
+	iph->ttl = 64;
+	iph->check = 0;
+	acc = 0;
+	w = (__u16 *)iph;
+#pragma unroll
+	for (i = 0; i < (int)(sizeof(*iph) / 2); i++)
+		acc += w[i];
+	iph->check = ~csum_fold32(acc);
+
+	port = tcp->source;
+	tcp->source = tcp->dest;
+	tcp->dest = port;
+	tcp->seq = bpf_htonl(seq);
+	tcp->ack_seq = bpf_htonl(ack);
+	((__u8 *)tcp)[12] = 5 << 4; /* doff 5, reserved 0 */
+	((__u8 *)tcp)[13] = TCP_FL_RST | TCP_FL_ACK;
+	tcp->window = 0;
+	tcp->urg_ptr = 0;
+	tcp->check = 0;
+	/* pseudo header: addresses, zero+protocol, TCP length */
+	acc = 0;
+	a = iph->saddr;
+	acc += (__u16)a + (__u16)(a >> 16);
+	a = iph->daddr;
+	acc += (__u16)a + (__u16)(a >> 16);
+	acc += bpf_htons(IPPROTO_TCP);
+	acc += bpf_htons(sizeof(*tcp));
+	w = (__u16 *)tcp;
+#pragma unroll
+	for (i = 0; i < (int)(sizeof(*tcp) / 2); i++)
+		acc += w[i];
+	tcp->check = ~csum_fold32(acc);
+
+	frame = (long)ctx->data_end - (long)ctx->data;
+	delta = (int)(sizeof(*eth) + sizeof(*iph) + sizeof(*tcp)) - frame;
+	if (delta < 0 && bpf_xdp_adjust_tail(ctx, delta))
+		return XDP_DROP;
+	return XDP_TX;
+}
+
+static __always_inline int pair_terminal(__u32 flags)
+{
+	if (flags & (XLB_F_RST_CLIENT | XLB_F_RST_BACKEND))
+		return 1;
+	return (flags & (XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND)) == (XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND);
+}
+
+/*
+ * Record a FIN or RST on the pair's forward entry (seed "Orderly close and
+ * reset"). The atomic OR's old value decides, exactly once per pair, which
+ * packet made the pair terminal and therefore counts the closure: the second
+ * FIN (initiator: the side whose FIN came first) or the first RST (initiator:
+ * its sender). A missing or foreign counterpart is an invariant violation;
+ * the packet is forwarded regardless by the caller.
+ */
+static __always_inline void note_close(struct flow_value *v, __u32 dir, __u8 tflags)
+{
+	struct flow_value *fwd, *peer;
+	__u32 bit, old, closes;
+
+	peer = bpf_map_lookup_elem(&xlb_flows, &v->peer);
+	if (!peer || peer->generation != v->generation) {
+		count(XLB_C_INVARIANT);
+		if (dir == XLB_DIR_BACKEND)
+			return; /* no forward entry to hold the state */
+		peer = 0;
+	}
+	fwd = dir == XLB_DIR_CLIENT ? v : peer;
+	if (!fwd)
+		return;
+
+	if (tflags & TCP_FL_RST)
+		bit = dir == XLB_DIR_CLIENT ? XLB_F_RST_CLIENT : XLB_F_RST_BACKEND;
+	else
+		bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
+
+	old = __sync_fetch_and_or(&fwd->flags, bit);
+	if (old & bit)
+		return; /* retransmission */
+	closes = XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND | XLB_F_RST_CLIENT | XLB_F_RST_BACKEND;
+	if (!(old & closes) && dir == XLB_DIR_BACKEND)
+		__sync_fetch_and_or(&fwd->flags, XLB_F_INIT_BACKEND);
+	if (pair_terminal(old))
+		return; /* already counted */
+	if (tflags & TCP_FL_RST) {
+		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_CLIENT_RST : XLB_C_CLOSED_BACKEND_RST);
+		fwd->close_ns = now_ns();
+		return;
+	}
+	if (old & (dir == XLB_DIR_CLIENT ? XLB_F_FIN_BACKEND : XLB_F_FIN_CLIENT)) {
+		/* second FIN: the other side initiated */
+		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
+		fwd->close_ns = now_ns();
+	}
+}
+
+/*
+ * Next hop toward dst from src, as the host's FIB would route a packet this
+ * host sends (XLB originates the backend-facing side of a full-NAT pair): the
+ * lookup enters from the loopback device, like a locally generated route
+ * lookup, so policy rules and the longest prefix apply unchanged. The kernel
+ * requires forwarding on the device named in the lookup; the daemon enables
+ * net.ipv4.conf.lo.forwarding, which forwards nothing by itself. Returns 0 on
+ * success; the egress interface must be ingress or in the redirect map.
+ */
+#define LOOPBACK_IFINDEX 1
+static __always_inline int next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, __u8 *smac, __u8 *dmac, __u32 *ifindex)
+{
+	struct bpf_fib_lookup fib = {};
+	__u32 oif;
+	int rc;
+
+	fib.family = AF_INET;
+	fib.l4_protocol = IPPROTO_TCP;
+	fib.ipv4_src = src;
+	fib.ipv4_dst = dst;
+	fib.ifindex = LOOPBACK_IFINDEX;
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	oif = fib.ifindex;
+	if (oif != ctx->ingress_ifindex && !bpf_map_lookup_elem(&xlb_tx_ports, &oif))
+		return -1;
+	__builtin_memcpy(smac, fib.smac, ETH_ALEN);
+	__builtin_memcpy(dmac, fib.dmac, ETH_ALEN);
+	*ifindex = oif;
+	return 0;
+}
+
+enum create_result {
+	CREATE_OK,
+	CREATE_RACE,      /* another CPU created the same pair */
+	CREATE_EXHAUSTED, /* no free SNAT port within the bounded probes */
+	CREATE_FULL,      /* flow table full */
+	CREATE_NO_BACKEND,
+	CREATE_FIB_MISS,
+};
+
+/* Scratch space for pair creation: two values do not fit the BPF stack comfortably. */
+struct create_scratch {
+	struct flow_value fwd;
+	struct flow_value rev;
+	struct flow_key rkey;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct create_scratch);
+	__uint(max_entries, 1);
+} xlb_scratch SEC(".maps");
+
+/*
+ * Create a connection pair for the client SYN in p whose forward key is fk
+ * (seed "New connections"). On CREATE_OK the frame has not been touched yet;
+ * *out receives a copy of the new forward recipe in the scratch area.
+ */
+static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct xlb_config *cfg,
+				       struct flow_key *fk, __be16 remote_port, struct flow_value **out)
+{
+	struct create_scratch *s;
+	struct backend_set *set;
+	struct backend_ref br;
+	struct xlb_state *st;
+	struct backend_stats *bs;
+	__u32 zero = 0, slot, count_, idx, n, tries, i, *cursor, port, rr;
+	__u64 gen, now;
+	int err;
+
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	st = bpf_map_lookup_elem(&xlb_shared, &zero);
+	if (!s || !st)
+		return CREATE_FULL;
+	slot = cfg->active_set & 1;
+	set = bpf_map_lookup_elem(&xlb_backend_sets, &slot);
+	if (!set)
+		return CREATE_NO_BACKEND;
+	count_ = set->count;
+	if (count_ == 0 || count_ > XLB_MAX_BACKENDS)
+		return CREATE_NO_BACKEND;
+	rr = (__u32)__sync_fetch_and_add(&st->rr, 1);
+	idx = rr % count_;
+	/* hide idx's range from clang so the verifier sees the bound check */
+	asm volatile("" : "+r"(idx));
+	if (idx >= XLB_MAX_BACKENDS)
+		return CREATE_NO_BACKEND;
+	br = set->entries[idx];
+	if (br.id >= XLB_MAX_BACKENDS)
+		return CREATE_NO_BACKEND;
+
+	/* forward recipe: toward the backend, from the SNAT address */
+	__builtin_memset(&s->fwd, 0, sizeof(s->fwd));
+	if (next_hop(ctx, cfg->snat_ip_be, br.ip_be, s->fwd.smac, s->fwd.dmac, &s->fwd.ifindex))
+		return CREATE_FIB_MISS;
+	s->fwd.saddr_be = cfg->snat_ip_be;
+	s->fwd.daddr_be = br.ip_be;
+	s->fwd.dport_be = remote_port;
+
+	/* reverse recipe: toward the client, from listen:local_port */
+	__builtin_memset(&s->rev, 0, sizeof(s->rev));
+	if (next_hop(ctx, cfg->listen_ip_be, fk->saddr_be, s->rev.smac, s->rev.dmac, &s->rev.ifindex)) {
+		/* no usable route/neighbour: answer the L2 sender of the SYN */
+		__builtin_memcpy(s->rev.smac, p->eth->h_dest, ETH_ALEN);
+		__builtin_memcpy(s->rev.dmac, p->eth->h_source, ETH_ALEN);
+		s->rev.ifindex = ctx->ingress_ifindex;
+	}
+	s->rev.saddr_be = cfg->listen_ip_be;
+	s->rev.daddr_be = fk->saddr_be;
+	s->rev.sport_be = fk->dport_be;
+	s->rev.dport_be = fk->sport_be;
+
+	gen = __sync_fetch_and_add(&st->generation, 1) + 1;
+	if ((__u32)gen == 0)
+		gen = __sync_fetch_and_add(&st->generation, 1) + 1;
+	now = now_ns();
+	s->fwd.backend_id = br.id;
+	s->rev.backend_id = br.id;
+	s->fwd.generation = (__u32)gen;
+	s->rev.generation = (__u32)gen;
+	s->fwd.last_seen_ns = now;
+	s->rev.last_seen_ns = now;
+	s->rev.peer = *fk;
+
+	__builtin_memset(&s->rkey, 0, sizeof(s->rkey));
+	s->rkey.saddr_be = br.ip_be;
+	s->rkey.daddr_be = cfg->snat_ip_be;
+	s->rkey.sport_be = remote_port;
+	s->rkey.proto = IPPROTO_TCP;
+	s->rkey.dir = XLB_DIR_BACKEND;
+
+	if (cfg->snat_port_hi < cfg->snat_port_lo)
+		return CREATE_EXHAUSTED;
+	n = (__u32)cfg->snat_port_hi - cfg->snat_port_lo + 1;
+	tries = n < XLB_SNAT_MAX_TRIES ? n : XLB_SNAT_MAX_TRIES;
+	idx = br.id;
+	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &idx);
+	if (!cursor)
+		return CREATE_EXHAUSTED;
+
+	err = -1;
+	for (i = 0; i < XLB_SNAT_MAX_TRIES; i++) {
+		if (i >= tries)
+			break;
+		port = cfg->snat_port_lo + (__sync_fetch_and_add(cursor, 1) % n);
+		s->rkey.dport_be = bpf_htons((__u16)port);
+		recipe_csum(&s->rev, &s->rkey);
+		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
+		if (err != -17 /* EEXIST */)
+			break;
+	}
+	if (err == -17 || err == -1)
+		return CREATE_EXHAUSTED;
+	if (err)
+		return CREATE_FULL;
+
+	s->fwd.sport_be = s->rkey.dport_be;
+	s->fwd.peer = s->rkey;
+	recipe_csum(&s->fwd, fk);
+	err = bpf_map_update_elem(&xlb_flows, fk, &s->fwd, BPF_NOEXIST);
+	if (err) {
+		bpf_map_delete_elem(&xlb_flows, &s->rkey);
+		return err == -17 ? CREATE_RACE : CREATE_FULL;
+	}
+
+	count(XLB_C_PAIRS_CREATED);
+	bs = bpf_map_lookup_elem(&xlb_backend_stats, &idx);
+	if (bs)
+		bs->opened++;
+	*out = &s->fwd;
+	return CREATE_OK;
+}
+
+/* Find the listen port mapping for dport; returns the remote port or 0. */
+static __always_inline __be16 remote_port_for(struct xlb_config *cfg, __be16 dport)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < XLB_MAX_PORTS; i++) {
+		if (i >= cfg->nports)
+			break;
+		if (cfg->ports[i].local_port_be == dport)
+			return cfg->ports[i].remote_port_be;
+	}
+	return 0;
+}
+
+SEC("xdp")
+int xlb_xdp(struct xdp_md *ctx)
+{
+	struct flow_value *v, *peer;
+	struct xlb_config *cfg;
+	struct flow_key key;
+	struct pkt p;
+	__be16 remote = 0;
+	__u32 zero = 0, dir;
+	__u16 dport;
+	int rc, is_syn;
+
+	if (parse(ctx, &p))
+		return finish(XDP_PASS);
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	if (!cfg)
+		return finish(XDP_PASS);
+
+	dport = bpf_ntohs(p.tcp->dest);
+	if (p.iph->daddr == cfg->listen_ip_be && (remote = remote_port_for(cfg, p.tcp->dest)) != 0)
+		dir = XLB_DIR_CLIENT;
+	else if (p.iph->daddr == cfg->snat_ip_be && dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi)
+		dir = XLB_DIR_BACKEND;
+	else
+		return finish(XDP_PASS);
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.saddr_be = p.iph->saddr;
+	key.daddr_be = p.iph->daddr;
+	key.sport_be = p.tcp->source;
+	key.dport_be = p.tcp->dest;
+	key.proto = IPPROTO_TCP;
+	key.dir = dir;
+
+	v = bpf_map_lookup_elem(&xlb_flows, &key);
+	is_syn = dir == XLB_DIR_CLIENT && (p.flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST | TCP_FL_FIN)) == TCP_FL_SYN;
+
+	if (cfg->flags & XLB_CFG_SHUTDOWN) {
+		/* seed "XLB shutdown behavior": reactive RSTs; an incoming RST is never answered */
+		if (p.flags & TCP_FL_RST) {
+			if (!v)
+				return finish(XDP_PASS);
+			note_close(v, dir, p.flags);
+			return finish(rewrite_and_send(ctx, &p, v, dir));
+		}
+		if (!v && !is_syn)
+			return finish(XDP_PASS);
+		count(XLB_C_SHUTDOWN_RESETS);
+		return finish(reply_rst(ctx, &p));
+	}
+
+	if (is_syn) {
+		if (v) {
+			if (!pair_terminal(v->flags)) {
+				count(XLB_C_SYN_REUSED);
+				return finish(rewrite_and_send(ctx, &p, v, dir));
+			}
+			/* seed: a new SYN meeting terminal state replaces that pair */
+			bpf_map_delete_elem(&xlb_flows, &v->peer);
+			bpf_map_delete_elem(&xlb_flows, &key);
+			count(XLB_C_PAIRS_REPLACED);
+		}
+		rc = create_pair(ctx, &p, cfg, &key, remote, &v);
+		switch (rc) {
+		case CREATE_OK:
+			break;
+		case CREATE_RACE:
+			v = bpf_map_lookup_elem(&xlb_flows, &key);
+			if (!v)
+				return finish(XDP_DROP);
+			count(XLB_C_SYN_REUSED);
+			break;
+		case CREATE_FIB_MISS:
+			count(XLB_C_FIB_MISS);
+			return finish(XDP_DROP);
+		case CREATE_EXHAUSTED:
+			count(XLB_C_SNAT_EXHAUSTED);
+			return finish(reply_rst(ctx, &p));
+		case CREATE_NO_BACKEND:
+			count(XLB_C_NO_BACKEND);
+			return finish(reply_rst(ctx, &p));
+		default:
+			count(XLB_C_TABLE_FULL);
+			return finish(reply_rst(ctx, &p));
+		}
+		if (rc == CREATE_OK) {
+			/* the map holds the entry; forward with the map's copy so stats land there */
+			peer = bpf_map_lookup_elem(&xlb_flows, &key);
+			if (peer)
+				v = peer;
+		}
+		return finish(rewrite_and_send(ctx, &p, v, dir));
+	}
+
+	if (!v)
+		return finish(XDP_PASS);
+	if (p.flags & (TCP_FL_FIN | TCP_FL_RST))
+		note_close(v, dir, p.flags);
+	return finish(rewrite_and_send(ctx, &p, v, dir));
+}
+
+/* Keep the enums in BTF so bpf2go generates their Go constants. */
+const enum xlb_counter *__xlb_counter_btf __attribute__((unused));
+const enum xlb_flow_flags *__xlb_flow_flags_btf __attribute__((unused));
+const enum xlb_dir *__xlb_dir_btf __attribute__((unused));
+const enum xlb_cfg_flags *__xlb_cfg_flags_btf __attribute__((unused));

@@ -1,0 +1,71 @@
+// Package dataplane loads the XLB XDP program (bpf/xlb.c, compiled by bpf2go),
+// attaches it to interfaces and gives typed access to its maps. It is the
+// only package that touches BPF objects; only pkg/flow deletes flow entries.
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Options shape the loaded objects.
+type Options struct {
+	// MaxConnections is the number of connection pairs the flow map holds
+	// (flow_table.max_connections); the map gets two entries per pair.
+	MaxConnections uint32
+}
+
+// Dataplane owns the loaded program and maps. Methods are safe for
+// concurrent use.
+type Dataplane struct {
+	objs xlbObjects
+
+	mu       sync.Mutex
+	cfg      xlbXlbConfig
+	attached map[string]*Attachment
+}
+
+// Load loads the XDP program and creates its maps. It does not attach.
+// Errors carry the verifier log when the kernel rejects the program.
+func Load(opts Options) (*Dataplane, error) {
+	if opts.MaxConnections == 0 {
+		return nil, errors.New("dataplane: MaxConnections must be at least 1")
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("dataplane: remove memlock limit: %w", err)
+	}
+	spec, err := loadXlb()
+	if err != nil {
+		return nil, err
+	}
+	spec.Maps[xlbMapXlbFlows].MaxEntries = 2 * opts.MaxConnections
+	d := &Dataplane{attached: map[string]*Attachment{}}
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("dataplane: verifier rejected the program: %+v", ve)
+		}
+		return nil, fmt.Errorf("dataplane: load: %w", err)
+	}
+	return d, nil
+}
+
+// Program returns the XDP program (for BPF_PROG_TEST_RUN in tests and benchmarks).
+func (d *Dataplane) Program() *ebpf.Program { return d.objs.XlbXdp }
+
+// FlowMap returns the raw flow map. Only pkg/flow and tests use it.
+func (d *Dataplane) FlowMap() *ebpf.Map { return d.objs.XlbFlows }
+
+// FlowCapacity is the flow map's max_entries (two per connection pair).
+func (d *Dataplane) FlowCapacity() uint32 { return d.objs.XlbFlows.MaxEntries() }
+
+// Close detaches every interface and releases the program and maps.
+func (d *Dataplane) Close() error {
+	errs := []error{d.DetachAll()}
+	errs = append(errs, d.objs.Close())
+	return errors.Join(errs...)
+}
