@@ -72,9 +72,9 @@ struct flow_value {
 	__u32 generation;  /* same on both entries of a pair; never 0 */
 	__u32 flags;       /* enum xlb_flow_flags (forward entry only) */
 	struct flow_key peer; /* key of the counterpart entry */
-	/* state; times are CLOCK_MONOTONIC_COARSE nanoseconds */
-	__u64 last_seen_ns; /* last packet forwarded in this direction */
-	__u64 close_ns;     /* forward entry: when the pair became terminal */
+	/* state; times are jiffies (bpf_jiffies64) */
+	__u64 last_seen;    /* last packet forwarded in this direction */
+	__u64 closed_at;    /* forward entry: when the pair became terminal */
 	__u64 packets;      /* best effort: updated without atomics */
 	__u64 bytes;        /* IPv4 bytes (tot_len) as received */
 };
@@ -114,8 +114,10 @@ struct backend_set {
 
 /* Shared mutable state, updated with atomics by the data path. */
 struct xlb_state {
-	__u64 rr;          /* round-robin position */
-	__u64 generation;  /* last pair generation handed out */
+	__u64 rr;            /* round-robin position */
+	__u64 generation;    /* last pair generation handed out */
+	__u64 clock_jiffies; /* written by xlb_clock: jiffies ... */
+	__u64 clock_ns;      /* ... and CLOCK_MONOTONIC ns at the same instant */
 };
 
 /* Per-backend per-CPU counters, indexed by backend id. */

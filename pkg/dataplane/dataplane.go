@@ -26,6 +26,7 @@ type Dataplane struct {
 
 	mu       sync.Mutex
 	cfg      xlbXlbConfig
+	clockMu  sync.Mutex
 	attached map[string]*Attachment
 }
 

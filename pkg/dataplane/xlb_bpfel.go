@@ -68,8 +68,8 @@ type xlbFlowValue struct {
 	Generation uint32
 	Flags      uint32
 	Peer       xlbFlowKey
-	LastSeenNs uint64
-	CloseNs    uint64
+	LastSeen   uint64
+	ClosedAt   uint64
 	Packets    uint64
 	Bytes      uint64
 }
@@ -141,9 +141,11 @@ const (
 )
 
 type xlbXlbState struct {
-	_          structs.HostLayout
-	Rr         uint64
-	Generation uint64
+	_            structs.HostLayout
+	Rr           uint64
+	Generation   uint64
+	ClockJiffies uint64
+	ClockNs      uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -159,6 +161,7 @@ const (
 	xlbMapXlbShared       = "xlb_shared"
 	xlbMapXlbSnatCursors  = "xlb_snat_cursors"
 	xlbMapXlbTxPorts      = "xlb_tx_ports"
+	xlbProgXlbClock       = "xlb_clock"
 	xlbProgXlbXdp         = "xlb_xdp"
 	xlbVarXlbCfgFlagsBtf  = "__xlb_cfg_flags_btf"
 	xlbVarXlbCounterBtf   = "__xlb_counter_btf"
@@ -208,7 +211,8 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbXdp *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
+	XlbClock *ebpf.ProgramSpec `ebpf:"xlb_clock"`
+	XlbXdp   *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
@@ -295,11 +299,13 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbXdp *ebpf.Program `ebpf:"xlb_xdp"`
+	XlbClock *ebpf.Program `ebpf:"xlb_clock"`
+	XlbXdp   *ebpf.Program `ebpf:"xlb_xdp"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
+		p.XlbClock,
 		p.XlbXdp,
 	)
 }

@@ -59,6 +59,13 @@ func (e *Env) RunProgram(prog *ebpf.Program, frame []byte, ingress Iface) (uint3
 	return ret, out, err
 }
 
+// BenchHere is Bench for callers already inside Do.
+func (e *Env) BenchHere(prog *ebpf.Program, frame []byte, ingress Iface, repeat int) (float64, uint32, error) {
+	opts := ebpf.RunOptions{Data: frame, Repeat: uint32(repeat), Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ingress.Index)}}
+	r, total, err := runTimed(prog, &opts)
+	return float64(total) / float64(repeat), r, err
+}
+
 // Bench runs prog repeat times on frame inside the namespace and returns the
 // kernel-measured nanoseconds per run.
 func (e *Env) Bench(prog *ebpf.Program, frame []byte, ingress Iface, repeat int) (float64, uint32, error) {
