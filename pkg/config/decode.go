@@ -1,0 +1,252 @@
+package config
+
+import (
+	"math"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// The decode* methods map the schema of DESIGN §1 onto Config. They check
+// shape and type, and the rules of a single value that decide what can be
+// stored: number ranges, the port_range syntax and floor, the
+// orphan_ttl_secs minimum. Rules about enumerations, addresses and several
+// fields together are in validate.go.
+
+// decodeConfig overlays the document's root mapping onto c.
+func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
+	d.mapping(root, "", []field{
+		{"name", d.into(&c.Name)},
+		{"listen", func(n *yaml.Node, p string) { d.decodeListen(n, p, &c.Listen) }},
+		{"proto", d.into(&c.Proto)},
+		{"mode", d.into(&c.Mode)},
+		{"ports", func(n *yaml.Node, p string) { c.Ports = d.decodePorts(n, p) }},
+		{"provider", func(n *yaml.Node, p string) { d.decodeProvider(n, p, &c.Provider) }},
+		{"orphan_ttl_secs", func(n *yaml.Node, p string) { d.decodeOrphanTTL(n, p, &c.OrphanTTL) }},
+		{"shutdown_timeout", func(n *yaml.Node, p string) {
+			if v, ok := d.integer(n, p, 0, int64(MaxShutdownTimeout/time.Second), " seconds"); ok {
+				c.ShutdownTimeout = time.Duration(v) * time.Second
+			}
+		}},
+		{"admin", func(n *yaml.Node, p string) { d.decodeAdmin(n, p, &c.Admin) }},
+		{"metrics", func(n *yaml.Node, p string) { d.decodeListener(n, p, &c.Metrics) }},
+		{"interfaces", func(n *yaml.Node, p string) { c.Interfaces = d.decodeStrings(n, p) }},
+		{"xdp_mode", d.into(&c.XDPMode)},
+		{"snat", func(n *yaml.Node, p string) { d.decodeSNAT(n, p, &c.SNAT) }},
+		{"flow_table", func(n *yaml.Node, p string) {
+			d.mapping(n, p, []field{{"max_connections", func(n *yaml.Node, p string) {
+				if v, ok := d.integer(n, p, 1, MaxFlowConnections, ""); ok {
+					c.FlowTable.MaxConnections = uint32(v)
+				}
+			}}})
+		}},
+		{"state_dir", func(n *yaml.Node, p string) {
+			if s, ok := d.str(n, p); ok {
+				c.StateDir = s
+				if s != "" {
+					c.StateDir = filepath.Clean(s)
+				}
+			}
+		}},
+	})
+}
+
+// into returns a decode function storing a string field in dst.
+func (d *decoder) into(dst *string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, p string) {
+		if s, ok := d.str(n, p); ok {
+			*dst = s
+		}
+	}
+}
+
+// decodeListen reads `listen: auto` or `listen: {ip: A.B.C.D}`.
+func (d *decoder) decodeListen(n *yaml.Node, path string, l *Listen) {
+	if n.Kind == yaml.ScalarNode {
+		if n.Value != "auto" {
+			d.fail(n.Line, path, `must be "auto" or {ip: ADDRESS}, got %s`, describe(n))
+			return
+		}
+		*l = Listen{Auto: true}
+		return
+	}
+	*l = Listen{}
+	d.mapping(n, path, []field{{"ip", func(n *yaml.Node, p string) { l.IP, _ = d.addr(n, p) }}})
+}
+
+// decodePorts reads the port mappings. Every item yields one entry (zero
+// where it failed to decode) so that Ports[i] is always ports[i].
+func (d *decoder) decodePorts(n *yaml.Node, path string) []PortMapping {
+	items, ok := d.sequence(n, path)
+	if !ok {
+		return nil
+	}
+	ports := make([]PortMapping, len(items))
+	for i, it := range items {
+		pm := &ports[i]
+		remoteSet := false
+		d.mapping(it, indexPath(path, i), []field{
+			{"local_port", func(n *yaml.Node, p string) { pm.LocalPort, _ = d.port(n, p) }},
+			{"remote_port", func(n *yaml.Node, p string) { pm.RemotePort, _ = d.port(n, p); remoteSet = true }},
+		})
+		if !remoteSet {
+			pm.RemotePort = pm.LocalPort
+		}
+	}
+	return ports
+}
+
+// decodeProvider reads `provider: {static: ...}` or
+// `provider: {kubernetes: ...}`; validation checks that exactly one is set.
+func (d *decoder) decodeProvider(n *yaml.Node, path string, pr *Provider) {
+	d.mapping(n, path, []field{
+		{"static", func(n *yaml.Node, p string) {
+			pr.Static = &StaticProvider{}
+			d.mapping(n, p, []field{{"backends", func(n *yaml.Node, p string) {
+				pr.Static.Backends = d.decodeBackends(n, p)
+			}}})
+		}},
+		{"kubernetes", func(n *yaml.Node, p string) {
+			k := &KubernetesProvider{}
+			pr.Kubernetes = k
+			d.mapping(n, p, []field{
+				{"namespace", d.into(&k.Namespace)},
+				{"service", d.into(&k.Service)},
+				{"kubeconfig", d.into(&k.Kubeconfig)},
+			})
+		}},
+	})
+}
+
+// decodeBackends reads static backends; a backend without a name is named
+// after its IP address (DESIGN §1 via the brief).
+func (d *decoder) decodeBackends(n *yaml.Node, path string) []Backend {
+	items, ok := d.sequence(n, path)
+	if !ok {
+		return nil
+	}
+	bs := make([]Backend, len(items))
+	for i, it := range items {
+		b := &bs[i]
+		p := indexPath(path, i)
+		d.mapping(it, p, []field{
+			{"name", d.into(&b.Name)},
+			{"ip", func(n *yaml.Node, p string) { b.IP, _ = d.addr(n, p) }},
+		})
+		if !d.set[childPath(p, "name")] && b.IP.IsValid() {
+			b.Name = b.IP.String()
+		}
+	}
+	return bs
+}
+
+// decodeOrphanTTL reads orphan_ttl_secs. A value below MinOrphanTTL is not
+// an error: it becomes MinOrphanTTL with one warning (seed "Inactive
+// connection cleanup"). The ceiling is MaxOrphanTTL.
+func (d *decoder) decodeOrphanTTL(n *yaml.Node, path string, dst *time.Duration) {
+	v, ok := d.integer(n, path, math.MinInt64, math.MaxInt64, "")
+	if !ok {
+		return
+	}
+	if maxSecs := int64(MaxOrphanTTL / time.Second); v > maxSecs {
+		d.fail(n.Line, path, "must be at most %d seconds (one year), got %d", maxSecs, v)
+		return
+	}
+	if minSecs := int64(MinOrphanTTL / time.Second); v < minSecs {
+		d.warnf(path, "%d is below the minimum of %d seconds; using %d", v, minSecs, minSecs)
+		v = minSecs
+	}
+	*dst = time.Duration(v) * time.Second
+}
+
+// decodeAdmin reads the admin listener and its optional auth.
+func (d *decoder) decodeAdmin(n *yaml.Node, path string, a *Admin) {
+	d.mapping(n, path, []field{
+		{"address", func(n *yaml.Node, p string) { d.setAddr(n, p, &a.Address) }},
+		{"port", func(n *yaml.Node, p string) { d.setPort(n, p, &a.Port) }},
+		{"auth", func(n *yaml.Node, p string) {
+			a.Auth = &AdminAuth{}
+			d.mapping(n, p, []field{{"username", d.into(&a.Auth.Username)}})
+		}},
+	})
+}
+
+// decodeListener reads {address, port}.
+func (d *decoder) decodeListener(n *yaml.Node, path string, l *Listener) {
+	d.mapping(n, path, []field{
+		{"address", func(n *yaml.Node, p string) { d.setAddr(n, p, &l.Address) }},
+		{"port", func(n *yaml.Node, p string) { d.setPort(n, p, &l.Port) }},
+	})
+}
+
+// setAddr and setPort keep the default when the value fails to decode.
+func (d *decoder) setAddr(n *yaml.Node, p string, dst *netip.Addr) {
+	if a, ok := d.addr(n, p); ok {
+		*dst = a
+	}
+}
+
+func (d *decoder) setPort(n *yaml.Node, p string, dst *uint16) {
+	if v, ok := d.port(n, p); ok {
+		*dst = v
+	}
+}
+
+// decodeStrings reads a sequence of strings; an empty one is nil, like an
+// omitted one.
+func (d *decoder) decodeStrings(n *yaml.Node, path string) []string {
+	items, ok := d.sequence(n, path)
+	if !ok || len(items) == 0 {
+		return nil
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i], _ = d.str(it, indexPath(path, i))
+	}
+	return out
+}
+
+// decodeSNAT reads {ip: auto|A.B.C.D, port_range: "LO-HI"}.
+func (d *decoder) decodeSNAT(n *yaml.Node, path string, s *SNAT) {
+	d.mapping(n, path, []field{
+		{"ip", func(n *yaml.Node, p string) {
+			if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+				s.Auto, s.IP = true, netip.Addr{}
+				return
+			}
+			s.Auto = false
+			s.IP, _ = d.addr(n, p)
+		}},
+		{"port_range", func(n *yaml.Node, p string) {
+			str, ok := d.str(n, p)
+			if !ok {
+				return
+			}
+			lo, hi, ok := parsePortRange(str)
+			switch {
+			case !ok:
+				d.fail(n.Line, p, `must be "LO-HI" with two port numbers, e.g. "40000-59999", got %q`, str)
+			case lo < MinSNATPort || lo > hi:
+				d.fail(n.Line, p, `must satisfy %d <= LO <= HI <= 65535, got %q`, MinSNATPort, str)
+			default:
+				s.PortLo, s.PortHi = uint16(lo), uint16(hi)
+			}
+		}},
+	})
+}
+
+// parsePortRange parses "LO-HI", two decimal port numbers 0..65535; the
+// caller checks their order and floor.
+func parsePortRange(s string) (lo, hi uint64, ok bool) {
+	a, b, found := strings.Cut(s, "-")
+	if !found {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.ParseUint(a, 10, 16)
+	hi, err2 := strconv.ParseUint(b, 10, 16)
+	return lo, hi, err1 == nil && err2 == nil
+}

@@ -1,0 +1,98 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Defaults and limits. DESIGN §1 fixes the defaults; where it leaves a limit
+// open the value here is this package's decision, documented next to it.
+const (
+	DefaultName            = "xlb"
+	DefaultProto           = "tcp"
+	DefaultMode            = "nat"
+	DefaultOrphanTTL       = 300 * time.Second // DESIGN §1, seed "Inactive connection cleanup"
+	DefaultShutdownTimeout = 15 * time.Second  // DESIGN §1, seed "XLB shutdown behavior"
+	DefaultAdminPort       = 9090
+	DefaultMetricsPort     = 9642
+	DefaultXDPMode         = "auto"
+	DefaultSNATPortLo      = 40000
+	DefaultSNATPortHi      = 59999
+	DefaultMaxConnections  = 262144
+	DefaultStateDir        = "/sys/fs/bpf/xlb"
+
+	// MinOrphanTTL is the effective minimum of orphan_ttl_secs; lower
+	// values become this with one warning (seed "Inactive connection
+	// cleanup").
+	MinOrphanTTL = 300 * time.Second
+	// MaxOrphanTTL (one year) keeps the value far from time.Duration
+	// overflow; idle flows longer than that are not a realistic need.
+	MaxOrphanTTL = 365 * 24 * time.Hour
+	// MaxShutdownTimeout (one hour) bounds how long a stop may hold the
+	// instance attached; the service manager's stop timeout must exceed it.
+	MaxShutdownTimeout = time.Hour
+
+	// MinPortMappings and MaxPortMappings bound len(ports) (DESIGN §1).
+	MinPortMappings = 1
+	MaxPortMappings = 8
+
+	// MinSNATPort is the floor of snat.port_range: ports below 1024 are
+	// well-known service ports that host daemons bind, so the range must
+	// stay clear of them.
+	MinSNATPort = 1024
+
+	// MaxFlowConnections (2^24 pairs, 2^25 map entries) is the ceiling of
+	// flow_table.max_connections: beyond it the preallocated flow map needs
+	// several GiB of locked kernel memory.
+	MaxFlowConnections = 1 << 24
+
+	// MaxNameLen bounds name and backend names, which label metrics and
+	// status; long enough for any Kubernetes object name (253).
+	MaxNameLen = 253
+
+	// MaxInterfaceName is the longest Linux interface name (IFNAMSIZ-1).
+	MaxInterfaceName = 15
+)
+
+// Values of the enumerated fields.
+const (
+	ProtoTCP = "tcp"
+	ProtoUDP = "udp"
+
+	ModeNAT = "nat"
+	ModeDSR = "dsr"
+
+	XDPModeAuto    = "auto"
+	XDPModeNative  = "native"
+	XDPModeGeneric = "generic"
+)
+
+// Default returns a Config with every default of DESIGN §1 filled in. Ports
+// and Provider have no default, so the result is not a valid configuration
+// by itself; Parse starts from it and overlays the file.
+func Default() *Config {
+	return &Config{
+		Name:            DefaultName,
+		Listen:          Listen{Auto: true},
+		Proto:           DefaultProto,
+		Mode:            DefaultMode,
+		OrphanTTL:       DefaultOrphanTTL,
+		ShutdownTimeout: DefaultShutdownTimeout,
+		Admin: Admin{
+			Address: netip.AddrFrom4([4]byte{127, 0, 0, 1}),
+			Port:    DefaultAdminPort,
+		},
+		Metrics: Listener{
+			Address: netip.IPv4Unspecified(),
+			Port:    DefaultMetricsPort,
+		},
+		XDPMode: DefaultXDPMode,
+		SNAT: SNAT{
+			Auto:   true,
+			PortLo: DefaultSNATPortLo,
+			PortHi: DefaultSNATPortHi,
+		},
+		FlowTable: FlowTable{MaxConnections: DefaultMaxConnections},
+		StateDir:  DefaultStateDir,
+	}
+}

@@ -1,0 +1,68 @@
+package config
+
+import "slices"
+
+// topLevelKeys are the top-level YAML keys of DESIGN §1, in document order.
+var topLevelKeys = []string{
+	"name", "listen", "proto", "mode", "ports", "provider",
+	"orphan_ttl_secs", "shutdown_timeout", "admin", "metrics",
+	"interfaces", "xdp_mode", "snat", "flow_table", "state_dir",
+}
+
+// keyEqual compares the part of two configs under one top-level key.
+var keyEqual = map[string]func(a, b *Config) bool{
+	"name":             func(a, b *Config) bool { return a.Name == b.Name },
+	"listen":           func(a, b *Config) bool { return a.Listen == b.Listen },
+	"proto":            func(a, b *Config) bool { return a.Proto == b.Proto },
+	"mode":             func(a, b *Config) bool { return a.Mode == b.Mode },
+	"ports":            func(a, b *Config) bool { return slices.Equal(a.Ports, b.Ports) },
+	"provider":         func(a, b *Config) bool { return providerEqual(a.Provider, b.Provider) },
+	"orphan_ttl_secs":  func(a, b *Config) bool { return a.OrphanTTL == b.OrphanTTL },
+	"shutdown_timeout": func(a, b *Config) bool { return a.ShutdownTimeout == b.ShutdownTimeout },
+	"admin":            func(a, b *Config) bool { return adminEqual(a.Admin, b.Admin) },
+	"metrics":          func(a, b *Config) bool { return a.Metrics == b.Metrics },
+	"interfaces":       func(a, b *Config) bool { return slices.Equal(a.Interfaces, b.Interfaces) },
+	"xdp_mode":         func(a, b *Config) bool { return a.XDPMode == b.XDPMode },
+	"snat":             func(a, b *Config) bool { return a.SNAT == b.SNAT },
+	"flow_table":       func(a, b *Config) bool { return a.FlowTable == b.FlowTable },
+	"state_dir":        func(a, b *Config) bool { return a.StateDir == b.StateDir },
+}
+
+// Diff returns the sorted top-level YAML keys whose effective
+// values differ between a and b, e.g. ["ports", "provider"]; nil when the
+// configs are equal. A nil config compares as Default(). A running instance
+// applies none of these without a restart (DESIGN §1: the file watcher
+// names them in its "restart required" warning and in the status API).
+func Diff(a, b *Config) []string {
+	if a == nil {
+		a = Default()
+	}
+	if b == nil {
+		b = Default()
+	}
+	var keys []string
+	for _, k := range topLevelKeys {
+		if !keyEqual[k](a, b) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func providerEqual(a, b Provider) bool {
+	if (a.Static == nil) != (b.Static == nil) || (a.Kubernetes == nil) != (b.Kubernetes == nil) {
+		return false
+	}
+	if a.Static != nil && !slices.Equal(a.Static.Backends, b.Static.Backends) {
+		return false
+	}
+	return a.Kubernetes == nil || *a.Kubernetes == *b.Kubernetes
+}
+
+func adminEqual(a, b Admin) bool {
+	if a.Address != b.Address || a.Port != b.Port || (a.Auth == nil) != (b.Auth == nil) {
+		return false
+	}
+	return a.Auth == nil || *a.Auth == *b.Auth
+}

@@ -1,0 +1,92 @@
+package config
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func sortedKeys() []string {
+	return slices.Sorted(slices.Values(topLevelKeys))
+}
+
+func TestDiffEqual(t *testing.T) {
+	a, b := mustParse(t, minimal), mustParse(t, minimal)
+	if got := Diff(a, b); got != nil {
+		t.Errorf("Diff(equal) = %v, want nil", got)
+	}
+	// An omitted interfaces list equals an explicit empty one.
+	b = mustParse(t, minimal+"interfaces: []\n")
+	if got := Diff(a, b); got != nil {
+		t.Errorf("Diff(nil vs empty interfaces) = %v, want nil", got)
+	}
+	if got := Diff(nil, Default()); got != nil {
+		t.Errorf("Diff(nil, Default()) = %v, want nil", got)
+	}
+}
+
+// TestDiffEachKey changes one top-level key at a time; Diff must name
+// exactly that key, and every key must be covered.
+func TestDiffEachKey(t *testing.T) {
+	ip := netip.MustParseAddr
+	edits := map[string]func(c *Config){
+		"name":             func(c *Config) { c.Name = "other" },
+		"listen":           func(c *Config) { c.Listen = Listen{IP: ip("192.0.2.10")} },
+		"proto":            func(c *Config) { c.Proto = "udp" },
+		"mode":             func(c *Config) { c.Mode = "dsr" },
+		"ports":            func(c *Config) { c.Ports[0].RemotePort = 8080 },
+		"provider":         func(c *Config) { c.Provider.Static.Backends[0].Name = "renamed" },
+		"orphan_ttl_secs":  func(c *Config) { c.OrphanTTL = time.Hour },
+		"shutdown_timeout": func(c *Config) { c.ShutdownTimeout = 0 },
+		"admin":            func(c *Config) { c.Admin.Auth = &AdminAuth{Username: "ops"} },
+		"metrics":          func(c *Config) { c.Metrics.Port = 9000 },
+		"interfaces":       func(c *Config) { c.Interfaces = []string{"eth0"} },
+		"xdp_mode":         func(c *Config) { c.XDPMode = "generic" },
+		"snat":             func(c *Config) { c.SNAT.PortHi = 50000 },
+		"flow_table":       func(c *Config) { c.FlowTable.MaxConnections = 1 },
+		"state_dir":        func(c *Config) { c.StateDir = "/run/xlb" },
+	}
+	if got := slices.Sorted(func(yield func(string) bool) {
+		for k := range edits {
+			if !yield(k) {
+				return
+			}
+		}
+	}); !reflect.DeepEqual(got, sortedKeys()) {
+		t.Fatalf("test covers %v, want every key %v", got, sortedKeys())
+	}
+	for key, edit := range edits {
+		a, b := mustParse(t, minimal), mustParse(t, minimal)
+		edit(b)
+		if got := Diff(a, b); !reflect.DeepEqual(got, []string{key}) {
+			t.Errorf("Diff after changing %s = %v", key, got)
+		}
+	}
+}
+
+func TestDiffProviderAndAuthPointers(t *testing.T) {
+	static := mustParse(t, minimal)
+	kube := mustParse(t, "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web}\n")
+	kube2 := mustParse(t, "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web, kubeconfig: /k}\n")
+	if got := Diff(static, kube); !reflect.DeepEqual(got, []string{"provider"}) {
+		t.Errorf("Diff(static, kubernetes) = %v", got)
+	}
+	if got := Diff(kube, kube2); !reflect.DeepEqual(got, []string{"provider"}) {
+		t.Errorf("Diff(kubeconfig changed) = %v", got)
+	}
+	a := mustParse(t, minimal+"admin: {auth: {username: a}}\n")
+	b := mustParse(t, minimal+"admin: {auth: {username: a}}\n")
+	if got := Diff(a, b); got != nil {
+		t.Errorf("Diff(equal auth, distinct pointers) = %v", got)
+	}
+}
+
+func TestDiffSorted(t *testing.T) {
+	a := mustParse(t, minimal)
+	b := mustParse(t, "ports:\n  - local_port: 81\nprovider:\n  static:\n    backends:\n      - ip: 198.51.100.12\nstate_dir: /run/xlb\nname: b\n")
+	if got, want := Diff(a, b), []string{"name", "ports", "provider", "state_dir"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Diff = %v, want %v", got, want)
+	}
+}

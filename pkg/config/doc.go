@@ -1,0 +1,17 @@
+// Package config is the xlb.yaml schema of DESIGN §1: decoding with
+// defaults, validation, the effective config as YAML (for `xlb check`,
+// DESIGN §2) and the diff of two configs (for the restart-required
+// watcher).
+//
+// Parse and Load report every problem at once as Errors, each naming the
+// file, the line and the field path (`xlb.yaml:7: ports[1].local_port:
+// ...`); unknown fields are errors. They never log: the one kind of
+// warning (orphan_ttl_secs below its minimum) is returned for the caller to
+// log. Nothing here touches the network or the system; values that depend
+// on the host (listen: auto, snat.ip: auto, the default interface) are
+// resolved by the daemon at runtime.
+//
+// A field set to null (`key:` or `key: ~`) counts as omitted. Aliases are
+// followed; merge keys (<<) are rejected. Integers must be YAML integers
+// (`port: "80"` is an error); string fields take any scalar as its text.
+package config

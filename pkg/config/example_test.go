@@ -1,0 +1,51 @@
+package config
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestExampleFile parses testdata/example.yaml, which sets every field.
+func TestExampleFile(t *testing.T) {
+	c, warnings, err := Load("testdata/example.yaml")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings = %q, want none", warnings)
+	}
+	ip := netip.MustParseAddr
+	want := &Config{
+		Name:   "web-lb",
+		Listen: Listen{IP: ip("192.0.2.10")},
+		Proto:  "tcp",
+		Mode:   "nat",
+		Ports:  []PortMapping{{80, 8080}, {443, 443}},
+		Provider: Provider{Static: &StaticProvider{Backends: []Backend{
+			{"backend-1", ip("198.51.100.11")},
+			{"backend-2", ip("198.51.100.12")},
+			{"198.51.100.13", ip("198.51.100.13")},
+		}}},
+		OrphanTTL:       600 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		Admin:           Admin{Address: ip("127.0.0.1"), Port: 9091, Auth: &AdminAuth{Username: "operator"}},
+		Metrics:         Listener{Address: ip("192.0.2.10"), Port: 9643},
+		Interfaces:      []string{"eth0", "eth1"},
+		XDPMode:         "native",
+		SNAT:            SNAT{IP: ip("198.51.100.1"), PortLo: 30000, PortHi: 39999},
+		FlowTable:       FlowTable{MaxConnections: 65536},
+		StateDir:        "/sys/fs/bpf/xlb-web",
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load(example) =\n%+v\nwant\n%+v", c, want)
+	}
+	// Every top-level field but proto and mode (which have one valid value
+	// today) differs from its default.
+	wantKeys := slices.DeleteFunc(sortedKeys(), func(k string) bool { return k == "proto" || k == "mode" })
+	if got := Diff(c, Default()); !reflect.DeepEqual(got, wantKeys) {
+		t.Errorf("Diff(example, Default()) = %v, want %v", got, wantKeys)
+	}
+}

@@ -1,0 +1,171 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Marshal renders the effective config as YAML in the schema of DESIGN §1,
+// every field present with its value or default, keys in DESIGN order; it
+// is what `xlb check --config F` prints (DESIGN §2). Parsing the output of
+// a Config that Parse returned yields an equal Config. It fails only for a
+// Config that cannot be written in the schema (an address left invalid, a
+// duration that is not whole seconds), which Parse never returns.
+func (c *Config) Marshal() ([]byte, error) {
+	m := &marshaler{}
+	root := m.config(c)
+	if m.err != nil {
+		return nil, m.err
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, fmt.Errorf("config: marshal: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: marshal: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// marshaler builds the node tree, keeping the first error.
+type marshaler struct{ err error }
+
+func (m *marshaler) fail(format string, args ...any) {
+	if m.err == nil {
+		m.err = fmt.Errorf("config: marshal: "+format, args...)
+	}
+}
+
+func (m *marshaler) config(c *Config) *yaml.Node {
+	root := mapNode(
+		"name", str(c.Name),
+		"listen", m.listen(c.Listen),
+		"proto", str(c.Proto),
+		"mode", str(c.Mode),
+		"ports", m.ports(c.Ports),
+		"provider", m.provider(c.Provider),
+		"orphan_ttl_secs", m.seconds("orphan_ttl_secs", c.OrphanTTL),
+		"shutdown_timeout", m.seconds("shutdown_timeout", c.ShutdownTimeout),
+		"admin", m.admin(c.Admin),
+		"metrics", mapNode(
+			"address", m.addr("metrics.address", c.Metrics.Address),
+			"port", integer(c.Metrics.Port)),
+		"interfaces", strList(c.Interfaces),
+		"xdp_mode", str(c.XDPMode),
+		"snat", mapNode(
+			"ip", m.autoAddr("snat.ip", c.SNAT.Auto, c.SNAT.IP),
+			"port_range", quoted(fmt.Sprintf("%d-%d", c.SNAT.PortLo, c.SNAT.PortHi))),
+		"flow_table", mapNode("max_connections", integer(c.FlowTable.MaxConnections)),
+		"state_dir", str(c.StateDir),
+	)
+	return root
+}
+
+func (m *marshaler) listen(l Listen) *yaml.Node {
+	if l.Auto {
+		return str("auto")
+	}
+	return mapNode("ip", m.addr("listen.ip", l.IP))
+}
+
+func (m *marshaler) ports(ps []PortMapping) *yaml.Node {
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, p := range ps {
+		seq.Content = append(seq.Content, mapNode(
+			"local_port", integer(p.LocalPort),
+			"remote_port", integer(p.RemotePort)))
+	}
+	return seq
+}
+
+func (m *marshaler) provider(p Provider) *yaml.Node {
+	n := mapNode()
+	if s := p.Static; s != nil {
+		seq := &yaml.Node{Kind: yaml.SequenceNode}
+		for i, b := range s.Backends {
+			seq.Content = append(seq.Content, mapNode(
+				"name", str(b.Name),
+				"ip", m.addr(fmt.Sprintf("provider.static.backends[%d].ip", i), b.IP)))
+		}
+		n.Content = append(n.Content, str("static"), mapNode("backends", seq))
+	}
+	if k := p.Kubernetes; k != nil {
+		kn := mapNode("namespace", str(k.Namespace), "service", str(k.Service))
+		if k.Kubeconfig != "" {
+			kn.Content = append(kn.Content, str("kubeconfig"), str(k.Kubeconfig))
+		}
+		n.Content = append(n.Content, str("kubernetes"), kn)
+	}
+	return n
+}
+
+func (m *marshaler) admin(a Admin) *yaml.Node {
+	n := mapNode(
+		"address", m.addr("admin.address", a.Address),
+		"port", integer(a.Port))
+	if a.Auth != nil {
+		n.Content = append(n.Content, str("auth"), mapNode("username", str(a.Auth.Username)))
+	}
+	return n
+}
+
+func (m *marshaler) seconds(path string, d time.Duration) *yaml.Node {
+	if d%time.Second != 0 {
+		m.fail("%s: %v is not a whole number of seconds", path, d)
+	}
+	return integer(int64(d / time.Second))
+}
+
+func (m *marshaler) addr(path string, a netip.Addr) *yaml.Node {
+	if !a.IsValid() {
+		m.fail("%s: no address", path)
+	}
+	return str(a.String())
+}
+
+func (m *marshaler) autoAddr(path string, auto bool, a netip.Addr) *yaml.Node {
+	if auto {
+		return str("auto")
+	}
+	return m.addr(path, a)
+}
+
+// mapNode builds a block mapping from alternating keys and value nodes.
+func mapNode(kv ...any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for i := 0; i+1 < len(kv); i += 2 {
+		n.Content = append(n.Content, str(kv[i].(string)), kv[i+1].(*yaml.Node))
+	}
+	return n
+}
+
+// str is a string scalar; the encoder quotes it when it would otherwise
+// read back as another type.
+func str(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+}
+
+func quoted(s string) *yaml.Node {
+	n := str(s)
+	n.Style = yaml.DoubleQuotedStyle
+	return n
+}
+
+func integer[T ~uint16 | ~uint32 | ~int64](v T) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(int64(v), 10)}
+}
+
+func strList(ss []string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, s := range ss {
+		n.Content = append(n.Content, str(s))
+	}
+	return n
+}

@@ -1,0 +1,181 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Config is the effective content of xlb.yaml (DESIGN §1): every field holds
+// either the value from the file or its default. Ports and Provider have no
+// default and must come from the file.
+type Config struct {
+	// Name is the service name shown in the status API and metrics.
+	// YAML "name"; default "xlb" (DESIGN §1).
+	Name string
+
+	// Listen is the virtual address clients connect to. YAML "listen":
+	// "auto" or {ip: A.B.C.D}; default auto (DESIGN §1).
+	Listen Listen
+
+	// Proto is the balanced transport protocol. YAML "proto"; default "tcp".
+	// "udp" is rejected until implemented (DESIGN §1).
+	Proto string
+
+	// Mode is the forwarding mode. YAML "mode"; default "nat". "dsr" is
+	// rejected until implemented (DESIGN §1).
+	Mode string
+
+	// Ports are the 1..8 port mappings; clients connect to
+	// Listen:LocalPort and backends are reached on RemotePort (DESIGN §1).
+	Ports []PortMapping
+
+	// Provider is the source of backends; exactly one of its fields is set
+	// (DESIGN §1).
+	Provider Provider
+
+	// OrphanTTL is how long an idle connection pair that never closed or
+	// reset is kept. YAML "orphan_ttl_secs" (whole seconds); default 300 s.
+	// Values below 300 s become 300 s with one warning, never an error
+	// (seed "Inactive connection cleanup"). Ceiling: MaxOrphanTTL.
+	OrphanTTL time.Duration
+
+	// ShutdownTimeout is the reactive-RST grace period after SIGTERM/SIGINT
+	// (seed "XLB shutdown behavior"). YAML "shutdown_timeout" (whole
+	// seconds); default 15 s; 0 means no grace; negative is rejected.
+	// Ceiling: MaxShutdownTimeout.
+	ShutdownTimeout time.Duration
+
+	// Admin is the listener for health, readiness, the status API and the
+	// console. YAML "admin"; default 127.0.0.1:9090 (DESIGN §1, §3).
+	Admin Admin
+
+	// Metrics is the Prometheus listener. YAML "metrics"; default
+	// 0.0.0.0:9642 (DESIGN §1, §4).
+	Metrics Listener
+
+	// Interfaces are the network interfaces XDP attaches to. YAML
+	// "interfaces"; default empty, meaning the interface that owns the
+	// listen address, which the daemon resolves at runtime (DESIGN §1).
+	Interfaces []string
+
+	// XDPMode is "auto" (native, falling back to generic with a warning),
+	// "native" or "generic" (exactly that or fail). YAML "xdp_mode";
+	// default "auto" (DESIGN §1).
+	XDPMode string
+
+	// SNAT is the backend-facing source address and port range (DESIGN §1).
+	SNAT SNAT
+
+	// FlowTable sizes the connection table (DESIGN §1).
+	FlowTable FlowTable
+
+	// StateDir is the absolute directory for pinned maps and the link
+	// (hot upgrade, crash survival). YAML "state_dir"; default
+	// /sys/fs/bpf/xlb (DESIGN §1, §6). Stored cleaned (filepath.Clean).
+	StateDir string
+}
+
+// Listen is the address clients connect to (DESIGN §1).
+type Listen struct {
+	// Auto means "the primary IPv4 address of the default-route
+	// interface", resolved at runtime. When Auto is set, IP is invalid.
+	Auto bool
+	// IP is the explicit IPv4 listen address when Auto is false.
+	IP netip.Addr
+}
+
+// PortMapping maps a client-facing port to a backend port (DESIGN §1).
+type PortMapping struct {
+	// LocalPort is the port clients connect to on the listen address,
+	// 1..65535, unique across mappings.
+	LocalPort uint16
+	// RemotePort is the backend port, 1..65535; defaults to LocalPort when
+	// omitted from the file.
+	RemotePort uint16
+}
+
+// Provider is the source of backends: exactly one field is non-nil
+// (DESIGN §1).
+type Provider struct {
+	// Static is a fixed backend list, read once at startup.
+	Static *StaticProvider
+	// Kubernetes discovers backends from a Service's EndpointSlices.
+	Kubernetes *KubernetesProvider
+}
+
+// StaticProvider is a fixed list of backends (DESIGN §1). It holds at least
+// one backend; IPs and names are unique.
+type StaticProvider struct {
+	Backends []Backend
+}
+
+// Backend is one static backend (DESIGN §1).
+type Backend struct {
+	// Name labels the backend in status and metrics; defaults to the IP
+	// string when omitted from the file.
+	Name string
+	// IP is the backend's IPv4 address: not unspecified, loopback,
+	// multicast, broadcast, or the listen address.
+	IP netip.Addr
+}
+
+// KubernetesProvider names the Service whose EndpointSlices supply the
+// backends (DESIGN §1). This package only checks its schema.
+type KubernetesProvider struct {
+	// Namespace is the Service's namespace (a DNS-1123 label).
+	Namespace string
+	// Service is the Service name (a DNS-1035 label).
+	Service string
+	// Kubeconfig is a kubeconfig file path; empty means in-cluster
+	// configuration. A relative path is relative to the daemon's working
+	// directory.
+	Kubeconfig string
+}
+
+// Listener is a TCP listening address (DESIGN §1).
+type Listener struct {
+	// Address is the IP address to bind (IPv4 or IPv6; unspecified binds
+	// all addresses).
+	Address netip.Addr
+	// Port is the TCP port, 1..65535.
+	Port uint16
+}
+
+// Admin is the admin listener and its optional basic authentication
+// (DESIGN §1, §3).
+type Admin struct {
+	Address netip.Addr
+	Port    uint16
+	// Auth, when set, enables basic authentication. The password comes
+	// only from the environment variable XLB_ADMIN_PASSWORD, never from the
+	// file; the daemon (not this package) fails startup when it is empty.
+	Auth *AdminAuth
+}
+
+// AdminAuth is the admin basic-authentication user (DESIGN §1).
+type AdminAuth struct {
+	// Username is non-empty and contains no ':' (basic-auth syntax).
+	Username string
+}
+
+// SNAT is the backend-facing source address and port range (DESIGN §1).
+type SNAT struct {
+	// Auto means "this host's address on the interface that routes to the
+	// backends", resolved at runtime. When Auto is set, IP is invalid.
+	Auto bool
+	// IP is the explicit IPv4 source address when Auto is false. It must
+	// be this instance's own address, never a VIP shared by several
+	// instances (checked at runtime, not here).
+	IP netip.Addr
+	// PortLo and PortHi bound the source-port range, inclusive:
+	// MinSNATPort <= PortLo <= PortHi <= 65535. YAML
+	// port_range: "LO-HI"; default "40000-59999".
+	PortLo, PortHi uint16
+}
+
+// FlowTable sizes the connection table (DESIGN §1).
+type FlowTable struct {
+	// MaxConnections is the number of connection pairs; each uses two
+	// directional map entries. 1..MaxFlowConnections; default 262144.
+	MaxConnections uint32
+}

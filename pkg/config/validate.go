@@ -1,0 +1,369 @@
+package config
+
+import (
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// validate applies the semantic rules of DESIGN §1 to a decoded config.
+// Values that failed to decode are left zero (or at their default) and are
+// skipped here, so one mistake yields one error. d.set tells a field that
+// is missing from one that is present but wrong.
+func validate(c *Config, d *decoder) {
+	v := &validator{decoder: d, c: c}
+	v.name()
+	v.listen()
+	v.protoAndMode()
+	v.ports()
+	v.provider()
+	v.admin()
+	v.listeners()
+	v.interfaces()
+	v.xdpMode()
+	v.snat()
+	v.stateDir()
+}
+
+type validator struct {
+	*decoder
+	c *Config
+}
+
+// required says whether the field at path (a "parent.field" path) has a
+// value to check. It reports a field the file did not set as missing, at
+// the parent's line, and stays silent when the field or a parent failed to
+// decode (that error is already reported).
+func (v *validator) required(path string) bool {
+	if v.failed(path) {
+		return false
+	}
+	if v.set[path] {
+		return true
+	}
+	parent := parentPath(path)
+	v.errorf(parent, "missing field %q", strings.TrimPrefix(path[len(parent):], "."))
+	return false
+}
+
+// name: 1..MaxNameLen bytes without control characters.
+func (v *validator) name() {
+	v.label("name", v.c.Name)
+}
+
+func (v *validator) label(path, s string) {
+	switch {
+	case s == "":
+		v.errorf(path, "must not be empty")
+	case len(s) > MaxNameLen:
+		v.errorf(path, "must be at most %d bytes, got %d", MaxNameLen, len(s))
+	case strings.ContainsFunc(s, unicode.IsControl):
+		v.errorf(path, "must not contain control characters, got %q", s)
+	}
+}
+
+// listen: an explicit address is a usable IPv4 unicast address.
+func (v *validator) listen() {
+	if v.c.Listen.Auto || !v.required("listen.ip") {
+		return
+	}
+	v.unicastIPv4("listen.ip", v.c.Listen.IP)
+}
+
+// unicastIPv4 checks an address the data path sends to or from: IPv4 (IPv6
+// is not supported yet, DESIGN §1), not unspecified, loopback, multicast or
+// broadcast. Invalid (failed to decode) addresses are skipped.
+func (v *validator) unicastIPv4(path string, a netip.Addr) bool {
+	switch {
+	case !a.IsValid():
+		return false
+	case a.Is4In6():
+		v.errorf(path, "%s is an IPv4-mapped IPv6 address; write it as %s", a, a.Unmap())
+	case a.Is6():
+		v.errorf(path, "%s: IPv6 is not supported yet; use an IPv4 address", a)
+	case a.IsUnspecified():
+		v.errorf(path, "must not be the unspecified address %s", a)
+	case a.IsLoopback():
+		v.errorf(path, "must not be a loopback address, got %s", a)
+	case a.IsMulticast():
+		v.errorf(path, "must not be a multicast address, got %s", a)
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		v.errorf(path, "must not be the broadcast address %s", a)
+	default:
+		return true
+	}
+	return false
+}
+
+// protoAndMode: only tcp and nat are implemented (DESIGN §1).
+func (v *validator) protoAndMode() {
+	switch v.c.Proto {
+	case ProtoTCP:
+	case ProtoUDP:
+		v.errorf("proto", "udp is not implemented yet; only tcp is supported")
+	default:
+		v.errorf("proto", "must be %q, got %q", ProtoTCP, v.c.Proto)
+	}
+	switch v.c.Mode {
+	case ModeNAT:
+	case ModeDSR:
+		v.errorf("mode", "dsr is not implemented yet; only nat is supported")
+	default:
+		v.errorf("mode", "must be %q, got %q", ModeNAT, v.c.Mode)
+	}
+}
+
+// ports: 1..8 mappings, local_port present and unique (DESIGN §1). Port
+// ranges were checked while decoding.
+func (v *validator) ports() {
+	if !v.required("ports") {
+		return
+	}
+	n := len(v.c.Ports)
+	switch {
+	case n < MinPortMappings:
+		v.errorf("ports", "at least %d port mapping is required", MinPortMappings)
+	case n > MaxPortMappings:
+		v.errorf("ports", "at most %d port mappings are supported, got %d", MaxPortMappings, n)
+	}
+	first := map[uint16]int{}
+	for i, pm := range v.c.Ports {
+		p := indexPath("ports", i)
+		if !v.required(childPath(p, "local_port")) || pm.LocalPort == 0 {
+			continue
+		}
+		if j, dup := first[pm.LocalPort]; dup {
+			v.errorf(childPath(p, "local_port"), "duplicate local_port %d (also ports[%d])", pm.LocalPort, j)
+			continue
+		}
+		first[pm.LocalPort] = i
+	}
+}
+
+// provider: exactly one provider (DESIGN §1).
+func (v *validator) provider() {
+	if !v.required("provider") {
+		return
+	}
+	pr := v.c.Provider
+	switch {
+	case pr.Static == nil && pr.Kubernetes == nil:
+		v.errorf("provider", `must set exactly one of "static" or "kubernetes"`)
+	case pr.Static != nil && pr.Kubernetes != nil:
+		v.errorf("provider", `must set exactly one of "static" or "kubernetes", not both`)
+	}
+	if pr.Static != nil {
+		v.static(pr.Static)
+	}
+	if pr.Kubernetes != nil {
+		v.kubernetes(pr.Kubernetes)
+	}
+}
+
+// static: at least one backend; IPs usable IPv4, not the listen address,
+// unique; names non-empty and unique (DESIGN §1).
+func (v *validator) static(s *StaticProvider) {
+	const path = "provider.static.backends"
+	if v.failed(path) {
+		return
+	}
+	if len(s.Backends) == 0 {
+		v.errorf(path, "at least 1 backend is required")
+	}
+	ips := map[netip.Addr]int{}
+	names := map[string]int{}
+	for i, b := range s.Backends {
+		p := indexPath(path, i)
+		if v.required(childPath(p, "ip")) && v.unicastIPv4(childPath(p, "ip"), b.IP) {
+			if !v.c.Listen.Auto && b.IP == v.c.Listen.IP {
+				v.errorf(childPath(p, "ip"), "must not be the listen address %s", b.IP)
+			}
+			if j, dup := ips[b.IP]; dup {
+				v.errorf(childPath(p, "ip"), "duplicate ip %s (also %s)", b.IP, indexPath(path, j))
+			} else {
+				ips[b.IP] = i
+			}
+		}
+		np := childPath(p, "name")
+		switch {
+		case v.failed(np):
+			continue
+		case v.set[np] && b.Name == "":
+			v.errorf(np, "must not be empty (omit it to use the IP address)")
+			continue
+		case b.Name == "":
+			continue // unnamed, and no valid IP to name it after
+		case v.set[np]:
+			v.label(np, b.Name)
+		}
+		if j, dup := names[b.Name]; dup {
+			v.errorf(np, "duplicate name %q (also %s)", b.Name, indexPath(path, j))
+		} else {
+			names[b.Name] = i
+		}
+	}
+}
+
+var (
+	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1035Label = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// kubernetes: namespace is a DNS-1123 label and service a DNS-1035 label,
+// as Kubernetes itself requires; kubeconfig is optional.
+func (v *validator) kubernetes(k *KubernetesProvider) {
+	const path = "provider.kubernetes"
+	check := func(field, value, kind string, re *regexp.Regexp, shape string) {
+		p := childPath(path, field)
+		if !v.required(p) {
+			return
+		}
+		if len(value) > 63 || !re.MatchString(value) {
+			v.errorf(p, "must be a %s (1-63 lowercase letters, digits or '-'; %s), got %q", kind, shape, value)
+		}
+	}
+	check("namespace", k.Namespace, "DNS-1123 label", dns1123Label, "first and last a letter or digit")
+	check("service", k.Service, "DNS-1035 label", dns1035Label, "first a letter, last a letter or digit")
+}
+
+// admin: the basic-auth username is non-empty without ':' (DESIGN §1).
+// The port range was checked while decoding.
+func (v *validator) admin() {
+	if v.c.Admin.Auth == nil {
+		return
+	}
+	p := "admin.auth.username"
+	if !v.required(p) {
+		return
+	}
+	switch u := v.c.Admin.Auth.Username; {
+	case u == "":
+		v.errorf(p, "must not be empty")
+	case strings.Contains(u, ":"):
+		v.errorf(p, "must not contain ':', got %q", u)
+	}
+}
+
+// listeners: admin and metrics must not share an address:port (an
+// unspecified address overlaps every address), and neither may sit on a
+// local_port of the listen address, where XDP would take its packets
+// before the kernel sees them.
+func (v *validator) listeners() {
+	a, m := v.c.Admin, v.c.Metrics
+	if a.Port == m.Port && (a.Address == m.Address || a.Address.IsUnspecified() || m.Address.IsUnspecified()) {
+		// Report it where the file set a port: metrics, else admin.
+		if v.set["metrics.port"] || !v.set["admin.port"] {
+			v.errorf("metrics.port", "%s overlaps admin %s; admin and metrics need different ports",
+				hostPort(m.Address, m.Port), hostPort(a.Address, a.Port))
+		} else {
+			v.errorf("admin.port", "%s overlaps metrics %s; admin and metrics need different ports",
+				hostPort(a.Address, a.Port), hostPort(m.Address, m.Port))
+		}
+	}
+	for _, l := range []struct {
+		path string
+		Listener
+	}{{"admin", Listener{a.Address, a.Port}}, {"metrics", m}} {
+		onListen := l.Address.IsUnspecified() || (!v.c.Listen.Auto && l.Address == v.c.Listen.IP)
+		if !onListen {
+			continue
+		}
+		for i, pm := range v.c.Ports {
+			if pm.LocalPort == l.Port {
+				v.errorf(childPath(l.path, "port"), "%d is also ports[%d].local_port on the listen address; XDP would take these packets before the %s listener sees them", l.Port, i, l.path)
+			}
+		}
+	}
+}
+
+func hostPort(a netip.Addr, port uint16) string {
+	return netip.AddrPortFrom(a, port).String()
+}
+
+// interfaces: valid Linux interface names (the kernel's dev_valid_name:
+// 1..15 bytes, not "." or "..", no '/', ':' or whitespace), unique.
+func (v *validator) interfaces() {
+	first := map[string]int{}
+	for i, name := range v.c.Interfaces {
+		p := indexPath("interfaces", i)
+		if v.failed(p) {
+			continue
+		}
+		if !validIfName(name) {
+			v.errorf(p, `%q is not a valid Linux interface name (1-%d characters, not "." or "..", no '/', ':' or whitespace)`, name, MaxInterfaceName)
+			continue
+		}
+		if j, dup := first[name]; dup {
+			v.errorf(p, "duplicate interface %q (also interfaces[%d])", name, j)
+			continue
+		}
+		first[name] = i
+	}
+}
+
+func validIfName(s string) bool {
+	if s == "" || len(s) > MaxInterfaceName || s == "." || s == ".." {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool { return r == '/' || r == ':' || unicode.IsSpace(r) })
+}
+
+// xdpMode: auto|native|generic (DESIGN §1).
+func (v *validator) xdpMode() {
+	switch v.c.XDPMode {
+	case XDPModeAuto, XDPModeNative, XDPModeGeneric:
+	default:
+		v.errorf("xdp_mode", "must be one of %s, %s, %s; got %q", XDPModeAuto, XDPModeNative, XDPModeGeneric, v.c.XDPMode)
+	}
+}
+
+// snat: an explicit address is a usable IPv4 unicast address. A local_port
+// must not fall inside port_range when the SNAT address may be the listen
+// address: explicitly equal, or either of them auto (the simplest safe
+// rule, since auto is only resolved at runtime). There a packet to that
+// port could be a client's or a backend's reply, and the data path could
+// not tell the directions apart.
+func (v *validator) snat() {
+	s := v.c.SNAT
+	if !s.Auto {
+		if !v.required("snat.ip") || !v.unicastIPv4("snat.ip", s.IP) {
+			return
+		}
+	}
+	mayShare := s.Auto || v.c.Listen.Auto || s.IP == v.c.Listen.IP
+	if !mayShare || v.failed("snat.port_range") {
+		return
+	}
+	for i, pm := range v.c.Ports {
+		if pm.LocalPort >= s.PortLo && pm.LocalPort <= s.PortHi {
+			v.errorf(childPath(indexPath("ports", i), "local_port"), "%d is inside snat.port_range %d-%d%s; the data path could not tell client packets from backend replies",
+				pm.LocalPort, s.PortLo, s.PortHi, sharedWhy(s.Auto, v.c.Listen.Auto))
+		}
+	}
+}
+
+func sharedWhy(snatAuto, listenAuto bool) string {
+	switch {
+	case snatAuto && listenAuto:
+		return " (snat.ip and listen are auto, so they may be the same address)"
+	case snatAuto:
+		return " (snat.ip is auto, so it may be the listen address)"
+	case listenAuto:
+		return " (listen is auto, so it may be the snat.ip address)"
+	}
+	return " and snat.ip is the listen address"
+}
+
+// stateDir: an absolute path other than "/" (pins are created and removed
+// there).
+func (v *validator) stateDir() {
+	d := v.c.StateDir
+	switch {
+	case !filepath.IsAbs(d):
+		v.errorf("state_dir", "must be an absolute path, got %q", d)
+	case d == "/":
+		v.errorf("state_dir", `must not be "/"`)
+	}
+}
