@@ -1,0 +1,69 @@
+package lab
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The legacy ethtool ioctl is used instead of the ethtool binary: it needs
+// nothing installed and ETHTOOL_STXCSUM is what `ethtool -K IF tx off`
+// means (the kernel also drops TSO, which depends on it).
+
+type ethtoolValue struct {
+	cmd  uint32
+	data uint32
+}
+
+// ifreqData is struct ifreq with the ifr_data member of the union.
+type ifreqData struct {
+	name [unix.IFNAMSIZ]byte
+	data unsafe.Pointer
+	_    [24 - unsafe.Sizeof(unsafe.Pointer(nil))]byte
+}
+
+func ethtoolValueIoctl(ifname string, cmd, data uint32) (uint32, error) {
+	if len(ifname) >= unix.IFNAMSIZ {
+		return 0, fmt.Errorf("lab: interface name %q too long", ifname)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("lab: ethtool socket: %w", err)
+	}
+	defer unix.Close(fd)
+	v := &ethtoolValue{cmd: cmd, data: data}
+	var ifr ifreqData
+	copy(ifr.name[:], ifname)
+	ifr.data = unsafe.Pointer(v)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	runtime.KeepAlive(v)
+	if errno != 0 {
+		return 0, fmt.Errorf("lab: ethtool ioctl %#x on %s: %w", cmd, ifname, errno)
+	}
+	return v.data, nil
+}
+
+// setTxChecksum turns TX checksum offload on or off for ifname in the
+// calling thread's namespace (`ethtool -K IF tx on|off`).
+func setTxChecksum(ifname string, on bool) error {
+	var d uint32
+	if on {
+		d = 1
+	}
+	_, err := ethtoolValueIoctl(ifname, unix.ETHTOOL_STXCSUM, d)
+	return err
+}
+
+// TxChecksum reports whether TX checksum offload is on for the named
+// interface of h (`ethtool -k IF` "tx-checksumming").
+func (h *Host) TxChecksum(ifname string) (bool, error) {
+	var on bool
+	err := h.Do(func() error {
+		d, err := ethtoolValueIoctl(ifname, unix.ETHTOOL_GTXCSUM, 0)
+		on = d != 0
+		return err
+	})
+	return on, err
+}
