@@ -106,7 +106,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 	// in the redirect map exactly as in production, and enable forwarding on
 	// lo for bpf_fib_lookup as the daemon does.
 	err = e.Do(func() error {
-		if err := os.WriteFile("/proc/sys/net/ipv4/conf/lo/forwarding", []byte("1"), 0o644); err != nil {
+		if _, err := dataplane.EnableFIBLookups(); err != nil {
 			return err
 		}
 		for _, ifc := range []string{e.Front.Name, e.Back.Name} {
