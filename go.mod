@@ -11,4 +11,6 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
+require github.com/sirupsen/logrus v1.10.2 // indirect
+
 tool github.com/cilium/ebpf/cmd/bpf2go

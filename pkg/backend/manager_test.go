@@ -1,0 +1,146 @@
+package backend
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/test/lab"
+)
+
+// recorder is a Publisher that keeps every published set.
+type recorder struct {
+	mu   sync.Mutex
+	sets [][]dataplane.BackendRef
+}
+
+func (r *recorder) SetRoutable(refs []dataplane.BackendRef) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sets = append(r.sets, slices.Clone(refs))
+	return nil
+}
+
+func (r *recorder) last() []dataplane.BackendRef {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.sets) == 0 {
+		return nil
+	}
+	return r.sets[len(r.sets)-1]
+}
+
+func TestManagerResolvesAndPublishes(t *testing.T) {
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	h := l.XLB.Netlink()
+	res := NewResolver(h, l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
+	missing := netip.MustParseAddr("192.0.2.99") // on-link, but nobody answers ARP
+	cfg := []config.Backend{}
+	for i, b := range l.Backends {
+		cfg = append(cfg, config.Backend{Name: "backend-" + string(rune('1'+i)), IP: b.IP()})
+	}
+	cfg = append(cfg, config.Backend{Name: "ghost", IP: missing})
+	pub := &recorder{}
+	m := NewManager(NewStatic(cfg), res, pub, Options{RetryInterval: 50 * time.Millisecond, PendingWait: 3 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-m.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("manager never synced")
+	}
+	want := []dataplane.BackendRef{}
+	for i, b := range l.Backends {
+		want = append(want, dataplane.BackendRef{ID: uint32(i), IP: b.IP()})
+	}
+	if got := pub.last(); !slices.Equal(got, want) {
+		t.Fatalf("published %v, want %v", got, want)
+	}
+	snap := m.Snapshot()
+	if len(snap) != 4 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	for _, s := range snap[:3] {
+		if s.State != Routable || s.Route.Interface != "eth0" || s.Route.NextHop != s.IP {
+			t.Fatalf("backend %+v, want routable via eth0", s)
+		}
+	}
+	if g := snap[3]; g.State != Unreachable || g.Reason == "" || g.Name != "ghost" || g.ID != 3 {
+		t.Fatalf("ghost %+v, want unreachable with a reason", g)
+	}
+	// once the kernel gives up on ARP, the reason names the silent next hop
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(m.Snapshot()[3].Reason, "does not answer ARP") {
+		if time.Now().After(deadline) {
+			t.Fatalf("ghost reason %q never reported the ARP failure", m.Snapshot()[3].Reason)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// the data path's FIB lookup needs valid, kernel-managed neighbours
+	neighs, err := h.NeighList(l.XLB.Ifindex(), netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	managed := 0
+	for _, n := range neighs {
+		if n.FlagsExt&netlink.NTF_EXT_MANAGED != 0 && n.State&(netlink.NUD_REACHABLE|netlink.NUD_STALE|netlink.NUD_DELAY|netlink.NUD_PROBE) != 0 {
+			managed++
+		}
+	}
+	if managed != 3 {
+		t.Fatalf("%d valid managed neighbours, want 3: %+v", managed, neighs)
+	}
+	cancel()
+	<-done
+	if err := res.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	neighs, _ = h.NeighList(l.XLB.Ifindex(), netlink.FAMILY_V4)
+	for _, n := range neighs {
+		if n.FlagsExt&netlink.NTF_EXT_MANAGED != 0 {
+			t.Fatalf("managed neighbour %s left after cleanup", n.IP)
+		}
+	}
+}
+
+func TestResolverRejectsUnattachedInterface(t *testing.T) {
+	l := lab.New(t, lab.Options{Topology: lab.TwoArm})
+	front, _ := l.XLB.Iface("eth0")
+	res := NewResolver(l.XLB.Netlink(), lab.XLBBackIP, map[int]string{front.Index: "eth0"})
+	_, err := res.Resolve(l.Backends[0].IP())
+	if err == nil || err.Error() != "routed via eth1, which XLB is not attached to" {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestRegistryReusesOnlyFreeIDs(t *testing.T) {
+	inUse := map[uint32]bool{}
+	r := newRegistry(func(id uint32) bool { return inUse[id] })
+	cur := map[netip.Addr]bool{}
+	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) }
+	for i := 0; i < dataplane.MaxBackends; i++ {
+		if id, err := r.id(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), cur); err != nil || id != uint32(i) {
+			t.Fatalf("id %d err %v", id, err)
+		}
+	}
+	inUse[0] = true
+	id, err := r.id(ip(1), cur)
+	if err != nil || id != 1 {
+		t.Fatalf("reused id %d err %v, want 1 (0 still owns flows)", id, err)
+	}
+	for i := uint32(0); i < dataplane.MaxBackends; i++ {
+		inUse[i] = true
+	}
+	if _, err := r.id(ip(2), cur); err == nil {
+		t.Fatal("want an error when every id owns flows")
+	}
+}
