@@ -1,0 +1,170 @@
+// Command xlb is the XLB daemon: an XDP/eBPF layer-4 TCP load balancer.
+//
+//	xlb --config /etc/xlb/xlb.yaml     run in the foreground
+//	xlb check --config FILE            validate FILE and print the effective config
+//	xlb --version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/buildinfo"
+	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/lifecycle"
+)
+
+const usage = `Usage:
+  xlb [--config PATH] [--log-level LEVEL] [--log-format text|json]
+  xlb check --config PATH
+  xlb --version
+
+xlb runs the XLB load balancer in the foreground: it attaches its XDP
+program to the configured interfaces and balances TCP connections to the
+listen address across the backends of xlb.yaml. SIGTERM or SIGINT stops it.
+
+xlb check validates a config file, prints the effective config (defaults
+filled in) on stdout and exits 0, or prints every error with its line and
+exits 1.
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check" {
+		return check(args[1:], stdout, stderr)
+	}
+	fs := flag.NewFlagSet("xlb", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "/etc/xlb/xlb.yaml", "path of the config file (DESIGN §1)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	format := fs.String("log-format", "text", "log format: text or json")
+	version := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "xlb: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if *version {
+		fmt.Fprintf(stdout, "xlb %s (revision %s)\n", buildinfo.Version, buildinfo.Revision)
+		return 0
+	}
+	log, err := newLogger(stderr, *level, *format)
+	if err != nil {
+		fmt.Fprintf(stderr, "xlb: %v\n", err)
+		return 2
+	}
+	if err := daemon(*cfgPath, log); err != nil {
+		log.WithError(err).Error("xlb failed")
+		return 1
+	}
+	return 0
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("xlb check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "/etc/xlb/xlb.yaml", "path of the config file to check")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cfg, warnings, err := config.Load(*cfgPath)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	out, err := cfg.Marshal()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	stdout.Write(out)
+	return 0
+}
+
+func newLogger(w io.Writer, level, format string) (*logrus.Logger, error) {
+	log := logrus.New()
+	log.SetOutput(w)
+	lvl, err := logrus.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	log.SetLevel(lvl)
+	switch format {
+	case "text":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
+	}
+	return log, nil
+}
+
+// daemon runs the instance until SIGTERM or SIGINT.
+func daemon(cfgPath string, log *logrus.Logger) error {
+	cfg, warnings, err := config.Load(cfgPath)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	if err != nil {
+		return err
+	}
+	log.WithFields(logrus.Fields{"version": buildinfo.Version, "config": cfgPath}).Info("starting xlb")
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for s := range sigs {
+			switch s {
+			case syscall.SIGUSR2:
+				log.Warn("SIGUSR2 (hot upgrade) is not supported by this version; ignored, xlb keeps running")
+			case syscall.SIGHUP:
+				log.Warn("SIGHUP ignored: xlb.yaml changes take effect on restart")
+			default:
+				log.WithField("signal", s).Info("stopping")
+				cancel()
+			}
+		}
+	}()
+
+	in, err := lifecycle.Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("xlb running")
+	<-ctx.Done()
+	if err := in.Stop(); err != nil {
+		return err
+	}
+	log.Info("xlb stopped: XDP programs detached, host settings restored")
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package buildinfo holds the version stamped into the binaries at build
+// time (Makefile: -ldflags "-X ...Version=... -X ...Revision=...").
+package buildinfo
+
+import "runtime/debug"
+
+// Version is the release version (git describe), "dev" when not stamped.
+var Version = "dev"
+
+// Revision is the VCS commit, read from the Go build info when not stamped.
+var Revision = ""
+
+func init() {
+	if Revision != "" {
+		return
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				Revision = s.Value
+			}
+		}
+	}
+	if Revision == "" {
+		Revision = "unknown"
+	}
+}

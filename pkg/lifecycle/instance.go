@@ -1,0 +1,161 @@
+// Package lifecycle runs one XLB instance: it resolves the config against
+// the host, loads and attaches the data path, starts backend discovery, and
+// undoes all of it on the way out.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/hostnet"
+)
+
+// Instance is a started XLB instance.
+type Instance struct {
+	Config   *config.Config
+	Resolved Resolved
+	DP       *dataplane.Dataplane
+	Backends *backend.Manager
+	Resolver *backend.Resolver
+
+	log      logrus.FieldLogger
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	undo     []func() error // run in reverse order by Stop
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start brings an instance up to "attached and discovering": host values
+// resolved, SNAT ports reserved, FIB lookups enabled, program loaded and
+// attached to every interface, backend provider started. On error,
+// everything already done is undone.
+func Start(ctx context.Context, c *config.Config, log logrus.FieldLogger) (*Instance, error) {
+	in := &Instance{Config: c, log: log}
+	if err := in.start(ctx); err != nil {
+		if serr := in.Stop(); serr != nil {
+			log.WithError(serr).Error("cleanup after failed start")
+		}
+		return nil, err
+	}
+	return in, nil
+}
+
+func (in *Instance) start(ctx context.Context) error {
+	c := in.Config
+	if c.Provider.Kubernetes != nil {
+		return errors.New("provider.kubernetes: the Kubernetes EndpointSlice provider is not part of this build; use provider.static")
+	}
+	r, err := Resolve(c)
+	if err != nil {
+		return err
+	}
+	in.Resolved = r
+	in.log.WithFields(logrus.Fields{"listen": r.Listen, "snat": r.SNAT, "interfaces": r.Interfaces}).Info("resolved host settings")
+
+	restorePorts, err := hostnet.ReservePorts(c.SNAT.PortLo, c.SNAT.PortHi)
+	if err != nil {
+		return err
+	}
+	in.undo = append(in.undo, restorePorts)
+	restoreFIB, err := dataplane.EnableFIBLookups()
+	if err != nil {
+		return err
+	}
+	in.undo = append(in.undo, restoreFIB)
+
+	dp, err := dataplane.Load(dataplane.Options{MaxConnections: c.FlowTable.MaxConnections})
+	if err != nil {
+		return err
+	}
+	in.DP = dp
+	in.undo = append(in.undo, dp.Close)
+	settings := dataplane.Settings{Listen: r.Listen, SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
+	for _, p := range c.Ports {
+		settings.Ports = append(settings.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
+	}
+	if err := dp.Configure(settings); err != nil {
+		return err
+	}
+
+	attached := map[int]string{}
+	for _, ifname := range r.Interfaces {
+		a, err := dp.Attach(ifname, dataplane.Mode(c.XDPMode))
+		if err != nil {
+			return err
+		}
+		if a.Fallback != nil {
+			in.log.WithField("interface", ifname).WithError(a.Fallback).Warn("native XDP attach failed; running in generic mode, which is slower (set xdp_mode: native to make this an error)")
+		}
+		in.log.WithFields(logrus.Fields{"interface": ifname, "mode": a.Mode}).Info("XDP program attached")
+		attached[a.Ifindex] = ifname
+	}
+
+	in.Resolver = backend.NewResolver(nil, r.SNAT, attached)
+	in.undo = append(in.undo, in.Resolver.Cleanup)
+	var prov backend.Provider = backend.NewStatic(c.Provider.Static.Backends)
+	in.Backends = backend.NewManager(prov, in.Resolver, dp, backend.Options{Log: in.log.WithField("component", "backends")})
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	in.cancel = cancel
+	in.wg.Add(1)
+	go func() {
+		defer in.wg.Done()
+		if err := in.Backends.Run(runCtx); err != nil {
+			in.log.WithError(err).Error("backend provider stopped")
+		}
+	}()
+	select {
+	case <-in.Backends.Synced():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// AttachedModes lists interface → attach mode, sorted by interface.
+func (in *Instance) AttachedModes() []dataplane.Attachment {
+	as := in.DP.Attachments()
+	slices.SortFunc(as, func(a, b dataplane.Attachment) int {
+		if a.Interface < b.Interface {
+			return -1
+		}
+		if a.Interface > b.Interface {
+			return 1
+		}
+		return 0
+	})
+	return as
+}
+
+// Stop stops discovery, detaches and releases the data path, removes the
+// managed neighbours and restores the sysctls, in reverse order of Start.
+// It is safe to call more than once.
+func (in *Instance) Stop() error {
+	in.stopOnce.Do(func() {
+		if in.cancel != nil {
+			in.cancel()
+		}
+		in.wg.Wait()
+		var errs []error
+		for i := len(in.undo) - 1; i >= 0; i-- {
+			if err := in.undo[i](); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		in.stopErr = errors.Join(errs...)
+		if in.stopErr != nil {
+			in.stopErr = fmt.Errorf("stop: %w", in.stopErr)
+		}
+	})
+	return in.stopErr
+}
+

@@ -1,0 +1,78 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/hostnet"
+)
+
+// Resolved holds the config values that depend on the host: what `auto`
+// and the defaults turned into on this machine.
+type Resolved struct {
+	Listen     netip.Addr
+	SNAT       netip.Addr
+	Interfaces []string
+}
+
+// Resolve turns `listen: auto`, `snat.ip: auto` and an empty `interfaces`
+// into concrete values (DESIGN §1) and checks that the listen and SNAT
+// addresses belong to this host: the host answers ARP for the listen
+// address, and backends must send their replies to this instance.
+func Resolve(c *config.Config) (Resolved, error) {
+	var r Resolved
+	if c.Listen.Auto {
+		ip, ifname, err := hostnet.DefaultRouteIPv4()
+		if err != nil {
+			return r, err
+		}
+		r.Listen = ip
+		if len(c.Interfaces) == 0 {
+			r.Interfaces = []string{ifname}
+		}
+	} else {
+		r.Listen = c.Listen.IP
+	}
+	if !hostnet.IsLocal(r.Listen) {
+		return r, fmt.Errorf("listen: %s is not an address of this host; add it to an interface (XLB answers ARP through the host stack)", r.Listen)
+	}
+	if len(c.Interfaces) > 0 {
+		r.Interfaces = append([]string(nil), c.Interfaces...)
+	} else if r.Interfaces == nil {
+		ifname, err := hostnet.InterfaceOf(r.Listen)
+		if err != nil {
+			return r, fmt.Errorf("interfaces: %w", err)
+		}
+		r.Interfaces = []string{ifname}
+	}
+	if c.SNAT.Auto {
+		var probe netip.Addr
+		if c.Provider.Static != nil && len(c.Provider.Static.Backends) > 0 {
+			probe = c.Provider.Static.Backends[0].IP
+		}
+		if !probe.IsValid() {
+			r.SNAT = r.Listen
+		} else {
+			src, _, err := hostnet.SourceFor(probe)
+			if err != nil {
+				return r, fmt.Errorf("snat.ip: auto: %w", err)
+			}
+			r.SNAT = src
+		}
+	} else {
+		r.SNAT = c.SNAT.IP
+	}
+	if !hostnet.IsLocal(r.SNAT) {
+		return r, fmt.Errorf("snat.ip: %s is not an address of this host; backends must be able to reply to it", r.SNAT)
+	}
+	if r.SNAT == r.Listen {
+		for _, p := range c.Ports {
+			if p.LocalPort >= c.SNAT.PortLo && p.LocalPort <= c.SNAT.PortHi {
+				return r, errors.New("ports: a local_port lies inside snat.port_range and the SNAT address is the listen address")
+			}
+		}
+	}
+	return r, nil
+}

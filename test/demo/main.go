@@ -1,0 +1,178 @@
+// Command demo is `make demo`: it builds a one-arm lab (DESIGN §7), runs the
+// real xlb daemon in it, sends a few hundred TCP connections through the
+// listen address, prints which backend served how many, and removes
+// everything again.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xlbproject/xlb/test/lab"
+	"github.com/xlbproject/xlb/test/xlbproc"
+)
+
+//go:embed demo.yaml
+var demoConfig string
+
+func main() {
+	binary := flag.String("xlb", "bin/xlb", "path of the xlb binary")
+	conns := flag.Int("connections", 300, "client connections to open")
+	parallel := flag.Int("parallel", 8, "connections in flight at once")
+	verbose := flag.Bool("v", false, "show the daemon's log as it runs")
+	flag.Parse()
+	if err := run(*binary, *conns, *parallel, *verbose); err != nil {
+		fmt.Fprintf(os.Stderr, "demo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(binary string, n, parallel int, verbose bool) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("run as root: the demo creates network namespaces and loads XDP programs")
+	}
+	fmt.Println("== building the one-arm lab: client 192.0.2.20, xlb 192.0.2.10, backends 192.0.2.31-33")
+	l, err := lab.Start(lab.Options{Topology: lab.OneArm})
+	if err != nil {
+		return err
+	}
+	var proc *xlbproc.Proc
+	stop := l.CloseOnSignal(func() {
+		if proc != nil {
+			proc.Kill()
+		}
+	})
+	defer stop()
+	defer l.Close()
+	dir, err := os.MkdirTemp("", "xlb-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Printf("== starting %s in namespace %s\n", binary, l.XLB.NS)
+	var tee *os.File
+	if verbose {
+		tee = os.Stderr
+	}
+	proc, err = xlbproc.Start(l.XLB, binary, dir, demoConfig, xlbproc.Options{Tee: tee})
+	if err != nil {
+		return err
+	}
+	defer proc.Kill()
+	if err := proc.WaitLog("xlb running", 30*time.Second); err != nil {
+		return err
+	}
+	fmt.Print(indent(grep(proc.Log(), "XDP program attached", "routable backend set published")))
+
+	fmt.Printf("== opening %d connections to 192.0.2.10:80, %d at a time, each echoing 4 KiB\n", n, parallel)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := echoOnce(l.Client()); err != nil {
+				if failed.Add(1) == 1 {
+					fmt.Fprintf(os.Stderr, "   first failure: %v\n", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	fmt.Println("== backends as they saw it")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tCONNECTIONS\tBYTES ECHOED\tSOURCE ADDRESSES SEEN")
+	for _, b := range l.Backends {
+		st := b.Stats()
+		var srcs []string
+		for a := range st.Remotes {
+			srcs = append(srcs, a.String())
+		}
+		sort.Strings(srcs)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\n", b.IP(), st.Accepted, st.BytesOut, srcs)
+	}
+	tw.Flush()
+	fmt.Printf("   %d of %d connections failed\n", failed.Load(), n)
+
+	fmt.Println("== stopping xlb (SIGTERM)")
+	code, err := proc.Stop(30 * time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(grep(proc.Log(), "xlb stopped")))
+	if code != 0 {
+		return fmt.Errorf("xlb exited with status %d:\n%s", code, proc.Log())
+	}
+	if failed.Load() > 0 {
+		return fmt.Errorf("%d connections failed", failed.Load())
+	}
+	fmt.Println("== removing the lab")
+	return nil
+}
+
+// echoOnce sends 4 KiB of random bytes through XLB and checks the echo.
+func echoOnce(client *lab.Host) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, "192.0.2.10:80")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	msg := make([]byte, 4096)
+	rand.Read(msg)
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, msg) {
+		return fmt.Errorf("echo differs")
+	}
+	return nil
+}
+
+func grep(log string, subs ...string) string {
+	var out bytes.Buffer
+	for _, line := range bytes.Split([]byte(log), []byte("\n")) {
+		for _, s := range subs {
+			if bytes.Contains(line, []byte(s)) {
+				out.Write(line)
+				out.WriteByte('\n')
+				break
+			}
+		}
+	}
+	return out.String()
+}
+
+func indent(s string) string {
+	var out bytes.Buffer
+	for _, line := range bytes.Split(bytes.TrimRight([]byte(s), "\n"), []byte("\n")) {
+		if len(line) > 0 {
+			out.WriteString("   ")
+			out.Write(line)
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
+}
