@@ -158,4 +158,3 @@ func (in *Instance) Stop() error {
 	})
 	return in.stopErr
 }
-
