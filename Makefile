@@ -1,0 +1,71 @@
+# XLB — see README.md. Everything here runs as root on Debian 12.
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X github.com/xlbproject/xlb/pkg/buildinfo.Version=$(VERSION) \
+            -X github.com/xlbproject/xlb/pkg/buildinfo.Revision=$(REVISION)
+GO       ?= go
+BIN      := bin
+
+# Debian packages the build and tests need (clang/llvm/libbpf-dev only to
+# regenerate the BPF objects, which are committed).
+APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 ethtool util-linux
+
+.PHONY: all build deps generate check-generated vet test test-unit test-e2e bench demo clean
+
+all: build
+
+build: $(BIN)/xlb
+
+$(BIN)/xlb: $(shell find cmd pkg -name '*.go' -o -name '*.o') go.mod go.sum
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/xlb
+
+# Install missing Debian packages (needs root and apt).
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# Compile bpf/*.c with clang through bpf2go into pkg/dataplane.
+generate: deps
+	cd pkg/dataplane && $(GO) generate ./...
+
+# Fail when the committed BPF objects or bindings differ from what the
+# C sources compile to.
+check-generated: generate
+	@if ! git diff --quiet -- pkg/dataplane/'*_bpfel.go' pkg/dataplane/'*_bpfel.o'; then \
+		git diff --stat -- pkg/dataplane/'*_bpfel.go' pkg/dataplane/'*_bpfel.o'; \
+		echo "generated BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; \
+	fi
+	@echo "generated BPF objects are current"
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_bpfel.go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# The whole suite: unit, packet fixtures (BPF_PROG_TEST_RUN), lab end to end.
+test: deps check-generated vet
+	$(GO) test -count=1 -timeout 30m ./...
+
+test-unit:
+	$(GO) test -count=1 ./pkg/...
+
+test-e2e: build
+	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -count=1 -timeout 30m -v ./test/e2e/
+
+# Benchmarks (never part of `make test`).
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 200000x ./pkg/dataplane/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/flow/ 2>/dev/null || true
+
+demo: build
+	$(GO) run ./test/demo -xlb $(BIN)/xlb
+
+clean:
+	rm -rf $(BIN) dist

@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/test/lab"
+	"github.com/xlbproject/xlb/test/xlbproc"
+)
+
+// labConfig is an xlb.yaml for a lab: listen 192.0.2.10:80 -> backends:8080.
+func labConfig(l *lab.Lab, extra string) string {
+	var b strings.Builder
+	b.WriteString("name: e2e\nlisten:\n  ip: 192.0.2.10\nports:\n  - local_port: 80\n    remote_port: 8080\n")
+	b.WriteString("provider:\n  static:\n    backends:\n")
+	for i, be := range l.Backends {
+		fmt.Fprintf(&b, "      - name: backend-%d\n        ip: %s\n", i+1, be.IP())
+	}
+	if l.Topology == lab.TwoArm {
+		b.WriteString("interfaces: [eth0, eth1]\nsnat:\n  ip: 198.51.100.1\n  port_range: \"40000-59999\"\n")
+	} else {
+		b.WriteString("interfaces: [eth0]\nsnat:\n  ip: 192.0.2.10\n  port_range: \"40000-59999\"\n")
+	}
+	b.WriteString("xdp_mode: native\nshutdown_timeout: 1\nflow_table:\n  max_connections: 65536\n")
+	b.WriteString(extra)
+	return b.String()
+}
+
+// startXLB runs the daemon in the lab's XLB namespace until the test ends.
+func startXLB(t *testing.T, l *lab.Lab, config string) *xlbproc.Proc {
+	t.Helper()
+	p, err := xlbproc.Start(l.XLB, xlbBinary, t.TempDir(), config, xlbproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("xlb log:\n%s", p.Log())
+		}
+	})
+	if err := p.WaitLog("xlb running", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// stopXLB stops the daemon, expects exit status 0 and no XDP program left.
+func stopXLB(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
+	t.Helper()
+	code, err := p.Stop(60 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("xlb exited with %d:\n%s", code, p.Log())
+	}
+	for _, ifc := range l.XLB.Ifaces {
+		mode, err := l.XLB.XDPAttachMode(ifc.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode != 0 {
+			t.Fatalf("XDP program still attached to %s after exit (mode %d)", ifc.Name, mode)
+		}
+	}
+}
