@@ -10,13 +10,19 @@ import (
 	"github.com/xlbproject/xlb/test/xlbproc"
 )
 
-// labConfig is an xlb.yaml for a lab: listen 192.0.2.10:80 -> backends:8080.
-func labConfig(l *lab.Lab, extra string) string {
+// labConfig is an xlb.yaml for a lab: listen 192.0.2.10:80 -> the lab's
+// backends on 8080 (named backend-N), then any extra "name=ip" backends,
+// then the extra top-level YAML.
+func labConfig(l *lab.Lab, extra string, extraBackends ...string) string {
 	var b strings.Builder
 	b.WriteString("name: e2e\nlisten:\n  ip: 192.0.2.10\nports:\n  - local_port: 80\n    remote_port: 8080\n")
 	b.WriteString("provider:\n  static:\n    backends:\n")
 	for i, be := range l.Backends {
 		fmt.Fprintf(&b, "      - name: backend-%d\n        ip: %s\n", i+1, be.IP())
+	}
+	for _, nb := range extraBackends {
+		name, ip, _ := strings.Cut(nb, "=")
+		fmt.Fprintf(&b, "      - name: %s\n        ip: %s\n", name, ip)
 	}
 	if l.Topology == lab.TwoArm {
 		b.WriteString("interfaces: [eth0, eth1]\nsnat:\n  ip: 198.51.100.1\n  port_range: \"40000-59999\"\n")

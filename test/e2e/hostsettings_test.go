@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xlbproject/xlb/test/lab"
+)
+
+func readSysctl(t *testing.T, h *lab.Host, path string) string {
+	t.Helper()
+	var v string
+	if err := h.Do(func() error {
+		b, err := os.ReadFile(path)
+		v = strings.TrimSpace(string(b))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func managedNeighbours(t *testing.T, h *lab.Host) int {
+	t.Helper()
+	ns, err := h.Netlink().NeighList(h.Ifindex(), netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range ns {
+		if x.FlagsExt&netlink.NTF_EXT_MANAGED != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// The daemon reserves the SNAT range, enables FIB lookups, manages backend
+// neighbours, skips an unreachable backend with a log line naming it, and
+// restores all of it on SIGTERM.
+func TestHostSettingsAndUnreachableBackend(t *testing.T) {
+	const reserved = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+	const loFwd = "/proc/sys/net/ipv4/conf/lo/forwarding"
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	before := map[string]string{reserved: readSysctl(t, l.XLB, reserved), loFwd: readSysctl(t, l.XLB, loFwd)}
+
+	// 192.0.2.99 is on-link but nobody answers ARP for it
+	p := startXLB(t, l, labConfig(l, "", "ghost=192.0.2.99"))
+
+	if got := readSysctl(t, l.XLB, reserved); !strings.Contains(got, "40000-59999") {
+		t.Fatalf("ip_local_reserved_ports = %q while running, want it to hold 40000-59999", got)
+	}
+	if got := readSysctl(t, l.XLB, loFwd); got != "1" {
+		t.Fatalf("lo forwarding = %q while running", got)
+	}
+	if err := p.WaitLog(`interface=eth0 mode=native`, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitLog(`backend=ghost`, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitLog("does not answer ARP", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := managedNeighbours(t, l.XLB); n < 3 {
+		t.Fatalf("%d managed neighbours while running, want the 3 backends (and the ghost)", n)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 30; i++ {
+		if err := echoThrough(l.Client(), rng, 512); err != nil {
+			t.Fatalf("connection %d with an unreachable backend configured: %v", i, err)
+		}
+	}
+	waitCompleted(t, l, 30)
+	for _, b := range l.Backends {
+		if got := b.Stats().Accepted; got != 10 {
+			t.Fatalf("backend %s got %d of 30 connections, want 10 (the ghost is skipped)", b.IP(), got)
+		}
+	}
+
+	stopXLB(t, l, p)
+	for path, want := range before {
+		if got := readSysctl(t, l.XLB, path); got != want {
+			t.Fatalf("%s = %q after exit, want the original %q", path, got, want)
+		}
+	}
+	if n := managedNeighbours(t, l.XLB); n != 0 {
+		t.Fatalf("%d managed neighbours left after exit", n)
+	}
+}
