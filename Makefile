@@ -69,3 +69,6 @@ demo: build
 
 clean:
 	rm -rf $(BIN) dist
+
+# Packaging, host lab and fleet targets live next to what they build.
+-include packaging/*.mk
