@@ -136,35 +136,8 @@ func daemon(cfgPath string, log *logrus.Logger) error {
 		return err
 	}
 	log.WithFields(logrus.Fields{"version": buildinfo.Version, "config": cfgPath}).Info("starting xlb")
-
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for s := range sigs {
-			switch s {
-			case syscall.SIGUSR2:
-				log.Warn("SIGUSR2 (hot upgrade) is not supported by this version; ignored, xlb keeps running")
-			case syscall.SIGHUP:
-				log.Warn("SIGHUP ignored: xlb.yaml changes take effect on restart")
-			default:
-				log.WithField("signal", s).Info("stopping")
-				cancel()
-			}
-		}
-	}()
-
-	in, err := lifecycle.Start(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	log.Info("xlb running")
-	<-ctx.Done()
-	if err := in.Stop(); err != nil {
-		return err
-	}
-	log.Info("xlb stopped: XDP programs detached, host settings restored")
-	return nil
+	return lifecycle.Run(context.Background(), cfg, lifecycle.Options{ConfigPath: cfgPath, Log: log, Signals: sigs})
 }

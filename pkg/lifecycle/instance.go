@@ -27,7 +27,7 @@ type Instance struct {
 	Resolver *backend.Resolver
 
 	log      logrus.FieldLogger
-	cancel   context.CancelFunc
+	cancel   context.CancelFunc // stops discovery
 	wg       sync.WaitGroup
 	undo     []func() error // run in reverse order by Stop
 	stopOnce sync.Once
@@ -136,15 +136,21 @@ func (in *Instance) AttachedModes() []dataplane.Attachment {
 	return as
 }
 
+// StopDiscovery stops the backend provider and resolution loop and waits
+// for them; the routable set in the data path stays as it was.
+func (in *Instance) StopDiscovery() {
+	if in.cancel != nil {
+		in.cancel()
+	}
+	in.wg.Wait()
+}
+
 // Stop stops discovery, detaches and releases the data path, removes the
 // managed neighbours and restores the sysctls, in reverse order of Start.
 // It is safe to call more than once.
 func (in *Instance) Stop() error {
 	in.stopOnce.Do(func() {
-		if in.cancel != nil {
-			in.cancel()
-		}
-		in.wg.Wait()
+		in.StopDiscovery()
 		var errs []error
 		for i := len(in.undo) - 1; i >= 0; i-- {
 			if err := in.undo[i](); err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +30,10 @@ func labConfig(l *lab.Lab, extra string, extraBackends ...string) string {
 	} else {
 		b.WriteString("interfaces: [eth0]\nsnat:\n  ip: 192.0.2.10\n  port_range: \"40000-59999\"\n")
 	}
-	b.WriteString("xdp_mode: native\nshutdown_timeout: 1\nflow_table:\n  max_connections: 65536\n")
+	b.WriteString("xdp_mode: native\nflow_table:\n  max_connections: 65536\n")
+	if !strings.Contains(extra, "shutdown_timeout:") {
+		b.WriteString("shutdown_timeout: 1\n")
+	}
 	b.WriteString(extra)
 	return b.String()
 }
@@ -53,10 +57,22 @@ func startXLB(t *testing.T, l *lab.Lab, config string) *xlbproc.Proc {
 	return p
 }
 
-// stopXLB stops the daemon, expects exit status 0 and no XDP program left.
+// stopXLB stops the daemon with SIGTERM and expects a clean exit.
 func stopXLB(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
 	t.Helper()
-	code, err := p.Stop(60 * time.Second)
+	if !p.Exited() {
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectCleanExit(t, l, p)
+}
+
+// expectCleanExit waits for the daemon to exit, expects status 0 and no
+// XDP program left on the XLB namespace's interfaces.
+func expectCleanExit(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
+	t.Helper()
+	code, err := p.Wait(120 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
