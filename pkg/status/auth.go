@@ -1,0 +1,89 @@
+package status
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+)
+
+// PasswordEnv is the environment variable that holds the admin password
+// (DESIGN §1: the password never comes from the config file).
+const PasswordEnv = "XLB_ADMIN_PASSWORD"
+
+// PasswordFromEnv returns the admin password for username (config
+// admin.auth.username). Without a username auth is off and it returns "".
+// With one, an unset or empty XLB_ADMIN_PASSWORD is an error so that
+// startup fails instead of serving an unprotected or unusable listener.
+func PasswordFromEnv(username string) (string, error) {
+	if username == "" {
+		return "", nil
+	}
+	pw, set := os.LookupEnv(PasswordEnv)
+	switch {
+	case !set:
+		return "", fmt.Errorf("status: admin.auth.username is %q but %s is not set; export the admin password in %s", username, PasswordEnv, PasswordEnv)
+	case pw == "":
+		return "", fmt.Errorf("status: admin.auth.username is %q but %s is empty; export the admin password in %s", username, PasswordEnv, PasswordEnv)
+	}
+	return pw, nil
+}
+
+// ListenerWarnings returns the warnings the daemon logs at startup for an
+// admin listener on addr (issue 4, item 3): none on a loopback address; on
+// any other address (0.0.0.0 included) one warning, stronger when auth is
+// off. An invalid addr yields none.
+func ListenerWarnings(addr netip.Addr, authOn bool) []string {
+	addr = addr.Unmap()
+	if !addr.IsValid() || addr.IsLoopback() {
+		return nil
+	}
+	if authOn {
+		return []string{fmt.Sprintf(
+			"admin listener on non-loopback address %s uses HTTP Basic auth without TLS: "+
+				"the credentials cross the network in cleartext; bind admin.address to 127.0.0.1 or put a TLS proxy in front", addr)}
+	}
+	return []string{fmt.Sprintf(
+		"admin listener on non-loopback address %s has NO authentication: "+
+			"anyone who can reach it sees backend names, addresses and traffic counts; "+
+			"bind admin.address to 127.0.0.1, or set admin.auth.username with %s and put a TLS proxy in front", addr, PasswordEnv)}
+}
+
+// basicAuth guards next with HTTP Basic auth. Username and password are
+// compared as SHA-256 digests with crypto/subtle, so neither their
+// contents nor their lengths leak through timing.
+type basicAuth struct {
+	user, pass [sha256.Size]byte
+}
+
+func newBasicAuth(username, password string) *basicAuth {
+	return &basicAuth{user: sha256.Sum256([]byte(username)), pass: sha256.Sum256([]byte(password))}
+}
+
+func (a *basicAuth) ok(r *http.Request) bool {
+	u, p, found := r.BasicAuth()
+	if !found {
+		return false
+	}
+	uh, ph := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+	uok := subtle.ConstantTimeCompare(uh[:], a.user[:])
+	pok := subtle.ConstantTimeCompare(ph[:], a.pass[:])
+	return uok&pok == 1
+}
+
+func (a *basicAuth) wrap(next http.Handler) http.Handler {
+	if a == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.ok(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="xlb"`)
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,163 @@
+package status
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+// Build turns one snapshot into the status document as of now. A nil
+// snapshot (nothing published yet) reads as lifecycle starting. Readiness
+// and backend states come from the snapshot's own rules
+// (Snapshot.Readiness, Snapshot.BackendState); Build only reshapes.
+func Build(s *snapshot.Snapshot, now time.Time) Document {
+	if s == nil {
+		s = &snapshot.Snapshot{Lifecycle: snapshot.Starting}
+	}
+	ready, reason := s.Readiness(now)
+	d := Document{
+		SchemaVersion:     SchemaVersion,
+		Name:              s.Name,
+		Version:           s.Version,
+		Revision:          s.Revision,
+		Lifecycle:         s.Lifecycle,
+		GeneratedAtUnixMs: now.UnixMilli(),
+		Readiness:         Readiness{Ready: ready, Reason: reason},
+		Dataplane:         buildDataplane(s, now),
+		Listen:            Listen{IP: addrString(s.Listen), Ports: make([]PortMap, 0, len(s.Ports))},
+		SNAT:              SNAT{IP: addrString(s.SNAT)},
+		Provider:          Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError},
+		Backends:          buildBackends(s),
+		Config: Config{
+			Path:            s.Config.Path,
+			RestartRequired: s.Config.RestartRequired,
+			ChangedKeys:     append([]string{}, s.Config.ChangedKeys...),
+			Invalid:         s.Config.Invalid,
+			Missing:         s.Config.Missing,
+		},
+	}
+	if !s.StartedAt.IsZero() {
+		d.StartedAtUnixMs = s.StartedAt.UnixMilli()
+		d.UptimeSeconds = int64(max(now.Sub(s.StartedAt), 0) / time.Second)
+	}
+	if s.Lifecycle == snapshot.ShuttingDown {
+		d.Shutdown = &Shutdown{SecondsLeft: secondsLeft(s.ShutdownDeadline, now)}
+		if !s.ShutdownDeadline.IsZero() {
+			d.Shutdown.DeadlineUnixMs = s.ShutdownDeadline.UnixMilli()
+		}
+	}
+	for _, p := range s.Ports {
+		d.Listen.Ports = append(d.Listen.Ports, PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort})
+	}
+	if smp := s.Sample; smp != nil {
+		d.Connections = Connections{
+			Active:                smp.Active,
+			TimeWait:              smp.TimeWait,
+			Resetting:             smp.Resetting,
+			OpenedTotal:           smp.Opened,
+			ClosedTotal:           smp.Closed.Total(),
+			ClosedBy:              ClosedBy(smp.Closed),
+			OrphanedTotal:         smp.Orphaned,
+			InvariantRepairsTotal: smp.InvariantRepairs,
+			LoneEntries:           smp.Lone,
+		}
+	}
+	return d
+}
+
+func buildDataplane(s *snapshot.Snapshot, now time.Time) Dataplane {
+	dp := Dataplane{
+		XDPMode:          s.XDPMode,
+		Interfaces:       append([]string{}, s.Interfaces...),
+		XDPAttachments:   make([]XDPAttachment, 0, len(s.Attached)),
+		SampleIntervalMs: s.SampleInterval.Milliseconds(),
+		StaleAfterMs:     s.StaleAfter().Milliseconds(),
+	}
+	for _, a := range s.Attached {
+		dp.XDPAttachments = append(dp.XDPAttachments, XDPAttachment{Interface: a.Interface, Ifindex: a.Ifindex, Mode: string(a.Mode)})
+	}
+	// dataplane.Attachments is unordered; the document is stable.
+	slices.SortFunc(dp.XDPAttachments, func(a, b XDPAttachment) int { return strings.Compare(a.Interface, b.Interface) })
+	smp := s.Sample
+	if smp == nil {
+		return dp
+	}
+	at, age := smp.Time.UnixMilli(), max(s.SampleAge(now), 0).Milliseconds()
+	dp.SampledAtUnixMs, dp.SampleAgeMs = &at, &age
+	dp.SampleCycle = smp.Cycle
+	dp.SampleDurationMs = float64(smp.Duration.Microseconds()) / 1000
+	dp.FlowMap = FlowMap{Entries: smp.FlowEntries, Capacity: smp.FlowCapacity}
+	c := smp.Counters
+	dp.Counters = Counters{
+		XDPActions: XDPActions{
+			Aborted: c.Actions[0], Drop: c.Actions[1], Pass: c.Actions[2], TX: c.Actions[3], Redirect: c.Actions[4],
+		},
+		SNATPortExhaustedTotal:   c.SNATExhausted,
+		TableFullTotal:           c.TableFull,
+		NoBackendTotal:           c.NoBackend,
+		FIBMissTotal:             c.FIBMiss,
+		SYNReusedTotal:           c.SYNReused,
+		PairsReplacedTotal:       c.PairsReplaced,
+		InvariantViolationsTotal: c.InvariantViolations,
+		ShutdownResetsTotal:      c.ShutdownResets,
+		TTLExceededTotal:         c.TTLExceeded,
+	}
+	return dp
+}
+
+// buildBackends lists the snapshot's backends in id order, omitting those
+// BackendState does not list (departed, no pairs left).
+func buildBackends(s *snapshot.Snapshot) []Backend {
+	out := make([]Backend, 0, len(s.Backends))
+	shutting := s.Lifecycle == snapshot.ShuttingDown
+	for _, b := range s.Backends {
+		state, ok := s.BackendState(b)
+		if !ok {
+			continue
+		}
+		e := Backend{
+			ID:                         b.ID,
+			Name:                       b.Name,
+			IP:                         addrString(b.IP),
+			State:                      state,
+			Reason:                     b.Reason,
+			AvailableForNewConnections: state == "routable" && !shutting,
+		}
+		if s.Sample != nil {
+			if bs, found := s.Sample.Backend(b.ID); found {
+				e.ActiveConnections, e.TimeWaitConnections = bs.Active, bs.TimeWait
+				e.OpenedTotal = bs.Stats.Opened
+				e.SentBytesTotal, e.ReceivedBytesTotal = bs.Stats.SentBytes, bs.Stats.ReceivedBytes
+				e.SentPacketsTotal, e.ReceivedPacketsTotal = bs.Stats.SentPackets, bs.Stats.ReceivedPackets
+			}
+		}
+		out = append(out, e)
+	}
+	slices.SortStableFunc(out, func(a, b Backend) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// addrString is the address in text, "" when unset.
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+// secondsLeft is the time until deadline rounded up to whole seconds, never
+// negative; 0 for a zero deadline.
+func secondsLeft(deadline, now time.Time) int64 {
+	if deadline.IsZero() {
+		return 0
+	}
+	left := deadline.Sub(now)
+	if left <= 0 {
+		return 0
+	}
+	return int64((left + time.Second - 1) / time.Second)
+}

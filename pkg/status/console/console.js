@@ -1,0 +1,102 @@
+// XLB admin console: polls the status API every second and renders it.
+// Only textContent is used, so names from discovery are never parsed as HTML.
+"use strict";
+
+const API = new URL("../api/v1/status", document.baseURI);
+
+function $(id) { return document.getElementById(id); }
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i === 0 ? n + " B" : n.toFixed(1) + " " + units[i];
+}
+
+function duration(s) {
+  const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+  if (d) return d + "d " + h + "h " + m + "m";
+  if (h) return h + "h " + m + "m " + (s % 60) + "s";
+  if (m) return m + "m " + (s % 60) + "s";
+  return s + "s";
+}
+
+function fill(dl, rows) {
+  dl.replaceChildren();
+  for (const [k, v] of rows) { dl.append(el("dt", k), el("dd", v)); }
+}
+
+function badge(e, text, cls) { e.textContent = text; e.className = "badge " + cls; }
+
+function render(d) {
+  $("name").textContent = d.name || "XLB";
+  $("version").textContent = d.version || "";
+  document.title = (d.name || "XLB") + " · XLB";
+  badge($("lifecycle"), d.lifecycle, d.lifecycle === "running" ? "ok" : "warn");
+  badge($("readiness"), d.readiness.ready ? "ready" : "not ready: " + d.readiness.reason, d.readiness.ready ? "ok" : "bad");
+
+  const dp = d.dataplane;
+  const ports = d.listen.ports.map(p => p.local_port + "→" + p.remote_port).join(", ");
+  const xdp = dp.xdp_attachments.map(a => a.interface + " (" + a.mode + ")").join(", ") || "none";
+  const cfg = d.config.missing ? "file missing" : d.config.invalid ? "file invalid: " + d.config.invalid
+    : d.config.restart_required ? "restart required: " + d.config.changed_keys.join(", ") : "up to date";
+  const rows = [
+    ["Uptime", duration(d.uptime_seconds)],
+    ["Listen", d.listen.ip + "  " + ports],
+    ["SNAT", d.snat.ip || "—"],
+    ["XDP", xdp],
+    ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error)],
+    ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms"],
+    ["Config", cfg],
+  ];
+  if (d.shutdown) rows.unshift(["Shutdown", d.shutdown.seconds_left + " s left"]);
+  fill($("instance"), rows);
+
+  const c = d.connections, fm = dp.flow_map;
+  const pct = fm.capacity ? (100 * fm.entries / fm.capacity).toFixed(1) + "%" : "—";
+  fill($("connections"), [
+    ["Active", c.active], ["Time-wait", c.timewait], ["Opened", c.opened_total],
+    ["Closed", c.closed_total + " (client FIN " + c.closed_by.client_fin + ", backend FIN " + c.closed_by.backend_fin +
+      ", client RST " + c.closed_by.client_rst + ", backend RST " + c.closed_by.backend_rst + ")"],
+    ["Orphaned", c.orphaned_total],
+    ["Flow map", fm.entries + " / " + fm.capacity + " entries (" + pct + ")"],
+  ]);
+
+  const tb = $("backends");
+  tb.replaceChildren();
+  for (const b of d.backends) {
+    const cls = b.state === "routable" ? "ok" : b.state === "draining" ? "warn" : "bad";
+    const tr = el("tr");
+    tr.append(el("td", b.name), el("td", b.ip), el("td", b.state, cls),
+      el("td", b.available_for_new_connections ? "yes" : "no"),
+      el("td", b.active_connections, "n"), el("td", b.timewait_connections, "n"), el("td", b.opened_total, "n"),
+      el("td", bytes(b.sent_bytes_total), "n"), el("td", bytes(b.received_bytes_total), "n"));
+    if (b.reason) tr.title = b.reason;
+    tb.append(tr);
+  }
+  if (!d.backends.length) {
+    const td = el("td", "no backends"); td.colSpan = 9; tb.append(el("tr")); tb.lastChild.append(td);
+  }
+  $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+async function poll() {
+  try {
+    const r = await fetch(API, { cache: "no-store", credentials: "same-origin" });
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    render(await r.json());
+  } catch (e) {
+    badge($("readiness"), "unreachable: " + e.message, "bad");
+  } finally {
+    setTimeout(poll, 1000);
+  }
+}
+
+poll();

@@ -1,0 +1,208 @@
+package status
+
+// SchemaVersion is the version of Document served at /api/v1/status. It
+// changes only when a field is removed or changes meaning; new fields may
+// appear within a version.
+const SchemaVersion = 1
+
+// Document is the body of GET /api/v1/status (DESIGN §3), built from one
+// snapshot.Snapshot by Build. xlbctl decodes the same type.
+//
+// Conventions: times are Unix milliseconds (int64); durations are named
+// with their unit (_ms, _seconds); counters end in _total and count since
+// the data path's maps were created; lists are never null (empty instead).
+// Before the first maintenance sample every count is 0 and
+// dataplane.sampled_at_unix_ms and dataplane.sample_age_ms are null.
+type Document struct {
+	SchemaVersion int    `json:"schema_version"`
+	Name          string `json:"name"`     // config name
+	Version       string `json:"version"`  // release version (buildinfo.Version)
+	Revision      string `json:"revision"` // VCS commit (buildinfo.Revision)
+	// Lifecycle is starting, running or shutting_down (snapshot.Starting...).
+	Lifecycle string `json:"lifecycle"`
+	// GeneratedAtUnixMs is when the server built this document.
+	GeneratedAtUnixMs int64 `json:"generated_at_unix_ms"`
+	// StartedAtUnixMs is the process start (0 if unknown); UptimeSeconds
+	// is whole seconds since then.
+	StartedAtUnixMs int64     `json:"started_at_unix_ms"`
+	UptimeSeconds   int64     `json:"uptime_seconds"`
+	Readiness       Readiness `json:"readiness"`
+	// Shutdown is set only while lifecycle is shutting_down.
+	Shutdown *Shutdown `json:"shutdown"`
+
+	Dataplane   Dataplane   `json:"dataplane"`
+	Listen      Listen      `json:"listen"`
+	SNAT        SNAT        `json:"snat"`
+	Connections Connections `json:"connections"`
+	Provider    Provider    `json:"provider"`
+	// Backends are listed in data-path id order (DESIGN §3); a backend
+	// that left discovery stays listed as draining while pairs reference
+	// it and disappears once they are gone.
+	Backends []Backend `json:"backends"`
+	Config   Config    `json:"config"`
+}
+
+// Readiness is the /readyz decision (snapshot.Snapshot.Readiness).
+type Readiness struct {
+	Ready bool `json:"ready"`
+	// Reason is one of the stable /readyz reasons (DESIGN §3), "" when ready.
+	Reason string `json:"reason"`
+}
+
+// Shutdown describes the shutdown window (DESIGN §6, first bullet).
+type Shutdown struct {
+	DeadlineUnixMs int64 `json:"deadline_unix_ms"` // when XLB detaches
+	// SecondsLeft is the remaining window rounded up, 0 once it has passed.
+	SecondsLeft int64 `json:"seconds_left"`
+}
+
+// Dataplane is what is attached and the latest maintenance sample's view
+// of the flow map.
+type Dataplane struct {
+	XDPMode        string          `json:"xdp_mode"`   // configured: auto, native or generic
+	Interfaces     []string        `json:"interfaces"` // configured (resolved) interfaces
+	XDPAttachments []XDPAttachment `json:"xdp_attachments"`
+	FlowMap        FlowMap         `json:"flow_map"`
+	// SampledAtUnixMs is the end of the latest maintenance cycle and
+	// SampleAgeMs its age when the document was built; both null before
+	// the first sample.
+	SampledAtUnixMs *int64 `json:"sampled_at_unix_ms"`
+	SampleAgeMs     *int64 `json:"sample_age_ms"`
+	// SampleCycle numbers successful maintenance cycles from 1 (0 before
+	// the first); SampleDurationMs is the cycle's duration.
+	SampleCycle      uint64  `json:"sample_cycle"`
+	SampleDurationMs float64 `json:"sample_duration_ms"`
+	// SampleIntervalMs is the maintenance period; a sample older than
+	// StaleAfterMs makes readiness dataplane_sample_stale.
+	SampleIntervalMs int64    `json:"sample_interval_ms"`
+	StaleAfterMs     int64    `json:"stale_after_ms"`
+	Counters         Counters `json:"counters"`
+}
+
+// XDPAttachment is the program attached to one interface, sorted by name.
+type XDPAttachment struct {
+	Interface string `json:"interface"`
+	Ifindex   int    `json:"ifindex"`
+	Mode      string `json:"mode"` // native or generic: what is attached
+}
+
+// FlowMap counts directional entries (two per connection pair).
+type FlowMap struct {
+	Entries  uint64 `json:"entries"`
+	Capacity uint64 `json:"capacity"` // the map's max_entries
+}
+
+// Counters are the data path's global counters (dataplane.Counters) as of
+// the latest sample.
+type Counters struct {
+	XDPActions               XDPActions `json:"xdp_actions"`
+	SNATPortExhaustedTotal   uint64     `json:"snat_port_exhausted_total"`  // SYNs refused: no free SNAT port
+	TableFullTotal           uint64     `json:"table_full_total"`           // SYNs refused: flow map full
+	NoBackendTotal           uint64     `json:"no_backend_total"`           // SYNs refused: nothing routable
+	FIBMissTotal             uint64     `json:"fib_miss_total"`             // SYNs dropped: next hop unresolved
+	SYNReusedTotal           uint64     `json:"syn_reused_total"`           // retransmitted SYNs on a live pair
+	PairsReplacedTotal       uint64     `json:"pairs_replaced_total"`       // terminal pairs replaced by a new SYN
+	InvariantViolationsTotal uint64     `json:"invariant_violations_total"` // FIN/RST on a lone entry
+	ShutdownResetsTotal      uint64     `json:"shutdown_resets_total"`      // RSTs sent in the shutdown window
+	TTLExceededTotal         uint64     `json:"ttl_exceeded_total"`         // passed to the stack, TTL would expire
+}
+
+// XDPActions counts XDP verdicts.
+type XDPActions struct {
+	Aborted  uint64 `json:"aborted"`
+	Drop     uint64 `json:"drop"`
+	Pass     uint64 `json:"pass"`
+	TX       uint64 `json:"tx"`
+	Redirect uint64 `json:"redirect"`
+}
+
+// Listen is the service address and its port mappings.
+type Listen struct {
+	IP    string    `json:"ip"`
+	Ports []PortMap `json:"ports"`
+}
+
+// PortMap is one mapping: clients connect to local_port, backends are
+// reached on remote_port.
+type PortMap struct {
+	LocalPort  uint16 `json:"local_port"`
+	RemotePort uint16 `json:"remote_port"`
+}
+
+// SNAT is the backend-facing source address.
+type SNAT struct {
+	IP string `json:"ip"`
+}
+
+// Connections counts connection pairs (DESIGN §4 counting rule): a
+// connection leaves active and is counted once in closed_total in the
+// cycle that first sees its second FIN or its RST; orphan removals count
+// in orphaned_total only.
+type Connections struct {
+	Active      uint64   `json:"active"`    // open or half-closed pairs
+	TimeWait    uint64   `json:"timewait"`  // both FINs seen, waiting out 60 s
+	Resetting   uint64   `json:"resetting"` // RST seen, removed next cycle
+	OpenedTotal uint64   `json:"opened_total"`
+	ClosedTotal uint64   `json:"closed_total"` // sum of ClosedBy
+	ClosedBy    ClosedBy `json:"closed_by"`
+	// OrphanedTotal counts idle pairs removed after orphan_ttl_secs, since
+	// the maintenance loop started.
+	OrphanedTotal uint64 `json:"orphaned_total"`
+	// InvariantRepairsTotal counts lone entries removed by the
+	// maintenance loop since it started; LoneEntries are those the latest
+	// cycle found (repaired next cycle if still lone).
+	InvariantRepairsTotal uint64 `json:"invariant_repairs_total"`
+	LoneEntries           uint64 `json:"lone_entries"`
+}
+
+// ClosedBy splits closed connections by initiator and reason.
+type ClosedBy struct {
+	ClientFIN  uint64 `json:"client_fin"`
+	BackendFIN uint64 `json:"backend_fin"`
+	ClientRST  uint64 `json:"client_rst"`
+	BackendRST uint64 `json:"backend_rst"`
+}
+
+// Provider is the backend discovery provider.
+type Provider struct {
+	Name    string `json:"name"` // static, kubernetes
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error"` // last error while unhealthy, "" otherwise
+}
+
+// Backend is one backend. Bytes and packets are as forwarded: sent is
+// client→backend, received is backend→client (DESIGN §4).
+type Backend struct {
+	ID   uint32 `json:"id"` // data-path id
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+	// State is routable, draining or unreachable
+	// (snapshot.Snapshot.BackendState).
+	State string `json:"state"`
+	// Reason says why a backend is unreachable; "" otherwise.
+	Reason string `json:"reason"`
+	// AvailableForNewConnections is true when the data path may pick it
+	// for a new connection: routable and the instance not shutting down.
+	AvailableForNewConnections bool   `json:"available_for_new_connections"`
+	ActiveConnections          uint64 `json:"active_connections"`
+	TimeWaitConnections        uint64 `json:"timewait_connections"`
+	OpenedTotal                uint64 `json:"opened_total"`
+	SentBytesTotal             uint64 `json:"sent_bytes_total"`
+	ReceivedBytesTotal         uint64 `json:"received_bytes_total"`
+	SentPacketsTotal           uint64 `json:"sent_packets_total"`
+	ReceivedPacketsTotal       uint64 `json:"received_packets_total"`
+}
+
+// Config is what the config watcher knows about the file on disk
+// (DESIGN §1, last paragraph).
+type Config struct {
+	Path string `json:"path"`
+	// RestartRequired is true when the file on disk is valid and differs
+	// from the running config in ChangedKeys (top-level keys).
+	RestartRequired bool     `json:"restart_required"`
+	ChangedKeys     []string `json:"changed_keys"`
+	// Invalid is the validation error of the file on disk ("" when it is
+	// valid); Missing is true when the file was deleted.
+	Invalid string `json:"invalid"`
+	Missing bool   `json:"missing"`
+}

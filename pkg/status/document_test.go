@@ -1,0 +1,210 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/document.json")
+
+func i64(v int64) *int64 { return &v }
+
+// TestDocumentValues builds the document of the fixture and compares it
+// field by field with the values the fixture implies.
+func TestDocumentValues(t *testing.T) {
+	got := Build(fixture(), fixedNow)
+	want := Document{
+		SchemaVersion:     1,
+		Name:              "web-lb",
+		Version:           "v0.4.0",
+		Revision:          "3f2c9e1a7b",
+		Lifecycle:         "running",
+		GeneratedAtUnixMs: fixedNow.UnixMilli(),
+		StartedAtUnixMs:   fixedNow.UnixMilli() - 7_985_300,
+		UptimeSeconds:     7985,
+		Readiness:         Readiness{Ready: true, Reason: ""},
+		Shutdown:          nil,
+		Dataplane: Dataplane{
+			XDPMode:    "auto",
+			Interfaces: []string{"eth0", "eth1"},
+			XDPAttachments: []XDPAttachment{
+				{Interface: "eth0", Ifindex: 2, Mode: "native"},
+				{Interface: "eth1", Ifindex: 3, Mode: "generic"},
+			},
+			FlowMap:          FlowMap{Entries: 60, Capacity: 524288},
+			SampledAtUnixMs:  i64(fixedNow.UnixMilli() - 400),
+			SampleAgeMs:      i64(400),
+			SampleCycle:      7995,
+			SampleDurationMs: 1.25,
+			SampleIntervalMs: 1000,
+			StaleAfterMs:     5000,
+			Counters: Counters{
+				XDPActions:             XDPActions{Aborted: 0, Drop: 12, Pass: 3456, TX: 98765, Redirect: 4321},
+				SNATPortExhaustedTotal: 2, TableFullTotal: 1, NoBackendTotal: 5, FIBMissTotal: 4,
+				SYNReusedTotal: 17, PairsReplacedTotal: 6, InvariantViolationsTotal: 1,
+				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
+			},
+		},
+		Listen: Listen{IP: "192.0.2.10", Ports: []PortMap{{80, 8080}, {443, 8443}}},
+		SNAT:   SNAT{IP: "198.51.100.1"},
+		Connections: Connections{
+			Active: 27, TimeWait: 2, Resetting: 1, OpenedTotal: 1234, ClosedTotal: 1204,
+			ClosedBy:      ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
+			OrphanedTotal: 3, InvariantRepairsTotal: 1, LoneEntries: 0,
+		},
+		Provider: Provider{Name: "static", Healthy: true, Error: ""},
+		Backends: []Backend{
+			{ID: 1, Name: "backend-1", IP: "198.51.100.11", State: "routable", AvailableForNewConnections: true,
+				ActiveConnections: 10, TimeWaitConnections: 1, OpenedTotal: 420,
+				SentBytesTotal: 1288490, ReceivedBytesTotal: 36700160, SentPacketsTotal: 2100, ReceivedPacketsTotal: 26000},
+			{ID: 2, Name: "backend-2", IP: "198.51.100.12", State: "routable", AvailableForNewConnections: true,
+				ActiveConnections: 9, OpenedTotal: 410,
+				SentBytesTotal: 1153433, ReceivedBytesTotal: 33554432, SentPacketsTotal: 2000, ReceivedPacketsTotal: 24000},
+			{ID: 3, Name: "backend-3", IP: "198.51.100.13", State: "routable", AvailableForNewConnections: true,
+				ActiveConnections: 6, TimeWaitConnections: 1, OpenedTotal: 380,
+				SentBytesTotal: 987654, ReceivedBytesTotal: 31457280, SentPacketsTotal: 1900, ReceivedPacketsTotal: 23000},
+			{ID: 4, Name: "backend-old", IP: "198.51.100.14", State: "draining",
+				ActiveConnections: 2, OpenedTotal: 24,
+				SentBytesTotal: 40960, ReceivedBytesTotal: 2097152, SentPacketsTotal: 90, ReceivedPacketsTotal: 700},
+			{ID: 5, Name: "backend-5", IP: "198.51.100.15", State: "unreachable", Reason: "no route to 198.51.100.15"},
+		},
+		Config: Config{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports", "provider"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", "  ")
+		w, _ := json.MarshalIndent(want, "", "  ")
+		t.Errorf("document differs\n got: %s\nwant: %s", g, w)
+	}
+	// The per-backend shares add up to the totals (the fixture is consistent).
+	var active, opened uint64
+	for _, b := range got.Backends {
+		active += b.ActiveConnections
+		opened += b.OpenedTotal
+	}
+	if active != got.Connections.Active || opened != got.Connections.OpenedTotal {
+		t.Errorf("backend sums active %d opened %d, totals %d %d", active, opened, got.Connections.Active, got.Connections.OpenedTotal)
+	}
+}
+
+// designFields are the JSON paths DESIGN §3 requires ("[]" descends into
+// the first element of a list).
+var designFields = []string{
+	"schema_version", "name", "version", "lifecycle", "uptime_seconds",
+	"readiness.ready", "readiness.reason",
+	"dataplane.xdp_attachments.[].interface", "dataplane.xdp_attachments.[].mode",
+	"dataplane.flow_map.entries", "dataplane.flow_map.capacity",
+	"dataplane.sampled_at_unix_ms", "dataplane.sample_age_ms",
+	"listen.ip", "listen.ports.[].local_port", "listen.ports.[].remote_port",
+	"connections.active", "connections.timewait", "connections.opened_total",
+	"connections.closed_total", "connections.orphaned_total",
+	"backends.[].name", "backends.[].ip", "backends.[].state",
+	"backends.[].available_for_new_connections", "backends.[].active_connections",
+	"backends.[].opened_total", "backends.[].sent_bytes_total", "backends.[].received_bytes_total",
+	"config.path", "config.restart_required", "config.changed_keys",
+}
+
+func lookup(v any, path string) (any, bool) {
+	for _, p := range strings.Split(path, ".") {
+		if p == "[]" {
+			l, ok := v.([]any)
+			if !ok || len(l) == 0 {
+				return nil, false
+			}
+			v = l[0]
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// TestDocumentFieldsPresent checks the served JSON (not the Go struct)
+// carries every DESIGN §3 field, the headers, and the null/0 convention
+// before the first sample.
+func TestDocumentFieldsPresent(t *testing.T) {
+	ts := newTestServer(t, fixture(), "", "")
+	r := do(t, ts, "GET", "/api/v1/status")
+	if r.code != 200 {
+		t.Fatalf("status %d", r.code)
+	}
+	if got := r.header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", got)
+	}
+	if got := r.header.Get("Content-Type"); got != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", got)
+	}
+	var v any
+	if err := json.Unmarshal([]byte(r.body), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range designFields {
+		if _, ok := lookup(v, f); !ok {
+			t.Errorf("field %s missing", f)
+		}
+	}
+	if sv, _ := lookup(v, "schema_version"); sv != float64(1) {
+		t.Errorf("schema_version = %v", sv)
+	}
+
+	// Before the first sample: counts 0, sample times null, lists [].
+	ts = newTestServer(t, clone(func(s *snapshot.Snapshot) { s.Sample = nil; s.Config.ChangedKeys = nil }), "", "")
+	v = nil
+	if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &v); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]any{
+		"dataplane.sampled_at_unix_ms": nil, "dataplane.sample_age_ms": nil,
+		"dataplane.flow_map.entries": float64(0), "connections.active": float64(0),
+		"connections.opened_total": float64(0), "config.changed_keys": []any{},
+		"backends.[].active_connections": float64(0),
+	} {
+		if got, ok := lookup(v, path); !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("no sample: %s = %v (present %v), want %v", path, got, ok, want)
+		}
+	}
+
+	// Nothing published: still a complete document, lifecycle starting.
+	ts = newTestServer(t, nil, "", "")
+	var doc Document
+	if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Lifecycle != "starting" || doc.Readiness.Reason != "starting" || doc.Backends == nil || doc.Listen.Ports == nil {
+		t.Errorf("nothing published: %+v", doc)
+	}
+}
+
+// TestDocumentGolden pins the JSON encoding of the fixture; run with
+// -update to rewrite testdata/document.json (xlbctl's testdata/status.json
+// is a copy of it).
+func TestDocumentGolden(t *testing.T) {
+	ts := newTestServer(t, fixture(), "", "")
+	got := []byte(do(t, ts, "GET", "/api/v1/status").body)
+	path := filepath.Join("testdata", "document.json")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("document differs from %s (run go test -update):\n%s", path, got)
+	}
+}

@@ -1,0 +1,85 @@
+package status
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+// fixedNow is the clock of every test: 2026-03-14 12:00:00 UTC.
+var fixedNow = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
+
+// fixture is a running instance with 3 routable backends, one draining
+// (departed, pairs left), one unreachable and one departed without pairs
+// (omitted from the document). Per-backend counts add up to the totals.
+func fixture() *snapshot.Snapshot {
+	ip := netip.MustParseAddr
+	return &snapshot.Snapshot{
+		Name:       "web-lb",
+		Version:    "v0.4.0",
+		Revision:   "3f2c9e1a7b",
+		Lifecycle:  snapshot.Running,
+		StartedAt:  fixedNow.Add(-(2*time.Hour + 13*time.Minute + 5*time.Second + 300*time.Millisecond)),
+		Listen:     ip("192.0.2.10"),
+		Ports:      []snapshot.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}},
+		SNAT:       ip("198.51.100.1"),
+		XDPMode:    "auto",
+		Interfaces: []string{"eth0", "eth1"},
+		// Unordered on purpose: the document sorts by interface.
+		Attached: []dataplane.Attachment{
+			{Interface: "eth1", Ifindex: 3, Mode: dataplane.ModeGeneric},
+			{Interface: "eth0", Ifindex: 2, Mode: dataplane.ModeNative},
+		},
+		SampleInterval: time.Second,
+		Sample: &flow.Sample{
+			Time:             fixedNow.Add(-400 * time.Millisecond),
+			Cycle:            7995,
+			Duration:         1250 * time.Microsecond,
+			FlowEntries:      60,
+			FlowCapacity:     524288,
+			Active:           27,
+			TimeWait:         2,
+			Resetting:        1,
+			Opened:           1234,
+			Closed:           flow.Closed{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
+			Orphaned:         3,
+			InvariantRepairs: 1,
+			Lone:             0,
+			Counters: dataplane.Counters{
+				Actions:       [5]uint64{0, 12, 3456, 98765, 4321},
+				PairsCreated:  1234,
+				SNATExhausted: 2, TableFull: 1, NoBackend: 5, FIBMiss: 4, SYNReused: 17, PairsReplaced: 6,
+				InvariantViolations: 1, ShutdownResets: 0, TTLExceeded: 9,
+				ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
+			},
+			Backends: []flow.BackendSample{
+				{ID: 1, Active: 10, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 2100, SentBytes: 1288490, ReceivedPackets: 26000, ReceivedBytes: 36700160, Opened: 420}},
+				{ID: 2, Active: 9, Stats: dataplane.BackendStats{SentPackets: 2000, SentBytes: 1153433, ReceivedPackets: 24000, ReceivedBytes: 33554432, Opened: 410}},
+				{ID: 3, Active: 6, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 1900, SentBytes: 987654, ReceivedPackets: 23000, ReceivedBytes: 31457280, Opened: 380}},
+				{ID: 4, Active: 2, Stats: dataplane.BackendStats{SentPackets: 90, SentBytes: 40960, ReceivedPackets: 700, ReceivedBytes: 2097152, Opened: 24}},
+				{ID: 5},
+			},
+		},
+		Provider: "static",
+		Backends: []backend.Status{
+			{ID: 1, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
+			{ID: 2, Name: "backend-2", IP: ip("198.51.100.12"), State: backend.Routable, Discovered: true},
+			{ID: 3, Name: "backend-3", IP: ip("198.51.100.13"), State: backend.Routable, Discovered: true},
+			{ID: 4, Name: "backend-old", IP: ip("198.51.100.14"), State: backend.Departed},
+			{ID: 5, Name: "backend-5", IP: ip("198.51.100.15"), State: backend.Unreachable, Reason: "no route to 198.51.100.15", Discovered: true},
+			{ID: 6, Name: "backend-gone", IP: ip("198.51.100.16"), State: backend.Departed},
+		},
+		Config: snapshot.ConfigState{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports", "provider"}},
+	}
+}
+
+// clone returns a shallow copy of the fixture changed by f.
+func clone(f func(*snapshot.Snapshot)) *snapshot.Snapshot {
+	s := fixture()
+	f(s)
+	return s
+}

@@ -1,0 +1,76 @@
+package status
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// routes builds the admin routes (DESIGN §3). GET patterns also answer
+// HEAD; any other method on a known path is 405 with Allow, any other
+// path 404 (net/http.ServeMux). auth, when non-nil, guards the API and
+// the console; the probes stay open for orchestrators.
+func (s *Server) routes(auth *basicAuth) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /api/v1/status", auth.wrap(http.HandlerFunc(s.status)))
+	mux.Handle("GET /admin/", auth.wrap(consoleHandler()))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/admin/", http.StatusFound)
+	})
+	return commonHeaders(mux)
+}
+
+// commonHeaders sets headers every response carries.
+func commonHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// healthz answers 200 "ok" whenever the process serves, in every
+// lifecycle state (DESIGN §3).
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeText(w, http.StatusOK, "ok")
+}
+
+// readyz answers 200 "ready", or 503 with exactly one stable reason
+// (snapshot.Snapshot.Readiness; "starting" before the first publish).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	doc := Build(s.opts.Store.Load(), s.opts.Now())
+	if doc.Readiness.Ready {
+		writeText(w, http.StatusOK, "ready")
+		return
+	}
+	writeText(w, http.StatusServiceUnavailable, doc.Readiness.Reason)
+}
+
+// status answers the Document as indented JSON, always 200 (readiness is
+// inside the document).
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	doc := Build(s.opts.Store.Load(), s.opts.Now())
+	body, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		s.opts.Log.WithError(err).Error("status: encode document")
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// writeText writes a short text/plain body without a trailing newline, so
+// probes can compare the body exactly.
+func writeText(w http.ResponseWriter, code int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body))
+}

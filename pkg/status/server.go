@@ -1,0 +1,147 @@
+// Package status is the admin listener (DESIGN §3, issue 4 item 3):
+// /healthz and /readyz probes, the /api/v1/status document and the
+// embedded console at /admin/. Every request reads the latest published
+// snapshot.Snapshot and nothing else; no request touches a BPF map.
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Address and Port are where ListenAndServe and Listen bind (config
+	// admin.address, admin.port). Port 0 picks a free port.
+	Address netip.Addr
+	Port    uint16
+	// Store is the snapshot the instance publishes; required.
+	Store *snapshot.Store
+	// Username enables HTTP Basic auth on /api/v1/status and /admin/
+	// (config admin.auth.username); empty means no auth. Password is then
+	// required (PasswordFromEnv).
+	Username string
+	Password string
+	// Log receives server errors; logrus.StandardLogger() when nil.
+	Log logrus.FieldLogger
+	// Now is the clock for readiness and ages; time.Now when nil (tests).
+	Now func() time.Time
+}
+
+// Server is the admin HTTP server.
+type Server struct {
+	opts    Options
+	handler http.Handler
+	srv     *http.Server
+}
+
+// New checks opts and builds the server; it does not listen yet.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("status: Options.Store is nil")
+	}
+	if opts.Username != "" {
+		if strings.Contains(opts.Username, ":") {
+			return nil, fmt.Errorf("status: admin username %q contains ':'", opts.Username)
+		}
+		if opts.Password == "" {
+			return nil, fmt.Errorf("status: admin username %q set but the password is empty (%s)", opts.Username, PasswordEnv)
+		}
+	}
+	if opts.Log == nil {
+		opts.Log = logrus.StandardLogger()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts}
+	var auth *basicAuth
+	if opts.Username != "" {
+		auth = newBasicAuth(opts.Username, opts.Password)
+	}
+	s.handler = s.routes(auth)
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          log.New(logWriter{opts.Log}, "", 0),
+	}
+	return s, nil
+}
+
+// Handler is the server's routing handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Addr is the configured Address:Port.
+func (s *Server) Addr() string {
+	return net.JoinHostPort(s.opts.Address.String(), strconv.Itoa(int(s.opts.Port)))
+}
+
+// Listen binds the configured address so that a bind failure surfaces at
+// startup; pass the listener to Serve.
+func (s *Server) Listen() (net.Listener, error) {
+	if !s.opts.Address.IsValid() {
+		return nil, errors.New("status: Options.Address is not set")
+	}
+	ln, err := net.Listen("tcp", s.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("status: admin listener: %w", err)
+	}
+	return ln, nil
+}
+
+// Serve serves on ln until Shutdown; it returns nil after Shutdown and the
+// listener's error otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// ListenAndServe listens on Address:Port and serves until ctx ends or
+// Shutdown is called; when ctx ends it shuts down, giving open requests
+// up to 5 s. Returns nil after an orderly shutdown.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(sctx)
+	})
+	defer stop()
+	return s.Serve(ln)
+}
+
+// Shutdown stops accepting connections and waits for open requests until
+// ctx ends (net/http.Server.Shutdown). The daemon calls it last, after
+// the shutdown window, so /readyz reports shutting_down throughout.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.srv.Shutdown(ctx)
+}
+
+// logWriter sends net/http's internal error log to logrus.
+type logWriter struct{ l logrus.FieldLogger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.l.WithField("component", "status").Warn(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
