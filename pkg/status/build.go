@@ -8,31 +8,32 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // Build turns one snapshot into the status document as of now. A nil
 // snapshot (nothing published yet) reads as lifecycle starting. Readiness
 // and backend states come from the snapshot's own rules
 // (Snapshot.Readiness, Snapshot.BackendState); Build only reshapes.
-func Build(s *snapshot.Snapshot, now time.Time) Document {
+func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 	if s == nil {
 		s = &snapshot.Snapshot{Lifecycle: snapshot.Starting}
 	}
 	ready, reason := s.Readiness(now)
-	d := Document{
-		SchemaVersion:     SchemaVersion,
+	d := api.Document{
+		SchemaVersion:     api.SchemaVersion,
 		Name:              s.Name,
 		Version:           s.Version,
 		Revision:          s.Revision,
 		Lifecycle:         s.Lifecycle,
 		GeneratedAtUnixMs: now.UnixMilli(),
-		Readiness:         Readiness{Ready: ready, Reason: reason},
+		Readiness:         api.Readiness{Ready: ready, Reason: reason},
 		Dataplane:         buildDataplane(s, now),
-		Listen:            Listen{IP: addrString(s.Listen), Ports: make([]PortMap, 0, len(s.Ports))},
-		SNAT:              SNAT{IP: addrString(s.SNAT)},
-		Provider:          Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError},
+		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
+		SNAT:              api.SNAT{IP: addrString(s.SNAT)},
+		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError},
 		Backends:          buildBackends(s),
-		Config: Config{
+		Config: api.Config{
 			Path:            s.Config.Path,
 			RestartRequired: s.Config.RestartRequired,
 			ChangedKeys:     append([]string{}, s.Config.ChangedKeys...),
@@ -45,22 +46,22 @@ func Build(s *snapshot.Snapshot, now time.Time) Document {
 		d.UptimeSeconds = int64(max(now.Sub(s.StartedAt), 0) / time.Second)
 	}
 	if s.Lifecycle == snapshot.ShuttingDown {
-		d.Shutdown = &Shutdown{SecondsLeft: secondsLeft(s.ShutdownDeadline, now)}
+		d.Shutdown = &api.Shutdown{SecondsLeft: secondsLeft(s.ShutdownDeadline, now)}
 		if !s.ShutdownDeadline.IsZero() {
 			d.Shutdown.DeadlineUnixMs = s.ShutdownDeadline.UnixMilli()
 		}
 	}
 	for _, p := range s.Ports {
-		d.Listen.Ports = append(d.Listen.Ports, PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort})
+		d.Listen.Ports = append(d.Listen.Ports, api.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort})
 	}
 	if smp := s.Sample; smp != nil {
-		d.Connections = Connections{
+		d.Connections = api.Connections{
 			Active:                smp.Active,
 			TimeWait:              smp.TimeWait,
 			Resetting:             smp.Resetting,
 			OpenedTotal:           smp.Opened,
 			ClosedTotal:           smp.Closed.Total(),
-			ClosedBy:              ClosedBy(smp.Closed),
+			ClosedBy:              api.ClosedBy(smp.Closed),
 			OrphanedTotal:         smp.Orphaned,
 			InvariantRepairsTotal: smp.InvariantRepairs,
 			LoneEntries:           smp.Lone,
@@ -69,19 +70,19 @@ func Build(s *snapshot.Snapshot, now time.Time) Document {
 	return d
 }
 
-func buildDataplane(s *snapshot.Snapshot, now time.Time) Dataplane {
-	dp := Dataplane{
+func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
+	dp := api.Dataplane{
 		XDPMode:          s.XDPMode,
 		Interfaces:       append([]string{}, s.Interfaces...),
-		XDPAttachments:   make([]XDPAttachment, 0, len(s.Attached)),
+		XDPAttachments:   make([]api.XDPAttachment, 0, len(s.Attached)),
 		SampleIntervalMs: s.SampleInterval.Milliseconds(),
 		StaleAfterMs:     s.StaleAfter().Milliseconds(),
 	}
 	for _, a := range s.Attached {
-		dp.XDPAttachments = append(dp.XDPAttachments, XDPAttachment{Interface: a.Interface, Ifindex: a.Ifindex, Mode: string(a.Mode)})
+		dp.XDPAttachments = append(dp.XDPAttachments, api.XDPAttachment{Interface: a.Interface, Ifindex: a.Ifindex, Mode: string(a.Mode)})
 	}
 	// dataplane.Attachments is unordered; the document is stable.
-	slices.SortFunc(dp.XDPAttachments, func(a, b XDPAttachment) int { return strings.Compare(a.Interface, b.Interface) })
+	slices.SortFunc(dp.XDPAttachments, func(a, b api.XDPAttachment) int { return strings.Compare(a.Interface, b.Interface) })
 	smp := s.Sample
 	if smp == nil {
 		return dp
@@ -90,10 +91,10 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) Dataplane {
 	dp.SampledAtUnixMs, dp.SampleAgeMs = &at, &age
 	dp.SampleCycle = smp.Cycle
 	dp.SampleDurationMs = float64(smp.Duration.Microseconds()) / 1000
-	dp.FlowMap = FlowMap{Entries: smp.FlowEntries, Capacity: smp.FlowCapacity}
+	dp.FlowMap = api.FlowMap{Entries: smp.FlowEntries, Capacity: smp.FlowCapacity}
 	c := smp.Counters
-	dp.Counters = Counters{
-		XDPActions: XDPActions{
+	dp.Counters = api.Counters{
+		XDPActions: api.XDPActions{
 			Aborted: c.Actions[0], Drop: c.Actions[1], Pass: c.Actions[2], TX: c.Actions[3], Redirect: c.Actions[4],
 		},
 		SNATPortExhaustedTotal:   c.SNATExhausted,
@@ -111,15 +112,15 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) Dataplane {
 
 // buildBackends lists the snapshot's backends in id order, omitting those
 // BackendState does not list (departed, no pairs left).
-func buildBackends(s *snapshot.Snapshot) []Backend {
-	out := make([]Backend, 0, len(s.Backends))
+func buildBackends(s *snapshot.Snapshot) []api.Backend {
+	out := make([]api.Backend, 0, len(s.Backends))
 	shutting := s.Lifecycle == snapshot.ShuttingDown
 	for _, b := range s.Backends {
 		state, ok := s.BackendState(b)
 		if !ok {
 			continue
 		}
-		e := Backend{
+		e := api.Backend{
 			ID:                         b.ID,
 			Name:                       b.Name,
 			IP:                         addrString(b.IP),
@@ -137,7 +138,7 @@ func buildBackends(s *snapshot.Snapshot) []Backend {
 		}
 		out = append(out, e)
 	}
-	slices.SortStableFunc(out, func(a, b Backend) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(out, func(a, b api.Backend) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/document.json")
@@ -21,7 +22,7 @@ func i64(v int64) *int64 { return &v }
 // field by field with the values the fixture implies.
 func TestDocumentValues(t *testing.T) {
 	got := Build(fixture(), fixedNow)
-	want := Document{
+	want := api.Document{
 		SchemaVersion:     1,
 		Name:              "web-lb",
 		Version:           "v0.4.0",
@@ -30,38 +31,38 @@ func TestDocumentValues(t *testing.T) {
 		GeneratedAtUnixMs: fixedNow.UnixMilli(),
 		StartedAtUnixMs:   fixedNow.UnixMilli() - 7_985_300,
 		UptimeSeconds:     7985,
-		Readiness:         Readiness{Ready: true, Reason: ""},
+		Readiness:         api.Readiness{Ready: true, Reason: ""},
 		Shutdown:          nil,
-		Dataplane: Dataplane{
+		Dataplane: api.Dataplane{
 			XDPMode:    "auto",
 			Interfaces: []string{"eth0", "eth1"},
-			XDPAttachments: []XDPAttachment{
+			XDPAttachments: []api.XDPAttachment{
 				{Interface: "eth0", Ifindex: 2, Mode: "native"},
 				{Interface: "eth1", Ifindex: 3, Mode: "generic"},
 			},
-			FlowMap:          FlowMap{Entries: 60, Capacity: 524288},
+			FlowMap:          api.FlowMap{Entries: 60, Capacity: 524288},
 			SampledAtUnixMs:  i64(fixedNow.UnixMilli() - 400),
 			SampleAgeMs:      i64(400),
 			SampleCycle:      7995,
 			SampleDurationMs: 1.25,
 			SampleIntervalMs: 1000,
 			StaleAfterMs:     5000,
-			Counters: Counters{
-				XDPActions:             XDPActions{Aborted: 0, Drop: 12, Pass: 3456, TX: 98765, Redirect: 4321},
+			Counters: api.Counters{
+				XDPActions:             api.XDPActions{Aborted: 0, Drop: 12, Pass: 3456, TX: 98765, Redirect: 4321},
 				SNATPortExhaustedTotal: 2, TableFullTotal: 1, NoBackendTotal: 5, FIBMissTotal: 4,
 				SYNReusedTotal: 17, PairsReplacedTotal: 6, InvariantViolationsTotal: 1,
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
 			},
 		},
-		Listen: Listen{IP: "192.0.2.10", Ports: []PortMap{{80, 8080}, {443, 8443}}},
-		SNAT:   SNAT{IP: "198.51.100.1"},
-		Connections: Connections{
+		Listen: api.Listen{IP: "192.0.2.10", Ports: []api.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}}},
+		SNAT:   api.SNAT{IP: "198.51.100.1"},
+		Connections: api.Connections{
 			Active: 27, TimeWait: 2, Resetting: 1, OpenedTotal: 1234, ClosedTotal: 1204,
-			ClosedBy:      ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
+			ClosedBy:      api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
 			OrphanedTotal: 3, InvariantRepairsTotal: 1, LoneEntries: 0,
 		},
-		Provider: Provider{Name: "static", Healthy: true, Error: ""},
-		Backends: []Backend{
+		Provider: api.Provider{Name: "static", Healthy: true, Error: ""},
+		Backends: []api.Backend{
 			{ID: 1, Name: "backend-1", IP: "198.51.100.11", State: "routable", AvailableForNewConnections: true,
 				ActiveConnections: 10, TimeWaitConnections: 1, OpenedTotal: 420,
 				SentBytesTotal: 1288490, ReceivedBytesTotal: 36700160, SentPacketsTotal: 2100, ReceivedPacketsTotal: 26000},
@@ -76,7 +77,7 @@ func TestDocumentValues(t *testing.T) {
 				SentBytesTotal: 40960, ReceivedBytesTotal: 2097152, SentPacketsTotal: 90, ReceivedPacketsTotal: 700},
 			{ID: 5, Name: "backend-5", IP: "198.51.100.15", State: "unreachable", Reason: "no route to 198.51.100.15"},
 		},
-		Config: Config{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports", "provider"}},
+		Config: api.Config{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports", "provider"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		g, _ := json.MarshalIndent(got, "", "  ")
@@ -179,7 +180,7 @@ func TestDocumentFieldsPresent(t *testing.T) {
 
 	// Nothing published: still a complete document, lifecycle starting.
 	ts = newTestServer(t, nil, "", "")
-	var doc Document
+	var doc api.Document
 	if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &doc); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // TestReadyz checks /readyz and the document's readiness for each snapshot
@@ -57,7 +58,7 @@ func TestReadyz(t *testing.T) {
 			if h := do(t, ts, "GET", "/healthz"); h.code != http.StatusOK || h.body != "ok" {
 				t.Errorf("/healthz = %d %q, want 200 \"ok\"", h.code, h.body)
 			}
-			var doc Document
+			var doc api.Document
 			if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &doc); err != nil {
 				t.Fatal(err)
 			}

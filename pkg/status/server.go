@@ -1,7 +1,9 @@
 // Package status is the admin listener (DESIGN §3, issue 4 item 3):
 // /healthz and /readyz probes, the /api/v1/status document and the
 // embedded console at /admin/. Every request reads the latest published
-// snapshot.Snapshot and nothing else; no request touches a BPF map.
+// snapshot.Snapshot and nothing else; no request touches a BPF map. The
+// document's types live in pkg/status/api (standard library only), so
+// clients such as xlbctl decode them without linking the data path.
 package status
 
 import (

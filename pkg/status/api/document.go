@@ -1,4 +1,7 @@
-package status
+// Package api is the status API document (DESIGN §3) as Go types: the
+// admin listener (pkg/status) encodes it and xlbctl decodes it. It imports
+// only the standard library so clients do not link the data path.
+package api
 
 // SchemaVersion is the version of Document served at /api/v1/status. It
 // changes only when a field is removed or changes meaning; new fields may
