@@ -1,0 +1,192 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+// fixtureNow is the scrape time of the fixtures.
+var fixtureNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+// fixtureSample is a maintenance sample with every value distinct, so a
+// value exported from the wrong field shows up.
+func fixtureSample() *flow.Sample {
+	return &flow.Sample{
+		Time:         fixtureNow.Add(-2 * time.Second),
+		Cycle:        42,
+		Duration:     3 * time.Millisecond,
+		FlowEntries:  26,
+		FlowCapacity: 524288,
+		Active:       7,
+		TimeWait:     3,
+		Resetting:    2,
+		Backends: []flow.BackendSample{
+			{ID: 0, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 101, SentBytes: 10001, ReceivedPackets: 201, ReceivedBytes: 300001, Opened: 11}},
+			{ID: 1, Active: 0, TimeWait: 0, Stats: dataplane.BackendStats{SentPackets: 102, SentBytes: 10002, ReceivedPackets: 202, ReceivedBytes: 300002, Opened: 12}},
+			{ID: 2, Active: 3, TimeWait: 2, Stats: dataplane.BackendStats{SentPackets: 103, SentBytes: 10003, ReceivedPackets: 203, ReceivedBytes: 300003, Opened: 13}},
+			{ID: 3},
+		},
+		Counters: dataplane.Counters{
+			Actions: [5]uint64{0, 51, 52, 53, 54}, PairsCreated: 36, SNATExhausted: 55,
+			TableFull: 56, NoBackend: 57, FIBMiss: 58, SYNReused: 59, PairsReplaced: 60,
+			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63,
+		},
+		Opened:           36,
+		Closed:           flow.Closed{ClientFIN: 14, BackendFIN: 15, ClientRST: 16, BackendRST: 17},
+		Orphaned:         18,
+		InvariantRepairs: 19,
+	}
+}
+
+// liveCounters are what the fixture CountersFunc returns: other values
+// than the sample's copy, so the source of each series is visible.
+var liveCounters = dataplane.Counters{
+	Actions: [5]uint64{1, 71, 72, 73, 74}, PairsCreated: 40, SNATExhausted: 75,
+	TableFull: 76, NoBackend: 77, FIBMiss: 78, SYNReused: 79, PairsReplaced: 80,
+	InvariantViolations: 81, ShutdownResets: 82, TTLExceeded: 83,
+}
+
+// fixtureSnapshot is a running instance with three listed backends:
+// backend-1 routable, backend-2 discovered but unreachable, backend-3 left
+// discovery and still owns pairs (draining); backend-4 left and is idle,
+// so it is not listed.
+func fixtureSnapshot() *snapshot.Snapshot {
+	ip := netip.MustParseAddr
+	return &snapshot.Snapshot{
+		Name: "web-lb", Version: "v1.2.3", Revision: "abc",
+		Lifecycle: snapshot.Running,
+		StartedAt: fixtureNow.Add(-time.Hour),
+		Listen:    ip("192.0.2.10"),
+		Ports:     []snapshot.PortMap{{LocalPort: 80, RemotePort: 8080}},
+		SNAT:      ip("198.51.100.1"),
+		XDPMode:   "auto",
+		Attached: []dataplane.Attachment{
+			{Interface: "eth0", Ifindex: 2, Mode: dataplane.ModeNative},
+			{Interface: "eth1", Ifindex: 3, Mode: dataplane.ModeGeneric},
+		},
+		Interfaces:     []string{"eth0", "eth1"},
+		Sample:         fixtureSample(),
+		SampleInterval: time.Second,
+		Provider:       "static",
+		Backends: []backend.Status{
+			{ID: 0, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
+			{ID: 1, Name: "backend-2", IP: ip("198.51.100.12"), State: backend.Unreachable, Reason: "no route", Discovered: true},
+			{ID: 2, Name: "backend-3", IP: ip("198.51.100.13"), State: backend.Departed},
+			{ID: 3, Name: "backend-4", IP: ip("198.51.100.14"), State: backend.Departed},
+		},
+		Config: snapshot.ConfigState{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports"}},
+	}
+}
+
+// testServer is a Server over store with the fixture clock and a test log.
+func testServer(t *testing.T, store *snapshot.Store, counters CountersFunc) (*Server, *logtest.Hook) {
+	t.Helper()
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	srv, err := New(Options{Store: store, Counters: counters, Log: log, Now: func() time.Time { return fixtureNow }})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return srv, hook
+}
+
+func liveCountersFunc() (dataplane.Counters, error) { return liveCounters, nil }
+
+// get fetches path from h over a real HTTP connection.
+func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", path, err)
+	}
+	return resp, string(body)
+}
+
+// scrape GETs /metrics and parses the text exposition.
+func scrape(t *testing.T, srv *Server) (map[string]*dto.MetricFamily, string) {
+	t.Helper()
+	resp, body := get(t, srv.Handler(), "/metrics")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: status %d\n%s", resp.StatusCode, body)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v\n%s", err, body)
+	}
+	return fams, body
+}
+
+// labelsOf returns a metric's labels as a map.
+func labelsOf(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// find returns the metric of family name whose labels are exactly want.
+func find(fams map[string]*dto.MetricFamily, name string, want map[string]string) (*dto.Metric, bool) {
+	f, ok := fams[name]
+	if !ok {
+		return nil, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		got := labelsOf(m)
+		if len(got) != len(want) {
+			continue
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		return m, true
+	}
+	return nil, false
+}
+
+// value returns the gauge or counter value of one series, failing the test
+// when it is missing.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	m, ok := find(fams, name, labels)
+	if !ok {
+		t.Fatalf("series %s%v missing", name, labels)
+	}
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue()
+	}
+	t.Fatalf("series %s%v is neither gauge nor counter", name, labels)
+	return 0
+}

@@ -1,0 +1,283 @@
+package metrics
+
+import (
+	"math"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/xlbproject/xlb/pkg/buildinfo"
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+// designMetrics is every metric of DESIGN §4 with its type and label names.
+var designMetrics = []struct {
+	name   string
+	typ    dto.MetricType
+	labels []string
+}{
+	{"xlb_build_info", dto.MetricType_GAUGE, []string{"revision", "version"}},
+	{"xlb_connections_active", dto.MetricType_GAUGE, nil},
+	{"xlb_connections_timewait", dto.MetricType_GAUGE, nil},
+	{"xlb_connections_opened_total", dto.MetricType_COUNTER, nil},
+	{"xlb_connections_closed_total", dto.MetricType_COUNTER, []string{"initiator", "reason"}},
+	{"xlb_connections_orphaned_total", dto.MetricType_COUNTER, nil},
+	{"xlb_backends", dto.MetricType_GAUGE, []string{"state"}},
+	{"xlb_backend_connections_active", dto.MetricType_GAUGE, []string{"backend"}},
+	{"xlb_backend_connections_opened_total", dto.MetricType_COUNTER, []string{"backend"}},
+	{"xlb_backend_sent_bytes_total", dto.MetricType_COUNTER, []string{"backend"}},
+	{"xlb_backend_received_bytes_total", dto.MetricType_COUNTER, []string{"backend"}},
+	{"xlb_backend_sent_packets_total", dto.MetricType_COUNTER, []string{"backend"}},
+	{"xlb_backend_received_packets_total", dto.MetricType_COUNTER, []string{"backend"}},
+	{"xlb_flow_map_entries", dto.MetricType_GAUGE, nil},
+	{"xlb_flow_map_capacity", dto.MetricType_GAUGE, nil},
+	{"xlb_flow_pair_invariant_violations_total", dto.MetricType_COUNTER, nil},
+	{"xlb_snat_port_exhausted_total", dto.MetricType_COUNTER, nil},
+	{"xlb_xdp_attached", dto.MetricType_GAUGE, []string{"interface", "mode"}},
+	{"xlb_shutdown_resets_total", dto.MetricType_COUNTER, nil},
+	{"xlb_config_restart_required", dto.MetricType_GAUGE, nil},
+	{"xlb_maintenance_duration_seconds", dto.MetricType_HISTOGRAM, nil},
+	{"xlb_xdp_actions_total", dto.MetricType_COUNTER, []string{"action"}},
+}
+
+func TestScrapeHasEveryDesignMetric(t *testing.T) {
+	var store snapshot.Store
+	store.Publish(fixtureSnapshot())
+	srv, _ := testServer(t, &store, liveCountersFunc)
+	fams, _ := scrape(t, srv)
+	for _, want := range designMetrics {
+		f, ok := fams[want.name]
+		if !ok {
+			t.Errorf("%s: missing", want.name)
+			continue
+		}
+		if f.GetType() != want.typ {
+			t.Errorf("%s: type %v, want %v", want.name, f.GetType(), want.typ)
+		}
+		if f.GetHelp() == "" {
+			t.Errorf("%s: no help text", want.name)
+		}
+		if len(f.GetMetric()) == 0 {
+			t.Errorf("%s: no series", want.name)
+		}
+		for _, m := range f.GetMetric() {
+			var names []string
+			for _, l := range m.GetLabel() {
+				names = append(names, l.GetName())
+			}
+			sort.Strings(names)
+			if !slices.Equal(names, want.labels) {
+				t.Errorf("%s: labels %v, want %v", want.name, names, want.labels)
+			}
+		}
+	}
+	// Enumerated label values: every value of DESIGN §4 is present.
+	for _, c := range []struct {
+		name, label string
+		values      []string
+	}{
+		{"xlb_backends", "state", []string{"discovered", "routable", "draining"}},
+		{"xlb_xdp_actions_total", "action", []string{"aborted", "drop", "pass", "tx", "redirect"}},
+	} {
+		for _, v := range c.values {
+			if _, ok := find(fams, c.name, map[string]string{c.label: v}); !ok {
+				t.Errorf("%s{%s=%q} missing", c.name, c.label, v)
+			}
+		}
+	}
+	for _, initiator := range []string{"client", "backend"} {
+		for _, reason := range []string{"fin", "rst"} {
+			if _, ok := find(fams, "xlb_connections_closed_total", map[string]string{"initiator": initiator, "reason": reason}); !ok {
+				t.Errorf("xlb_connections_closed_total{initiator=%q,reason=%q} missing", initiator, reason)
+			}
+		}
+	}
+	for _, std := range []string{"go_goroutines", "process_start_time_seconds", "promhttp_metric_handler_requests_total"} {
+		if _, ok := fams[std]; !ok {
+			t.Errorf("standard metric %s missing", std)
+		}
+	}
+}
+
+func TestValuesMatchSnapshot(t *testing.T) {
+	var store snapshot.Store
+	snap := fixtureSnapshot()
+	store.Publish(snap)
+	srv, _ := testServer(t, &store, liveCountersFunc)
+	fams, _ := scrape(t, srv)
+	x := snap.Sample
+	type L = map[string]string
+	check := func(name string, labels L, want float64) {
+		t.Helper()
+		if got := value(t, fams, name, labels); got != want {
+			t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+		}
+	}
+	// From the maintenance sample.
+	check("xlb_connections_active", nil, float64(x.Active))
+	check("xlb_connections_timewait", nil, float64(x.TimeWait))
+	check("xlb_connections_opened_total", nil, float64(x.Opened))
+	check("xlb_connections_closed_total", L{"initiator": "client", "reason": "fin"}, float64(x.Closed.ClientFIN))
+	check("xlb_connections_closed_total", L{"initiator": "backend", "reason": "fin"}, float64(x.Closed.BackendFIN))
+	check("xlb_connections_closed_total", L{"initiator": "client", "reason": "rst"}, float64(x.Closed.ClientRST))
+	check("xlb_connections_closed_total", L{"initiator": "backend", "reason": "rst"}, float64(x.Closed.BackendRST))
+	check("xlb_connections_orphaned_total", nil, float64(x.Orphaned))
+	check("xlb_flow_map_entries", nil, float64(x.FlowEntries))
+	check("xlb_flow_map_capacity", nil, float64(x.FlowCapacity))
+	check("xlb_maintenance_sample_age_seconds", nil, 2)
+	check("xlb_maintenance_cycles_total", nil, float64(x.Cycle))
+	// Backends: three listed (backend-4 departed and idle is not).
+	check("xlb_backends", L{"state": "discovered"}, 2)
+	check("xlb_backends", L{"state": "routable"}, 1)
+	check("xlb_backends", L{"state": "draining"}, 1)
+	for i, name := range []string{"backend-1", "backend-2", "backend-3"} {
+		bs := x.Backends[i]
+		b := L{"backend": name}
+		check("xlb_backend_connections_active", b, float64(bs.Active))
+		check("xlb_backend_connections_timewait", b, float64(bs.TimeWait))
+		check("xlb_backend_connections_opened_total", b, float64(bs.Stats.Opened))
+		check("xlb_backend_sent_bytes_total", b, float64(bs.Stats.SentBytes))
+		check("xlb_backend_received_bytes_total", b, float64(bs.Stats.ReceivedBytes))
+		check("xlb_backend_sent_packets_total", b, float64(bs.Stats.SentPackets))
+		check("xlb_backend_received_packets_total", b, float64(bs.Stats.ReceivedPackets))
+		state, _ := snap.BackendState(snap.Backends[i])
+		for _, st := range backendStates {
+			check("xlb_backend_state", L{"backend": name, "state": st}, boolValue(st == state))
+		}
+	}
+	if _, ok := find(fams, "xlb_backend_connections_active", L{"backend": "backend-4"}); ok {
+		t.Errorf("backend-4 (departed, no pairs) is exported")
+	}
+	// From the live counters (CountersFunc), not the sample's copy.
+	for i, a := range xdpActions {
+		check("xlb_xdp_actions_total", L{"action": a}, float64(liveCounters.Actions[i]))
+	}
+	check("xlb_snat_port_exhausted_total", nil, float64(liveCounters.SNATExhausted))
+	check("xlb_shutdown_resets_total", nil, float64(liveCounters.ShutdownResets))
+	check("xlb_flow_table_full_total", nil, float64(liveCounters.TableFull))
+	check("xlb_no_backend_resets_total", nil, float64(liveCounters.NoBackend))
+	check("xlb_fib_miss_total", nil, float64(liveCounters.FIBMiss))
+	check("xlb_ttl_exceeded_total", nil, float64(liveCounters.TTLExceeded))
+	check("xlb_syn_retransmits_total", nil, float64(liveCounters.SYNReused))
+	check("xlb_flow_pairs_replaced_total", nil, float64(liveCounters.PairsReplaced))
+	check("xlb_flow_pair_invariant_violations_total", nil, float64(liveCounters.InvariantViolations+x.InvariantRepairs))
+	check("xlb_scrape_collector_success", L{"collector": "dataplane"}, 1)
+	// Instance.
+	check("xlb_build_info", L{"version": buildinfo.Version, "revision": buildinfo.Revision}, 1)
+	check("xlb_service_info", L{"name": "web-lb"}, 1)
+	check("xlb_xdp_attached", L{"interface": "eth0", "mode": "native"}, 1)
+	check("xlb_xdp_attached", L{"interface": "eth1", "mode": "generic"}, 1)
+	check("xlb_config_restart_required", nil, 1)
+	check("xlb_config_file_invalid", nil, 0)
+	check("xlb_config_file_missing", nil, 0)
+	check("xlb_ready", nil, 1)
+	check("xlb_lifecycle_state", L{"state": "running"}, 1)
+	check("xlb_lifecycle_state", L{"state": "starting"}, 0)
+	check("xlb_lifecycle_state", L{"state": "shutting_down"}, 0)
+}
+
+// TestExpositionText pins the exact text of a few families, help included.
+func TestExpositionText(t *testing.T) {
+	var store snapshot.Store
+	store.Publish(fixtureSnapshot())
+	srv, _ := testServer(t, &store, liveCountersFunc)
+	want := `
+# HELP xlb_backends Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.
+# TYPE xlb_backends gauge
+xlb_backends{state="discovered"} 2
+xlb_backends{state="draining"} 1
+xlb_backends{state="routable"} 1
+# HELP xlb_connections_closed_total Connections closed, counted once when the maintenance cycle first sees the second FIN or a RST, by who closed first (client or backend) and how (fin or rst). Orphan removals are not included.
+# TYPE xlb_connections_closed_total counter
+xlb_connections_closed_total{initiator="backend",reason="fin"} 15
+xlb_connections_closed_total{initiator="backend",reason="rst"} 17
+xlb_connections_closed_total{initiator="client",reason="fin"} 14
+xlb_connections_closed_total{initiator="client",reason="rst"} 16
+`
+	if err := testutil.GatherAndCompare(srv.Registry(), strings.NewReader(want), "xlb_backends", "xlb_connections_closed_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNoLabelValueIsAnAddress(t *testing.T) {
+	var store snapshot.Store
+	snap := fixtureSnapshot()
+	store.Publish(snap)
+	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv.ObserveMaintenance(snap.Sample.Duration)
+	fams, _ := scrape(t, srv)
+	addrs := []string{snap.Listen.String(), snap.SNAT.String()}
+	for _, b := range snap.Backends {
+		addrs = append(addrs, b.IP.String())
+	}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				v := l.GetValue()
+				if _, err := netip.ParseAddr(v); err == nil {
+					t.Errorf("%s{%s=%q}: label value is an IP address", name, l.GetName(), v)
+				}
+				if _, err := netip.ParseAddrPort(v); err == nil {
+					t.Errorf("%s{%s=%q}: label value is an address:port", name, l.GetName(), v)
+				}
+				for _, a := range addrs {
+					if strings.Contains(v, a) {
+						t.Errorf("%s{%s=%q}: label value contains %s", name, l.GetName(), v, a)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMaintenanceHistogram(t *testing.T) {
+	var store snapshot.Store
+	store.Publish(fixtureSnapshot())
+	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv.ObserveMaintenance(3_000_000)  // 3 ms
+	srv.ObserveMaintenance(20_000_000) // 20 ms
+	fams, _ := scrape(t, srv)
+	f := fams["xlb_maintenance_duration_seconds"]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM || len(f.GetMetric()) != 1 {
+		t.Fatalf("xlb_maintenance_duration_seconds: %v", f)
+	}
+	h := f.GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 2 {
+		t.Errorf("count %d, want 2", h.GetSampleCount())
+	}
+	if math.Abs(h.GetSampleSum()-0.023) > 1e-9 {
+		t.Errorf("sum %v, want 0.023", h.GetSampleSum())
+	}
+	for _, b := range h.GetBucket() {
+		var want uint64
+		switch {
+		case b.GetUpperBound() >= 0.02:
+			want = 2
+		case b.GetUpperBound() >= 0.003:
+			want = 1
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("bucket le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+	}
+}
+
+func TestLint(t *testing.T) {
+	var store snapshot.Store
+	store.Publish(fixtureSnapshot())
+	srv, _ := testServer(t, &store, liveCountersFunc)
+	problems, err := testutil.GatherAndLint(srv.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "xlb_") {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+}

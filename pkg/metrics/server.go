@@ -1,0 +1,144 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Store holds the snapshots the instance publishes. Required.
+	Store *snapshot.Store
+	// Counters reads the data path's per-CPU counters at scrape time;
+	// (*dataplane.Dataplane).Counters. Optional: without it the data-path
+	// counters come from the latest maintenance sample.
+	Counters CountersFunc
+	// Address is where ListenAndServe listens, "host:port" (DESIGN §1
+	// metrics.address and metrics.port, e.g. "0.0.0.0:9642").
+	Address string
+	// Log receives scrape errors and listener messages; default the
+	// logrus standard logger.
+	Log logrus.FieldLogger
+	// Now is the clock for readiness and sample age; default time.Now.
+	Now func() time.Time
+}
+
+// Server is the metrics listener: /metrics (the XLB collectors plus the
+// standard Go, process and promhttp collectors) and a landing page at /.
+type Server struct {
+	reg         *prometheus.Registry
+	maintenance prometheus.Histogram
+	handler     http.Handler
+	srv         *http.Server
+	opts        Options
+}
+
+// New builds the registry and the HTTP handler. It does not listen.
+func New(o Options) (*Server, error) {
+	if o.Store == nil {
+		return nil, errors.New("metrics: Options.Store is required")
+	}
+	if o.Log == nil {
+		o.Log = logrus.StandardLogger()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Server{reg: prometheus.NewRegistry(), maintenance: newMaintenanceHistogram(), opts: o}
+	for _, c := range []prometheus.Collector{
+		newInstanceCollector(o.Store, o.Now),
+		newConnectionsCollector(o.Store, o.Now),
+		newBackendsCollector(o.Store),
+		newDataplaneCollector(o.Store, o.Counters, o.Log),
+		s.maintenance,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := s.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register collector: %w", err)
+		}
+	}
+	metricsHandler := promhttp.InstrumentMetricHandler(s.reg, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorLog:            errorLog{o.Log},
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 8,
+		Timeout:             10 * time.Second,
+	}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metricsHandler)
+	mux.Handle("GET /{$}", landingPage(o.Store))
+	s.handler = mux
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+	return s, nil
+}
+
+// Handler serves /metrics and the landing page; for tests and for
+// embedding in another listener.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry is the registry behind /metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// ObserveMaintenance records one maintenance cycle's wall-clock duration
+// in xlb_maintenance_duration_seconds. The daemon calls it exactly once per
+// cycle (e.g. from flow's OnSample with Sample.Duration); it is safe for
+// concurrent use.
+func (s *Server) ObserveMaintenance(d time.Duration) { s.maintenance.Observe(d.Seconds()) }
+
+// Serve serves on ln until Shutdown; it returns nil after Shutdown and the
+// listener's error otherwise. ln is closed on return.
+func (s *Server) Serve(ln net.Listener) error {
+	s.opts.Log.WithField("address", ln.Addr().String()).Info("metrics listener serving /metrics")
+	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
+// ListenAndServe listens on Options.Address and serves until ctx ends,
+// then shuts down gracefully (at most 5 s for scrapes in flight). It
+// returns at once with the error when the address cannot be bound.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	if s.opts.Address == "" {
+		return errors.New("metrics: Options.Address is empty")
+	}
+	ln, err := net.Listen("tcp", s.opts.Address)
+	if err != nil {
+		return fmt.Errorf("metrics: listen: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(sctx); err != nil {
+			s.opts.Log.WithError(err).Warn("metrics listener shutdown")
+		}
+	})
+	defer stop()
+	return s.Serve(ln)
+}
+
+// Shutdown stops the listener gracefully: no new scrapes, and waits for
+// those in flight until ctx ends (http.Server.Shutdown).
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// errorLog adapts logrus to promhttp.Logger.
+type errorLog struct{ log logrus.FieldLogger }
+
+func (l errorLog) Println(v ...any) { l.log.Warn(append([]any{"metrics: scrape: "}, v...)...) }
