@@ -1,0 +1,581 @@
+package flow_test
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
+	"github.com/xlbproject/xlb/pkg/flow"
+)
+
+// rig is a fixture namespace with the real data path, pairs built by
+// running frames through the real program, and a maintenance loop over the
+// real flow map driven by a manual clock.
+type rig struct {
+	t    *testing.T
+	e    *dt.Env
+	clk  *flow.ManualClock
+	loop *flow.Loop
+	logs *logtest.Hook
+}
+
+func newRig(t *testing.T, o dt.Options, fo flow.Options) *rig {
+	t.Helper()
+	e := dt.NewEnv(t, o)
+	clk := flow.NewManualClock(e.Now(t))
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	fo.Clock, fo.Log = clk, log
+	l, err := flow.New(e.DP, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{t: t, e: e, clk: clk, loop: l, logs: hook}
+}
+
+func (r *rig) ticks(d time.Duration) dataplane.Jiffies {
+	r.t.Helper()
+	j, err := r.e.DP.Ticks(d)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return j
+}
+
+func (r *rig) cycle() *flow.Sample {
+	r.t.Helper()
+	s, err := r.loop.Cycle(context.Background())
+	if err != nil {
+		r.t.Fatalf("cycle: %v", err)
+	}
+	if r.loop.Latest() != s {
+		r.t.Fatalf("Latest() is not the sample the cycle returned")
+	}
+	return s
+}
+
+func (r *rig) entries() int { r.t.Helper(); return len(r.e.Flows(r.t)) }
+
+func (r *rig) wantEntries(n int) {
+	r.t.Helper()
+	if got := r.entries(); got != n {
+		r.t.Fatalf("flow map has %d entries, want %d", got, n)
+	}
+}
+
+// conn is one connection through the rig, from client port port to :80.
+type conn struct {
+	r    *rig
+	port uint16
+	syn  uint32 // client ISN
+}
+
+func (r *rig) open(port uint16) *conn {
+	r.t.Helper()
+	c := &conn{r: r, port: port, syn: 1000}
+	c.send(c.fromClient(dt.SYN, c.syn, 0))
+	return c
+}
+
+func (c *conn) client() netip.AddrPort { return dt.Client(c.port) }
+
+func (c *conn) pair() dt.Pair { c.r.t.Helper(); return c.r.e.MustPair(c.r.t, c.client(), 80) }
+
+func (c *conn) fromClient(flags uint8, seq, ack uint32) dt.Segment {
+	return c.r.e.FromClient(c.client(), 80, flags, seq, ack, nil)
+}
+
+func (c *conn) fromBackend(flags uint8, seq, ack uint32) dt.Segment {
+	p := c.pair()
+	return c.r.e.FromBackend(p.Backend(), p.SNATPort(), flags, seq, ack, nil)
+}
+
+func (c *conn) send(s dt.Segment) {
+	c.r.t.Helper()
+	in := c.r.e.Front
+	if s.Src.Addr() != dt.ClientIP {
+		in = c.r.e.BackendIface()
+	}
+	c.r.e.MustRun(c.r.t, s.Frame(), in, dt.XDPTX)
+}
+
+func (c *conn) clientFIN()  { c.send(c.fromClient(dt.FIN|dt.ACK, 1001, 5001)) }
+func (c *conn) backendFIN() { c.send(c.fromBackend(dt.FIN|dt.ACK, 5001, 1002)) }
+func (c *conn) clientRST()  { c.send(c.fromClient(dt.RST|dt.ACK, 1001, 5001)) }
+func (c *conn) backendRST() { c.send(c.fromBackend(dt.RST, 5001, 0)) }
+
+func (c *conn) gone() bool {
+	_, ok := c.r.e.LookupPair(c.r.t, c.client(), 80)
+	return !ok
+}
+
+func lastSeen(p dt.Pair) dataplane.Jiffies {
+	return dataplane.Jiffies(max(p.Fwd.LastSeen, p.Rev.LastSeen))
+}
+
+func wantSample(t *testing.T, s *flow.Sample, active, timewait, resetting uint64) {
+	t.Helper()
+	if s.Active != active || s.TimeWait != timewait || s.Resetting != resetting {
+		t.Fatalf("sample active/timewait/resetting %d/%d/%d, want %d/%d/%d", s.Active, s.TimeWait, s.Resetting, active, timewait, resetting)
+	}
+}
+
+func TestTimeWaitRemovedAfter60Seconds(t *testing.T) {
+	for _, first := range []string{"client", "backend"} {
+		t.Run(first+" closes first", func(t *testing.T) {
+			r := newRig(t, dt.Options{}, flow.Options{})
+			other := r.open(33001) // stays open throughout
+			c := r.open(33000)
+			if first == "client" {
+				c.clientFIN()
+				c.backendFIN()
+			} else {
+				c.backendFIN()
+				c.send(c.fromClient(dt.FIN|dt.ACK, 1001, 5002))
+			}
+			closedAt := dataplane.Jiffies(c.pair().Fwd.ClosedAt)
+			if closedAt == 0 {
+				t.Fatal("closed_at not set after both FINs")
+			}
+
+			r.clk.Set(closedAt + r.ticks(59*time.Second))
+			s := r.cycle()
+			wantSample(t, s, 1, 1, 0)
+			r.wantEntries(4)
+			r.clk.Set(closedAt + r.ticks(60*time.Second) - 1)
+			r.cycle()
+			r.wantEntries(4)
+
+			r.clk.Set(closedAt + r.ticks(60*time.Second))
+			s = r.cycle()
+			if !c.gone() || other.gone() {
+				t.Fatalf("after 60 s: closed pair gone %v, open pair gone %v", c.gone(), other.gone())
+			}
+			r.wantEntries(2)
+			wantSample(t, s, 1, 0, 0)
+			want := flow.Closed{ClientFIN: 1}
+			if first == "backend" {
+				want = flow.Closed{BackendFIN: 1}
+			}
+			if s.Removed.TimeWait != 1 || s.Closed != want || s.Orphaned != 0 || s.InvariantRepairs != 0 {
+				t.Fatalf("removed %+v closed %+v orphaned %d repairs %d", s.Removed, s.Closed, s.Orphaned, s.InvariantRepairs)
+			}
+			if s.FlowEntries != 4 {
+				t.Fatalf("sample read %d entries, want 4 (before the removal)", s.FlowEntries)
+			}
+		})
+	}
+}
+
+func TestResetRemovedOnTheFollowingCycle(t *testing.T) {
+	for _, side := range []string{"client", "backend"} {
+		t.Run(side+" RST", func(t *testing.T) {
+			r := newRig(t, dt.Options{}, flow.Options{})
+			c := r.open(33000)
+			s := r.cycle() // a cycle before the RST does not count
+			wantSample(t, s, 1, 0, 0)
+			if side == "client" {
+				c.clientRST()
+			} else {
+				c.backendRST()
+			}
+			s = r.cycle()
+			wantSample(t, s, 0, 0, 1)
+			r.wantEntries(2)
+			if s.Removed.Reset != 0 {
+				t.Fatalf("RST pair removed by the cycle that first saw it")
+			}
+			want := flow.Closed{ClientRST: 1}
+			if side == "backend" {
+				want = flow.Closed{BackendRST: 1}
+			}
+			if s.Closed != want {
+				t.Fatalf("closed %+v, want %+v: counted by the data path when the RST passed", s.Closed, want)
+			}
+			s = r.cycle()
+			r.wantEntries(0)
+			wantSample(t, s, 0, 0, 0)
+			if s.Removed.Reset != 1 || s.Closed != want || s.Orphaned != 0 {
+				t.Fatalf("removed %+v closed %+v orphaned %d", s.Removed, s.Closed, s.Orphaned)
+			}
+		})
+	}
+}
+
+func TestOrphanRemovedAtTTL(t *testing.T) {
+	r := newRig(t, dt.Options{}, flow.Options{})
+	ttl := r.ticks(flow.DefaultOrphanTTL)
+	c := r.open(33000)
+	half := r.open(33001)
+	half.clientFIN() // half-closed pairs are not terminal: they can be orphaned
+	// Each pair's last packet may fall in a different jiffy.
+	first := min(lastSeen(c.pair()), lastSeen(half.pair()))
+	last := max(lastSeen(c.pair()), lastSeen(half.pair()))
+
+	r.clk.Set(first + ttl - 1)
+	s := r.cycle()
+	r.wantEntries(4)
+	wantSample(t, s, 2, 0, 0)
+
+	r.clk.Set(last + ttl)
+	s = r.cycle()
+	r.wantEntries(0)
+	wantSample(t, s, 0, 0, 0)
+	if s.Removed.Orphaned != 2 || s.Orphaned != 2 || s.Closed.Total() != 0 {
+		t.Fatalf("removed %+v orphaned %d closed %+v; want 2 orphans and no closures", s.Removed, s.Orphaned, s.Closed)
+	}
+	if s = r.cycle(); s.Orphaned != 2 {
+		t.Fatalf("orphaned total %d after another cycle", s.Orphaned)
+	}
+}
+
+// A single ACK in either direction refreshes the pair; a pair whose one
+// direction went idle stays, and is removed whole and counted once when the
+// other direction goes idle too.
+func TestOrphanRefreshedByOneACK(t *testing.T) {
+	for _, dir := range []string{"client", "backend"} {
+		t.Run("ACK from "+dir, func(t *testing.T) {
+			r := newRig(t, dt.Options{}, flow.Options{})
+			ttl := r.ticks(flow.DefaultOrphanTTL)
+			c := r.open(33000)
+			p0 := c.pair()
+			stale := lastSeen(p0)
+			r.e.WaitTick(t, stale)
+			if dir == "client" {
+				c.send(c.fromClient(dt.ACK, 1001, 5001))
+			} else {
+				c.send(c.fromBackend(dt.ACK, 5001, 1001))
+			}
+			p1 := c.pair()
+			fresh, other, otherBefore := p1.Fwd.LastSeen, p1.Rev.LastSeen, p0.Rev.LastSeen
+			if dir == "backend" {
+				fresh, other, otherBefore = other, fresh, p0.Fwd.LastSeen
+			}
+			if dataplane.Jiffies(fresh) <= stale || other != otherBefore {
+				t.Fatalf("last_seen after the ACK: refreshed %d (before at most %d), other %d (before %d)", fresh, stale, other, otherBefore)
+			}
+
+			// The other direction is idle for the TTL; this one is not.
+			r.clk.Set(stale + ttl)
+			s := r.cycle()
+			r.wantEntries(2)
+			wantSample(t, s, 1, 0, 0)
+			if s.Orphaned != 0 {
+				t.Fatalf("orphaned %d with one direction active", s.Orphaned)
+			}
+			r.clk.Set(dataplane.Jiffies(fresh) + ttl - 1)
+			r.cycle()
+			r.wantEntries(2)
+
+			// Now both are: the pair goes whole, counted once.
+			r.clk.Set(dataplane.Jiffies(fresh) + ttl)
+			s = r.cycle()
+			r.wantEntries(0)
+			if s.Removed.Orphaned != 1 || s.Orphaned != 1 || s.InvariantRepairs != 0 {
+				t.Fatalf("removed %+v orphaned %d repairs %d; want one orphan", s.Removed, s.Orphaned, s.InvariantRepairs)
+			}
+			r.clk.Add(ttl)
+			if s = r.cycle(); s.Orphaned != 1 || s.InvariantRepairs != 0 {
+				t.Fatalf("after another cycle orphaned %d repairs %d", s.Orphaned, s.InvariantRepairs)
+			}
+		})
+	}
+}
+
+func TestHalfPairsRepairedOnSecondCycle(t *testing.T) {
+	r := newRig(t, dt.Options{}, flow.Options{})
+	noRev := r.open(33000)
+	noFwd := r.open(33001)
+	foreign := r.open(33002)
+	intact := r.open(33003)
+
+	r.e.DeleteFlow(t, noRev.pair().RevKey)
+	fwdKey := dt.ForwardKey(noFwd.client(), 80)
+	revOfNoFwd := noFwd.pair().RevKey
+	r.e.DeleteFlow(t, fwdKey)
+	// The reverse entry of "foreign" is swapped for one of another
+	// generation: both entries are lone.
+	fp := foreign.pair()
+	v := r.e.DeleteFlow(t, fp.RevKey)
+	v.Generation += 1000
+	if err := r.e.DP.PutFlow(fp.RevKey, v); err != nil {
+		t.Fatal(err)
+	}
+
+	s := r.cycle()
+	r.wantEntries(6)
+	if s.InvariantRepairs != 0 || s.Removed.Repaired != 0 || s.Lone != 4 {
+		t.Fatalf("first cycle: repairs %d removed %+v lone %d; want nothing removed, 4 lone", s.InvariantRepairs, s.Removed, s.Lone)
+	}
+	wantSample(t, s, 1, 0, 0) // lone forward entries are not pairs
+
+	s = r.cycle()
+	r.wantEntries(2)
+	if s.InvariantRepairs != 4 || s.Removed.Repaired != 4 || s.Lone != 0 || s.Orphaned != 0 {
+		t.Fatalf("second cycle: repairs %d removed %+v lone %d orphaned %d", s.InvariantRepairs, s.Removed, s.Lone, s.Orphaned)
+	}
+	if intact.gone() {
+		t.Fatal("intact pair removed")
+	}
+	intact.pair()
+	var warned []string
+	for _, e := range r.logs.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warned = append(warned, e.Data["key"].(string))
+		}
+	}
+	for _, k := range []dataplane.FlowKey{dt.ForwardKey(noRev.client(), 80), revOfNoFwd, fp.FwdKey, fp.RevKey} {
+		if !slices.Contains(warned, k.String()) {
+			t.Fatalf("no warning names repaired key %v (warnings: %v)", k, warned)
+		}
+	}
+
+	s = r.cycle()
+	if s.InvariantRepairs != 4 || s.Removed.Repaired != 0 {
+		t.Fatalf("third cycle: repairs %d removed %+v", s.InvariantRepairs, s.Removed)
+	}
+}
+
+// A lone entry replaced by an entry of another generation between two
+// cycles is not repaired: lone means lone twice with the same generation.
+func TestLoneEntryNeedsSameGenerationTwice(t *testing.T) {
+	r := newRig(t, dt.Options{}, flow.Options{})
+	c := r.open(33000)
+	p := c.pair()
+	r.e.DeleteFlow(t, p.RevKey)
+	if s := r.cycle(); s.Lone != 1 {
+		t.Fatalf("lone %d, want 1", s.Lone)
+	}
+	v := r.e.DeleteFlow(t, p.FwdKey)
+	v.Generation += 7
+	if err := r.e.DP.PutFlow(p.FwdKey, v); err != nil {
+		t.Fatal(err)
+	}
+	s := r.cycle()
+	if s.Removed.Repaired != 0 || s.Lone != 1 {
+		t.Fatalf("removed %+v lone %d; want the new generation's first sighting", s.Removed, s.Lone)
+	}
+	if s = r.cycle(); s.Removed.Repaired != 1 {
+		t.Fatalf("removed %+v, want the entry repaired on its second sighting", s.Removed)
+	}
+	r.wantEntries(0)
+}
+
+// A fresh pair that takes the tuple of a pair the loop decided to remove,
+// between the loop's read and its delete, survives intact.
+func TestFreshPairBetweenReadAndDeleteSurvives(t *testing.T) {
+	type variant struct {
+		name string
+		opts dt.Options
+		rst  bool
+	}
+	for _, v := range []variant{
+		{"time-wait", dt.Options{}, false},
+		{"RST", dt.Options{}, true},
+		// One backend, one SNAT port: the fresh pair gets the very same
+		// reverse key as the pair it replaces.
+		{"time-wait, same reverse key", dt.Options{SNATPortLo: 40000, SNATPortHi: 40000, Backends: dt.OneArmBackends[:1]}, false},
+		{"RST, same reverse key", dt.Options{SNATPortLo: 40000, SNATPortHi: 40000, Backends: dt.OneArmBackends[:1]}, true},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			r := newRig(t, v.opts, flow.Options{})
+			c := r.open(33000)
+			if v.rst {
+				c.clientRST()
+				r.cycle() // first sighting
+			} else {
+				c.clientFIN()
+				c.backendFIN()
+				r.clk.Set(dataplane.Jiffies(c.pair().Fwd.ClosedAt) + r.ticks(flow.TimeWait))
+			}
+			old := c.pair()
+			before := r.e.Counters(t)
+			fired := false
+			flow.SetAfterRead(r.loop, func() {
+				if !fired {
+					fired = true
+					c.send(c.fromClient(dt.SYN, 777000, 0))
+				}
+			})
+			s := r.cycle()
+			fresh := c.pair() // fails if either entry is missing
+			if fresh.Fwd.Generation == old.Fwd.Generation || fresh.Rev.Generation != fresh.Fwd.Generation {
+				t.Fatalf("generations old %d, now %d/%d", old.Fwd.Generation, fresh.Fwd.Generation, fresh.Rev.Generation)
+			}
+			if v.opts.SNATPortHi == 40000 && fresh.RevKey != old.RevKey {
+				t.Fatalf("fresh reverse key %v, expected the old one %v", fresh.RevKey, old.RevKey)
+			}
+			if fresh.Fwd.Flags != 0 {
+				t.Fatalf("fresh pair flags %#x", fresh.Fwd.Flags)
+			}
+			after := r.e.Counters(t)
+			if after.PairsReplaced-before.PairsReplaced != 1 {
+				t.Fatalf("the hook's SYN did not replace the pair")
+			}
+			if s.Removed.TimeWait+s.Removed.Reset != 0 || s.Removed.Restored != 1 {
+				t.Fatalf("removed %+v; want nothing removed and one entry restored", s.Removed)
+			}
+			r.wantEntries(2)
+			for range 3 {
+				if s = r.cycle(); s.Removed != (flow.Removed{}) || s.InvariantRepairs != 0 || s.Lone != 0 {
+					t.Fatalf("later cycle removed %+v repairs %d lone %d", s.Removed, s.InvariantRepairs, s.Lone)
+				}
+			}
+			if p := c.pair(); p.Fwd.Generation != fresh.Fwd.Generation || s.Active != 1 {
+				t.Fatalf("fresh pair generation %d (want %d), active %d", p.Fwd.Generation, fresh.Fwd.Generation, s.Active)
+			}
+		})
+	}
+}
+
+func TestSample(t *testing.T) {
+	var got []*flow.Sample
+	r := newRig(t, dt.Options{MaxConnections: 64}, flow.Options{
+		BackendIDs: func() []uint32 { return []uint32{0, 1, 2, 7} },
+		OnSample:   func(s *flow.Sample) { got = append(got, s) },
+	})
+	if r.loop.Latest() != nil {
+		t.Fatal("Latest before the first cycle is not nil")
+	}
+	cs := []*conn{r.open(33000), r.open(33001), r.open(33002), r.open(33003)} // backends 0, 1, 2, 0
+	cs[1].clientFIN()
+	cs[1].backendFIN()
+	cs[2].backendRST()
+	s := r.cycle()
+	if len(got) != 1 || got[0] != s || s.Cycle != 1 {
+		t.Fatalf("OnSample got %d samples, cycle %d", len(got), s.Cycle)
+	}
+	if s.FlowEntries != 8 || s.FlowCapacity != 128 {
+		t.Fatalf("entries %d capacity %d, want 8 and 128", s.FlowEntries, s.FlowCapacity)
+	}
+	wantSample(t, s, 2, 1, 1)
+	if s.Opened != 4 || s.Closed != (flow.Closed{ClientFIN: 1, BackendRST: 1}) || s.Counters.PairsCreated != 4 {
+		t.Fatalf("opened %d closed %+v", s.Opened, s.Closed)
+	}
+	ids := make([]uint32, len(s.Backends))
+	for i, b := range s.Backends {
+		ids[i] = b.ID
+	}
+	if !slices.Equal(ids, []uint32{0, 1, 2, 7}) {
+		t.Fatalf("backend ids %v", ids)
+	}
+	type counts struct{ active, tw, opened uint64 }
+	want := map[uint32]counts{0: {2, 0, 2}, 1: {0, 1, 1}, 2: {0, 0, 1}, 7: {0, 0, 0}}
+	for id, w := range want {
+		b, ok := s.Backend(id)
+		if !ok || (counts{b.Active, b.TimeWait, b.Stats.Opened}) != w {
+			t.Fatalf("backend %d: %+v, want %+v", id, b, w)
+		}
+	}
+	if b, _ := s.Backend(0); b.Stats.SentPackets != 2 || b.Stats.SentBytes == 0 {
+		t.Fatalf("backend 0 stats %+v: want the two SYNs", b.Stats)
+	}
+	if _, ok := s.Backend(3); ok {
+		t.Fatal("backend 3 listed")
+	}
+	if s.Time.IsZero() || s.Duration <= 0 || s.Now == 0 {
+		t.Fatalf("time %v duration %v now %d", s.Time, s.Duration, s.Now)
+	}
+	s2 := r.cycle()
+	if s2.Cycle != 2 || s.Resetting != 1 || s.Cycle != 1 {
+		t.Fatal("a published sample changed")
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	r := newRig(t, dt.Options{}, flow.Options{Interval: 5 * time.Millisecond})
+	r.open(33000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.loop.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s := r.loop.Latest(); s != nil && s.Cycle >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run published fewer than 3 samples in 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	r.wantEntries(2)
+}
+
+func TestCycleHonoursCancelledContext(t *testing.T) {
+	r := newRig(t, dt.Options{}, flow.Options{})
+	r.open(33000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.loop.Cycle(ctx); err == nil {
+		t.Fatal("cycle with a cancelled context succeeded")
+	}
+	if r.loop.Latest() != nil {
+		t.Fatal("a failed cycle published a sample")
+	}
+}
+
+// Several lone entries whose generations share a lone-detection cell cannot
+// be told apart from the cell alone: the loop reads that cell exactly on
+// the next cycle and repairs them one cycle later.
+func TestLoneEntriesSharingACell(t *testing.T) {
+	r := newRig(t, dt.Options{}, flow.Options{})
+	intact := r.open(33000)
+	p := intact.pair()
+	gens := []uint32{1 << 30}
+	for g := gens[0] + 1; len(gens) < 3; g++ {
+		if flow.CellOf(g) == flow.CellOf(gens[0]) {
+			gens = append(gens, g)
+		}
+	}
+	var forged []dataplane.FlowKey
+	for i, g := range gens {
+		k, v := p.FwdKey, p.Fwd
+		if i == 2 {
+			k, v = p.RevKey, p.Rev
+		}
+		k.SportBe += uint16(100 + i) // a tuple no pair has
+		v.Generation = g
+		v.Peer.DportBe += uint16(200 + i) // a counterpart that does not exist
+		if err := r.e.DP.PutFlow(k, v); err != nil {
+			t.Fatal(err)
+		}
+		forged = append(forged, k)
+	}
+	r.wantEntries(5)
+	if s := r.cycle(); s.Lone != 0 || s.Removed.Repaired != 0 {
+		t.Fatalf("cycle 1: lone %d removed %+v; the mixed cell cannot be decoded yet", s.Lone, s.Removed)
+	}
+	if s := r.cycle(); s.Lone != 3 || s.Removed.Repaired != 0 {
+		t.Fatalf("cycle 2: lone %d removed %+v; want 3 found exactly, none removed", s.Lone, s.Removed)
+	}
+	s := r.cycle()
+	if s.Removed.Repaired != 3 || s.InvariantRepairs != 3 {
+		t.Fatalf("cycle 3: removed %+v repairs %d; want 3 repairs", s.Removed, s.InvariantRepairs)
+	}
+	r.wantEntries(2)
+	for _, k := range forged {
+		if _, err := r.e.DP.LookupFlow(k); err != dataplane.ErrNotFound {
+			t.Fatalf("forged entry %v still there (%v)", k, err)
+		}
+	}
+	if intact.gone() {
+		t.Fatal("intact pair removed")
+	}
+	wantSample(t, s, 1, 0, 0)
+}

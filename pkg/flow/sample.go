@@ -1,0 +1,120 @@
+package flow
+
+import (
+	"sort"
+	"time"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+)
+
+// Sample is what one maintenance cycle saw and did. The loop publishes one
+// per successful cycle (Loop.Latest, Options.OnSample) and never modifies it
+// afterwards; readers must not modify it either (Backends included). The
+// status API and the metrics read only samples, never BPF maps (DESIGN §3,
+// §4).
+//
+// Pair counts (Active, TimeWait, Resetting, per backend) describe the flow
+// map after the cycle's removals. The map is read with batch lookups, which
+// are not a snapshot: a pair created or removed during the read may be
+// missing from one cycle's counts.
+type Sample struct {
+	// Time is the wall-clock time at the end of the cycle.
+	Time time.Time
+	// Cycle numbers successful cycles from 1.
+	Cycle uint64
+	// Now is the data path clock reading (jiffies) the cycle decided with.
+	Now dataplane.Jiffies
+	// Duration is the cycle's wall-clock duration.
+	Duration time.Duration
+
+	// FlowEntries is the number of directional entries the cycle read
+	// (two per connection pair); FlowCapacity is the flow map's
+	// max_entries. Both are entries, not pairs.
+	FlowEntries  uint64
+	FlowCapacity uint64
+
+	// Active is the number of non-terminal pairs (open or half-closed).
+	Active uint64
+	// TimeWait is the number of pairs that saw both FINs and are kept
+	// for the 60 s TCP time-wait interval.
+	TimeWait uint64
+	// Resetting is the number of pairs that saw a RST and are removed on
+	// the next cycle.
+	Resetting uint64
+	// Backends holds per-backend pair counts and data-path statistics,
+	// sorted by ID: every id of Options.BackendIDs plus any id seen in
+	// the flow map.
+	Backends []BackendSample
+
+	// Counters are the data path's global counters, read after the
+	// cycle's map read (so every closure the read saw is included).
+	Counters dataplane.Counters
+	// Opened is the number of pairs the data path created
+	// (Counters.PairsCreated).
+	Opened uint64
+	// Closed counts connections by initiator and reason, once each, when
+	// the data path saw them become terminal (DESIGN §4 counting rule).
+	Closed Closed
+	// Orphaned counts pairs removed after OrphanTTL without a packet in
+	// either direction, since the loop started. Not part of Closed.
+	Orphaned uint64
+	// InvariantRepairs counts lone entries (counterpart missing or of
+	// another generation) removed by the loop since it started. The data
+	// path counts FIN/RST packets on lone entries separately
+	// (Counters.InvariantViolations).
+	InvariantRepairs uint64
+	// Lone is the number of lone entries this cycle found and will repair
+	// on the next cycle if they are still lone.
+	Lone uint64
+
+	// Removed is what this cycle removed.
+	Removed Removed
+}
+
+// Closed counts closed connections by initiator and reason.
+type Closed struct {
+	ClientFIN  uint64 // both FINs seen, the client's first
+	BackendFIN uint64 // both FINs seen, the backend's first
+	ClientRST  uint64 // reset by the client
+	BackendRST uint64 // reset by the backend
+}
+
+// Total is the number of closed connections.
+func (c Closed) Total() uint64 { return c.ClientFIN + c.BackendFIN + c.ClientRST + c.BackendRST }
+
+// Removed counts one cycle's removals, in pairs except Repaired (entries).
+type Removed struct {
+	TimeWait uint64 // pairs whose time-wait ended
+	Reset    uint64 // RST pairs, one cycle after the cycle that first saw the RST
+	Orphaned uint64 // idle pairs
+	Repaired uint64 // lone entries
+	// Restored counts entries taken out and put back because a fresh pair
+	// had taken the tuple between the read and the delete.
+	Restored uint64
+}
+
+// BackendSample is one backend's share of a sample.
+type BackendSample struct {
+	// ID is the backend's data-path id (0..dataplane.MaxBackends-1).
+	ID uint32
+	// Active and TimeWait count this backend's pairs, as Sample.Active
+	// and Sample.TimeWait do.
+	Active   uint64
+	TimeWait uint64
+	// Stats are the backend's data-path counters (packets, bytes, pairs
+	// opened), summed over CPUs.
+	Stats dataplane.BackendStats
+}
+
+// Backend returns the sample of backend id.
+func (s *Sample) Backend(id uint32) (BackendSample, bool) {
+	i := sort.Search(len(s.Backends), func(i int) bool { return s.Backends[i].ID >= id })
+	if i < len(s.Backends) && s.Backends[i].ID == id {
+		return s.Backends[i], true
+	}
+	return BackendSample{}, false
+}
+
+func closedOf(c dataplane.Counters) Closed {
+	return Closed{ClientFIN: c.ClosedClientFIN, BackendFIN: c.ClosedBackendFIN, ClientRST: c.ClosedClientRST, BackendRST: c.ClosedBackendRST}
+}
