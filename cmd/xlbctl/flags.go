@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// options are the command line flags.
+type options struct {
+	admin      string
+	user       string
+	json       bool
+	timeout    time.Duration
+	interval   time.Duration
+	iterations int
+}
+
+// flagSet defines the flags into o.
+func flagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("xlbctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run prints errors and usage itself
+	fs.StringVar(&o.admin, "admin", "http://127.0.0.1:9090", "admin listener `URL` (config admin.address:admin.port)")
+	fs.StringVar(&o.user, "user", "", "HTTP Basic user `NAME` (config admin.auth.username); the password is read from "+passwordEnv)
+	fs.BoolVar(&o.json, "json", false, "print the status document as the API returns it (status still exits 2 when not ready)")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "timeout of each request")
+	fs.DurationVar(&o.interval, "interval", time.Second, "top: time between refreshes")
+	fs.IntVar(&o.iterations, "iterations", 0, "top: stop after `N` refreshes (0: until Ctrl-C)")
+	return fs
+}
+
+// usage writes the help text, flags included.
+func usage(w io.Writer) {
+	fs := flagSet(&options{})
+	fmt.Fprint(w, `Usage: xlbctl [flags] status|backends|flows|top [flags]
+
+Reads the XLB status API (GET /api/v1/status) and renders it for a terminal.
+
+Commands:
+  status    summary of the instance; exits 0 when ready, 2 when not ready
+  backends  backends in id order: state, connections, bytes
+  flows     connection counts by state, initiator and reason (never addresses)
+  top       status and backends with per-second rates, redrawn every second until Ctrl-C
+
+Flags (before or after the command):
+`)
+	fs.VisitAll(func(f *flag.Flag) {
+		name, help := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if name != "" {
+			head += " " + name
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n        %s%s\n", head, help, def)
+	})
+	fmt.Fprint(w, `
+Environment:
+  `+passwordEnv+`  password for --user
+
+Exit codes: 0 ok, 1 error (connection, HTTP status, decoding, usage), 2 not ready (status).
+`)
+}
+
+// parseArgs parses flags before and after the one command.
+func parseArgs(args []string) (options, string, error) {
+	var o options
+	fs := flagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, "", err
+	}
+	if fs.NArg() == 0 {
+		return o, "", errors.New("no command")
+	}
+	cmd := fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return o, cmd, err
+	}
+	if fs.NArg() > 0 {
+		return o, cmd, fmt.Errorf("unexpected argument %q after %s", fs.Arg(0), cmd)
+	}
+	switch {
+	case o.timeout <= 0:
+		return o, cmd, fmt.Errorf("--timeout %s: want a positive duration", o.timeout)
+	case o.interval <= 0:
+		return o, cmd, fmt.Errorf("--interval %s: want a positive duration", o.interval)
+	case o.iterations < 0:
+		return o, cmd, fmt.Errorf("--iterations %d: want 0 or more", o.iterations)
+	}
+	return o, cmd, nil
+}
+
+// usageError reports a usage error followed by the usage; exit 1.
+func usageError(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "xlbctl: %v\n\n", err)
+	usage(stderr)
+	return exitError
+}

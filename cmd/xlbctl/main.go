@@ -1,0 +1,116 @@
+// Command xlbctl is the terminal console of XLB (DESIGN §2, issue 4 item
+// 6): it reads the status API of one instance and renders it. It never
+// touches BPF maps.
+//
+//	xlbctl [--admin URL] [--user NAME] [--json] [--timeout D] status|backends|flows|top
+//
+// Exit codes: 0 ok; 1 any error (connection, HTTP, decoding, usage); 2 the
+// instance is not ready (status only).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitNotReady = 2
+)
+
+const passwordEnv = "XLB_ADMIN_PASSWORD"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it parses args, runs one command and
+// returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	o, cmd, err := parseArgs(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage(stdout)
+		return exitOK
+	case err != nil:
+		return usageError(stderr, err)
+	}
+	render, ok := renderers[cmd]
+	if !ok && cmd != "top" {
+		return usageError(stderr, fmt.Errorf("unknown command %q", cmd))
+	}
+	var pass string
+	if o.user != "" {
+		if pass = getenv(passwordEnv); pass == "" {
+			return fail(stderr, fmt.Errorf("--user %s given but %s is empty", o.user, passwordEnv))
+		}
+	}
+	c, err := newClient(o.admin, o.user, pass, o.timeout)
+	if err != nil {
+		return usageError(stderr, err)
+	}
+	if cmd == "top" {
+		return runTop(ctx, c, o, stdout, stderr)
+	}
+	body, err := c.fetch(ctx)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if o.json {
+		if _, err := stdout.Write(body); err != nil {
+			return fail(stderr, err)
+		}
+		if cmd != "status" {
+			return exitOK
+		}
+		var r struct{ Readiness api.Readiness }
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fail(stderr, fmt.Errorf("decode status document: %w", err))
+		}
+		return readyCode(r.Readiness)
+	}
+	d, err := decode(body)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if err := render(stdout, d); err != nil {
+		return fail(stderr, err)
+	}
+	if cmd == "status" {
+		return readyCode(d.Readiness)
+	}
+	return exitOK
+}
+
+// renderers are the one-shot commands.
+var renderers = map[string]func(io.Writer, *api.Document) error{
+	"status":   renderStatus,
+	"backends": renderBackends,
+	"flows":    renderFlows,
+}
+
+func readyCode(r api.Readiness) int {
+	if r.Ready {
+		return exitOK
+	}
+	return exitNotReady
+}
+
+// fail reports err on stderr; exit 1.
+func fail(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "xlbctl: %v\n", err)
+	return exitError
+}

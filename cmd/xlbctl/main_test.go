@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// serve answers /api/v1/status with code and body; everything else 404.
+func serve(t *testing.T, code int, body []byte) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/status" || r.Method != http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		w.Write(body)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// runCLI runs xlbctl with args and the environment env.
+func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+	return code, out.String(), errb.String()
+}
+
+func notReadyBody(t *testing.T) []byte {
+	b, err := json.Marshal(notReady(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func readGolden(t *testing.T, name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestExitCodes(t *testing.T) {
+	_, body := recorded(t)
+	ready := serve(t, 200, body)
+	notReadySrv := serve(t, 200, notReadyBody(t))
+	unavailable := serve(t, 503, []byte("shutting_down"))
+	broken := serve(t, 200, []byte("{not json"))
+	future := serve(t, 200, []byte(`{"schema_version": 2}`))
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // exact, when set
+		stderr string // substring, when set
+	}{
+		{"ready", []string{"--admin", ready.URL, "status"}, 0, readGolden(t, "status"), ""},
+		{"not ready", []string{"--admin", notReadySrv.URL, "status"}, 2, readGolden(t, "status_not_ready"), ""},
+		{"not ready, backends still 0", []string{"--admin", notReadySrv.URL, "backends"}, 0, readGolden(t, "backends_none"), ""},
+		{"backends", []string{"--admin", ready.URL, "backends"}, 0, readGolden(t, "backends"), ""},
+		{"flows", []string{"--admin", ready.URL, "flows"}, 0, readGolden(t, "flows"), ""},
+		{"flags after the command", []string{"backends", "--admin", ready.URL}, 0, readGolden(t, "backends"), ""},
+		{"host:port without scheme", []string{"--admin", strings.TrimPrefix(ready.URL, "http://"), "status"}, 0, readGolden(t, "status"), ""},
+		{"HTTP 503", []string{"--admin", unavailable.URL, "status"}, 1, "", "503 Service Unavailable: shutting_down"},
+		{"not JSON", []string{"--admin", broken.URL, "status"}, 1, "", "decode status document"},
+		{"unknown schema", []string{"--admin", future.URL, "backends"}, 1, "", "schema_version 2"},
+		{"connection refused", []string{"--admin", dead.URL, "status"}, 1, "", "connection refused"},
+		{"wrong path prefix", []string{"--admin", ready.URL + "/nope", "status"}, 1, "", "404"},
+		{"unknown command", []string{"--admin", ready.URL, "restart"}, 1, "", `unknown command "restart"`},
+		{"no command", []string{"--admin", ready.URL}, 1, "", "no command"},
+		{"extra argument", []string{"status", "extra"}, 1, "", `unexpected argument "extra"`},
+		{"zero interval", []string{"top", "--interval", "0s"}, 1, "", "--interval 0s"},
+		{"unknown flag", []string{"--colour", "status"}, 1, "", "flag provided but not defined"},
+		{"user without password", []string{"--admin", ready.URL, "--user", "operator", "status"}, 1, "", "XLB_ADMIN_PASSWORD is empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, nil, c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, c.code, errs)
+			}
+			if c.stdout != "" && out != c.stdout {
+				t.Errorf("stdout:\n%s\nwant:\n%s", out, c.stdout)
+			}
+			if c.stderr != "" && !strings.Contains(errs, c.stderr) {
+				t.Errorf("stderr %q, want it to contain %q", errs, c.stderr)
+			}
+			if c.code != 0 && c.code != 2 && out != "" {
+				t.Errorf("error wrote to stdout: %q", out)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"status", "--help"}} {
+		code, out, _ := runCLI(t, nil, args...)
+		if code != 0 {
+			t.Errorf("%v: exit %d", args, code)
+		}
+		for _, want := range []string{"--admin URL", "--user NAME", "--json", "--timeout", "--iterations N",
+			"status", "backends", "flows", "top", "XLB_ADMIN_PASSWORD", "http://127.0.0.1:9090"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: help lacks %q", args, want)
+			}
+		}
+	}
+}
+
+// TestJSONPassThrough: --json prints the body byte for byte; status keeps
+// its exit code.
+func TestJSONPassThrough(t *testing.T) {
+	_, body := recorded(t)
+	ts := serve(t, 200, body)
+	for _, cmd := range []string{"status", "backends", "flows"} {
+		code, out, _ := runCLI(t, nil, "--json", "--admin", ts.URL, cmd)
+		if code != 0 || out != string(body) {
+			t.Errorf("%s --json: exit %d, output differs from the body: %v", cmd, code, out == string(body))
+		}
+	}
+	nr := notReadyBody(t)
+	ts = serve(t, 200, nr)
+	if code, out, _ := runCLI(t, nil, "status", "--json", "--admin", ts.URL); code != 2 || out != string(nr) {
+		t.Errorf("not ready status --json: exit %d, verbatim %v", code, out == string(nr))
+	}
+	// An unknown schema is still passed through (only rendering needs it).
+	future := []byte(`{"schema_version": 2, "readiness": {"ready": true}}`)
+	ts = serve(t, 200, future)
+	if code, out, _ := runCLI(t, nil, "--json", "--admin", ts.URL, "status"); code != 0 || out != string(future) {
+		t.Errorf("schema 2 --json: exit %d, output %q", code, out)
+	}
+}
+
+func TestBasicAuth(t *testing.T) {
+	_, body := recorded(t)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "operator" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="xlb"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Write(body)
+	}))
+	defer ts.Close()
+	env := map[string]string{"XLB_ADMIN_PASSWORD": "s3cret"}
+	if code, _, errs := runCLI(t, env, "--admin", ts.URL, "status"); code != 1 || !strings.Contains(errs, "pass --user") {
+		t.Errorf("no user: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, map[string]string{"XLB_ADMIN_PASSWORD": "nope"}, "--admin", ts.URL, "--user", "operator", "status"); code != 1 || !strings.Contains(errs, "rejected") {
+		t.Errorf("wrong password: exit %d, %q", code, errs)
+	}
+	if code, out, errs := runCLI(t, env, "--admin", ts.URL, "--user", "operator", "status"); code != 0 || out != readGolden(t, "status") {
+		t.Errorf("right password: exit %d, %q", code, errs)
+	}
+}
+
+// TestTop draws frames until --iterations, clearing the screen each time
+// and showing rates once two samples were seen.
+func TestTop(t *testing.T) {
+	early, err := json.Marshal(earlier(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, late := recorded(t)
+	var n atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Write(early)
+			return
+		}
+		w.Write(late)
+	}))
+	defer ts.Close()
+	code, out, errs := runCLI(t, nil, "--admin", ts.URL, "top", "--iterations", "3", "--interval", "10ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	frames := strings.Split(out, clearScreen)
+	if len(frames) != 4 || frames[0] != "" {
+		t.Fatalf("got %d frames, want 3 each after a clear:\n%q", len(frames)-1, out)
+	}
+	if !strings.Contains(frames[1], "Rates: - (waiting") {
+		t.Errorf("first frame has rates:\n%s", frames[1])
+	}
+	// Frames 2 and 3 both rate the recorded sample against the earlier one.
+	for _, f := range frames[2:] {
+		i := strings.Index(f, "\n\n")
+		if body := f[i+2:]; body != readGolden(t, "top") {
+			t.Errorf("frame differs from top.golden:\n%s", body)
+		}
+	}
+
+	// A failing server: the frame shows the error, the run exits 1.
+	ts.Close()
+	code, out, _ = runCLI(t, nil, "--admin", ts.URL, "top", "--iterations", "1")
+	if code != 1 || !strings.Contains(out, "error: ") {
+		t.Errorf("dead server: exit %d, frame %q", code, out)
+	}
+}
+
+// TestTopStopsOnSignal: cancelling the context (SIGINT in main) ends top
+// with exit 0.
+func TestTopStopsOnSignal(t *testing.T) {
+	_, body := recorded(t)
+	ts := serve(t, 200, body)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--admin", ts.URL, "top", "--interval", "20ms"}, &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" })
+	}()
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after cancel", code)
+	}
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// The renderers are pure: one decoded status document in, text out. They
+// never print client addresses (the document has none) and are pinned by
+// golden files in testdata.
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// renderStatus writes the `xlbctl status` summary: one "Key:<tab>value"
+// line per item, aligned.
+func renderStatus(w io.Writer, d *api.Document) error {
+	t := newTable(w)
+	row := func(k, format string, a ...any) { fmt.Fprintf(t, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
+	row("Name", "%s", orDash(d.Name))
+	row("Version", "%s", version(d))
+	row("Lifecycle", "%s", d.Lifecycle)
+	row("Readiness", "%s", readiness(d.Readiness))
+	if d.Shutdown != nil {
+		row("Shutdown", "%ds left in the reset window", d.Shutdown.SecondsLeft)
+	}
+	row("Uptime", "%s", uptime(d.UptimeSeconds))
+	row("Listen", "%s", listen(d.Listen))
+	row("SNAT", "%s", orDash(d.SNAT.IP))
+	row("XDP", "%s", attachments(d.Dataplane))
+	fm := d.Dataplane.FlowMap
+	row("Flow map", "%d / %d entries (%s)", fm.Entries, fm.Capacity, percent(fm.Entries, fm.Capacity))
+	c := d.Connections
+	row("Connections", "active %d, timewait %d, opened %d, closed %d, orphaned %d",
+		c.Active, c.TimeWait, c.OpenedTotal, c.ClosedTotal, c.OrphanedTotal)
+	row("Backends", "%s", backendCounts(d.Backends))
+	row("Provider", "%s", provider(d.Provider))
+	row("Sample age", "%s", sampleLine(d.Dataplane))
+	row("Config", "%s", config(d.Config))
+	return t.Flush()
+}
+
+// renderBackends writes the `xlbctl backends` table, in the document's
+// (id) order.
+func renderBackends(w io.Writer, d *api.Document) error {
+	t := newTable(w)
+	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED")
+	for _, b := range d.Backends {
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
+			yesNo(b.AvailableForNewConnections), b.ActiveConnections, b.OpenedTotal,
+			humanBytes(b.SentBytesTotal), humanBytes(b.ReceivedBytesTotal))
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(d.Backends) == 0 {
+		_, err := fmt.Fprintln(w, "(no backends)")
+		return err
+	}
+	return nil
+}
+
+// renderFlows writes the `xlbctl flows` counts: flow map fill, pair
+// states, opened/closed by initiator and reason, orphans, repairs and
+// refused SYNs. Counts only, never a connection's addresses.
+func renderFlows(w io.Writer, d *api.Document) error {
+	t := newTable(w)
+	row := func(k, format string, a ...any) { fmt.Fprintf(t, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
+	fm, c, k := d.Dataplane.FlowMap, d.Connections, d.Dataplane.Counters
+	row("Flow map", "%d / %d entries, %s full (2 entries per connection)", fm.Entries, fm.Capacity, percent(fm.Entries, fm.Capacity))
+	row("Connections", "active %d, timewait %d, resetting %d", c.Active, c.TimeWait, c.Resetting)
+	row("Opened", "%d", c.OpenedTotal)
+	row("Closed", "%d", c.ClosedTotal)
+	row("Orphaned", "%d (idle past orphan_ttl_secs)", c.OrphanedTotal)
+	row("Invariant repairs", "%d (lone entries now %d, data-path violations %d)",
+		c.InvariantRepairsTotal, c.LoneEntries, k.InvariantViolationsTotal)
+	row("Refused SYNs", "snat port exhausted %d, table full %d, no backend %d, fib miss %d",
+		k.SNATPortExhaustedTotal, k.TableFullTotal, k.NoBackendTotal, k.FIBMissTotal)
+	row("Shutdown resets", "%d", k.ShutdownResetsTotal)
+	row("Sample age", "%s", sampleLine(d.Dataplane))
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	by := c.ClosedBy
+	t = newTable(w)
+	fmt.Fprintln(t, "CLOSED BY\tFIN\tRST\tTOTAL")
+	fmt.Fprintf(t, "client\t%d\t%d\t%d\n", by.ClientFIN, by.ClientRST, by.ClientFIN+by.ClientRST)
+	fmt.Fprintf(t, "backend\t%d\t%d\t%d\n", by.BackendFIN, by.BackendRST, by.BackendFIN+by.BackendRST)
+	fmt.Fprintf(t, "total\t%d\t%d\t%d\n", by.ClientFIN+by.BackendFIN, by.ClientRST+by.BackendRST, c.ClosedTotal)
+	return t.Flush()
+}
+
+func version(d *api.Document) string {
+	if d.Revision == "" || d.Revision == "unknown" {
+		return orDash(d.Version)
+	}
+	rev := d.Revision
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return fmt.Sprintf("%s (%s)", orDash(d.Version), rev)
+}
+
+func readiness(r api.Readiness) string {
+	if r.Ready {
+		return "ready"
+	}
+	return "NOT READY (" + orDash(r.Reason) + ")"
+}
+
+func listen(l api.Listen) string {
+	ports := make([]string, 0, len(l.Ports))
+	for _, p := range l.Ports {
+		ports = append(ports, fmt.Sprintf("%d->%d", p.LocalPort, p.RemotePort))
+	}
+	if len(ports) == 0 {
+		return orDash(l.IP)
+	}
+	return fmt.Sprintf("%s ports %s", orDash(l.IP), strings.Join(ports, ", "))
+}
+
+func attachments(dp api.Dataplane) string {
+	if len(dp.XDPAttachments) == 0 {
+		return fmt.Sprintf("not attached (mode %s)", orDash(dp.XDPMode))
+	}
+	parts := make([]string, 0, len(dp.XDPAttachments))
+	for _, a := range dp.XDPAttachments {
+		parts = append(parts, a.Interface+" "+a.Mode)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// backendCounts summarises states: "3 routable, 1 draining, 1 unreachable".
+func backendCounts(bs []api.Backend) string {
+	n := map[string]int{}
+	for _, b := range bs {
+		n[b.State]++
+	}
+	return fmt.Sprintf("%d routable, %d draining, %d unreachable", n["routable"], n["draining"], n["unreachable"])
+}
+
+func provider(p api.Provider) string {
+	if p.Healthy {
+		return orDash(p.Name) + " (healthy)"
+	}
+	return fmt.Sprintf("%s (UNHEALTHY: %s)", orDash(p.Name), orDash(p.Error))
+}
+
+func sampleLine(dp api.Dataplane) string {
+	if dp.SampleAgeMs == nil {
+		return sampleAge(nil)
+	}
+	stale := time.Duration(dp.StaleAfterMs) * time.Millisecond
+	return fmt.Sprintf("%s (cycle %d, stale after %s)", sampleAge(dp.SampleAgeMs), dp.SampleCycle, stale)
+}
+
+func config(c api.Config) string {
+	path := orDash(c.Path)
+	switch {
+	case c.Missing:
+		return path + ": file missing (running config unchanged)"
+	case c.Invalid != "":
+		return path + ": file invalid (running config unchanged): " + c.Invalid
+	case c.RestartRequired:
+		return fmt.Sprintf("%s: RESTART REQUIRED (changed: %s)", path, strings.Join(c.ChangedKeys, ", "))
+	}
+	return path + ": up to date"
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// recorded is testdata/status.json: the document pkg/status serves for its
+// test fixture (a copy of pkg/status/testdata/document.json): 3 routable
+// backends, one draining, one unreachable.
+func recorded(t *testing.T) (*api.Document, []byte) {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", "status.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, body
+}
+
+// notReady is the recorded document bent into the worst case: shutting
+// down, no sample yet, nothing attached, provider failing, config file
+// invalid, no backends.
+func notReady(t *testing.T) *api.Document {
+	d, _ := recorded(t)
+	d.Lifecycle = "shutting_down"
+	d.Readiness = api.Readiness{Ready: false, Reason: "shutting_down"}
+	d.Shutdown = &api.Shutdown{DeadlineUnixMs: d.GeneratedAtUnixMs + 12500, SecondsLeft: 13}
+	d.UptimeSeconds = 42
+	d.Dataplane.XDPAttachments = []api.XDPAttachment{}
+	d.Dataplane.SampledAtUnixMs, d.Dataplane.SampleAgeMs = nil, nil
+	d.Dataplane.FlowMap = api.FlowMap{}
+	d.Connections = api.Connections{}
+	d.Dataplane.Counters = api.Counters{}
+	d.Provider = api.Provider{Name: "kubernetes", Healthy: false, Error: "watch endpoints: forbidden"}
+	d.Backends = []api.Backend{}
+	d.Config = api.Config{Path: "/etc/xlb/xlb.yaml", Invalid: "xlb.yaml:7: ports[0].local_port: 0 is out of range 1..65535", ChangedKeys: []string{}}
+	return d
+}
+
+// earlier is the recorded document one sample (2 s) before, for top's rates.
+func earlier(t *testing.T) *api.Document {
+	d, _ := recorded(t)
+	at := *d.Dataplane.SampledAtUnixMs - 2000
+	d.Dataplane.SampledAtUnixMs = &at
+	d.Connections.OpenedTotal -= 40
+	d.Connections.ClosedTotal -= 30
+	bs := append([]api.Backend{}, d.Backends...)
+	for i := range bs {
+		if bs[i].State == "routable" {
+			bs[i].OpenedTotal -= 10 + uint64(i)
+			bs[i].SentBytesTotal -= 200_000
+			bs[i].ReceivedBytesTotal -= 4 << 20
+		}
+	}
+	d.Backends = bs
+	return d
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run go test -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	doc, _ := recorded(t)
+	cases := []struct {
+		name   string
+		render func(*bytes.Buffer) error
+	}{
+		{"status", func(b *bytes.Buffer) error { return renderStatus(b, doc) }},
+		{"backends", func(b *bytes.Buffer) error { return renderBackends(b, doc) }},
+		{"flows", func(b *bytes.Buffer) error { return renderFlows(b, doc) }},
+		{"top", func(b *bytes.Buffer) error { return renderTop(b, earlier(t), doc) }},
+		{"top_first", func(b *bytes.Buffer) error { return renderTop(b, nil, doc) }},
+		{"status_not_ready", func(b *bytes.Buffer) error { return renderStatus(b, notReady(t)) }},
+		{"backends_none", func(b *bytes.Buffer) error { return renderBackends(b, notReady(t)) }},
+		{"flows_no_sample", func(b *bytes.Buffer) error { return renderFlows(b, notReady(t)) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := c.render(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name, b.Bytes())
+		})
+	}
+}
+
+// TestFlowsNoAddresses: flows shows counts only; no backend or client
+// address and no listen address appears.
+func TestFlowsNoAddresses(t *testing.T) {
+	doc, _ := recorded(t)
+	var b bytes.Buffer
+	if err := renderFlows(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range []string{"192.0.2.", "198.51.100."} {
+		if bytes.Contains(b.Bytes(), []byte(ip)) {
+			t.Errorf("flows output contains an address (%s...):\n%s", ip, b.String())
+		}
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1288490: "1.2 MiB",
+		36700160: "35.0 MiB", 5 << 30: "5.0 GiB", 1 << 62: "4.0 EiB",
+	} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestUptime(t *testing.T) {
+	for s, want := range map[int64]string{0: "0s", 45: "45s", 65: "1m05s", 7985: "2h13m05s", 3*86400 + 4*3600 + 13*60: "3d04h13m"} {
+		if got := uptime(s); got != want {
+			t.Errorf("uptime(%d) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestRecordedIsServed keeps testdata/status.json identical to what
+// pkg/status serves for its fixture (pkg/status/testdata/document.json,
+// regenerated there with -update); -update here copies it over.
+func TestRecordedIsServed(t *testing.T) {
+	served, err := os.ReadFile(filepath.Join("..", "..", "pkg", "status", "testdata", "document.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "status.json")
+	if *update {
+		if err := os.WriteFile(path, served, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, recordedBody := recorded(t)
+	if !bytes.Equal(recordedBody, served) {
+		t.Errorf("%s differs from pkg/status/testdata/document.json; run go test -update here", path)
+	}
+	// Every field of the served document is one xlbctl knows.
+	dec := json.NewDecoder(bytes.NewReader(served))
+	dec.DisallowUnknownFields()
+	var d api.Document
+	if err := dec.Decode(&d); err != nil {
+		t.Errorf("decode with DisallowUnknownFields: %v", err)
+	}
+}
