@@ -3,6 +3,8 @@ package status
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
 // routes builds the admin routes (DESIGN §3). GET patterns also answer
@@ -40,12 +42,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz answers 200 "ready", or 503 with exactly one stable reason
 // (snapshot.Snapshot.Readiness; "starting" before the first publish).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	doc := Build(s.opts.Store.Load(), s.opts.Now())
-	if doc.Readiness.Ready {
-		writeText(w, http.StatusOK, "ready")
+	snap := s.opts.Store.Load()
+	if snap == nil {
+		writeText(w, http.StatusServiceUnavailable, snapshot.ReasonStarting)
 		return
 	}
-	writeText(w, http.StatusServiceUnavailable, doc.Readiness.Reason)
+	if ready, reason := snap.Readiness(s.opts.Now()); !ready {
+		writeText(w, http.StatusServiceUnavailable, reason)
+		return
+	}
+	writeText(w, http.StatusOK, "ready")
 }
 
 // status answers the Document as indented JSON, always 200 (readiness is
