@@ -1,0 +1,64 @@
+package configwatch
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/snapshot"
+)
+
+// applyHint tells the operator how to apply a changed file. Until hot
+// upgrade (DESIGN §6, systemctl reload) exists, only a restart applies it.
+const applyHint = "restart xlb to apply (systemctl restart xlb)"
+
+// deliver logs and hands on a new state.
+func (w *Watcher) deliver(st snapshot.ConfigState) {
+	w.report(st)
+	w.last = st
+	if w.onChange != nil {
+		w.onChange(st)
+	}
+}
+
+// evaluate reads and validates the file and compares it with the loaded
+// config (config.Diff).
+func (w *Watcher) evaluate() snapshot.ConfigState {
+	st := snapshot.ConfigState{Path: w.path}
+	onDisk, _, err := config.Load(w.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		st.Missing = true
+	case err != nil:
+		st.Invalid = err.Error()
+	default:
+		if keys := config.Diff(w.loaded, onDisk); len(keys) > 0 {
+			st.RestartRequired, st.ChangedKeys = true, keys
+		}
+	}
+	return st
+}
+
+// report logs one line for a new state.
+func (w *Watcher) report(st snapshot.ConfigState) {
+	name := filepath.Base(w.path)
+	log := w.log.WithField("path", w.path)
+	switch {
+	case st.Missing:
+		log.Warnf("%s was deleted; the running instance keeps its loaded config; restore the file before restarting xlb", name)
+	case st.Invalid != "":
+		log.WithField("error", st.Invalid).Warnf("%s on disk is invalid; the running instance keeps its loaded config; fix the file before restarting xlb", name)
+	case st.RestartRequired:
+		log.WithField("changed_keys", st.ChangedKeys).Warnf("%s changed on disk (keys: %s); the running instance keeps its loaded config; %s", name, strings.Join(st.ChangedKeys, ", "), applyHint)
+	default:
+		log.Infof("%s matches the loaded config again; no restart required", name)
+	}
+}
+
+func equal(a, b snapshot.ConfigState) bool {
+	return a.Path == b.Path && a.RestartRequired == b.RestartRequired && a.Invalid == b.Invalid &&
+		a.Missing == b.Missing && slices.Equal(a.ChangedKeys, b.ChangedKeys)
+}
