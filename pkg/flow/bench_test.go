@@ -97,7 +97,7 @@ func cpuTime(b *testing.B) time.Duration {
 // fill inserts pairs live pairs with BPF_MAP_UPDATE_BATCH: clients
 // 192.0.2.0/24 on many ports to listen 192.0.2.10:80, backends
 // 198.51.100.1-200:8080 from SNAT 192.0.2.10, 64 backend ids.
-func fill(b *testing.B, dp *dataplane.Dataplane, pairs int, now dataplane.Jiffies) {
+func fill(b testing.TB, dp *dataplane.Dataplane, pairs int, now dataplane.Jiffies) {
 	b.Helper()
 	listen := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.10"), 80)
 	const chunk = 1 << 15

@@ -28,8 +28,12 @@ import (
 //     is read exactly (every entry of it kept) on the next cycle. Every
 //     candidate is verified with point lookups of the entry and its peer.
 
+// 4096 cells of 40 bytes stay in L2 while millions of entries are folded
+// in (13 ns per entry against 25-40 with 65536 cells,
+// BenchmarkSweepEntries); lone entries are rare, and cells holding several
+// fall back to an exact read.
 const (
-	cellBits = 16
+	cellBits = 12
 	numCells = 1 << cellBits
 )
 
