@@ -17,10 +17,15 @@ APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 ethtool util-linux
 
 all: build
 
-build: $(BIN)/xlb
+build: $(BIN)/xlb $(BIN)/xlbctl
 
-$(BIN)/xlb: $(shell find cmd pkg -name '*.go' -o -name '*.o') go.mod go.sum
+GO_SOURCES := $(shell find cmd pkg -name '*.go' -o -name '*.o' -o -name '*.html' -o -name '*.js' -o -name '*.css') go.mod go.sum
+
+$(BIN)/xlb: $(GO_SOURCES)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/xlb
+
+$(BIN)/xlbctl: $(GO_SOURCES)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/xlbctl
 
 # Install missing Debian packages (needs root and apt).
 deps:
@@ -65,7 +70,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/flow/ 2>/dev/null || true
 
 demo: build
-	$(GO) run ./test/demo -xlb $(BIN)/xlb
+	$(GO) run ./test/demo -xlb $(BIN)/xlb -xlbctl $(BIN)/xlbctl
 
 clean:
 	rm -rf $(BIN) dist

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,12 @@ type runner struct {
 	notify *Notifier
 	inst   *Instance
 	loop   *flow.Loop
+	lis    *listeners
+	// current is inst for readers on other goroutines (metrics scrapes).
+	current atomic.Pointer[Instance]
+	// storeMu serialises snapshot updates from the main, maintenance and
+	// config-watch goroutines.
+	storeMu sync.Mutex
 
 	bgCancel context.CancelFunc // provider-independent background tasks (maintenance)
 	bg       sync.WaitGroup
@@ -71,6 +78,17 @@ func (d *runner) run(ctx context.Context) error {
 	})
 	d.notify.Status("starting: attaching XDP and resolving backends")
 
+	lis, err := d.startListeners(d.dataplaneCounters)
+	if err != nil {
+		return err
+	}
+	d.lis = lis
+	defer func() {
+		if err := lis.stop(); err != nil {
+			d.log.WithError(err).Warn("stopping listeners")
+		}
+	}()
+
 	stopCh := make(chan os.Signal, 4)
 	startCtx, cancelStart := context.WithCancel(ctx)
 	defer cancelStart()
@@ -81,6 +99,7 @@ func (d *runner) run(ctx context.Context) error {
 		return err
 	}
 	d.inst = inst
+	d.current.Store(inst)
 	d.publishInstance()
 
 	if err := d.startMaintenance(); err != nil {
@@ -96,7 +115,7 @@ func (d *runner) run(ctx context.Context) error {
 		}
 		return err
 	}
-	d.store.Update(func(s *snapshot.Snapshot) { s.Lifecycle = snapshot.Running })
+	d.update(func(s *snapshot.Snapshot) { s.Lifecycle = snapshot.Running })
 	d.notify.Ready(d.runningStatus())
 	d.log.WithField("status", d.runningStatus()).Info("xlb running")
 	wdCtx, stopWatchdog := context.WithCancel(context.Background())
@@ -105,6 +124,13 @@ func (d *runner) run(ctx context.Context) error {
 
 	<-startCtx.Done() // first stop signal
 	return d.shutdown(stopCh)
+}
+
+// update applies f to a copy of the latest snapshot and publishes it.
+func (d *runner) update(f func(*snapshot.Snapshot)) {
+	d.storeMu.Lock()
+	defer d.storeMu.Unlock()
+	d.store.Update(f)
 }
 
 // signals turns the first SIGTERM/SIGINT into cancel, forwards later ones
@@ -138,7 +164,7 @@ func (d *runner) publishInstance() {
 	for i, p := range d.cfg.Ports {
 		ports[i] = snapshot.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort}
 	}
-	d.store.Update(func(s *snapshot.Snapshot) {
+	d.update(func(s *snapshot.Snapshot) {
 		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, r.SNAT, ports, r.Interfaces
 		s.Attached = d.inst.AttachedModes()
 		s.Provider = d.inst.Backends.ProviderName()
@@ -170,7 +196,7 @@ func (d *runner) startMaintenance() error {
 	d.loop = loop
 	ctx, cancel := context.WithCancel(context.Background())
 	d.bgCancel = cancel
-	d.store.Update(func(s *snapshot.Snapshot) { s.SampleInterval = interval })
+	d.update(func(s *snapshot.Snapshot) { s.SampleInterval = interval })
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
@@ -188,7 +214,8 @@ func (d *runner) onSample(s *flow.Sample) {
 		provErr = err.Error()
 	}
 	backends := d.inst.Backends.Snapshot()
-	d.store.Update(func(snap *snapshot.Snapshot) {
+	d.lis.metrics.ObserveMaintenance(s.Duration)
+	d.update(func(snap *snapshot.Snapshot) {
 		snap.Sample, snap.Backends, snap.ProviderError = s, backends, provErr
 	})
 	if d.store.Load().Lifecycle == snapshot.Running {
@@ -269,7 +296,7 @@ func (d *runner) stopBackground() {
 func (d *runner) shutdown(stopCh <-chan os.Signal) error {
 	window := d.cfg.ShutdownTimeout
 	deadline := time.Now().Add(window)
-	d.store.Update(func(s *snapshot.Snapshot) {
+	d.update(func(s *snapshot.Snapshot) {
 		s.Lifecycle, s.ShutdownDeadline = snapshot.ShuttingDown, deadline
 	})
 	d.notify.Stopping(window+cleanupMargin, fmt.Sprintf("shutting down: %d s left", int(window.Seconds())))

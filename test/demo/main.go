@@ -28,17 +28,18 @@ var demoConfig string
 
 func main() {
 	binary := flag.String("xlb", "bin/xlb", "path of the xlb binary")
+	ctl := flag.String("xlbctl", "bin/xlbctl", "path of the xlbctl binary")
 	conns := flag.Int("connections", 300, "client connections to open")
 	parallel := flag.Int("parallel", 8, "connections in flight at once")
 	verbose := flag.Bool("v", false, "show the daemon's log as it runs")
 	flag.Parse()
-	if err := run(*binary, *conns, *parallel, *verbose); err != nil {
+	if err := run(*binary, *ctl, *conns, *parallel, *verbose); err != nil {
 		fmt.Fprintf(os.Stderr, "demo failed: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(binary string, n, parallel int, verbose bool) error {
+func run(binary, ctl string, n, parallel int, verbose bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("run as root: the demo creates network namespaces and loads XDP programs")
 	}
@@ -94,6 +95,8 @@ func run(binary string, n, parallel int, verbose bool) error {
 		}()
 	}
 	wg.Wait()
+	// the servers finish their side of each connection just after the client
+	waitServers(l, 10*time.Second)
 
 	fmt.Println("== backends as they saw it")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -110,6 +113,17 @@ func run(binary string, n, parallel int, verbose bool) error {
 	tw.Flush()
 	fmt.Printf("   %d of %d connections failed\n", failed.Load(), n)
 
+	// let one maintenance cycle see the closed connections, then ask xlb
+	time.Sleep(1500 * time.Millisecond)
+	for _, cmd := range [][]string{{"status"}, {"backends"}, {"flows"}} {
+		fmt.Printf("== xlbctl %s (inside %s, admin API on 127.0.0.1:9090)\n", cmd[0], l.XLB.NS)
+		out, err := l.XLB.Command(context.Background(), ctl, cmd...).CombinedOutput()
+		fmt.Print(indent(string(out)))
+		if err != nil {
+			return fmt.Errorf("xlbctl %s: %v", cmd[0], err)
+		}
+	}
+
 	fmt.Println("== stopping xlb (SIGTERM)")
 	code, err := proc.Stop(30 * time.Second)
 	if err != nil {
@@ -124,6 +138,23 @@ func run(binary string, n, parallel int, verbose bool) error {
 	}
 	fmt.Println("== removing the lab")
 	return nil
+}
+
+// waitServers polls until every accepted connection has completed on its backend.
+func waitServers(l *lab.Lab, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		busy := false
+		for _, b := range l.Backends {
+			if st := b.Stats(); st.Completed < st.Accepted {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // echoOnce sends 4 KiB of random bytes through XLB and checks the echo.
