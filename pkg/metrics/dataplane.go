@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,8 +13,15 @@ import (
 
 // CountersFunc returns the data path's global counters summed over CPUs;
 // the daemon passes (*dataplane.Dataplane).Counters. It is called once per
-// scrape, concurrently with everything else the daemon does.
+// scrape, concurrently with everything else the daemon does. It returns
+// (an error wrapping) ErrNoDataplane while no data path is loaded.
 type CountersFunc func() (dataplane.Counters, error)
+
+// ErrNoDataplane is what a CountersFunc returns before the data path is
+// loaded or after it was closed: the data-path counter series are then
+// absent from the scrape, without a warning and without
+// xlb_scrape_collector_success. Any other error is a failed read.
+var ErrNoDataplane = errors.New("metrics: no data path loaded")
 
 // xdpActions names dataplane.Counters.Actions by index.
 var xdpActions = [5]string{"aborted", "drop", "pass", "tx", "redirect"}
@@ -72,6 +80,9 @@ func (c *dataplaneCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.counters != nil {
 		var err error
 		n, err = c.counters()
+		if errors.Is(err, ErrNoDataplane) {
+			return
+		}
 		ok := err == nil
 		ch <- prometheus.MustNewConstMetric(c.success, prometheus.GaugeValue, boolValue(ok), "dataplane")
 		if !ok {

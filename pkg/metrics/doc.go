@@ -25,7 +25,9 @@
 //     from the sample's copy instead (up to one cycle old). The source is
 //     fixed per Server, so a counter never goes backwards by switching
 //     source. When CountersFunc fails, these series are left out of that
-//     scrape and xlb_scrape_collector_success{collector="dataplane"} is 0.
+//     scrape and xlb_scrape_collector_success{collector="dataplane"} is 0;
+//     when it returns ErrNoDataplane (not loaded yet, or closed) they are
+//     left out quietly.
 //   - xlb_flow_pair_invariant_violations_total is the data path's count of
 //     FIN/RST packets on lone entries plus the maintenance loop's repairs
 //     of lone entries (flow.Sample.InvariantRepairs).

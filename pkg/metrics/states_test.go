@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -164,5 +165,25 @@ func TestBackendsSharingANameAreSummed(t *testing.T) {
 	}
 	if n := len(fams["xlb_backend_connections_active"].GetMetric()); n != 2 {
 		t.Errorf("%d backend series, want 2", n)
+	}
+}
+
+// Before the data path is loaded the counters are absent, quietly.
+func TestNoDataplaneYet(t *testing.T) {
+	var store snapshot.Store
+	snap := fixtureSnapshot()
+	snap.Sample = nil
+	store.Publish(snap)
+	srv, hook := testServer(t, &store, func() (dataplane.Counters, error) {
+		return dataplane.Counters{}, fmt.Errorf("starting: %w", ErrNoDataplane)
+	})
+	fams, _ := scrape(t, srv)
+	for _, name := range []string{"xlb_xdp_actions_total", "xlb_shutdown_resets_total", "xlb_scrape_collector_success"} {
+		if _, ok := fams[name]; ok {
+			t.Errorf("%s exported without a data path", name)
+		}
+	}
+	if n := len(hook.AllEntries()); n != 0 {
+		t.Errorf("%d log entries, want none: %v", n, hook.AllEntries())
 	}
 }
