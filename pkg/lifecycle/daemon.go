@@ -14,6 +14,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/buildinfo"
 	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/flow"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
@@ -53,8 +54,9 @@ type runner struct {
 	// config-watch goroutines.
 	storeMu sync.Mutex
 
-	bgCancel context.CancelFunc // provider-independent background tasks (maintenance)
-	bg       sync.WaitGroup
+	bgCancel    context.CancelFunc // the maintenance loop
+	watchCancel context.CancelFunc // the config watch
+	bg          sync.WaitGroup
 }
 
 // Run runs the daemon until a stop signal, following the seed document's
@@ -116,6 +118,7 @@ func (d *runner) run(ctx context.Context) error {
 		return err
 	}
 	d.update(func(s *snapshot.Snapshot) { s.Lifecycle = snapshot.Running })
+	d.startConfigWatch()
 	d.notify.Ready(d.runningStatus())
 	d.log.WithField("status", d.runningStatus()).Info("xlb running")
 	wdCtx, stopWatchdog := context.WithCancel(context.Background())
@@ -282,6 +285,25 @@ func (d *runner) watchdog(ctx context.Context) {
 	}
 }
 
+// startConfigWatch reports edits of the config file (DESIGN §1: a change
+// never alters the running instance; it is logged and shown in status and
+// metrics until reverted).
+func (d *runner) startConfigWatch() {
+	if d.o.ConfigPath == "" {
+		return
+	}
+	w := configwatch.New(d.o.ConfigPath, d.cfg, d.log.WithField("component", "configwatch"), func(st snapshot.ConfigState) {
+		d.update(func(s *snapshot.Snapshot) { s.Config = st })
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	d.watchCancel = cancel
+	go func() {
+		if err := w.Run(ctx); err != nil {
+			d.log.WithError(err).Warn("config file watch unavailable")
+		}
+	}()
+}
+
 func (d *runner) stopBackground() {
 	if d.bgCancel != nil {
 		d.bgCancel()
@@ -334,6 +356,10 @@ wait:
 	if c, err := d.inst.DP.Counters(); err == nil {
 		d.log.WithField("resets_sent", c.ShutdownResets).Info("shutdown window over; detaching")
 	}
+	if d.watchCancel != nil {
+		d.watchCancel()
+	}
+	d.current.Store(nil)
 	if err := d.inst.Stop(); err != nil {
 		return err
 	}

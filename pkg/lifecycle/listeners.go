@@ -100,7 +100,7 @@ func (l *listeners) stop() error {
 func (d *runner) dataplaneCounters() (dataplane.Counters, error) {
 	in := d.current.Load()
 	if in == nil {
-		return dataplane.Counters{}, errors.New("data path not loaded yet")
+		return dataplane.Counters{}, metrics.ErrNoDataplane
 	}
 	return in.DP.Counters()
 }

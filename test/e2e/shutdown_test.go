@@ -66,6 +66,13 @@ func TestShutdownWindow(t *testing.T) {
 	if err := p.WaitLog("shutdown flag set", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// readiness went to 503 before the flag was set (seed step 1 before 3)
+	if code, _, body := get(t, l.XLB, adminURL+"/readyz", "", ""); code != 503 || body != "shutting_down" {
+		t.Fatalf("readyz during the shutdown window: %d %q", code, body)
+	}
+	if code, _, _ := get(t, l.XLB, adminURL+"/healthz", "", ""); code != 200 {
+		t.Fatalf("healthz during the shutdown window: %d", code)
+	}
 
 	// the talker writes: the RST comes back and the next read reports it
 	talker.SetDeadline(time.Now().Add(10 * time.Second))
