@@ -170,8 +170,9 @@ func (l *Loop) Run(ctx context.Context) error {
 }
 
 // Cycle runs one maintenance cycle now and returns the sample it
-// published. On error nothing was removed unless the error came from a
-// delete, and no sample was published.
+// published. On error no sample is published; an error from the map read
+// or the counters comes before any delete, one from the backend
+// statistics after the cycle's deletes.
 func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -238,7 +239,7 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 	s := &Sample{
 		Cycle:            l.cycle,
 		Now:              now,
-		FlowEntries:      sw.entries,
+		FlowEntries:      sw.entries - min(sw.entries, sw.removed),
 		FlowCapacity:     uint64(l.dp.FlowCapacity()),
 		Active:           sw.active.total,
 		TimeWait:         sw.timewait.total,
@@ -307,6 +308,7 @@ func (l *Loop) removePair(it intent, rm *Removed) bool {
 		l.restore(it.key, v, rm)
 		return false
 	}
+	l.sw.removed++
 	pv, err := l.dp.TakeFlow(v.Peer)
 	switch {
 	case errors.Is(err, dataplane.ErrNotFound):
@@ -314,6 +316,8 @@ func (l *Loop) removePair(it intent, rm *Removed) bool {
 		l.log.WithError(err).WithField("key", v.Peer.String()).Error("flow: remove pair: reverse entry")
 	case pv.Generation != it.gen:
 		l.restore(v.Peer, pv, rm)
+	default:
+		l.sw.removed++
 	}
 	l.log.WithFields(logrus.Fields{"key": it.key.String(), "generation": it.gen, "reason": it.why.String()}).Debug("flow: pair removed")
 	return true
@@ -348,6 +352,7 @@ func (l *Loop) repair(id pairID, v dataplane.FlowValue, rm *Removed) (repaired, 
 		return false, true
 	}
 	rm.Repaired++
+	l.sw.removed++
 	l.log.WithFields(logrus.Fields{
 		"key": id.key.String(), "generation": id.gen, "peer": v.Peer.String(), "backend": v.BackendId,
 	}).Warn("flow: removed a lone flow entry (pair invariant violation)")

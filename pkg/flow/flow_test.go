@@ -167,8 +167,8 @@ func TestTimeWaitRemovedAfter60Seconds(t *testing.T) {
 			if s.Removed.TimeWait != 1 || s.Closed != want || s.Orphaned != 0 || s.InvariantRepairs != 0 {
 				t.Fatalf("removed %+v closed %+v orphaned %d repairs %d", s.Removed, s.Closed, s.Orphaned, s.InvariantRepairs)
 			}
-			if s.FlowEntries != 4 {
-				t.Fatalf("sample read %d entries, want 4 (before the removal)", s.FlowEntries)
+			if s.FlowEntries != 2 {
+				t.Fatalf("sample has %d entries, want 2 (after the removal)", s.FlowEntries)
 			}
 		})
 	}
@@ -228,7 +228,7 @@ func TestOrphanRemovedAtTTL(t *testing.T) {
 	s = r.cycle()
 	r.wantEntries(0)
 	wantSample(t, s, 0, 0, 0)
-	if s.Removed.Orphaned != 2 || s.Orphaned != 2 || s.Closed.Total() != 0 {
+	if s.Removed.Orphaned != 2 || s.Orphaned != 2 || s.Closed.Total() != 0 || s.FlowEntries != 0 {
 		t.Fatalf("removed %+v orphaned %d closed %+v; want 2 orphans and no closures", s.Removed, s.Orphaned, s.Closed)
 	}
 	if s = r.cycle(); s.Orphaned != 2 {
@@ -318,7 +318,7 @@ func TestHalfPairsRepairedOnSecondCycle(t *testing.T) {
 
 	s = r.cycle()
 	r.wantEntries(2)
-	if s.InvariantRepairs != 4 || s.Removed.Repaired != 4 || s.Lone != 0 || s.Orphaned != 0 {
+	if s.InvariantRepairs != 4 || s.Removed.Repaired != 4 || s.Lone != 0 || s.Orphaned != 0 || s.FlowEntries != 2 {
 		t.Fatalf("second cycle: repairs %d removed %+v lone %d orphaned %d", s.InvariantRepairs, s.Removed, s.Lone, s.Orphaned)
 	}
 	if intact.gone() {

@@ -27,9 +27,10 @@ type Sample struct {
 	// Duration is the cycle's wall-clock duration.
 	Duration time.Duration
 
-	// FlowEntries is the number of directional entries the cycle read
-	// (two per connection pair); FlowCapacity is the flow map's
-	// max_entries. Both are entries, not pairs.
+	// FlowEntries is the number of directional entries in the flow map
+	// after the cycle: those it read minus those it removed (two per
+	// connection pair); FlowCapacity is the flow map's max_entries. Both
+	// are entries, not pairs.
 	FlowEntries  uint64
 	FlowCapacity uint64
 

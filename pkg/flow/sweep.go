@@ -191,7 +191,8 @@ type sweep struct {
 	exact        map[dataplane.FlowKey]exactRec
 	cells        []cell
 
-	entries   uint64
+	entries   uint64 // entries read
+	removed   uint64 // entries this cycle deleted
 	active    tally
 	timewait  tally
 	resetting uint64
@@ -219,7 +220,7 @@ func (s *sweep) reset(now, ttl, tw dataplane.Jiffies, prevRst map[pairID]struct{
 	s.now, s.ttl, s.tw = now, ttl, tw
 	s.prevRst, s.suspect = prevRst, suspect
 	clear(s.cells)
-	s.entries, s.resetting = 0, 0
+	s.entries, s.removed, s.resetting = 0, 0, 0
 	s.active, s.timewait = tally{}, tally{}
 	s.seen = backendSet{}
 	s.intents, s.idle = s.intents[:0], s.idle[:0]
