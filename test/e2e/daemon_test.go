@@ -38,19 +38,14 @@ func labConfig(l *lab.Lab, extra string, extraBackends ...string) string {
 	return b.String()
 }
 
-// startXLB runs the daemon in the lab's XLB namespace until the test ends.
+// startXLB runs the daemon in the lab's XLB namespace until the test ends
+// and waits until it runs.
 func startXLB(t *testing.T, l *lab.Lab, config string) *xlbproc.Proc {
 	t.Helper()
-	p, err := xlbproc.Start(l.XLB, xlbBinary, t.TempDir(), config, xlbproc.Options{})
+	p, err := startXLBEnv(t, l, config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("xlb log:\n%s", p.Log())
-		}
-	})
 	if err := p.WaitLog("xlb running", 60*time.Second); err != nil {
 		t.Fatal(err)
 	}

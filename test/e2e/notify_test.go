@@ -88,17 +88,10 @@ func (f *fakeSystemd) wait(t *testing.T, p *xlbproc.Proc, s string) int {
 func TestSdNotifyOrder(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	sd := newFakeSystemd(t, l)
-	p, err := xlbproc.Start(l.XLB, xlbBinary, t.TempDir(), labConfig(l, "shutdown_timeout: 2\n"),
-		xlbproc.Options{Env: []string{"NOTIFY_SOCKET=" + sd.path}})
+	p, err := startXLBEnv(t, l, labConfig(l, "shutdown_timeout: 2\n"), []string{"NOTIFY_SOCKET=" + sd.path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("xlb log:\n%s", p.Log())
-		}
-	})
 	ready := sd.wait(t, p, "READY=1")
 	msgs := sd.messages()
 	if !msgs[ready].attached {
