@@ -83,12 +83,12 @@ func (f *fakeSystemd) wait(t *testing.T, p *xlbproc.Proc, s string) int {
 }
 
 // The daemon tells systemd READY=1 only once XDP is attached, keeps STATUS
-// current, and announces its stop with STOPPING=1 and EXTEND_TIMEOUT_USEC
+// current, pings the watchdog when asked to, and announces its stop with STOPPING=1 and EXTEND_TIMEOUT_USEC
 // covering shutdown_timeout plus cleanup.
 func TestSdNotifyOrder(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	sd := newFakeSystemd(t, l)
-	p, err := startXLBEnv(t, l, labConfig(l, "shutdown_timeout: 2\n"), []string{"NOTIFY_SOCKET=" + sd.path})
+	p, err := startXLBEnv(t, l, labConfig(l, "shutdown_timeout: 2\n"), []string{"NOTIFY_SOCKET=" + sd.path, "WATCHDOG_USEC=400000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +102,10 @@ func TestSdNotifyOrder(t *testing.T) {
 	}
 	if first := sd.index("STATUS=starting"); first < 0 || first > ready {
 		t.Fatalf("no starting STATUS before READY: %+v", msgs)
+	}
+	// WATCHDOG_USEC asks for pings at least every 400 ms
+	if wd := sd.wait(t, p, "WATCHDOG=1"); wd < ready {
+		t.Fatal("watchdog ping before READY")
 	}
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
