@@ -65,9 +65,10 @@ test-e2e: build
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -count=1 -timeout 30m -v ./test/e2e/
 
 # Benchmarks (never part of `make test`).
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime 200000x ./pkg/dataplane/
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/flow/ 2>/dev/null || true
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 100000x ./pkg/dataplane/
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./pkg/flow/
+	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench Lab -benchtime 5x ./test/e2e/
 
 demo: build
 	$(GO) run ./test/demo -xlb $(BIN)/xlb -xlbctl $(BIN)/xlbctl

@@ -87,7 +87,7 @@ func expectCleanExit(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
 
 // startXLBEnv starts the daemon with extra environment and does not wait
 // for it to run (the caller decides what to expect).
-func startXLBEnv(t *testing.T, l *lab.Lab, config string, env []string) (*xlbproc.Proc, error) {
+func startXLBEnv(t testing.TB, l *lab.Lab, config string, env []string) (*xlbproc.Proc, error) {
 	t.Helper()
 	p, err := xlbproc.Start(l.XLB, xlbBinary, t.TempDir(), config, xlbproc.Options{Env: env})
 	if err != nil {
