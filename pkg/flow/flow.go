@@ -209,7 +209,7 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 			sw.uncount(it.backend, &sw.timewait)
 		case whyReset:
 			rm.Reset++
-			sw.resetting--
+			sw.resetting -= min(sw.resetting, 1)
 		case whyOrphan:
 			rm.Orphaned++
 			l.orphaned++
