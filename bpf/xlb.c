@@ -638,8 +638,14 @@ int xlb_xdp(struct xdp_md *ctx)
 				count(XLB_C_SYN_REUSED);
 				return finish(rewrite_and_send(ctx, &p, v, dir));
 			}
-			/* seed: a new SYN meeting terminal state replaces that pair */
-			bpf_map_delete_elem(&xlb_flows, &v->peer);
+			/*
+			 * seed: a new SYN meeting terminal state replaces that pair.
+			 * Delete the counterpart only if it is still this pair's: a
+			 * reverse key freed and reused by another pair stays.
+			 */
+			peer = bpf_map_lookup_elem(&xlb_flows, &v->peer);
+			if (peer && peer->generation == v->generation)
+				bpf_map_delete_elem(&xlb_flows, &v->peer);
 			bpf_map_delete_elem(&xlb_flows, &key);
 			count(XLB_C_PAIRS_REPLACED);
 		}
