@@ -11,3 +11,6 @@ func SetAfterRead(l *Loop, f func()) {
 
 // CellOf exposes the lone-detection cell hash to tests.
 func CellOf(gen uint32) uint32 { return cellOf(gen) }
+
+// NextWait exposes nextWait to the tests.
+var NextWait = nextWait

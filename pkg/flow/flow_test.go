@@ -579,3 +579,16 @@ func TestLoneEntriesSharingACell(t *testing.T) {
 	}
 	wantSample(t, s, 1, 0, 0)
 }
+
+func TestNextWaitCapsDuty(t *testing.T) {
+	for _, c := range []struct{ interval, took, want time.Duration }{
+		{time.Second, 10 * time.Millisecond, 990 * time.Millisecond},
+		{time.Second, 250 * time.Millisecond, 750 * time.Millisecond},
+		{time.Second, 800 * time.Millisecond, 2400 * time.Millisecond},
+		{time.Second, 2 * time.Second, 6 * time.Second},
+	} {
+		if got := flow.NextWait(c.interval, c.took); got != c.want {
+			t.Errorf("nextWait(%v, %v) = %v, want %v", c.interval, c.took, got, c.want)
+		}
+	}
+}

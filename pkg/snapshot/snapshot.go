@@ -92,9 +92,15 @@ func (s *Snapshot) SampleAge(now time.Time) time.Duration {
 }
 
 // StaleAfter is the sample age from which readiness reports
-// dataplane_sample_stale: three missed cycles, and never under 5 s.
+// dataplane_sample_stale: three missed cycles, never under 5 s, and never
+// under five cycle durations (the loop spaces long cycles out to three
+// times their duration, flow.Loop.Run).
 func (s *Snapshot) StaleAfter() time.Duration {
-	return max(3*s.SampleInterval, 5*time.Second)
+	d := max(3*s.SampleInterval, 5*time.Second)
+	if s.Sample != nil {
+		d = max(d, 5*s.Sample.Duration)
+	}
+	return d
 }
 
 // Routable counts discovered backends the data path may pick.
