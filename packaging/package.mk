@@ -21,8 +21,9 @@ PKG_CMDS       := $(wildcard cmd/xlb cmd/xlbctl)
 # File times in the packages: the commit's, so a rebuild is identical.
 PKG_EPOCH      ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
-# Debian packages the package build, its tests and the host lab need.
-APT_PACKAGES   += rpm debootstrap systemd-container
+# Debian packages the package build, its tests and the host lab need
+# (systemd for systemd-analyze on the build host; PID 1 need not be systemd).
+APT_PACKAGES   += rpm debootstrap systemd-container systemd
 
 .PHONY: package package-tools test-packages test-hostlab hostlab-rootfs
 
