@@ -13,6 +13,10 @@ import (
 // this host sends them to itself.
 const loForwarding = "/proc/sys/net/ipv4/conf/lo/forwarding"
 
+// FIBLookupSysctl is the sysctl the data path needs set to "1" (see
+// loForwarding); the daemon sets it through its host settings journal.
+const FIBLookupSysctl = loForwarding
+
 // EnableFIBLookups turns on net.ipv4.conf.lo.forwarding in the calling
 // thread's network namespace and returns a function that restores the
 // previous value.

@@ -62,34 +62,28 @@ func formatPortList(rs []portRange) string {
 	return strings.Join(parts, ",")
 }
 
+// ReservedPortsSysctl is net.ipv4.ip_local_reserved_ports.
+const ReservedPortsSysctl = reservedPortsPath
+
 // ReservePorts adds lo-hi to net.ipv4.ip_local_reserved_ports so host
 // sockets never pick an ephemeral port XLB uses for SNAT (DESIGN §1). The
-// returned function writes back exactly what was there before.
-func ReservePorts(lo, hi uint16) (restore func() error, err error) {
-	return reservePortsAt(reservedPortsPath, lo, hi)
+// journal records the original list; Journal.Restore writes it back.
+func ReservePorts(j *Journal, lo, hi uint16) error {
+	return reservePortsAt(j, reservedPortsPath, lo, hi)
 }
 
-func reservePortsAt(path string, lo, hi uint16) (func() error, error) {
-	old, err := os.ReadFile(path)
+func reservePortsAt(j *Journal, path string, lo, hi uint16) error {
+	cur, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return fmt.Errorf("read %s: %w", path, err)
 	}
-	prev := strings.TrimSpace(string(old))
-	rs, err := parsePortList(prev)
+	rs, err := parsePortList(strings.TrimSpace(string(cur)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	next := formatPortList(append(rs, portRange{int(lo), int(hi)}))
-	if next == formatPortList(rs) {
-		return func() error { return nil }, nil
+	if err := j.Set(path, next); err != nil {
+		return fmt.Errorf("reserve SNAT ports %d-%d: %w", lo, hi, err)
 	}
-	if err := os.WriteFile(path, []byte(next), 0o644); err != nil {
-		return nil, fmt.Errorf("reserve SNAT ports %d-%d in %s: %w", lo, hi, path, err)
-	}
-	return func() error {
-		if err := os.WriteFile(path, []byte(prev+"\n"), 0o644); err != nil {
-			return fmt.Errorf("restore %s: %w", path, err)
-		}
-		return nil
-	}, nil
+	return nil
 }

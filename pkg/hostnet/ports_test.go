@@ -29,23 +29,41 @@ func TestPortListMerge(t *testing.T) {
 }
 
 func TestReserveAndRestore(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "reserved")
+	dir := t.TempDir()
+	p := filepath.Join(dir, "reserved")
 	if err := os.WriteFile(p, []byte("8080\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	restore, err := reservePortsAt(p, 40000, 59999)
+	j, err := OpenJournal(filepath.Join(dir, "journal"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reservePortsAt(j, p, 40000, 59999); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
 	if strings.TrimSpace(string(b)) != "8080,40000-59999" {
 		t.Fatalf("reserved %q", b)
 	}
-	if err := restore(); err != nil {
+	// a crash: the next instance opens the journal and sees the original
+	j2, err := OpenJournal(filepath.Join(dir, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j2.Recovered(); len(got) != 1 || got[0] != p {
+		t.Fatalf("recovered %v", got)
+	}
+	if err := reservePortsAt(j2, p, 40000, 59999); err != nil {
+		t.Fatal(err)
+	}
+	if err := j2.Restore(); err != nil {
 		t.Fatal(err)
 	}
 	b, _ = os.ReadFile(p)
 	if strings.TrimSpace(string(b)) != "8080" {
-		t.Fatalf("restored %q", b)
+		t.Fatalf("restored %q, want the value from before the first instance", b)
+	}
+	if _, err := os.Stat(j2.Path()); !os.IsNotExist(err) {
+		t.Fatalf("journal left behind: %v", err)
 	}
 }

@@ -73,6 +73,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 }
 
 func (d *runner) run(ctx context.Context) error {
+	if err := checkCapabilities(); err != nil {
+		return err
+	}
 	d.store.Publish(&snapshot.Snapshot{
 		Name: d.cfg.Name, Version: buildinfo.Version, Revision: buildinfo.Revision,
 		Lifecycle: snapshot.Starting, StartedAt: time.Now(), XDPMode: d.cfg.XDPMode,

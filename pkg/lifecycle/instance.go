@@ -61,16 +61,20 @@ func (in *Instance) start(ctx context.Context) error {
 	in.Resolved = r
 	in.log.WithFields(logrus.Fields{"listen": r.Listen, "snat": r.SNAT, "interfaces": r.Interfaces}).Info("resolved host settings")
 
-	restorePorts, err := hostnet.ReservePorts(c.SNAT.PortLo, c.SNAT.PortHi)
+	j, err := hostnet.OpenJournal(hostnet.DefaultJournalDir)
 	if err != nil {
 		return err
 	}
-	in.undo = append(in.undo, restorePorts)
-	restoreFIB, err := dataplane.EnableFIBLookups()
-	if err != nil {
+	if rec := j.Recovered(); len(rec) > 0 {
+		in.log.WithFields(logrus.Fields{"sysctls": rec, "journal": j.Path()}).Warn("a previous xlb in this network namespace did not restore its host settings (crash?); keeping the values it recorded as the originals")
+	}
+	in.undo = append(in.undo, j.Restore)
+	if err := hostnet.ReservePorts(j, c.SNAT.PortLo, c.SNAT.PortHi); err != nil {
 		return err
 	}
-	in.undo = append(in.undo, restoreFIB)
+	if err := j.Set(dataplane.FIBLookupSysctl, "1"); err != nil {
+		return err
+	}
 
 	dp, err := dataplane.Load(dataplane.Options{MaxConnections: c.FlowTable.MaxConnections})
 	if err != nil {

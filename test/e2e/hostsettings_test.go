@@ -93,3 +93,37 @@ func TestHostSettingsAndUnreachableBackend(t *testing.T) {
 		t.Fatalf("%d managed neighbours left after exit", n)
 	}
 }
+
+// After a crash (SIGKILL) the host settings stay changed; the next instance
+// finds its predecessor's journal, and its clean stop restores the values
+// from before the first instance.
+func TestHostSettingsSurviveCrash(t *testing.T) {
+	const reserved = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+	const loFwd = "/proc/sys/net/ipv4/conf/lo/forwarding"
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	before := map[string]string{reserved: readSysctl(t, l.XLB, reserved), loFwd: readSysctl(t, l.XLB, loFwd)}
+
+	p := startXLB(t, l, labConfig(l, ""))
+	p.Kill()
+	if got := readSysctl(t, l.XLB, reserved); !strings.Contains(got, "40000-59999") {
+		t.Fatalf("after SIGKILL the reservation is gone (%q): nothing to recover, the test is moot", got)
+	}
+	if mode, _ := l.XLB.XDPAttachMode("eth0"); mode != 0 {
+		t.Fatal("XDP still attached after SIGKILL: the link should close with the process")
+	}
+
+	p = startXLB(t, l, labConfig(l, ""))
+	if err := p.WaitLog("did not restore its host settings", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	if err := echoThrough(l.Client(), rng, 100); err != nil {
+		t.Fatal(err)
+	}
+	stopXLB(t, l, p)
+	for path, want := range before {
+		if got := readSysctl(t, l.XLB, path); got != want {
+			t.Fatalf("%s = %q after crash, restart and clean stop; want the original %q", path, got, want)
+		}
+	}
+}

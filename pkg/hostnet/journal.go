@@ -1,0 +1,148 @@
+package hostnet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultJournalDir is where the journal lives: /run survives a crash of
+// the daemon but not a reboot, exactly the lifetime of the settings it
+// protects. The systemd unit keeps it across restarts
+// (RuntimeDirectory=xlb, RuntimeDirectoryPreserve=restart).
+const DefaultJournalDir = "/run/xlb"
+
+// Journal records the original value of every sysctl XLB changes before it
+// changes it, in a file keyed by the network namespace's cookie (unique for
+// the boot, never reused). If XLB crashes, the next start in the same
+// namespace finds the journal and keeps the recorded originals, so a clean
+// stop later restores what the host had before the first XLB ran, not what
+// the crashed one left behind.
+type Journal struct {
+	path string
+	orig map[string]string // sysctl path -> original value
+}
+
+// OpenJournal opens or creates the journal for the caller's network
+// namespace in dir.
+func OpenJournal(dir string) (*Journal, error) {
+	cookie, err := netnsCookie()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("host settings journal: %w", err)
+	}
+	j := &Journal{path: filepath.Join(dir, fmt.Sprintf("sysctl-netns-%d.json", cookie)), orig: map[string]string{}}
+	b, err := os.ReadFile(j.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("host settings journal: %w", err)
+	default:
+		if err := json.Unmarshal(b, &j.orig); err != nil {
+			return nil, fmt.Errorf("host settings journal %s: %w", j.path, err)
+		}
+	}
+	return j, nil
+}
+
+// Recovered lists the sysctls a previous instance changed and did not
+// restore (it crashed), sorted.
+func (j *Journal) Recovered() []string {
+	var out []string
+	for k := range j.orig {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Path is the journal file.
+func (j *Journal) Path() string { return j.path }
+
+// Set writes value to the sysctl at path (under /proc/sys), first
+// recording its original value unless a previous instance already did.
+func (j *Journal) Set(path, value string) error {
+	if _, ok := j.orig[path]; !ok {
+		cur, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		j.orig[path] = strings.TrimSpace(string(cur))
+		if err := j.save(); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Original returns the recorded original value of a sysctl, or its current
+// value when it has not been changed.
+func (j *Journal) Original(path string) (string, error) {
+	if v, ok := j.orig[path]; ok {
+		return v, nil
+	}
+	cur, err := os.ReadFile(path)
+	return strings.TrimSpace(string(cur)), err
+}
+
+// Restore writes every original value back and removes the journal.
+func (j *Journal) Restore() error {
+	var errs []error
+	for path, v := range j.orig {
+		if err := os.WriteFile(path, []byte(v+"\n"), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s: %w", path, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	j.orig = map[string]string{}
+	if err := os.Remove(j.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", j.path, err)
+	}
+	return nil
+}
+
+func (j *Journal) save() error {
+	b, err := json.Marshal(j.orig)
+	if err != nil {
+		return err
+	}
+	tmp := j.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("host settings journal: %w", err)
+	}
+	if err := os.Rename(tmp, j.path); err != nil {
+		return fmt.Errorf("host settings journal: %w", err)
+	}
+	return nil
+}
+
+// netnsCookie returns the caller's network namespace cookie (SO_NETNS_COOKIE).
+func netnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("netns cookie: %w", err)
+	}
+	defer unix.Close(fd)
+	var cookie uint64
+	l := uint32(8)
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_NETNS_COOKIE,
+		uintptr(unsafe.Pointer(&cookie)), uintptr(unsafe.Pointer(&l)), 0)
+	if errno != 0 {
+		return 0, fmt.Errorf("netns cookie: %w", errno)
+	}
+	return cookie, nil
+}
