@@ -1,0 +1,664 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/test/hostlab"
+	"github.com/xlbproject/xlb/test/pkgtest"
+)
+
+// Package versions of the fleet test: v1 is installed by site.yml, v2 by
+// the rolling upgrade, v3 by the rolling upgrade that meets a failing host.
+const (
+	v1 = "0.1.0~fleet.1"
+	v2 = "0.1.0~fleet.2"
+	v3 = "0.1.0~fleet.3"
+)
+
+// shutdownTimeout is the lab's shutdown_timeout: short, so that each
+// host's stop in the rollout is quick.
+const shutdownTimeout = 2
+
+func requireTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run `make deps` (Debian packages ansible-core, ansible-lint, ansible)", tool)
+		}
+	}
+}
+
+// TestLint runs ansible-lint with the production profile over ansible/ and
+// ansible-playbook --syntax-check on every playbook.
+func TestLint(t *testing.T) {
+	requireTools(t, "ansible-lint", "ansible-playbook")
+	dir, err := AnsibleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(cleanEnv(os.Environ()), "ANSIBLE_CONFIG="+filepath.Join(dir, "ansible.cfg"), "NO_COLOR=1")
+	lint := exec.Command("ansible-lint", "--offline", "--profile", "production", "--nocolor")
+	lint.Dir, lint.Env = dir, env
+	out, err := lint.CombinedOutput()
+	if err != nil {
+		t.Errorf("ansible-lint --profile production: %v\n%s", err, out)
+	} else {
+		t.Logf("ansible-lint: %s", strings.TrimSpace(Tail(string(out), 1)))
+	}
+	books, _ := filepath.Glob(filepath.Join(dir, "playbooks", "*.yml"))
+	if len(books) < 2 {
+		t.Fatalf("playbooks: %v", books)
+	}
+	for _, b := range books {
+		cmd := exec.Command("ansible-playbook", "--syntax-check", b)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("ansible-playbook --syntax-check %s: %v\n%s", filepath.Base(b), err, out)
+		}
+	}
+}
+
+// rootfsSpec is hostlab's default root filesystem plus what Ansible
+// needs on a managed Debian host: python3, and python3-apt for the apt
+// and package_facts modules.
+func rootfsSpec() hostlab.RootfsSpec {
+	s := hostlab.DefaultSpec()
+	for _, p := range []string{"python3", "python3-apt"} {
+		if !slices.Contains(s.Include, p) {
+			s.Include = append(s.Include, p)
+		}
+	}
+	return s
+}
+
+// fleet is the state the steps of TestFleet share.
+type fleet struct {
+	t      *testing.T
+	l      *Lab
+	dir    string // work directory: inventory, logs, reports
+	inv    string
+	pkgs   map[string]pkgtest.Packages
+	sums   map[string]string
+	mon    *Monitor
+	work   *Workload
+	phases []string // durations, for the final log
+}
+
+func (f *fleet) phase(name string, start time.Time) {
+	d := time.Since(start).Round(100 * time.Millisecond)
+	f.phases = append(f.phases, fmt.Sprintf("%-40s %s", name, d))
+	f.t.Logf("%s took %s", name, d)
+}
+
+// labVars are the role's variables for the lab fleet (group xlb).
+func labVars(hook, report string) map[string]any {
+	backends := []map[string]string{}
+	for i := 0; i < 3; i++ {
+		backends = append(backends, map[string]string{
+			"name": fmt.Sprintf("backend-%d", i+1), "ip": addr4(192, 0, 2, backendBase+i).String(),
+		})
+	}
+	return map[string]any{
+		"xlb_name":                       "fleet",
+		"xlb_vip":                        VIP.String(),
+		"xlb_vip_interface":              "lo",
+		"xlb_interfaces":                 []string{"eth0"},
+		"xlb_xdp_mode":                   "native",
+		"xlb_ports":                      []map[string]int{{"local_port": ServicePort, "remote_port": BackendPort}},
+		"xlb_backends":                   backends,
+		"xlb_shutdown_timeout":           shutdownTimeout,
+		"xlb_ready_timeout":              20,
+		"xlb_flow_table_max_connections": 65536,
+		// Rolling upgrade: the router's resilient nexthop group.
+		"xlb_upstream_host":                "router",
+		"xlb_drain_tasks_file":             hook,
+		"xlb_nexthop_group_id":             GroupID,
+		"xlb_nexthop_weight":               Weight,
+		"xlb_nexthop_idle_timer":           IdleTimer,
+		"xlb_nexthop_drain_idle_timer":     DrainIdleTimer,
+		"xlb_nexthop_drain_timeout":        DrainTimeout,
+		"xlb_drain_propagation_seconds":    1,
+		"xlb_undrain_propagation_seconds":  2,
+		"xlb_drain_wait_connections":       true,
+		"xlb_drain_max_active_connections": 0,
+		"xlb_drain_max_wait_seconds":       4,
+		"xlb_drain_poll_seconds":           1,
+		"xlb_probe_payload":                `xlb-probe\n`,
+		"xlb_probe_expect":                 "xlb-probe",
+		"xlb_upgrade_report_file":          report,
+	}
+}
+
+// TestFleet provisions three booted Debian hosts with site.yml, upgrades
+// them with rolling-upgrade.yml under client traffic, and then meets a
+// host whose upgrade fails readiness.
+func TestFleet(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("fleet: needs root (network namespaces, XDP, systemd-nspawn)")
+	}
+	requireTools(t, "ansible-playbook", "systemd-nspawn", "debootstrap", "nsenter", "ethtool", "dpkg-deb")
+	total := time.Now()
+	f := &fleet{t: t, pkgs: map[string]pkgtest.Packages{}, sums: map[string]string{}}
+	f.dir = t.TempDir()
+
+	if names, err := hostlab.CleanupStale(); err != nil || len(names) > 0 {
+		t.Logf("hostlab leftovers removed: %v %v", names, err)
+	}
+	start := time.Now()
+	rootfs, built, err := hostlab.EnsureRootfs(hostlab.CacheDir(), rootfsSpec(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.phase(fmt.Sprintf("root filesystem (debootstrap: %v)", built), start)
+
+	start = time.Now()
+	for _, v := range []string{v1, v2, v3} {
+		p, err := pkgtest.Build(filepath.Join(f.dir, "pkg-"+v), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.pkgs[v] = p
+		if f.sums[v], err = FileSHA256(p.Deb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.phase("three package versions", start)
+
+	start = time.Now()
+	l, err := Start(Options{Rootfs: rootfs, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.l = l
+	stopSignals := closeOnSignal(l)
+	t.Cleanup(func() {
+		if f.work != nil {
+			f.work.Stop()
+		}
+		if f.mon != nil {
+			f.mon.Stop()
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("fleet close: %v", err)
+		}
+		stopSignals()
+		t.Logf("durations:\n%s\n%-40s %s", strings.Join(f.phases, "\n"), "TestFleet total", time.Since(total).Round(time.Second))
+	})
+	f.phase("lab and three booted hosts", start)
+
+	ansible, err := AnsibleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.inv = filepath.Join(f.dir, "inventory.json")
+	if err := l.Inventory(f.inv, labVars(filepath.Join(ansible, "hooks", "linux_nexthop_group.yml"), filepath.Join(f.dir, "report.json"))); err != nil {
+		t.Fatal(err)
+	}
+
+	steps := []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"site check mode on new hosts", f.siteCheckNew},
+		{"site", f.site},
+		{"site again changes nothing", f.siteAgain},
+		{"rolling upgrade under traffic", f.rollingUpgrade},
+		{"failing host stops the rollout", f.failingHost},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.f) {
+			return
+		}
+	}
+}
+
+// closeOnSignal closes the lab when the test binary is interrupted, so
+// that an interrupted run leaves no containers or namespaces behind.
+func closeOnSignal(l *Lab) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+		case sig := <-ch:
+			fmt.Fprintf(os.Stderr, "fleet: %v: removing the lab\n", sig)
+			l.Close()
+			os.Exit(128 + int(sig.(syscall.Signal)))
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
+// playbook runs a playbook with the package variables of version v.
+func (f *fleet) playbook(t *testing.T, name, v string, extra map[string]any, args ...string) Result {
+	t.Helper()
+	vars := map[string]any{
+		"xlb_package_version": v,
+		"xlb_package_file":    f.pkgs[v].Deb,
+		"xlb_package_sha256":  f.sums[v],
+	}
+	for k, val := range extra {
+		vars[k] = val
+	}
+	log := filepath.Join(f.dir, fmt.Sprintf("%s-%d.log", strings.TrimSuffix(name, ".yml"), time.Now().UnixNano()))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	r := Playbook(ctx, f.inv, name, vars, log, args...)
+	t.Logf("%s %s: %s, recap %v", name, strings.Join(args, " "), r.Duration.Round(100*time.Millisecond), r.Recap)
+	return r
+}
+
+func (f *fleet) requireRecap(t *testing.T, r Result, hosts []string, check func(Recap) bool, what string) {
+	t.Helper()
+	for _, h := range hosts {
+		rc, ok := r.Recap[h]
+		if !ok || !check(rc) {
+			t.Fatalf("%s: %s: recap %+v (present %v), want %s\n%s", strings.Join(r.Args, " "), h, rc, ok, what, Tail(r.Output, 150))
+		}
+	}
+}
+
+func (f *fleet) hostNames() []string {
+	var n []string
+	for _, h := range f.l.Hosts {
+		n = append(n, h.Inventory)
+	}
+	return n
+}
+
+// siteCheckNew: check mode on hosts without XLB succeeds, reports what it
+// would change and changes nothing.
+func (f *fleet) siteCheckNew(t *testing.T) {
+	start := time.Now()
+	r := f.playbook(t, "site.yml", v1, nil, "--check", "--diff")
+	if r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 150))
+	}
+	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Unreachable == 0 && rc.Changed > 0 }, "no failure, some changes")
+	for _, h := range f.l.Hosts {
+		if out, err := h.Exec("sh", "-c", "dpkg-query --show xlb; ls /etc/xlb /etc/systemd/system/xlb-vip.service"); err == nil {
+			t.Errorf("%s: check mode left something behind:\n%s", h.Inventory, out)
+		}
+	}
+	f.phase("site.yml --check on new hosts", start)
+}
+
+// site: from nothing to three ready hosts.
+func (f *fleet) site(t *testing.T) {
+	start := time.Now()
+	r := f.playbook(t, "site.yml", v1, nil)
+	if r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 200))
+	}
+	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Unreachable == 0 }, "no failure")
+	f.phase("site.yml on new hosts", start)
+	for _, h := range f.l.Hosts {
+		f.checkHost(t, h, v1, true)
+		out, err := h.Exec("ip", "-4", "-o", "address", "show", "dev", "lo")
+		if err != nil || !strings.Contains(out, VIP.String()+"/32") {
+			t.Errorf("%s: service address not on lo: %v\n%s", h.Inventory, err, out)
+		}
+		out, err = h.Exec("systemctl", "is-enabled", "xlb.service", "xlb-vip.service")
+		if err != nil {
+			t.Errorf("%s: units not enabled: %v\n%s", h.Inventory, err, out)
+		}
+		out, err = h.Exec("dpkg", "--get-selections", "xlb")
+		if err != nil || !strings.Contains(out, "hold") {
+			t.Errorf("%s: package not held at its version: %v %q", h.Inventory, err, out)
+		}
+	}
+	// The service answers through the router.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := f.l.dialService(ctx)
+	if err != nil {
+		t.Fatalf("connection to %s:%d from the client: %v", VIP, ServicePort, err)
+	}
+	defer c.c.Close()
+	if err := c.exchange("hello\n", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkHost checks a host's state through its status API.
+func (f *fleet) checkHost(t *testing.T, h *Host, version string, ready bool) {
+	t.Helper()
+	var code int
+	var body []byte
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body, err = h.Get("/readyz")
+		if (err == nil && (code == 200) == ready) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil || (code == 200) != ready {
+		t.Errorf("%s: /readyz %d %q %v, want ready=%v", h.Inventory, code, body, err, ready)
+	}
+	d, err := h.Status()
+	if err != nil {
+		t.Errorf("%s: %v", h.Inventory, err)
+		return
+	}
+	if d.Version != version {
+		t.Errorf("%s: version %q, want %q", h.Inventory, d.Version, version)
+	}
+	if len(d.Dataplane.XDPAttachments) != 1 || d.Dataplane.XDPAttachments[0].Interface != "eth0" || d.Dataplane.XDPAttachments[0].Mode != "native" {
+		t.Errorf("%s: XDP %+v, want eth0 native", h.Inventory, d.Dataplane.XDPAttachments)
+	}
+	if d.Listen.IP != VIP.String() || d.SNAT.IP != h.Addr.String() {
+		t.Errorf("%s: listen %s snat %s, want %s and %s", h.Inventory, d.Listen.IP, d.SNAT.IP, VIP, h.Addr)
+	}
+}
+
+// siteAgain: a second run changes nothing, in check mode or not.
+func (f *fleet) siteAgain(t *testing.T) {
+	start := time.Now()
+	r := f.playbook(t, "site.yml", v1, nil)
+	if r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 150))
+	}
+	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Changed == 0 }, "changed=0")
+	f.phase("site.yml again (changed=0)", start)
+	start = time.Now()
+	r = f.playbook(t, "site.yml", v1, nil, "--check")
+	if r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 150))
+	}
+	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Changed == 0 }, "changed=0 in check mode")
+	f.phase("site.yml --check again (changed=0)", start)
+}
+
+// startTraffic starts the monitor and the client once.
+func (f *fleet) startTraffic(t *testing.T) {
+	if f.work != nil {
+		return
+	}
+	f.mon = f.l.StartMonitor()
+	w, err := f.l.StartWorkload(3, 40, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.work = w
+	st := w.Stats()
+	t.Logf("client: %d long-lived connections per host %v, a new connection every %v", st.LongOpened, hostCounts(f.l, st.LongOpen), st.ShortPeriod)
+	// Let traffic flow before the first drain.
+	time.Sleep(3 * time.Second)
+}
+
+func logReport(t *testing.T, entries []ReportEntry) {
+	for _, e := range entries {
+		active := "-"
+		if e.ActiveAtStop != nil {
+			active = fmt.Sprint(*e.ActiveAtStop)
+		}
+		t.Logf("report %s: %s, %s -> %s, xdp %v, drained %v for %.1f s, active at stop %s %s",
+			e.Host, e.Result, e.VersionBefore, e.VersionAfter, e.XDP, e.Drained, e.DrainedSeconds, active, e.Message)
+	}
+}
+
+func hostCounts(l *Lab, m map[netip.Addr]int) string {
+	var parts []string
+	for _, h := range l.Hosts {
+		parts = append(parts, fmt.Sprintf("%s=%d", h.Inventory, m[h.Addr]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// checkTraffic checks the client's record since `since`: no failed new
+// connection, and every long-lived connection that broke was on a host
+// that was drained at that moment. It returns the resets per host.
+func (f *fleet) checkTraffic(t *testing.T, since time.Time) map[string]int {
+	t.Helper()
+	st := f.work.Stats()
+	if st.NewFailed > 0 {
+		var lines []string
+		for _, fl := range st.Failures {
+			lines = append(lines, fl.At.Format("15:04:05.000")+" "+fl.Err)
+		}
+		t.Errorf("%d failed new connections (of %d):\n%s", st.NewFailed, st.NewFailed+st.NewOK, strings.Join(lines, "\n"))
+	}
+	resets := map[string]int{}
+	for _, b := range st.Breaks {
+		if b.At.Before(since) {
+			continue
+		}
+		h := f.l.HostByAddr(b.Host)
+		if h == nil {
+			t.Errorf("long-lived connection broke on unknown host %s: %s", b.Host, b.Err)
+			continue
+		}
+		if !f.mon.Drained(h.NexthopID, b.At, time.Second) {
+			t.Errorf("long-lived connection on %s broke at %s while %s was in service (opened %s): %s",
+				h.Inventory, b.At.Format("15:04:05.000"), h.Inventory, b.Opened.Format("15:04:05.000"), b.Err)
+			continue
+		}
+		resets[h.Inventory]++
+	}
+	if n, last := f.mon.Errors(); n > 0 {
+		t.Logf("monitor: %d failed samples, last: %s", n, last)
+	}
+	return resets
+}
+
+func (f *fleet) logTraffic(t *testing.T, resets map[string]int) {
+	st := f.work.Stats()
+	var rs []string
+	for _, h := range f.l.Hosts {
+		rs = append(rs, fmt.Sprintf("%s=%d", h.Inventory, resets[h.Inventory]))
+	}
+	t.Logf("client: %d new connections, %d failed; per host %s; long-lived: %d opened, %d echoes, open now %s; reset on drained hosts: %s",
+		st.NewOK+st.NewFailed, st.NewFailed, hostCounts(f.l, st.NewByHost), st.LongOpened, st.Exchanges,
+		hostCounts(f.l, st.LongOpen), strings.Join(rs, " "))
+}
+
+// rollingUpgrade: v1 -> v2 on all hosts while the client runs.
+func (f *fleet) rollingUpgrade(t *testing.T) {
+	f.startTraffic(t)
+	since := time.Now()
+	start := time.Now()
+	report := filepath.Join(f.dir, "report.json")
+	os.Remove(report)
+	r := f.playbook(t, "rolling-upgrade.yml", v2, nil)
+	if r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 200))
+	}
+	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Unreachable == 0 }, "no failure")
+	f.phase("rolling-upgrade.yml v1 -> v2 (3 hosts)", start)
+	t.Logf("rollout summary printed by the playbook:\n%s", SummaryBlock(r.Output))
+	for _, line := range strings.Split(r.Output, "\n") {
+		if strings.Contains(line, "drained nexthop") || strings.Contains(line, "still held") {
+			t.Logf("drain hook: %s", strings.TrimSpace(line))
+		}
+	}
+
+	for _, h := range f.hostNames() {
+		if st := TaskStatus(r.Output, "Check the package's SHA-256 before installing it", h); st != "ok" {
+			t.Errorf("%s: SHA-256 check: %q, want ok", h, st)
+		}
+		if st := TaskStatus(r.Output, "Open a connection to the service through this host", h); st != "ok" {
+			t.Errorf("%s: probe: %q, want ok", h, st)
+		}
+	}
+	entries, err := ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logReport(t, entries)
+	if len(entries) != len(f.l.Hosts) {
+		t.Fatalf("report has %d hosts, want %d: %+v", len(entries), len(f.l.Hosts), entries)
+	}
+	for _, e := range entries {
+		if e.Result != "upgraded" || e.VersionBefore != v1 || e.VersionAfter != v2 || !slices.Equal(e.XDP, []string{"eth0=native"}) || !e.Drained {
+			t.Errorf("report: %+v, want upgraded %s -> %s, eth0=native, drained", e, v1, v2)
+		}
+	}
+	// Every host was drained once, and is back in the group.
+	for _, h := range f.l.Hosts {
+		if n := len(f.mon.Intervals(h.NexthopID)); n != 1 {
+			t.Errorf("%s: drained %d times, want 1: %+v", h.Inventory, n, f.mon.Intervals(h.NexthopID))
+		}
+		f.checkHost(t, h, v2, true)
+	}
+	members, idle, err := f.l.Group()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != len(f.l.Hosts) || idle != IdleTimer {
+		t.Errorf("nexthop group after the rollout: %+v idle_timer %d", members, idle)
+	}
+	// Traffic keeps flowing after the rollout.
+	before := f.work.Stats().NewOK
+	time.Sleep(2 * time.Second)
+	if f.work.Stats().NewOK <= before {
+		t.Errorf("no new connections completed after the rollout")
+	}
+	resets := f.checkTraffic(t, since)
+	f.logTraffic(t, resets)
+	b, _ := f.l.Buckets()
+	t.Logf("buckets per nexthop after the rollout: %v (a returned host takes buckets as they go idle for %d s)", b, IdleTimer)
+}
+
+// brokenConfig is host 2's xlb.yaml with every backend replaced by an
+// address nobody holds: xlb starts, but no backend becomes routable.
+func brokenConfig(cfg string) string {
+	for i := 0; i < 3; i++ {
+		cfg = strings.ReplaceAll(cfg, addr4(192, 0, 2, backendBase+i).String(), addr4(192, 0, 2, 201+i).String())
+	}
+	return "# fleet test: the same service with backends nobody holds\n" + cfg
+}
+
+// failingHost: the upgrade to v3 (from an apt repository) makes xlb2 fail
+// readiness; the rollout stops there with xlb2 drained, xlb1 on v3, xlb3
+// still on v2, and the client never notices.
+func (f *fleet) failingHost(t *testing.T) {
+	f.startTraffic(t)
+	start := time.Now()
+	repo, err := AptRepo(f.pkgs[v3].Deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, h := range f.l.Hosts {
+		for name, b := range repo {
+			if err := h.Container.WriteFile(ctx, "/var/tmp/xlb-repo/"+name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The lab has no route to a mirror: the local repository is the
+		// only apt source.
+		if err := h.Container.WriteFile(ctx, "/etc/apt/sources.list.d/xlb-fleet.list", []byte("deb [trusted=yes] copy:/var/tmp/xlb-repo ./\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := h.Exec("sh", "-c", "mv /etc/apt/sources.list /etc/apt/sources.list.fleet-off 2>/dev/null; true"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	bad := f.l.Hosts[1]
+	cfg, err := bad.Exec("cat", "/etc/xlb/xlb.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Container.WriteFile(ctx, "/etc/xlb/fleet-broken.yaml", []byte(brokenConfig(cfg)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dropin := "# fleet test: the next start uses a config whose backends nobody holds\n[Service]\nExecStart=\nExecStart=/usr/bin/xlb --config /etc/xlb/fleet-broken.yaml\n"
+	if err := bad.Container.WriteFile(ctx, "/etc/systemd/system/xlb.service.d/50-fleet-broken.conf", []byte(dropin), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bad.Exec("systemctl", "daemon-reload"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	since := time.Now()
+	report := filepath.Join(f.dir, "report.json")
+	os.Remove(report)
+	r := f.playbook(t, "rolling-upgrade.yml", v3, map[string]any{"xlb_package_source": "repository"})
+	f.phase("rolling-upgrade.yml v2 -> v3, xlb2 fails", start)
+	if r.Err == nil {
+		t.Fatalf("the rollout succeeded; want it to stop at %s\n%s", bad.Inventory, Tail(r.Output, 100))
+	}
+	t.Logf("rollout summary printed by the playbook:\n%s", SummaryBlock(r.Output))
+	if rc := r.Recap[bad.Inventory]; rc.Failed != 1 {
+		t.Errorf("%s: recap %+v, want failed=1", bad.Inventory, rc)
+	}
+	if rc, ok := r.Recap["xlb3"]; ok && rc.OK > 0 {
+		t.Errorf("xlb3 ran tasks after the failure: %+v", rc)
+	}
+	// xlb1's package came from the repository and was checked.
+	if st := TaskStatus(r.Output, "Download the package from the repositories (Debian)", "xlb1"); st != "changed" {
+		t.Errorf("xlb1: download from the repository: %q, want changed", st)
+	}
+	if st := TaskStatus(r.Output, "Check the package's SHA-256 before installing it", "xlb1"); st != "ok" {
+		t.Errorf("xlb1: SHA-256 check: %q, want ok", st)
+	}
+	entries, err := ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logReport(t, entries)
+	byHost := map[string]ReportEntry{}
+	for _, e := range entries {
+		byHost[e.Host] = e
+	}
+	if e := byHost["xlb1"]; e.Result != "upgraded" || e.VersionBefore != v2 || e.VersionAfter != v3 {
+		t.Errorf("report xlb1: %+v, want upgraded %s -> %s", e, v2, v3)
+	}
+	if e := byHost["xlb2"]; e.Result != "FAILED" || !e.Drained || !strings.Contains(e.Message, "readyz") {
+		t.Errorf("report xlb2: %+v, want FAILED at /readyz, drained", e)
+	}
+	if _, ok := byHost["xlb3"]; ok || len(entries) != 2 {
+		t.Errorf("report: %+v, want xlb1 and xlb2 only", entries)
+	}
+
+	// xlb2 stays drained; the others serve.
+	members, _, err := f.l.Group()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	sort.Ints(ids)
+	if !slices.Equal(ids, []int{11, 13}) {
+		t.Errorf("nexthop group members %v, want [11 13] (xlb2 drained)", ids)
+	}
+	f.checkHost(t, f.l.Hosts[0], v3, true)
+	f.checkHost(t, f.l.Hosts[2], v2, true)
+	code, body, err := bad.Get("/readyz")
+	if err != nil || code != 503 || !strings.Contains(string(body), "no_routable_backends") {
+		t.Errorf("%s: /readyz %d %q %v, want 503 no_routable_backends", bad.Inventory, code, body, err)
+	}
+	// The others keep serving: new connections complete, none on xlb2.
+	st0 := f.work.Stats()
+	time.Sleep(3 * time.Second)
+	st1 := f.work.Stats()
+	if st1.NewOK-st0.NewOK < 10 {
+		t.Errorf("only %d new connections in 3 s after the stopped rollout", st1.NewOK-st0.NewOK)
+	}
+	if st1.NewByHost[bad.Addr] != st0.NewByHost[bad.Addr] {
+		t.Errorf("new connections reached the drained %s", bad.Inventory)
+	}
+	resets := f.checkTraffic(t, since)
+	f.logTraffic(t, resets)
+}
