@@ -153,4 +153,58 @@ enum xlb_counter {
 	XLB_C_MAX,
 };
 
+/*
+ * Maintenance sweep (pkg/flow through xlb_sweep, a bpf_map_elem iterator
+ * over the flow map): the program tallies pairs, folds every entry into a
+ * lone-detection cell and emits only the entries the loop must act on.
+ */
+#define XLB_SWEEP_CELL_BITS 12
+#define XLB_SWEEP_CELLS (1 << XLB_SWEEP_CELL_BITS)
+
+struct sweep_params {
+	__u64 now;            /* jiffies the cycle decides with */
+	__u64 orphan_ticks;   /* orphan_ttl in jiffies */
+	__u64 timewait_ticks; /* 60 s in jiffies */
+};
+
+/* XOR accumulator of the entries whose generation hashes to the cell. */
+struct sweep_cell {
+	__s32 n;      /* forward entries minus reverse entries */
+	__u32 gen;    /* XOR of generations */
+	__u64 fwd[2]; /* XOR of forward keys (own key of forward entries, peer of reverse ones) */
+	__u64 rev[2]; /* XOR of reverse keys */
+};
+
+struct sweep_backend {
+	__u64 pairs;    /* forward entries naming this backend */
+	__u64 active;   /* non-terminal pairs */
+	__u64 timewait; /* pairs with both FINs */
+};
+
+struct sweep_totals {
+	__u64 entries;   /* entries visited */
+	__u64 active;
+	__u64 timewait;
+	__u64 resetting; /* pairs with a RST */
+	__u64 records;   /* records emitted */
+};
+
+/* Why a record was emitted: a bit set (one record per entry). */
+enum sweep_kind {
+	XLB_SWEEP_TIMEWAIT = 1 << 0, /* both FINs, time-wait over */
+	XLB_SWEEP_RESET = 1 << 1,    /* RST seen (every such pair, every cycle) */
+	XLB_SWEEP_ORPHAN = 1 << 2,   /* both entries idle for orphan_ticks */
+	XLB_SWEEP_EXACT = 1 << 3,    /* an entry of a cell the loop reads exactly */
+};
+
+/* One record of the sweep's output, 48 bytes. */
+struct sweep_rec {
+	struct flow_key key;
+	struct flow_key peer;
+	__u32 generation;
+	__u32 backend_id;
+	__u32 kind; /* enum sweep_kind bits */
+	__u32 pad;
+};
+
 #endif
