@@ -38,9 +38,17 @@
 // exchange: new connections never fail. A long-lived connection on the
 // drained host (quiet between its LongLivedInterval messages) moves once
 // quiet for DrainIdleTimer, and the host it lands on resets it: those are
-// the resets counted on drained hosts. When the host returns, the others
+// the resets counted on drained hosts, bounded by the long-lived
+// connections the host carried when its drain began (plus any that landed
+// on it while its buckets were moving). When the host returns, the others
 // are overweight, and their buckets move to it only after IdleTimer
 // (longer than LongLivedInterval) without a packet: the long-lived
 // connections they carry never move. The returning host takes buckets as
 // they go idle.
+//
+// The backends' sockets of moved connections are cleared by their TCP
+// keepalive (BackendKeepAlive), which also clears the drained host's pairs;
+// the rolling upgrade's connection wait (xlb_drain_wait_connections, up to
+// no active connection) therefore ends before the stop, and the stop
+// resets nothing.
 package fleet

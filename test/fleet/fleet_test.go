@@ -133,10 +133,11 @@ func labVars(hook, report string) map[string]any {
 		"xlb_undrain_propagation_seconds":  2,
 		"xlb_drain_wait_connections":       true,
 		"xlb_drain_max_active_connections": 0,
-		"xlb_drain_max_wait_seconds":       4,
+		"xlb_drain_max_wait_seconds":       30,
 		"xlb_drain_poll_seconds":           1,
 		"xlb_probe_payload":                `xlb-probe\n`,
 		"xlb_probe_expect":                 "xlb-probe",
+		"xlb_probe_timeout":                10,
 		"xlb_upgrade_report_file":          report,
 	}
 }
@@ -385,6 +386,16 @@ func (f *fleet) siteAgain(t *testing.T) {
 	}
 	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Changed == 0 }, "changed=0 in check mode")
 	f.phase("site.yml --check again (changed=0)", start)
+	// Each tag alone works and changes nothing either.
+	start = time.Now()
+	for _, tag := range []string{"xlb_install", "xlb_configure", "xlb_run"} {
+		r = f.playbook(t, "site.yml", v1, nil, "--tags", tag)
+		if r.Err != nil {
+			t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 150))
+		}
+		f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Changed == 0 }, "changed=0 with --tags "+tag)
+	}
+	f.phase("site.yml --tags each tag (changed=0)", start)
 }
 
 // startTraffic starts the monitor and the client once.
@@ -412,6 +423,34 @@ func logReport(t *testing.T, entries []ReportEntry) {
 		}
 		t.Logf("report %s: %s, %s -> %s, xdp %v, drained %v for %.1f s, active at stop %s %s",
 			e.Host, e.Result, e.VersionBefore, e.VersionAfter, e.XDP, e.Drained, e.DrainedSeconds, active, e.Message)
+	}
+}
+
+// checkResetBound checks that the long-lived connections reset on each
+// drained host are bounded by those it carried when its drain began, plus
+// those that landed on it while its buckets were still moving: a drained
+// host's long-lived connection moves (and is reset by the host it lands
+// on) when its bucket goes idle, and nothing reaches the host after that.
+func (f *fleet) checkResetBound(t *testing.T, resets map[string]int, since time.Time) {
+	t.Helper()
+	for _, h := range f.l.Hosts {
+		for _, iv := range f.mon.Intervals(h.NexthopID) {
+			if iv.From.Before(since) {
+				continue
+			}
+			to := iv.To
+			if to.IsZero() {
+				to = time.Now()
+			}
+			atStart, opened := f.work.Carried(h.Addr, iv.From, to)
+			if resets[h.Inventory] > atStart+opened {
+				t.Errorf("%s: %d long-lived connections reset, but it carried only %d when drained (+%d opened on it during the drain)",
+					h.Inventory, resets[h.Inventory], atStart, opened)
+			} else {
+				t.Logf("%s: %d long-lived connections reset while drained; it carried %d when the drain began, %d more landed on it while its buckets moved",
+					h.Inventory, resets[h.Inventory], atStart, opened)
+			}
+		}
 	}
 }
 
@@ -488,6 +527,9 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 		if strings.Contains(line, "drained nexthop") || strings.Contains(line, "still held") {
 			t.Logf("drain hook: %s", strings.TrimSpace(line))
 		}
+		if strings.Contains(line, "xlb-probe: connected") {
+			t.Logf("probe: %s", strings.TrimSpace(line))
+		}
 	}
 
 	for _, h := range f.hostNames() {
@@ -509,6 +551,11 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 	for _, e := range entries {
 		if e.Result != "upgraded" || e.VersionBefore != v1 || e.VersionAfter != v2 || !slices.Equal(e.XDP, []string{"eth0=native"}) || !e.Drained {
 			t.Errorf("report: %+v, want upgraded %s -> %s, eth0=native, drained", e, v1, v2)
+		}
+		// The connection wait ended with nothing left on the host: the
+		// stop reset no connection.
+		if e.ActiveAtStop == nil || *e.ActiveAtStop != 0 {
+			t.Errorf("report %s: active connections at the stop %v, want 0", e.Host, e.ActiveAtStop)
 		}
 	}
 	// Every host was drained once, and is back in the group.
@@ -533,6 +580,7 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 	}
 	resets := f.checkTraffic(t, since)
 	f.logTraffic(t, resets)
+	f.checkResetBound(t, resets, since)
 	b, _ := f.l.Buckets()
 	t.Logf("buckets per nexthop after the rollout: %v (a returned host takes buckets as they go idle for %d s)", b, IdleTimer)
 }
@@ -661,4 +709,5 @@ func (f *fleet) failingHost(t *testing.T) {
 	}
 	resets := f.checkTraffic(t, since)
 	f.logTraffic(t, resets)
+	f.checkResetBound(t, resets, since)
 }

@@ -73,12 +73,14 @@ func dialIn(ctx context.Context, path, addr string) (*net.TCPConn, error) {
 	return c.(*net.TCPConn), nil
 }
 
-// listenIn opens a TCP listener inside the namespace at path.
-func listenIn(path, addr string) (net.Listener, error) {
+// listenIn opens a TCP listener inside the namespace at path; accepted
+// connections get the keepalive settings ka.
+func listenIn(path, addr string, ka net.KeepAliveConfig) (net.Listener, error) {
 	var l net.Listener
 	err := inNetns(path, func() error {
 		var err error
-		l, err = net.Listen("tcp", addr)
+		lc := net.ListenConfig{KeepAliveConfig: ka}
+		l, err = lc.Listen(context.Background(), "tcp", addr)
 		return err
 	})
 	return l, err

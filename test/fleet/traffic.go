@@ -25,9 +25,22 @@ type Server struct {
 	closed   bool
 }
 
+// BackendKeepAlive is the backends' TCP keepalive: a connection idle for
+// 4 s (longer than LongLivedInterval, so live long-lived connections are
+// never probed) is probed every second. It is how a backend learns that a
+// client vanished: a long-lived connection that a drain moved to another
+// host is reset there, and the backend's socket would otherwise stay
+// ESTABLISHED. Such a leftover matters: a restarted XLB hands out SNAT
+// ports from the start of its range again, and a SYN on a leftover's
+// 4-tuple draws a challenge ACK, a reset and a SYN retransmission (one
+// second or more per leftover). The rolling upgrade's connection wait ends
+// when the drained host's pairs are gone, that is when the backends'
+// probes have cleared them.
+var BackendKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 4 * time.Second, Interval: time.Second, Count: 3}
+
 // Serve starts a server on addr inside the namespace at nsPath.
 func Serve(nsPath, addr string) (*Server, error) {
-	ln, err := listenIn(nsPath, addr)
+	ln, err := listenIn(nsPath, addr, BackendKeepAlive)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +108,7 @@ type conn struct {
 	r      *bufio.Reader
 	Host   netip.Addr
 	Opened time.Time
+	life   *Life // long-lived connections only
 }
 
 // dialService opens a connection to the service from the client namespace
@@ -193,8 +207,15 @@ type Workload struct {
 	mu    sync.Mutex
 	st    Stats
 	long  map[*conn]struct{}
+	lives []*Life
 	seq   int
-	ticks int
+}
+
+// Life is the lifetime of one long-lived connection.
+type Life struct {
+	Host   netip.Addr
+	Opened time.Time
+	Broken time.Time // zero while it works
 }
 
 // StartWorkload starts the client. It opens long-lived connections until
@@ -293,6 +314,8 @@ func (w *Workload) short() {
 
 func (w *Workload) startLong(c *conn) {
 	w.mu.Lock()
+	c.life = &Life{Host: c.Host, Opened: c.Opened}
+	w.lives = append(w.lives, c.life)
 	w.long[c] = struct{}{}
 	w.st.LongOpen[c.Host]++
 	w.st.LongOpened++
@@ -327,7 +350,9 @@ func (w *Workload) longLoop(c *conn) {
 		}
 		delete(w.long, c)
 		w.st.LongOpen[c.Host]--
-		w.st.Breaks = append(w.st.Breaks, Break{At: time.Now(), Opened: c.Opened, Host: c.Host, Err: err.Error()})
+		now := time.Now()
+		c.life.Broken = now
+		w.st.Breaks = append(w.st.Breaks, Break{At: now, Opened: c.Opened, Host: c.Host, Err: err.Error()})
 		w.mu.Unlock()
 		c.c.Close()
 		// Replace it; a failure to open is a failed new connection.
@@ -359,6 +384,26 @@ func (w *Workload) Stats() Stats {
 		st.LongOpen[k] = v
 	}
 	return st
+}
+
+// Carried returns how many long-lived connections host carried at from
+// (open then and not broken before), and how many more were opened on it
+// between from and to.
+func (w *Workload) Carried(host netip.Addr, from, to time.Time) (atStart, opened int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.lives {
+		if l.Host != host {
+			continue
+		}
+		switch {
+		case !l.Opened.After(from) && (l.Broken.IsZero() || l.Broken.After(from)):
+			atStart++
+		case l.Opened.After(from) && !l.Opened.After(to):
+			opened++
+		}
+	}
+	return atStart, opened
 }
 
 // Stop stops the client and closes its connections.
