@@ -53,3 +53,26 @@ func TestAttachModes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With RandomSNATCursors, a fresh data path does not start every backend
+// at the bottom of the SNAT range (a restarted daemon would reuse its
+// predecessor's ports first).
+func TestRandomSNATCursors(t *testing.T) {
+	dt.RequireRoot(t)
+	starts := map[uint32]bool{}
+	for i := 0; i < 3; i++ {
+		dp, err := dataplane.Load(dataplane.Options{MaxConnections: 16, RandomSNATCursors: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v uint32
+		if err := dp.SNATCursorMap().Lookup(uint32(0), &v); err != nil {
+			t.Fatal(err)
+		}
+		starts[v] = true
+		dp.Close()
+	}
+	if len(starts) < 2 {
+		t.Fatalf("three loads started backend 0's cursor at %v", starts)
+	}
+}

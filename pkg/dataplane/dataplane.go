@@ -6,6 +6,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -17,6 +18,14 @@ type Options struct {
 	// MaxConnections is the number of connection pairs the flow map holds
 	// (flow_table.max_connections); the map gets two entries per pair.
 	MaxConnections uint32
+	// RandomSNATCursors starts every backend's SNAT port cursor at a
+	// random point of the range instead of its start. The daemon sets it:
+	// a restarted instance would otherwise hand out the ports its
+	// predecessor just used toward each backend, whose 4-tuples the
+	// backends may still hold (TIME_WAIT, or connections moved away by a
+	// drain), and each such SYN meets a challenge ACK and a retransmit.
+	// Packet fixtures leave it off for deterministic ports.
+	RandomSNATCursors bool
 }
 
 // Dataplane owns the loaded program and maps. Methods are safe for
@@ -53,7 +62,26 @@ func Load(opts Options) (*Dataplane, error) {
 		}
 		return nil, fmt.Errorf("dataplane: load: %w", err)
 	}
+	if opts.RandomSNATCursors {
+		if err := d.seedSNATCursors(); err != nil {
+			d.objs.Close()
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// seedSNATCursors writes a random start into every backend's SNAT cursor.
+func (d *Dataplane) seedSNATCursors() error {
+	keys := make([]uint32, MaxBackends)
+	vals := make([]uint32, MaxBackends)
+	for i := range keys {
+		keys[i], vals[i] = uint32(i), rand.Uint32()
+	}
+	if _, err := d.objs.XlbSnatCursors.BatchUpdate(keys, vals, nil); err != nil {
+		return fmt.Errorf("dataplane: seed SNAT cursors: %w", err)
+	}
+	return nil
 }
 
 // Program returns the XDP program (for BPF_PROG_TEST_RUN in tests and benchmarks).

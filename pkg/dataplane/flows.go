@@ -82,3 +82,6 @@ func (b *FlowBatch) Next() (int, error) {
 	}
 	return n, nil
 }
+
+// SNATCursorMap returns the per-backend SNAT port cursors (tests).
+func (d *Dataplane) SNATCursorMap() *ebpf.Map { return d.objs.XlbSnatCursors }

@@ -76,7 +76,7 @@ func (in *Instance) start(ctx context.Context) error {
 		return err
 	}
 
-	dp, err := dataplane.Load(dataplane.Options{MaxConnections: c.FlowTable.MaxConnections})
+	dp, err := dataplane.Load(dataplane.Options{MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: true})
 	if err != nil {
 		return err
 	}

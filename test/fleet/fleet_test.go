@@ -70,18 +70,9 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// rootfsSpec is hostlab's default root filesystem plus what Ansible
-// needs on a managed Debian host: python3, and python3-apt for the apt
-// and package_facts modules.
-func rootfsSpec() hostlab.RootfsSpec {
-	s := hostlab.DefaultSpec()
-	for _, p := range []string{"python3", "python3-apt"} {
-		if !slices.Contains(s.Include, p) {
-			s.Include = append(s.Include, p)
-		}
-	}
-	return s
-}
+// rootfsSpec is hostlab's default root filesystem, which carries what
+// Ansible needs on a managed Debian host (python3, python3-apt).
+func rootfsSpec() hostlab.RootfsSpec { return hostlab.DefaultSpec() }
 
 // fleet is the state the steps of TestFleet share.
 type fleet struct {

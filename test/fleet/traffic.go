@@ -30,10 +30,10 @@ type Server struct {
 // never probed) is probed every second. It is how a backend learns that a
 // client vanished: a long-lived connection that a drain moved to another
 // host is reset there, and the backend's socket would otherwise stay
-// ESTABLISHED. Such a leftover matters: a restarted XLB hands out SNAT
-// ports from the start of its range again, and a SYN on a leftover's
-// 4-tuple draws a challenge ACK, a reset and a SYN retransmission (one
-// second or more per leftover). The rolling upgrade's connection wait ends
+// ESTABLISHED. Such a leftover matters when a restarted XLB hands out its
+// 4-tuple again (it starts its SNAT cursors at random points, which makes
+// that rare): a SYN on it draws a challenge ACK, a reset and a SYN
+// retransmission. The rolling upgrade's connection wait ends
 // when the drained host's pairs are gone, that is when the backends'
 // probes have cleared them.
 var BackendKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 4 * time.Second, Interval: time.Second, Count: 3}

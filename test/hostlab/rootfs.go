@@ -36,13 +36,15 @@ type RootfsSpec struct {
 }
 
 // DefaultSpec is a minimal Debian bookworm that boots systemd, with the
-// tools the package tests use inside it: iproute2 (ip), and rpm (to run
-// the RPM package's scriptlets under a real systemd as well).
+// tools the package tests use inside it: iproute2 (ip), rpm (to run the
+// RPM package's scriptlets under a real systemd as well), and python3 with
+// python3-apt for Ansible's apt and package_facts modules (test/fleet), so
+// both test suites share one cached root.
 func DefaultSpec() RootfsSpec {
 	return RootfsSpec{
 		Suite:   "bookworm",
 		Variant: "minbase",
-		Include: []string{"systemd", "systemd-sysv", "dbus", "iproute2", "rpm"},
+		Include: []string{"systemd", "systemd-sysv", "dbus", "iproute2", "rpm", "python3", "python3-apt"},
 		Mirror:  MachineMirror("bookworm"),
 	}
 }
