@@ -1,22 +1,28 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing.
+ * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus the
+ * clock and sweep programs the daemon runs from userspace.
  *
- * Packet rules (DESIGN §5, seed "New connections", "Orderly close and reset",
- * "XLB shutdown behavior"):
+ * Packet rules (docs/DESIGN.md §5; docs/connections-shutdown-upgrades.txt,
+ * cited as "seed": "New connections", "Orderly close and reset", "XLB
+ * shutdown behavior"):
  *   - client SYN (no ACK) to listen_ip:local_port without a live pair creates
  *     a connection pair: round-robin backend, SNAT port reserved by inserting
  *     the reverse entry with BPF_NOEXIST, forward entry with BPF_NOEXIST,
  *     rollback on failure;
  *   - packets matching a flow entry are rewritten (MACs, IPs, ports, TTL,
  *     checksums) and sent with XDP_TX or a devmap redirect;
- *   - FIN/RST update the pair's close state and are always forwarded;
+ *   - FIN/RST update the pair's close state and are forwarded; while the
+ *     shutdown flag is set, every other packet of a pair and every new SYN
+ *     is answered with a RST instead (an incoming RST is still forwarded);
  *   - everything else is XDP_PASS, untouched. The program never returns
  *     XDP_ABORTED.
  *
- * Documented drops: a SYN whose backend next hop is unresolved (FIB miss,
- * counted; the client retransmits), a redirect to an interface that left the
- * devmap (counted as XDP_DROP), and a RST reply whose tail trim failed.
+ * Documented drops (each counted): a SYN whose backend next hop is
+ * unresolved (FIB miss; the client retransmits), a duplicate SYN that lost
+ * the race to create the same pair on another CPU and found it gone again,
+ * a redirect to an interface that left the devmap, and a RST reply whose
+ * tail trim failed (not expected: the frame always holds the headers).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>

@@ -24,7 +24,7 @@ import (
 
 const usage = `Usage:
   xlb [--config PATH] [--log-level LEVEL] [--log-format text|json]
-  xlb check --config PATH
+  xlb check [--config] PATH
   xlb --version
 
 xlb runs the XLB load balancer in the foreground: it attaches its XDP
@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("xlb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "/etc/xlb/xlb.yaml", "path of the config file (DESIGN §1)")
+	cfgPath := fs.String("config", "/etc/xlb/xlb.yaml", "path of the config file (xlb.yaml)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -83,14 +83,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("xlb check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "/etc/xlb/xlb.yaml", "path of the config file to check")
+	cfgPath := fs.String("config", "/etc/xlb/xlb.yaml", "path of the config file to check (or give it as the argument)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage:\n  xlb check [--config] PATH\n\nValidates PATH and prints the effective config (exit 0), or every error with its line (exit 1).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	cfg, warnings, err := config.Load(*cfgPath)
+	path := *cfgPath
+	switch {
+	case fs.NArg() == 1 && !flagSet(fs, "config"):
+		path = fs.Arg(0)
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "xlb check: unexpected argument %q\n", fs.Arg(fs.NArg()-1))
+		fs.Usage()
+		return 2
+	}
+	cfg, warnings, err := config.Load(path)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
@@ -107,12 +120,19 @@ func check(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// flagSet reports whether the named flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func newLogger(w io.Writer, level, format string) (*logrus.Logger, error) {
 	log := logrus.New()
 	log.SetOutput(w)
 	lvl, err := logrus.ParseLevel(level)
 	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", level)
 	}
 	log.SetLevel(lvl)
 	switch format {

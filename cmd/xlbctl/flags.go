@@ -16,6 +16,7 @@ type options struct {
 	timeout    time.Duration
 	interval   time.Duration
 	iterations int
+	version    bool
 }
 
 // flagSet defines the flags into o.
@@ -28,6 +29,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "timeout of each request")
 	fs.DurationVar(&o.interval, "interval", time.Second, "top: time between refreshes")
 	fs.IntVar(&o.iterations, "iterations", 0, "top: stop after `N` refreshes (0: until Ctrl-C)")
+	fs.BoolVar(&o.version, "version", false, "print xlbctl's version and exit")
 	return fs
 }
 
@@ -72,6 +74,9 @@ func parseArgs(args []string) (options, string, error) {
 	fs := flagSet(&o)
 	if err := fs.Parse(args); err != nil {
 		return o, "", err
+	}
+	if o.version {
+		return o, "version", nil
 	}
 	if fs.NArg() == 0 {
 		return o, "", errors.New("no command")

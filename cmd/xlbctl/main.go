@@ -1,6 +1,6 @@
-// Command xlbctl is the terminal console of XLB (DESIGN §2, issue 4 item
-// 6): it reads the status API of one instance and renders it. It never
-// touches BPF maps.
+// Command xlbctl is the terminal console of XLB (docs/DESIGN.md §2): it
+// reads the status API of one instance and renders it. It never touches
+// BPF maps.
 //
 //	xlbctl [--admin URL] [--user NAME] [--json] [--timeout D] status|backends|flows|top
 //
@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/xlbproject/xlb/pkg/buildinfo"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
@@ -47,6 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitOK
 	case err != nil:
 		return usageError(stderr, err)
+	case cmd == "version":
+		fmt.Fprintf(stdout, "xlbctl %s (revision %s)\n", buildinfo.Version, buildinfo.Revision)
+		return exitOK
 	}
 	render, ok := renderers[cmd]
 	if !ok && cmd != "top" {

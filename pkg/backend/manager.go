@@ -35,6 +35,8 @@ type Status struct {
 	Reason     string // why it is unreachable; empty otherwise
 	Route      Route  // valid when routable
 	Discovered bool
+
+	warned bool // unreachability logged since it was last routable
 }
 
 // Publisher receives the routable set; *dataplane.Dataplane implements it.
@@ -224,7 +226,12 @@ func (m *Manager) candidates(full bool) []netip.Addr {
 	return out
 }
 
-// record stores a resolution result, logging state changes once.
+// record stores a resolution result. A backend that stops being routable
+// is logged once, when the reason is known (not while its neighbour is
+// still being resolved), and again only after it was routable in between:
+// a next hop that never answers ARP alternates between "pending" and
+// "failed" every few seconds while the kernel retries, and that is one
+// story, not a new one every time.
 func (m *Manager) record(ip netip.Addr, route Route, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -237,18 +244,18 @@ func (m *Manager) record(ip netip.Addr, route Route, err error) {
 		if s.State != Routable {
 			log.WithFields(logrus.Fields{"interface": route.Interface, "next_hop": route.NextHop}).Info("backend routable")
 		}
-		s.State, s.Reason, s.Route = Routable, "", route
+		s.State, s.Reason, s.Route, s.warned = Routable, "", route, false
 		return
 	}
-	reason := err.Error()
-	if s.State != Unreachable || s.Reason != reason {
-		if errors.Is(err, ErrNeighbourPending) {
-			log.WithError(err).Debug("backend not routable yet; retrying")
-		} else {
-			log.WithError(err).Warn("backend unreachable; skipped for new connections and retried")
-		}
+	s.State, s.Reason = Unreachable, err.Error()
+	if errors.Is(err, ErrNeighbourPending) {
+		log.WithError(err).Debug("backend not routable yet; retrying")
+		return
 	}
-	s.State, s.Reason = Unreachable, reason
+	if !s.warned {
+		log.WithError(err).Warn("backend unreachable; skipped for new connections and retried")
+		s.warned = true
+	}
 }
 
 // publish sends the routable set to the data path when it changed.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/pkg/config"
@@ -142,5 +145,40 @@ func TestRegistryReusesOnlyFreeIDs(t *testing.T) {
 	}
 	if _, err := r.id(ip(2), cur); err == nil {
 		t.Fatal("want an error when every id owns flows")
+	}
+}
+
+// A next hop that never answers flips between "pending" and "failed" while
+// the kernel retries ARP; that is logged once, and again only after the
+// backend was routable in between.
+func TestUnreachableLoggedOnce(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	m := NewManager(NewStatic(nil), nil, &recorder{}, Options{Log: log})
+	ip := netip.MustParseAddr("192.0.2.99")
+	m.apply([]Backend{{Name: "ghost", IP: ip}})
+	failed := errors.New("next hop 192.0.2.99 on eth0 does not answer ARP")
+	for i := 0; i < 5; i++ {
+		m.record(ip, Route{}, ErrNeighbourPending)
+		m.record(ip, Route{}, failed)
+	}
+	warnings := func() int {
+		n := 0
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.WarnLevel {
+				n++
+			}
+		}
+		return n
+	}
+	if n := warnings(); n != 1 {
+		t.Fatalf("%d warnings for one unreachable spell, want 1", n)
+	}
+	if s := m.Snapshot()[0]; s.State != Unreachable || s.Reason != failed.Error() {
+		t.Fatalf("status %+v", s)
+	}
+	m.record(ip, Route{Interface: "eth0", NextHop: ip}, nil)
+	m.record(ip, Route{}, failed)
+	if n := warnings(); n != 2 {
+		t.Fatalf("%d warnings after routable and unreachable again, want 2", n)
 	}
 }

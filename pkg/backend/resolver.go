@@ -34,6 +34,11 @@ type Resolver struct {
 	src      netip.Addr     // SNAT address: the source of backend-facing packets
 	attached map[int]string // ifindex -> name of interfaces XLB is attached to
 
+	// OnManaged, when set, is told about every entry the resolver is about
+	// to make managed, before it does (the daemon journals them so that a
+	// successor removes them after a crash).
+	OnManaged func(ifname string, ip netip.Addr) error
+
 	mu      sync.Mutex
 	managed map[neighKey]bool // entries this resolver made managed
 }
@@ -128,6 +133,11 @@ func (r *Resolver) neighbourValid(rt Route) (bool, error) {
 
 // manage creates or converts the next hop's entry into a managed one.
 func (r *Resolver) manage(rt Route) error {
+	if r.OnManaged != nil {
+		if err := r.OnManaged(rt.Interface, rt.NextHop); err != nil {
+			return fmt.Errorf("record neighbour %s on %s: %w", rt.NextHop, rt.Interface, err)
+		}
+	}
 	n := &netlink.Neigh{LinkIndex: rt.Ifindex, Family: netlink.FAMILY_V4, IP: net.IP(rt.NextHop.AsSlice()),
 		State: netlink.NUD_NONE, FlagsExt: netlink.NTF_EXT_MANAGED}
 	if err := r.h.NeighSet(n); err != nil {
@@ -139,7 +149,20 @@ func (r *Resolver) manage(rt Route) error {
 	return nil
 }
 
-// Cleanup deletes the managed neighbour entries this resolver created.
+// Adopt makes Cleanup remove an entry a previous instance created and
+// could not remove (it crashed). Unknown interfaces are ignored.
+func (r *Resolver) Adopt(ifname string, ip netip.Addr) {
+	link, err := r.h.LinkByName(ifname)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.managed[neighKey{link.Attrs().Index, ip}] = true
+	r.mu.Unlock()
+}
+
+// Cleanup deletes the managed neighbour entries this resolver created or
+// adopted.
 func (r *Resolver) Cleanup() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -52,6 +52,9 @@ const (
 
 	// MaxInterfaceName is the longest Linux interface name (IFNAMSIZ-1).
 	MaxInterfaceName = 15
+	// MaxInterfaces bounds len(interfaces): the data path's redirect map
+	// (xlb_tx_ports) holds 64 interfaces.
+	MaxInterfaces = 64
 )
 
 // Values of the enumerated fields.

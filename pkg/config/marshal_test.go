@@ -16,7 +16,7 @@ func roundTrip(t *testing.T, c *Config) []byte {
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)
 	}
-	back, warnings, err := Parse(out, "effective.yaml")
+	back, warnings, err := parse(out, "effective.yaml", true)
 	if err != nil || len(warnings) != 0 {
 		t.Fatalf("Parse(Marshal()) = %v, warnings %q\n%s", err, warnings, out)
 	}

@@ -72,7 +72,7 @@ func TestOrphanTTL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
-			c, warnings, err := parse(t, minimal+"orphan_ttl_secs: "+tt.value+"\n")
+			c, warnings, err := parseT(t, minimal+"orphan_ttl_secs: "+tt.value+"\n")
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -91,7 +91,7 @@ func TestOrphanTTL(t *testing.T) {
 
 // A warning is still returned when the file is rejected for another reason.
 func TestWarningsWithErrors(t *testing.T) {
-	_, warnings, err := parse(t, minimal+"orphan_ttl_secs: 10\nxdp_mode: fast\n")
+	_, warnings, err := parseT(t, minimal+"orphan_ttl_secs: 10\nxdp_mode: fast\n")
 	if err == nil || len(warnings) != 1 {
 		t.Fatalf("Parse = (warnings %q, err %v), want one warning and an error", warnings, err)
 	}
@@ -172,7 +172,7 @@ admin:
 xdp_mode: fast
 typo: 1
 `
-	_, _, err := parse(t, src)
+	_, _, err := parseT(t, src)
 	want := []string{
 		`t.yaml:3: ports[0].local_port: must be between 1 and 65535, got 0`,
 		`t.yaml:5: ports[1].remote_port: must be an integer, got string "eighty"`,

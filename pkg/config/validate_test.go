@@ -248,3 +248,31 @@ func TestValidEdgeCases(t *testing.T) {
 		})
 	}
 }
+
+// The Kubernetes provider is part of the schema but not of this build:
+// Parse (and so `xlb check`) refuses it with the field and line, as it
+// refuses udp and dsr, instead of the daemon failing at startup.
+func TestKubernetesNotImplemented(t *testing.T) {
+	src := "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web}\n"
+	_, _, err := Parse([]byte(src), "t.yaml")
+	want := "t.yaml:4: provider.kubernetes: the Kubernetes EndpointSlice provider is not implemented yet; use provider.static"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err %v\nwant %s", err, want)
+	}
+}
+
+func TestTooManyInterfaces(t *testing.T) {
+	src := minimal + "interfaces: ["
+	for i := 0; i <= MaxInterfaces; i++ {
+		if i > 0 {
+			src += ", "
+		}
+		src += "e" + string(rune('a'+i/26)) + string(rune('a'+i%26))
+	}
+	src += "]\n"
+	_, _, err := Parse([]byte(src), "t.yaml")
+	want := "t.yaml:7: interfaces: at most 64 interfaces are supported, got 65"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err %v\nwant %s", err, want)
+	}
+}

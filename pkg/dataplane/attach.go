@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Mode is an XDP attach mode.
@@ -66,7 +67,7 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 		return nil, fmt.Errorf("dataplane: unknown XDP mode %q", mode)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: attach XDP (%s) to %s: %w", a.Mode, ifname, err)
+		return nil, fmt.Errorf("dataplane: attach XDP (%s) to %s: %w%s", a.Mode, ifname, err, attachHint(ifname, a.Mode, err))
 	}
 	idx := uint32(ifc.Index)
 	if err := d.objs.XlbTxPorts.Update(idx, idx, 0); err != nil {
@@ -121,4 +122,15 @@ func (d *Dataplane) DetachAll() error {
 		errs = append(errs, d.detachLocked(name))
 	}
 	return errors.Join(errs...)
+}
+
+// attachHint turns the kernel's attach errors into what an operator can do.
+func attachHint(ifname string, mode Mode, err error) string {
+	switch {
+	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
+		return fmt.Sprintf(" (another XDP program is attached to %s; see `ip link show %s`; XLB does not replace it)", ifname, ifname)
+	case errors.Is(err, unix.EOPNOTSUPP) && mode == ModeNative:
+		return fmt.Sprintf(" (%s has no native XDP support; use xdp_mode: auto or generic)", ifname)
+	}
+	return ""
 }

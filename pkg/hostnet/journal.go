@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,7 +28,22 @@ const DefaultJournalDir = "/run/xlb"
 // the crashed one left behind.
 type Journal struct {
 	path string
-	orig map[string]string // sysctl path -> original value
+	data journalData
+}
+
+// journalData is the journal file's content.
+type journalData struct {
+	// Sysctls maps a /proc/sys path to its value before XLB changed it.
+	Sysctls map[string]string `json:"sysctls"`
+	// Neighbours are the kernel-managed neighbour entries XLB created,
+	// removed on a clean stop.
+	Neighbours []Neighbour `json:"neighbours"`
+}
+
+// Neighbour names a neighbour entry: interface and IPv4 address.
+type Neighbour struct {
+	Interface string     `json:"interface"`
+	IP        netip.Addr `json:"ip"`
 }
 
 // OpenJournal opens or creates the journal for the caller's network
@@ -40,29 +56,51 @@ func OpenJournal(dir string) (*Journal, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("host settings journal: %w", err)
 	}
-	j := &Journal{path: filepath.Join(dir, fmt.Sprintf("sysctl-netns-%d.json", cookie)), orig: map[string]string{}}
+	j := &Journal{path: filepath.Join(dir, fmt.Sprintf("host-netns-%d.json", cookie))}
 	b, err := os.ReadFile(j.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("host settings journal: %w", err)
 	default:
-		if err := json.Unmarshal(b, &j.orig); err != nil {
+		if err := json.Unmarshal(b, &j.data); err != nil {
 			return nil, fmt.Errorf("host settings journal %s: %w", j.path, err)
 		}
+	}
+	if j.data.Sysctls == nil {
+		j.data.Sysctls = map[string]string{}
 	}
 	return j, nil
 }
 
-// Recovered lists the sysctls a previous instance changed and did not
-// restore (it crashed), sorted.
+// Recovered lists what a previous instance changed and did not restore (it
+// crashed): sysctl paths, then neighbours as "IP dev IFACE", sorted.
 func (j *Journal) Recovered() []string {
 	var out []string
-	for k := range j.orig {
+	for k := range j.data.Sysctls {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	for _, n := range j.data.Neighbours {
+		out = append(out, n.IP.String()+" dev "+n.Interface)
+	}
 	return out
+}
+
+// Neighbours lists the recorded neighbour entries.
+func (j *Journal) Neighbours() []Neighbour { return append([]Neighbour(nil), j.data.Neighbours...) }
+
+// AddNeighbour records a neighbour entry XLB created, before the caller
+// relies on it being removed at stop.
+func (j *Journal) AddNeighbour(ifname string, ip netip.Addr) error {
+	n := Neighbour{Interface: ifname, IP: ip}
+	for _, have := range j.data.Neighbours {
+		if have == n {
+			return nil
+		}
+	}
+	j.data.Neighbours = append(j.data.Neighbours, n)
+	return j.save()
 }
 
 // Path is the journal file.
@@ -71,12 +109,12 @@ func (j *Journal) Path() string { return j.path }
 // Set writes value to the sysctl at path (under /proc/sys), first
 // recording its original value unless a previous instance already did.
 func (j *Journal) Set(path, value string) error {
-	if _, ok := j.orig[path]; !ok {
+	if _, ok := j.data.Sysctls[path]; !ok {
 		cur, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", path, err)
 		}
-		j.orig[path] = strings.TrimSpace(string(cur))
+		j.data.Sysctls[path] = strings.TrimSpace(string(cur))
 		if err := j.save(); err != nil {
 			return err
 		}
@@ -90,17 +128,18 @@ func (j *Journal) Set(path, value string) error {
 // Original returns the recorded original value of a sysctl, or its current
 // value when it has not been changed.
 func (j *Journal) Original(path string) (string, error) {
-	if v, ok := j.orig[path]; ok {
+	if v, ok := j.data.Sysctls[path]; ok {
 		return v, nil
 	}
 	cur, err := os.ReadFile(path)
 	return strings.TrimSpace(string(cur)), err
 }
 
-// Restore writes every original value back and removes the journal.
+// Restore writes every original sysctl value back and removes the journal.
+// The caller removes the recorded neighbours first.
 func (j *Journal) Restore() error {
 	var errs []error
-	for path, v := range j.orig {
+	for path, v := range j.data.Sysctls {
 		if err := os.WriteFile(path, []byte(v+"\n"), 0o644); err != nil {
 			errs = append(errs, fmt.Errorf("restore %s: %w", path, err))
 		}
@@ -108,7 +147,7 @@ func (j *Journal) Restore() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	j.orig = map[string]string{}
+	j.data = journalData{Sysctls: map[string]string{}}
 	if err := os.Remove(j.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", j.path, err)
 	}
@@ -116,7 +155,7 @@ func (j *Journal) Restore() error {
 }
 
 func (j *Journal) save() error {
-	b, err := json.Marshal(j.orig)
+	b, err := json.Marshal(j.data)
 	if err != nil {
 		return err
 	}
@@ -128,6 +167,34 @@ func (j *Journal) save() error {
 		return fmt.Errorf("host settings journal: %w", err)
 	}
 	return nil
+}
+
+// LockNetns takes the instance lock of the caller's network namespace in
+// dir: one XLB per namespace, since two would share the sysctls,
+// neighbours and interfaces and each would undo the other's settings on
+// stop. The lock (flock) lasts until the returned file is closed or the
+// process ends, crash included.
+func LockNetns(dir string) (*os.File, error) {
+	cookie, err := netnsCookie()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("instance lock: %w", err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("netns-%d.lock", cookie))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("instance lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another xlb is running in this network namespace (lock %s held); one instance per network namespace", path)
+		}
+		return nil, fmt.Errorf("instance lock %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // netnsCookie returns the caller's network namespace cookie (SO_NETNS_COOKIE).

@@ -101,6 +101,11 @@ func (d *runner) run(ctx context.Context) error {
 
 	inst, err := Start(startCtx, d.cfg, d.log)
 	if err != nil {
+		if startCtx.Err() != nil {
+			// a stop signal during startup: Start undid what it had done
+			d.log.Info("stopped during startup")
+			return nil
+		}
 		return err
 	}
 	d.inst = inst

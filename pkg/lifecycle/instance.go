@@ -61,12 +61,17 @@ func (in *Instance) start(ctx context.Context) error {
 	in.Resolved = r
 	in.log.WithFields(logrus.Fields{"listen": r.Listen, "snat": r.SNAT, "interfaces": r.Interfaces}).Info("resolved host settings")
 
+	lock, err := hostnet.LockNetns(hostnet.DefaultJournalDir)
+	if err != nil {
+		return err
+	}
+	in.undo = append(in.undo, lock.Close)
 	j, err := hostnet.OpenJournal(hostnet.DefaultJournalDir)
 	if err != nil {
 		return err
 	}
 	if rec := j.Recovered(); len(rec) > 0 {
-		in.log.WithFields(logrus.Fields{"sysctls": rec, "journal": j.Path()}).Warn("a previous xlb in this network namespace did not restore its host settings (crash?); keeping the values it recorded as the originals")
+		in.log.WithFields(logrus.Fields{"changed": rec, "journal": j.Path()}).Warn("the previous xlb in this network namespace did not undo its host settings (it crashed); keeping the original values it recorded, and removing its neighbour entries on stop")
 	}
 	in.undo = append(in.undo, j.Restore)
 	if err := hostnet.ReservePorts(j, c.SNAT.PortLo, c.SNAT.PortHi); err != nil {
@@ -104,6 +109,10 @@ func (in *Instance) start(ctx context.Context) error {
 	}
 
 	in.Resolver = backend.NewResolver(nil, r.SNAT, attached)
+	in.Resolver.OnManaged = j.AddNeighbour
+	for _, n := range j.Neighbours() {
+		in.Resolver.Adopt(n.Interface, n.IP)
+	}
 	in.undo = append(in.undo, in.Resolver.Cleanup)
 	var prov backend.Provider = backend.NewStatic(c.Provider.Static.Backends)
 	in.Backends = backend.NewManager(prov, in.Resolver, dp, backend.Options{Log: in.log.WithField("component", "backends")})

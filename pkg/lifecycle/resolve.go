@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/xlbproject/xlb/pkg/config"
@@ -46,6 +47,11 @@ func Resolve(c *config.Config) (Resolved, error) {
 			return r, fmt.Errorf("interfaces: %w", err)
 		}
 		r.Interfaces = []string{ifname}
+	}
+	for i, ifname := range r.Interfaces {
+		if _, err := net.InterfaceByName(ifname); err != nil {
+			return r, fmt.Errorf("interfaces[%d]: no interface named %q in this network namespace", i, ifname)
+		}
 	}
 	if c.SNAT.Auto {
 		var probe netip.Addr

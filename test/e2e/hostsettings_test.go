@@ -113,7 +113,7 @@ func TestHostSettingsSurviveCrash(t *testing.T) {
 	}
 
 	p = startXLB(t, l, labConfig(l, ""))
-	if err := p.WaitLog("did not restore its host settings", 5*time.Second); err != nil {
+	if err := p.WaitLog("did not undo its host settings", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -125,5 +125,62 @@ func TestHostSettingsSurviveCrash(t *testing.T) {
 		if got := readSysctl(t, l.XLB, path); got != want {
 			t.Fatalf("%s = %q after crash, restart and clean stop; want the original %q", path, got, want)
 		}
+	}
+	if n := managedNeighbours(t, l.XLB); n != 0 {
+		t.Fatalf("%d managed neighbours left after crash, restart and clean stop", n)
+	}
+}
+
+// One instance per network namespace: a second one is refused before it
+// touches anything, and the first keeps its settings and its traffic.
+func TestSecondInstanceRefused(t *testing.T) {
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	a := startXLB(t, l, labConfig(l, ""))
+	cfgB := labConfig(l, "admin:\n  address: 127.0.0.1\n  port: 9091\nmetrics:\n  address: 127.0.0.1\n  port: 9643\n")
+	b, err := startXLBEnv(t, l, cfgB, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := b.Wait(60 * time.Second); err != nil || code != 1 {
+		t.Fatalf("second instance: exit %d err %v, want 1", code, err)
+	}
+	if !strings.Contains(b.Log(), "another xlb is running in this network namespace") {
+		t.Fatalf("second instance's error:\n%s", b.Log())
+	}
+	if got := readSysctl(t, l.XLB, "/proc/sys/net/ipv4/conf/lo/forwarding"); got != "1" {
+		t.Fatalf("lo forwarding %q after the refused instance: it undid the first one's settings", got)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 6; i++ {
+		if err := echoThrough(l.Client(), rng, 200); err != nil {
+			t.Fatalf("the first instance after a refused second one: %v", err)
+		}
+	}
+	stopXLB(t, l, a)
+}
+
+// SIGTERM while the daemon is still starting (here: waiting for a backend
+// whose next hop never answers) is a clean stop: exit 0, nothing attached,
+// settings restored.
+func TestStopDuringStartup(t *testing.T) {
+	const loFwd = "/proc/sys/net/ipv4/conf/lo/forwarding"
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	before := readSysctl(t, l.XLB, loFwd)
+	p, err := startXLBEnv(t, l, labConfig(l, "", "ghost=192.0.2.99"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitLog("XDP program attached", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(p.Log(), "xlb running") {
+		t.Skip("the daemon finished starting before the signal; nothing to test this time")
+	}
+	stopXLB(t, l, p)
+	if !strings.Contains(p.Log(), "stopped during startup") {
+		t.Fatalf("log:\n%s", p.Log())
+	}
+	if got := readSysctl(t, l.XLB, loFwd); got != before {
+		t.Fatalf("lo forwarding %q after a stop during startup, want %q", got, before)
 	}
 }
