@@ -1,6 +1,6 @@
 // Package configwatch notices changes to xlb.yaml on disk and reports them
-// without changing the running instance (DESIGN §1, last paragraph; issue 4
-// item 5): a valid file that differs from the loaded config is
+// without changing the running instance (DESIGN §1, last paragraph): a
+// valid file that differs from the loaded config is
 // "restart required" with the changed top-level keys, an invalid file is
 // reported as invalid (not as restart-required), a deleted file as missing,
 // and a file that matches the loaded config again clears the state.

@@ -8,7 +8,7 @@ import (
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
 
-// Close-tracking fixtures (issue 3; seed "Orderly close and reset"): FIN and
+// Close-tracking fixtures (seed "Orderly close and reset"): FIN and
 // RST are recorded on the pair's forward entry and always forwarded, the
 // connection is counted once, by initiator and reason, when it becomes
 // terminal, and a new SYN replaces a terminal pair. Removal is the

@@ -7,7 +7,7 @@ import (
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
 
-// Shutdown fixtures (seed "XLB shutdown behavior", issue 4): with the
+// Shutdown fixtures (seed "XLB shutdown behavior"): with the
 // shutdown flag set, every matching non-RST packet — either direction of a
 // known pair, or a new SYN to a listen port — is answered with a RST back to
 // its sender following RFC 793 "Reset Generation" (seq = SEG.ACK when ACK

@@ -32,7 +32,7 @@ func PasswordFromEnv(username string) (string, error) {
 }
 
 // ListenerWarnings returns the warnings the daemon logs at startup for an
-// admin listener on addr (issue 4, item 3): none on a loopback address; on
+// admin listener on addr: none on a loopback address; on
 // any other address (0.0.0.0 included) one warning, stronger when auth is
 // off. An invalid addr yields none.
 func ListenerWarnings(addr netip.Addr, authOn bool) []string {

@@ -1,4 +1,4 @@
-// Package status is the admin listener (DESIGN §3, issue 4 item 3):
+// Package status is the admin listener (DESIGN §3):
 // /healthz and /readyz probes, the /api/v1/status document and the
 // embedded console at /admin/. Every request reads the latest published
 // snapshot.Snapshot and nothing else; no request touches a BPF map. The

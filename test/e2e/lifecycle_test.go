@@ -16,7 +16,7 @@ import (
 )
 
 // TCP connection lifecycle through the real data path and maintenance loop
-// (issue 3; seed "Orderly close and reset", "Inactive connection
+// (seed "Orderly close and reset", "Inactive connection
 // cleanup"): every connection is counted once by initiator and reason, the
 // flow map drains, nothing is ever a half pair.
 //
