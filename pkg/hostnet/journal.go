@@ -169,12 +169,18 @@ func (j *Journal) save() error {
 	return nil
 }
 
+// NetnsLock is the instance lock of one network namespace.
+type NetnsLock struct {
+	f    *os.File
+	path string
+}
+
 // LockNetns takes the instance lock of the caller's network namespace in
 // dir: one XLB per namespace, since two would share the sysctls,
 // neighbours and interfaces and each would undo the other's settings on
-// stop. The lock (flock) lasts until the returned file is closed or the
-// process ends, crash included.
-func LockNetns(dir string) (*os.File, error) {
+// stop. The lock (flock) lasts until Release or the end of the process,
+// crash included.
+func LockNetns(dir string) (*NetnsLock, error) {
 	cookie, err := netnsCookie()
 	if err != nil {
 		return nil, err
@@ -183,18 +189,36 @@ func LockNetns(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("instance lock: %w", err)
 	}
 	path := filepath.Join(dir, fmt.Sprintf("netns-%d.lock", cookie))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("instance lock: %w", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another xlb is running in this network namespace (lock %s held); one instance per network namespace", path)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("instance lock: %w", err)
 		}
-		return nil, fmt.Errorf("instance lock %s: %w", path, err)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("another xlb is running in this network namespace (lock %s held); one instance per network namespace", path)
+			}
+			return nil, fmt.Errorf("instance lock %s: %w", path, err)
+		}
+		// The holder before us may have removed the file between our open
+		// and our flock: then we hold a lock on a file nobody else can
+		// find. Retry on the file now at the path.
+		var held, named unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &named) == nil && held.Ino == named.Ino {
+			return &NetnsLock{f: f, path: path}, nil
+		}
+		f.Close()
 	}
-	return f, nil
+}
+
+// Release removes the lock file and releases the lock.
+func (l *NetnsLock) Release() error {
+	err := os.Remove(l.path)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // netnsCookie returns the caller's network namespace cookie (SO_NETNS_COOKIE).

@@ -67,3 +67,25 @@ func TestReserveAndRestore(t *testing.T) {
 		t.Fatalf("journal left behind: %v", err)
 	}
 }
+
+func TestNetnsLock(t *testing.T) {
+	dir := t.TempDir()
+	a, err := LockNetns(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockNetns(dir); err == nil || !strings.Contains(err.Error(), "another xlb is running") {
+		t.Fatalf("second lock: %v", err)
+	}
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("lock file left after release: %v", entries)
+	}
+	b, err := LockNetns(dir)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	b.Release()
+}

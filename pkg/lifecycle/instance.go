@@ -65,7 +65,7 @@ func (in *Instance) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in.undo = append(in.undo, lock.Close)
+	in.undo = append(in.undo, lock.Release)
 	j, err := hostnet.OpenJournal(hostnet.DefaultJournalDir)
 	if err != nil {
 		return err
