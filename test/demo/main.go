@@ -11,7 +11,6 @@ import (
 	_ "embed"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"sync"
@@ -159,27 +158,9 @@ func waitServers(l *lab.Lab, timeout time.Duration) {
 
 // echoOnce sends 4 KiB of random bytes through XLB and checks the echo.
 func echoOnce(client *lab.Host) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, "192.0.2.10:80")
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
 	msg := make([]byte, 4096)
 	rand.Read(msg)
-	if _, err := c.Write(msg); err != nil {
-		return err
-	}
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(c, got); err != nil {
-		return err
-	}
-	if !bytes.Equal(got, msg) {
-		return fmt.Errorf("echo differs")
-	}
-	return nil
+	return client.EchoCheck("192.0.2.10:80", msg, 10*time.Second)
 }
 
 func grep(log string, subs ...string) string {

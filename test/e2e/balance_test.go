@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -19,31 +15,11 @@ const listenAddr = "192.0.2.10:80"
 // echoThrough sends size random bytes through XLB to an echo backend and
 // checks that every byte comes back in order.
 func echoThrough(client *lab.Host, rng *rand.Rand, size int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, listenAddr)
-	if err != nil {
-		return fmt.Errorf("dial: %w", err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
 	msg := make([]byte, size)
 	for i := range msg {
 		msg[i] = byte(rng.Uint32())
 	}
-	werr := make(chan error, 1)
-	go func() { _, err := c.Write(msg); werr <- err }()
-	got := make([]byte, size)
-	if _, err := io.ReadFull(c, got); err != nil {
-		return fmt.Errorf("read echo: %w", err)
-	}
-	if err := <-werr; err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if !bytes.Equal(got, msg) {
-		return fmt.Errorf("echo of %d bytes differs", size)
-	}
-	return nil
+	return client.EchoCheck(listenAddr, msg, 30*time.Second)
 }
 
 func TestBalance(t *testing.T) {

@@ -16,12 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
-
 	"github.com/xlbproject/xlb/test/hostlab"
+	"github.com/xlbproject/xlb/test/lab"
 )
 
 // Addresses and timers of the lab (documentation ranges only).
@@ -292,28 +288,17 @@ func (l *Lab) buildLinks() error {
 // the XLB hosts: native XDP_TX out of a veth is delivered only when the
 // peer has a native XDP program (LAB-NOTES).
 func (l *Lab) buildXDP() error {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "xlb_fleet_pass", Type: ebpf.XDP, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}, // XDP_PASS
-	})
+	prog, err := lab.LoadXDPPass()
 	if err != nil {
-		return fmt.Errorf("load XDP_PASS: %w", err)
+		return err
 	}
 	defer prog.Close()
+	var names []string
+	for _, x := range l.Hosts {
+		names = append(names, l.Prefix+"-x"+strconv.Itoa(x.Index))
+	}
 	// netlink's package-level calls use the calling thread's namespace.
-	return inNetns(l.LAN.Path, func() error {
-		for _, x := range l.Hosts {
-			name := l.Prefix + "-x" + strconv.Itoa(x.Index)
-			link, err := netlink.LinkByName(name)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			if err := netlink.LinkSetXdpFdWithFlags(link, prog.FD(), nl.XDP_FLAGS_DRV_MODE); err != nil {
-				return fmt.Errorf("XDP_PASS on %s: %w", name, err)
-			}
-		}
-		return nil
-	})
+	return inNetns(l.LAN.Path, func() error { return lab.AttachXDPPass(prog, names...) })
 }
 
 func (l *Lab) buildRouter() error {

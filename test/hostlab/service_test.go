@@ -1,7 +1,6 @@
 package hostlab
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -227,31 +226,11 @@ func (h *host) traffic(n int) {
 }
 
 func echoThrough(client *lab.Host, rng *rand.Rand, size int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, listenAddr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
 	msg := make([]byte, size)
 	for i := range msg {
 		msg[i] = byte(rng.Uint32())
 	}
-	werr := make(chan error, 1)
-	go func() { _, err := c.Write(msg); werr <- err }()
-	got := make([]byte, size)
-	if _, err := io.ReadFull(c, got); err != nil {
-		return fmt.Errorf("read echo: %w", err)
-	}
-	if err := <-werr; err != nil {
-		return err
-	}
-	if !bytes.Equal(got, msg) {
-		return fmt.Errorf("echo of %d bytes differs", size)
-	}
-	return nil
+	return client.EchoCheck(listenAddr, msg, 20*time.Second)
 }
 
 var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)

@@ -144,7 +144,7 @@ func (l *Lab) buildLinks(p plan) error {
 // native XDP_TX on a veth is delivered only when the peer has a native
 // XDP program, and native redirects need it (or GRO) on the target's peer.
 func (l *Lab) buildXDP(p plan) error {
-	prog, err := loadXDPPass()
+	prog, err := LoadXDPPass()
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (l *Lab) buildXDP(p plan) error {
 		peers[n.lan] = append(peers[n.lan], l.linkName(n.tag))
 	}
 	for _, lan := range p.lans {
-		if err := lan.Do(func() error { return attachXDPPass(prog, peers[lan]...) }); err != nil {
+		if err := lan.Do(func() error { return AttachXDPPass(prog, peers[lan]...) }); err != nil {
 			return fmt.Errorf("%s: %w", lan.NS, err)
 		}
 	}

@@ -9,10 +9,12 @@ import (
 	"github.com/vishvananda/netlink/nl"
 )
 
-// loadXDPPass loads a two-instruction XDP program that returns XDP_PASS.
+// LoadXDPPass loads a two-instruction XDP program that returns XDP_PASS,
+// for the peer ends of veths that receive XDP_TX or redirected frames
+// (LAB-NOTES: native XDP_TX on veth needs a native program on the peer).
 // The caller closes it once it is attached everywhere; attachments made
-// with attachXDPPass keep the program alive.
-func loadXDPPass() (*ebpf.Program, error) {
+// with AttachXDPPass keep the program alive.
+func LoadXDPPass() (*ebpf.Program, error) {
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: "xlb_lab_pass",
 		Type: ebpf.XDP,
@@ -28,12 +30,12 @@ func loadXDPPass() (*ebpf.Program, error) {
 	return prog, nil
 }
 
-// attachXDPPass attaches prog in native (driver) mode to the named links of
+// AttachXDPPass attaches prog in native (driver) mode to the named links of
 // the calling thread's namespace, with the legacy netlink attach: the
 // attachment needs no open FD and goes away with the link. Must run inside
 // the target namespace (netlink's package-level calls use the thread's
 // namespace).
-func attachXDPPass(prog *ebpf.Program, names ...string) error {
+func AttachXDPPass(prog *ebpf.Program, names ...string) error {
 	for _, name := range names {
 		link, err := netlink.LinkByName(name)
 		if err != nil {
