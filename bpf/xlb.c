@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus the
- * clock and sweep programs the daemon runs from userspace.
+ * clock program the daemon runs from userspace.
  *
  * Packet rules (docs/DESIGN.md §5; docs/connections-shutdown-upgrades.txt,
  * cited as "seed": "New connections", "Orderly close and reset", "XLB
@@ -695,170 +695,6 @@ int xlb_xdp(struct xdp_md *ctx)
 }
 
 /*
- * Maintenance sweep (pkg/flow): a bpf_map_elem iterator over xlb_flows run
- * once per cycle. Reading two million entries with BPF_MAP_LOOKUP_BATCH
- * costs about 290 ns per entry on a virtualised host; visiting them here
- * and emitting only what the loop acts on costs a fraction of that.
- */
-struct bpf_iter_meta {
-	void *seq;
-	__u64 session_id;
-	__u64 seq_num;
-} __attribute__((preserve_access_index));
-
-struct bpf_iter__bpf_map_elem {
-	struct bpf_iter_meta *meta;
-	void *map;
-	void *key;
-	void *value;
-} __attribute__((preserve_access_index));
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sweep_params);
-	__uint(max_entries, 1);
-} xlb_sweep_params SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sweep_cell);
-	__uint(max_entries, XLB_SWEEP_CELLS);
-} xlb_sweep_cells SEC(".maps");
-
-/* Cells whose entries are emitted one by one (bit per cell). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, __u64);
-	__uint(max_entries, XLB_SWEEP_CELLS / 64);
-} xlb_sweep_suspect SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sweep_backend);
-	__uint(max_entries, XLB_MAX_BACKENDS);
-} xlb_sweep_backends SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct sweep_totals);
-	__uint(max_entries, 1);
-} xlb_sweep_totals SEC(".maps");
-
-static __always_inline __u64 age(__u64 now, __u64 t)
-{
-	return now > t ? now - t : 0;
-}
-
-SEC("iter/bpf_map_elem")
-int xlb_sweep(struct bpf_iter__bpf_map_elem *ctx)
-{
-	struct flow_key *k = ctx->key;
-	struct flow_value *v = ctx->value, *peer;
-	struct sweep_params *p;
-	struct sweep_totals *tot;
-	struct sweep_backend *bs;
-	struct sweep_cell *c;
-	struct sweep_rec r;
-	__u64 *word, kw0, kw1, pw0, pw1;
-	__u32 zero = 0, idx, w, bid, gen, flags, kind = 0, pair = 0;
-
-	if (!k || !v)
-		return 0;
-	p = bpf_map_lookup_elem(&xlb_sweep_params, &zero);
-	tot = bpf_map_lookup_elem(&xlb_sweep_totals, &zero);
-	if (!p || !tot)
-		return 0;
-	gen = v->generation;
-	idx = (gen * 0x9e3779b1u) >> (32 - XLB_SWEEP_CELL_BITS);
-	w = idx / 64;
-	word = bpf_map_lookup_elem(&xlb_sweep_suspect, &w);
-	if (word && (*word & (1ULL << (idx % 64))))
-		kind |= XLB_SWEEP_EXACT;
-
-	/* a pair is classified by its forward entry, which holds the close state */
-	flags = v->flags;
-	if (k->dir == XLB_DIR_CLIENT) {
-		if (flags & (XLB_F_RST_CLIENT | XLB_F_RST_BACKEND)) {
-			pair = XLB_SWEEP_RESET;
-			kind |= XLB_SWEEP_RESET;
-		} else if ((flags & (XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND)) == (XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND)) {
-			pair = XLB_SWEEP_TIMEWAIT;
-			/* closed_at is written just after the flags: 0 means "a moment ago" */
-			if (v->closed_at && age(p->now, v->closed_at) >= p->timewait_ticks)
-				kind |= XLB_SWEEP_TIMEWAIT;
-		} else if (age(p->now, v->last_seen) >= p->orphan_ticks) {
-			/* idle this way: orphaned only when the other direction is idle too */
-			peer = bpf_map_lookup_elem(&xlb_flows, &v->peer);
-			if (peer && peer->generation == gen && age(p->now, peer->last_seen) >= p->orphan_ticks)
-				kind |= XLB_SWEEP_ORPHAN;
-		}
-	}
-
-	/*
-	 * Emit first, then count: when the output buffer is full the kernel
-	 * runs the program again for this same entry in the next read(), so
-	 * nothing may be counted before the record is written.
-	 */
-	if (kind) {
-		__builtin_memcpy(&r.key, k, sizeof(r.key));
-		__builtin_memcpy(&r.peer, &v->peer, sizeof(r.peer));
-		r.generation = gen;
-		r.backend_id = v->backend_id;
-		r.kind = kind;
-		r.pad = 0;
-		if (bpf_seq_write(ctx->meta->seq, &r, sizeof(r)))
-			return 0;
-		tot->records++;
-	}
-
-	tot->entries++;
-	c = bpf_map_lookup_elem(&xlb_sweep_cells, &idx);
-	if (c) {
-		kw0 = ((__u64 *)k)[0];
-		kw1 = ((__u64 *)k)[1];
-		pw0 = ((__u64 *)&v->peer)[0];
-		pw1 = ((__u64 *)&v->peer)[1];
-		c->gen ^= gen;
-		if (k->dir == XLB_DIR_CLIENT) {
-			c->n++;
-			c->fwd[0] ^= kw0;
-			c->fwd[1] ^= kw1;
-			c->rev[0] ^= pw0;
-			c->rev[1] ^= pw1;
-		} else {
-			c->n--;
-			c->fwd[0] ^= pw0;
-			c->fwd[1] ^= pw1;
-			c->rev[0] ^= kw0;
-			c->rev[1] ^= kw1;
-		}
-	}
-	if (k->dir != XLB_DIR_CLIENT)
-		return 0;
-	bid = v->backend_id;
-	bs = bpf_map_lookup_elem(&xlb_sweep_backends, &bid);
-	if (bs)
-		bs->pairs++;
-	if (pair == XLB_SWEEP_RESET) {
-		tot->resetting++;
-	} else if (pair == XLB_SWEEP_TIMEWAIT) {
-		tot->timewait++;
-		if (bs)
-			bs->timewait++;
-	} else {
-		tot->active++;
-		if (bs)
-			bs->active++;
-	}
-	return 0;
-}
-
-/*
  * xlb_clock publishes the current jiffies and CLOCK_MONOTONIC nanoseconds in
  * xlb_shared for userspace, which runs it with BPF_PROG_TEST_RUN: the
  * maintenance loop's "now" is the data path's own clock.
@@ -881,5 +717,3 @@ const enum xlb_counter *__xlb_counter_btf __attribute__((unused));
 const enum xlb_flow_flags *__xlb_flow_flags_btf __attribute__((unused));
 const enum xlb_dir *__xlb_dir_btf __attribute__((unused));
 const enum xlb_cfg_flags *__xlb_cfg_flags_btf __attribute__((unused));
-const enum sweep_kind *__xlb_sweep_kind_btf __attribute__((unused));
-const struct sweep_rec *__xlb_sweep_rec_btf __attribute__((unused));

@@ -37,7 +37,6 @@ type Dataplane struct {
 	cfg      xlbXlbConfig
 	clockMu  sync.Mutex
 	attached map[string]*Attachment
-	sweep    sweepState
 }
 
 // Load loads the XDP program and creates its maps. It does not attach.
@@ -96,9 +95,6 @@ func (d *Dataplane) FlowCapacity() uint32 { return d.objs.XlbFlows.MaxEntries() 
 // Close detaches every interface and releases the program and maps.
 func (d *Dataplane) Close() error {
 	errs := []error{d.DetachAll()}
-	if d.sweep.iter != nil {
-		errs = append(errs, d.sweep.iter.Close())
-	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
 }

@@ -80,56 +80,6 @@ type xlbPortMap struct {
 	RemotePortBe uint16
 }
 
-type xlbSweepBackend struct {
-	_        structs.HostLayout
-	Pairs    uint64
-	Active   uint64
-	Timewait uint64
-}
-
-type xlbSweepCell struct {
-	_   structs.HostLayout
-	N   int32
-	Gen uint32
-	Fwd [2]uint64
-	Rev [2]uint64
-}
-
-type xlbSweepKind uint32
-
-const (
-	xlbSweepKindXLB_SWEEP_TIMEWAIT xlbSweepKind = 1
-	xlbSweepKindXLB_SWEEP_RESET    xlbSweepKind = 2
-	xlbSweepKindXLB_SWEEP_ORPHAN   xlbSweepKind = 4
-	xlbSweepKindXLB_SWEEP_EXACT    xlbSweepKind = 8
-)
-
-type xlbSweepParams struct {
-	_             structs.HostLayout
-	Now           uint64
-	OrphanTicks   uint64
-	TimewaitTicks uint64
-}
-
-type xlbSweepRec struct {
-	_          structs.HostLayout
-	Key        xlbFlowKey
-	Peer       xlbFlowKey
-	Generation uint32
-	BackendId  uint32
-	Kind       uint32
-	Pad        uint32
-}
-
-type xlbSweepTotals struct {
-	_         structs.HostLayout
-	Entries   uint64
-	Active    uint64
-	Timewait  uint64
-	Resetting uint64
-	Records   uint64
-}
-
 type xlbXlbCfgFlags uint32
 
 const (
@@ -202,29 +152,21 @@ type xlbXlbState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xlbMapXlbBackendSets   = "xlb_backend_sets"
-	xlbMapXlbBackendStats  = "xlb_backend_stats"
-	xlbMapXlbCfg           = "xlb_cfg"
-	xlbMapXlbCounters      = "xlb_counters"
-	xlbMapXlbFlows         = "xlb_flows"
-	xlbMapXlbScratch       = "xlb_scratch"
-	xlbMapXlbShared        = "xlb_shared"
-	xlbMapXlbSnatCursors   = "xlb_snat_cursors"
-	xlbMapXlbSweepBackends = "xlb_sweep_backends"
-	xlbMapXlbSweepCells    = "xlb_sweep_cells"
-	xlbMapXlbSweepParams   = "xlb_sweep_params"
-	xlbMapXlbSweepSuspect  = "xlb_sweep_suspect"
-	xlbMapXlbSweepTotals   = "xlb_sweep_totals"
-	xlbMapXlbTxPorts       = "xlb_tx_ports"
-	xlbProgXlbClock        = "xlb_clock"
-	xlbProgXlbSweep        = "xlb_sweep"
-	xlbProgXlbXdp          = "xlb_xdp"
-	xlbVarXlbCfgFlagsBtf   = "__xlb_cfg_flags_btf"
-	xlbVarXlbCounterBtf    = "__xlb_counter_btf"
-	xlbVarXlbDirBtf        = "__xlb_dir_btf"
-	xlbVarXlbFlowFlagsBtf  = "__xlb_flow_flags_btf"
-	xlbVarXlbSweepKindBtf  = "__xlb_sweep_kind_btf"
-	xlbVarXlbSweepRecBtf   = "__xlb_sweep_rec_btf"
+	xlbMapXlbBackendSets  = "xlb_backend_sets"
+	xlbMapXlbBackendStats = "xlb_backend_stats"
+	xlbMapXlbCfg          = "xlb_cfg"
+	xlbMapXlbCounters     = "xlb_counters"
+	xlbMapXlbFlows        = "xlb_flows"
+	xlbMapXlbScratch      = "xlb_scratch"
+	xlbMapXlbShared       = "xlb_shared"
+	xlbMapXlbSnatCursors  = "xlb_snat_cursors"
+	xlbMapXlbTxPorts      = "xlb_tx_ports"
+	xlbProgXlbClock       = "xlb_clock"
+	xlbProgXlbXdp         = "xlb_xdp"
+	xlbVarXlbCfgFlagsBtf  = "__xlb_cfg_flags_btf"
+	xlbVarXlbCounterBtf   = "__xlb_counter_btf"
+	xlbVarXlbDirBtf       = "__xlb_dir_btf"
+	xlbVarXlbFlowFlagsBtf = "__xlb_flow_flags_btf"
 )
 
 // loadXlb returns the embedded CollectionSpec for xlb.
@@ -270,7 +212,6 @@ type xlbSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
 	XlbClock *ebpf.ProgramSpec `ebpf:"xlb_clock"`
-	XlbSweep *ebpf.ProgramSpec `ebpf:"xlb_sweep"`
 	XlbXdp   *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
 }
 
@@ -278,20 +219,15 @@ type xlbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbMapSpecs struct {
-	XlbBackendSets   *ebpf.MapSpec `ebpf:"xlb_backend_sets"`
-	XlbBackendStats  *ebpf.MapSpec `ebpf:"xlb_backend_stats"`
-	XlbCfg           *ebpf.MapSpec `ebpf:"xlb_cfg"`
-	XlbCounters      *ebpf.MapSpec `ebpf:"xlb_counters"`
-	XlbFlows         *ebpf.MapSpec `ebpf:"xlb_flows"`
-	XlbScratch       *ebpf.MapSpec `ebpf:"xlb_scratch"`
-	XlbShared        *ebpf.MapSpec `ebpf:"xlb_shared"`
-	XlbSnatCursors   *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
-	XlbSweepBackends *ebpf.MapSpec `ebpf:"xlb_sweep_backends"`
-	XlbSweepCells    *ebpf.MapSpec `ebpf:"xlb_sweep_cells"`
-	XlbSweepParams   *ebpf.MapSpec `ebpf:"xlb_sweep_params"`
-	XlbSweepSuspect  *ebpf.MapSpec `ebpf:"xlb_sweep_suspect"`
-	XlbSweepTotals   *ebpf.MapSpec `ebpf:"xlb_sweep_totals"`
-	XlbTxPorts       *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
+	XlbBackendSets  *ebpf.MapSpec `ebpf:"xlb_backend_sets"`
+	XlbBackendStats *ebpf.MapSpec `ebpf:"xlb_backend_stats"`
+	XlbCfg          *ebpf.MapSpec `ebpf:"xlb_cfg"`
+	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
+	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
+	XlbScratch      *ebpf.MapSpec `ebpf:"xlb_scratch"`
+	XlbShared       *ebpf.MapSpec `ebpf:"xlb_shared"`
+	XlbSnatCursors  *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
+	XlbTxPorts      *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
 }
 
 // xlbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -302,8 +238,6 @@ type xlbVariableSpecs struct {
 	XlbCounterBtf   *ebpf.VariableSpec `ebpf:"__xlb_counter_btf"`
 	XlbDirBtf       *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
-	XlbSweepKindBtf *ebpf.VariableSpec `ebpf:"__xlb_sweep_kind_btf"`
-	XlbSweepRecBtf  *ebpf.VariableSpec `ebpf:"__xlb_sweep_rec_btf"`
 }
 
 // xlbObjects contains all objects after they have been loaded into the kernel.
@@ -326,20 +260,15 @@ func (o *xlbObjects) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbMaps struct {
-	XlbBackendSets   *ebpf.Map `ebpf:"xlb_backend_sets"`
-	XlbBackendStats  *ebpf.Map `ebpf:"xlb_backend_stats"`
-	XlbCfg           *ebpf.Map `ebpf:"xlb_cfg"`
-	XlbCounters      *ebpf.Map `ebpf:"xlb_counters"`
-	XlbFlows         *ebpf.Map `ebpf:"xlb_flows"`
-	XlbScratch       *ebpf.Map `ebpf:"xlb_scratch"`
-	XlbShared        *ebpf.Map `ebpf:"xlb_shared"`
-	XlbSnatCursors   *ebpf.Map `ebpf:"xlb_snat_cursors"`
-	XlbSweepBackends *ebpf.Map `ebpf:"xlb_sweep_backends"`
-	XlbSweepCells    *ebpf.Map `ebpf:"xlb_sweep_cells"`
-	XlbSweepParams   *ebpf.Map `ebpf:"xlb_sweep_params"`
-	XlbSweepSuspect  *ebpf.Map `ebpf:"xlb_sweep_suspect"`
-	XlbSweepTotals   *ebpf.Map `ebpf:"xlb_sweep_totals"`
-	XlbTxPorts       *ebpf.Map `ebpf:"xlb_tx_ports"`
+	XlbBackendSets  *ebpf.Map `ebpf:"xlb_backend_sets"`
+	XlbBackendStats *ebpf.Map `ebpf:"xlb_backend_stats"`
+	XlbCfg          *ebpf.Map `ebpf:"xlb_cfg"`
+	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
+	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
+	XlbScratch      *ebpf.Map `ebpf:"xlb_scratch"`
+	XlbShared       *ebpf.Map `ebpf:"xlb_shared"`
+	XlbSnatCursors  *ebpf.Map `ebpf:"xlb_snat_cursors"`
+	XlbTxPorts      *ebpf.Map `ebpf:"xlb_tx_ports"`
 }
 
 func (m *xlbMaps) Close() error {
@@ -352,11 +281,6 @@ func (m *xlbMaps) Close() error {
 		m.XlbScratch,
 		m.XlbShared,
 		m.XlbSnatCursors,
-		m.XlbSweepBackends,
-		m.XlbSweepCells,
-		m.XlbSweepParams,
-		m.XlbSweepSuspect,
-		m.XlbSweepTotals,
 		m.XlbTxPorts,
 	)
 }
@@ -369,8 +293,6 @@ type xlbVariables struct {
 	XlbCounterBtf   *ebpf.Variable `ebpf:"__xlb_counter_btf"`
 	XlbDirBtf       *ebpf.Variable `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
-	XlbSweepKindBtf *ebpf.Variable `ebpf:"__xlb_sweep_kind_btf"`
-	XlbSweepRecBtf  *ebpf.Variable `ebpf:"__xlb_sweep_rec_btf"`
 }
 
 // xlbPrograms contains all programs after they have been loaded into the kernel.
@@ -378,14 +300,12 @@ type xlbVariables struct {
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
 	XlbClock *ebpf.Program `ebpf:"xlb_clock"`
-	XlbSweep *ebpf.Program `ebpf:"xlb_sweep"`
 	XlbXdp   *ebpf.Program `ebpf:"xlb_xdp"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbClock,
-		p.XlbSweep,
 		p.XlbXdp,
 	)
 }

@@ -44,6 +44,7 @@ const TimeWait = 60 * time.Second
 const (
 	DefaultInterval  = time.Second
 	DefaultOrphanTTL = 300 * time.Second
+	DefaultBatchSize = 4096
 )
 
 // Options configure a Loop. Zero values take the defaults.
@@ -66,6 +67,8 @@ type Options struct {
 	// Log receives repairs (warning) and cycle failures (error); per-pair
 	// removals only at debug level. Default logrus.StandardLogger().
 	Log logrus.FieldLogger
+	// BatchSize is the number of entries per BPF_MAP_LOOKUP_BATCH call.
+	BatchSize int
 }
 
 // Loop is the maintenance loop over one data path's flow map. Cycles are
@@ -114,6 +117,9 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	if o.Log == nil {
 		o.Log = logrus.StandardLogger()
 	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
 	ttl, err := dp.Ticks(o.OrphanTTL)
 	if err != nil {
 		return nil, fmt.Errorf("flow: %w", err)
@@ -127,7 +133,7 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 		rstSeen: map[pairID]struct{}{}, lone: map[pairID]dataplane.FlowValue{},
 		suspect: newCellSet(),
 	}
-	l.sw.init()
+	l.sw.init(o.BatchSize)
 	return l, nil
 }
 

@@ -14,8 +14,8 @@ import (
 // §4).
 //
 // Pair counts (Active, TimeWait, Resetting, per backend) describe the flow
-// map after the cycle's removals. The map is read by an iterator, which
-// is not a snapshot: a pair created or removed during the read may be
+// map after the cycle's removals. The map is read with batch lookups, which
+// are not a snapshot: a pair created or removed during the read may be
 // missing from one cycle's counts.
 type Sample struct {
 	// Time is the wall-clock time at the end of the cycle.
