@@ -120,13 +120,19 @@ struct xlb_state {
 	__u64 clock_ns;      /* ... and CLOCK_MONOTONIC ns at the same instant */
 };
 
-/* Per-backend per-CPU counters, indexed by backend id. */
+/*
+ * Per-backend per-CPU counters, one slot per direction, indexed by
+ * backend id * 2 + enum xlb_dir. The data path adds to its direction's slot
+ * without branching on the direction: the verifier refuses a pointer offset
+ * that depends on the path taken unless the loader holds CAP_PERFMON, and
+ * XLB loads with CAP_BPF alone.
+ */
+#define XLB_BACKEND_STATS_SLOTS (2 * XLB_MAX_BACKENDS)
+
 struct backend_stats {
-	__u64 fwd_packets; /* client -> backend, as forwarded */
-	__u64 fwd_bytes;
-	__u64 rev_packets; /* backend -> client */
-	__u64 rev_bytes;
-	__u64 opened;      /* pairs created */
+	__u64 packets; /* as forwarded in this slot's direction */
+	__u64 bytes;
+	__u64 opened;  /* pairs created (XLB_DIR_CLIENT slot only) */
 };
 
 /* Per-CPU global counters (index into the counters map). */

@@ -90,7 +90,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
 	__type(value, struct backend_stats);
-	__uint(max_entries, XLB_MAX_BACKENDS);
+	__uint(max_entries, XLB_BACKEND_STATS_SLOTS);
 } xlb_backend_stats SEC(".maps");
 
 struct {
@@ -171,7 +171,14 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	tot_len = bpf_ntohs(iph->tot_len);
 	if (tot_len < sizeof(*iph) + tcp->doff * 4)
 		return -1;
-	if ((void *)iph + tot_len > data_end)
+	/*
+	 * The frame must hold the whole datagram. Compared as lengths, not as
+	 * pointers: without CAP_PERFMON the verifier refuses variable-offset
+	 * arithmetic on packet pointers, and XLB loads with CAP_BPF alone. A
+	 * program without xdp.frags sees single-buffer frames only, so the
+	 * buffer length is data_end - data.
+	 */
+	if (sizeof(*eth) + (__u64)tot_len > bpf_xdp_get_buff_len(ctx))
 		return -1;
 	p->eth = eth;
 	p->iph = iph;
@@ -179,6 +186,24 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	p->tot_len = tot_len;
 	p->flags = tcp_flag_byte(tcp);
 	return 0;
+}
+
+/*
+ * Copy a MAC address as three 2-byte moves. Byte by byte, clang keeps
+ * bytes in stack slots that held pointers, which the verifier refuses
+ * without CAP_PERFMON. Every MAC field XLB copies (Ethernet header, flow
+ * value, struct bpf_fib_lookup) starts at an even offset, and the verifier
+ * requires aligned stack accesses.
+ */
+static __always_inline void copy_mac(__u8 *dst, const __u8 *src)
+{
+	__u16 a = ((const __u16 *)src)[0];
+	__u16 b = ((const __u16 *)src)[1];
+	__u16 c = ((const __u16 *)src)[2];
+
+	((__u16 *)dst)[0] = a;
+	((__u16 *)dst)[1] = b;
+	((__u16 *)dst)[2] = c;
 }
 
 /*
@@ -226,8 +251,8 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 		return XDP_PASS;
 	}
 
-	__builtin_memcpy(p->eth->h_dest, v->dmac, ETH_ALEN);
-	__builtin_memcpy(p->eth->h_source, v->smac, ETH_ALEN);
+	copy_mac(p->eth->h_dest, v->dmac);
+	copy_mac(p->eth->h_source, v->smac);
 
 	oldw = *(__u16 *)&iph->ttl;
 	iph->ttl--;
@@ -245,16 +270,11 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	v->packets++;
 	v->bytes += p->tot_len;
 
-	bid = v->backend_id;
+	bid = v->backend_id * 2 + dir;
 	bs = bpf_map_lookup_elem(&xlb_backend_stats, &bid);
 	if (bs) {
-		if (dir == XLB_DIR_CLIENT) {
-			bs->fwd_packets++;
-			bs->fwd_bytes += p->tot_len;
-		} else {
-			bs->rev_packets++;
-			bs->rev_bytes += p->tot_len;
-		}
+		bs->packets++;
+		bs->bytes += p->tot_len;
 	}
 
 	if (v->ifindex == ctx->ingress_ifindex)
@@ -269,12 +289,12 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
  * ACK set with ack = SEG.SEQ + SEG.LEN (payload + SYN + FIN). TTL 64, payload
  * and options trimmed, checksums computed in full.
  */
-static __always_inline int reply_rst(struct xdp_md *ctx, struct pkt *p)
+static __noinline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 {
 	struct ethhdr *eth = p->eth;
 	struct iphdr *iph = p->iph;
 	struct tcphdr *tcp = p->tcp;
-	__u8 mac[ETH_ALEN];
+	__u8 mac[8] __attribute__((aligned(8))); /* stack accesses must be aligned */
 	__u32 seq, ack, len, acc, a;
 	__be32 addr;
 	__be16 port;
@@ -289,9 +309,9 @@ static __always_inline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 	ack = bpf_ntohl(tcp->seq) + len;
 	seq = (p->flags & TCP_FL_ACK) ? bpf_ntohl(tcp->ack_seq) : 0;
 
-	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+	copy_mac(mac, eth->h_dest);
+	copy_mac(eth->h_dest, eth->h_source);
+	copy_mac(eth->h_source, mac);
 
 	addr = iph->saddr;
 	iph->saddr = iph->daddr;
@@ -333,7 +353,7 @@ static __always_inline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 		acc += w[i];
 	tcp->check = ~csum_fold32(acc);
 
-	frame = (long)ctx->data_end - (long)ctx->data;
+	frame = (int)bpf_xdp_get_buff_len(ctx);
 	delta = (int)(sizeof(*eth) + sizeof(*iph) + sizeof(*tcp)) - frame;
 	if (delta < 0 && bpf_xdp_adjust_tail(ctx, delta))
 		return XDP_DROP;
@@ -423,8 +443,8 @@ static __always_inline int next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, 
 	oif = fib.ifindex;
 	if (oif != ctx->ingress_ifindex && !bpf_map_lookup_elem(&xlb_tx_ports, &oif))
 		return -1;
-	__builtin_memcpy(smac, fib.smac, ETH_ALEN);
-	__builtin_memcpy(dmac, fib.dmac, ETH_ALEN);
+	copy_mac(smac, fib.smac);
+	copy_mac(dmac, fib.dmac);
 	*ifindex = oif;
 	return 0;
 }
@@ -453,6 +473,37 @@ struct {
 } xlb_scratch SEC(".maps");
 
 /*
+ * SNAT port probing (DESIGN §5 "SNAT port choice"): the next port of the
+ * backend's rotating cursor is taken by inserting the pair's reverse entry
+ * with BPF_NOEXIST; a port in use (EEXIST) moves on to the next one, at
+ * most XLB_SNAT_MAX_TRIES times. The probes run under bpf_loop so the
+ * verifier checks the body once: unrolled, the loop is too complex to
+ * verify without CAP_PERFMON (Spectre v1 path exploration).
+ */
+struct snat_probe {
+	struct create_scratch *s;
+	__u32 *cursor;
+	__u32 lo;   /* first port of the range, host order */
+	__u32 n;    /* ports in the range, >= 1 */
+	long err;   /* result of the last insert; -1 before the first */
+};
+
+static long snat_probe_one(__u64 i, void *arg)
+{
+	struct snat_probe *pr = arg;
+	struct create_scratch *s = pr->s;
+	__u32 port;
+
+	if (pr->n == 0)
+		return 1;
+	port = pr->lo + (__sync_fetch_and_add(pr->cursor, 1) % pr->n);
+	s->rkey.dport_be = bpf_htons((__u16)port);
+	recipe_csum(&s->rev, &s->rkey);
+	pr->err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
+	return pr->err == -17 /* EEXIST: next port */ ? 0 : 1;
+}
+
+/*
  * Create a connection pair for the client SYN in p whose forward key is fk
  * (seed "New connections"). On CREATE_OK the frame has not been touched yet;
  * *out receives a copy of the new forward recipe in the scratch area.
@@ -465,7 +516,8 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	struct backend_ref br;
 	struct xlb_state *st;
 	struct backend_stats *bs;
-	__u32 zero = 0, slot, count_, idx, n, tries, i, *cursor, port, rr;
+	struct snat_probe probe;
+	__u32 zero = 0, slot, count_, idx, n, tries, *cursor, rr;
 	__u64 gen, now;
 	int err;
 
@@ -502,8 +554,8 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	__builtin_memset(&s->rev, 0, sizeof(s->rev));
 	if (next_hop(ctx, cfg->listen_ip_be, fk->saddr_be, s->rev.smac, s->rev.dmac, &s->rev.ifindex)) {
 		/* no usable route/neighbour: answer the L2 sender of the SYN */
-		__builtin_memcpy(s->rev.smac, p->eth->h_dest, ETH_ALEN);
-		__builtin_memcpy(s->rev.dmac, p->eth->h_source, ETH_ALEN);
+		copy_mac(s->rev.smac, p->eth->h_dest);
+		copy_mac(s->rev.dmac, p->eth->h_source);
 		s->rev.ifindex = ctx->ingress_ifindex;
 	}
 	s->rev.saddr_be = cfg->listen_ip_be;
@@ -539,17 +591,13 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	if (!cursor)
 		return CREATE_EXHAUSTED;
 
-	err = -1;
-	for (i = 0; i < XLB_SNAT_MAX_TRIES; i++) {
-		if (i >= tries)
-			break;
-		port = cfg->snat_port_lo + (__sync_fetch_and_add(cursor, 1) % n);
-		s->rkey.dport_be = bpf_htons((__u16)port);
-		recipe_csum(&s->rev, &s->rkey);
-		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
-		if (err != -17 /* EEXIST */)
-			break;
-	}
+	probe.s = s;
+	probe.cursor = cursor;
+	probe.lo = cfg->snat_port_lo;
+	probe.n = n;
+	probe.err = -1;
+	bpf_loop(tries, snat_probe_one, &probe, 0);
+	err = probe.err;
 	if (err == -17 || err == -1)
 		return CREATE_EXHAUSTED;
 	if (err)
@@ -565,6 +613,7 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	}
 
 	count(XLB_C_PAIRS_CREATED);
+	idx = idx * 2 + XLB_DIR_CLIENT;
 	bs = bpf_map_lookup_elem(&xlb_backend_stats, &idx);
 	if (bs)
 		bs->opened++;
@@ -572,17 +621,25 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	return CREATE_OK;
 }
 
-/* Find the listen port mapping for dport; returns the remote port or 0. */
+/*
+ * Find the listen port mapping for dport; returns the remote port or 0.
+ * Each mapping is read with one 32-bit load (local port in the low half on
+ * this little-endian target) so the result is a value, not a pointer whose
+ * offset depends on the matching iteration: without CAP_PERFMON the
+ * verifier refuses such an offset.
+ */
 static __always_inline __be16 remote_port_for(struct xlb_config *cfg, __be16 dport)
 {
+	__u32 w;
 	int i;
 
 #pragma unroll
 	for (i = 0; i < XLB_MAX_PORTS; i++) {
 		if (i >= cfg->nports)
 			break;
-		if (cfg->ports[i].local_port_be == dport)
-			return cfg->ports[i].remote_port_be;
+		w = *(__u32 *)&cfg->ports[i];
+		if ((__be16)w == dport)
+			return (__be16)(w >> 16);
 	}
 	return 0;
 }

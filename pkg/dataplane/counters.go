@@ -77,7 +77,8 @@ type BackendStats struct {
 	Opened          uint64 // pairs created toward this backend
 }
 
-// BackendStats reads the counters of the given backend ids.
+// BackendStats reads the counters of the given backend ids: two slots per
+// backend, one per direction (bpf/layout.h struct backend_stats).
 func (d *Dataplane) BackendStats(ids []uint32) (map[uint32]BackendStats, error) {
 	out := make(map[uint32]BackendStats, len(ids))
 	var per []xlbBackendStats
@@ -85,16 +86,22 @@ func (d *Dataplane) BackendStats(ids []uint32) (map[uint32]BackendStats, error) 
 		if id >= MaxBackends {
 			return nil, fmt.Errorf("dataplane: backend id %d out of range", id)
 		}
-		if err := d.objs.XlbBackendStats.Lookup(id, &per); err != nil {
-			return nil, fmt.Errorf("dataplane: read backend %d stats: %w", id, err)
-		}
 		var s BackendStats
-		for _, p := range per {
-			s.SentPackets += p.FwdPackets
-			s.SentBytes += p.FwdBytes
-			s.ReceivedPackets += p.RevPackets
-			s.ReceivedBytes += p.RevBytes
-			s.Opened += p.Opened
+		for _, dir := range []Direction{DirClient, DirBackend} {
+			slot := id*2 + uint32(dir)
+			if err := d.objs.XlbBackendStats.Lookup(slot, &per); err != nil {
+				return nil, fmt.Errorf("dataplane: read backend %d stats: %w", id, err)
+			}
+			for _, p := range per {
+				if dir == DirClient {
+					s.SentPackets += p.Packets
+					s.SentBytes += p.Bytes
+					s.Opened += p.Opened
+				} else {
+					s.ReceivedPackets += p.Packets
+					s.ReceivedBytes += p.Bytes
+				}
+			}
 		}
 		out[id] = s
 	}

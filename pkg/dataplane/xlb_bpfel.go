@@ -27,12 +27,10 @@ type xlbBackendSet struct {
 }
 
 type xlbBackendStats struct {
-	_          structs.HostLayout
-	FwdPackets uint64
-	FwdBytes   uint64
-	RevPackets uint64
-	RevBytes   uint64
-	Opened     uint64
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+	Opened  uint64
 }
 
 type xlbCreateScratch struct {
