@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	nlflags "github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,16 +27,28 @@ type Attachment struct {
 	Interface string
 	Ifindex   int
 	Mode      Mode // ModeNative or ModeGeneric: what is attached
+	// Via is how the program is attached: PathBPFLink (detached by the
+	// kernel when XLB's process ends) or PathNetlink (stays attached until
+	// detached; see Options.StaleXDP).
+	Via string
+	// ProgID is the attached program's kernel id.
+	ProgID uint32
 	// Fallback is the native-mode error that made ModeAuto fall back to
 	// generic; nil otherwise. The caller logs it once.
 	Fallback error
-	link     link.Link
+	link     link.Link // PathBPFLink only
 }
 
 // Attach attaches the program to the named interface (in the caller's network
 // namespace) with the requested mode and adds the interface to the redirect
 // map. ModeAuto tries native first and falls back to generic, reporting the
 // native error in Attachment.Fallback; ModeNative and ModeGeneric are strict.
+//
+// The program is attached through a bpf_link when the kernel allows it
+// (FeatureXDPLink; the first attach is its probe) and through netlink
+// otherwise. A program that a crashed predecessor left attached through
+// netlink (Options.StaleXDP, matched by program id) is replaced; any other
+// program already attached is an error: XLB never replaces a stranger.
 func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -44,24 +59,20 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 	if _, ok := d.attached[ifname]; ok {
 		return nil, fmt.Errorf("dataplane: interface %q is already attached", ifname)
 	}
-	a := &Attachment{Interface: ifname, Ifindex: ifc.Index}
-	attach := func(flags link.XDPAttachFlags) (link.Link, error) {
-		return link.AttachXDP(link.XDPOptions{Program: d.objs.XlbXdp, Interface: ifc.Index, Flags: flags})
+	if err := d.removeStaleLocked(ifname, ifc.Index); err != nil {
+		return nil, err
 	}
+	a := &Attachment{Interface: ifname, Ifindex: ifc.Index}
 	switch mode {
-	case ModeNative:
-		a.link, err = attach(link.XDPDriverMode)
-		a.Mode = ModeNative
-	case ModeGeneric:
-		a.link, err = attach(link.XDPGenericMode)
-		a.Mode = ModeGeneric
+	case ModeNative, ModeGeneric:
+		a.Mode = mode
+		err = d.attachLocked(a)
 	case ModeAuto, "":
-		a.link, err = attach(link.XDPDriverMode)
 		a.Mode = ModeNative
-		if err != nil {
+		if err = d.attachLocked(a); err != nil {
 			a.Fallback = err
-			a.link, err = attach(link.XDPGenericMode)
 			a.Mode = ModeGeneric
+			err = d.attachLocked(a)
 		}
 	default:
 		return nil, fmt.Errorf("dataplane: unknown XDP mode %q", mode)
@@ -71,11 +82,96 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 	}
 	idx := uint32(ifc.Index)
 	if err := d.objs.XlbTxPorts.Update(idx, idx, 0); err != nil {
-		a.link.Close()
+		d.detachAttachment(a)
 		return nil, fmt.Errorf("dataplane: add %s to the redirect map: %w", ifname, err)
+	}
+	if info, err := d.objs.XlbXdp.Info(); err == nil {
+		if id, ok := info.ID(); ok {
+			a.ProgID = uint32(id)
+		}
 	}
 	d.attached[ifname] = a
 	return a, nil
+}
+
+// attachLocked attaches in a.Mode through a bpf_link, or through netlink
+// when XDP links are refused (the first refusal is recorded as the
+// FeatureXDPLink probe's outcome).
+func (d *Dataplane) attachLocked(a *Attachment) error {
+	if st := d.features.Get(FeatureXDPLink).State; st == StateAvailable || st == StateUnknown {
+		flags := link.XDPDriverMode
+		if a.Mode == ModeGeneric {
+			flags = link.XDPGenericMode
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XlbXdp, Interface: a.Ifindex, Flags: flags})
+		if err == nil {
+			d.setFeatureLocked(FeatureXDPLink, StateAvailable, "")
+			a.link, a.Via = l, PathBPFLink
+			return nil
+		}
+		if !linkRefused(err) {
+			return err
+		}
+		d.setFeatureLocked(FeatureXDPLink, StateRefused, probeError(err))
+	}
+	nl, err := netlink.LinkByIndex(a.Ifindex)
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetXdpFdWithFlags(nl, d.objs.XlbXdp.FD(), nlflags.XDP_FLAGS_UPDATE_IF_NOEXIST|netlinkMode(a.Mode)); err != nil {
+		return err
+	}
+	a.Via = PathNetlink
+	return nil
+}
+
+// linkRefused tells whether a bpf_link attach failed because XDP links are
+// unavailable (old kernel, or refused by a policy), as opposed to a reason
+// that netlink would meet too (another program attached, no native XDP).
+func linkRefused(err error) bool {
+	return errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
+		errors.Is(err, unix.EINVAL)
+}
+
+func netlinkMode(m Mode) int {
+	if m == ModeGeneric {
+		return nlflags.XDP_FLAGS_SKB_MODE
+	}
+	return nlflags.XDP_FLAGS_DRV_MODE
+}
+
+// removeStaleLocked detaches the program a crashed predecessor attached to
+// ifname through netlink, if it is still the one attached.
+func (d *Dataplane) removeStaleLocked(ifname string, ifindex int) error {
+	id := d.staleXDP[ifname]
+	if id == 0 {
+		return nil
+	}
+	nl, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		return fmt.Errorf("dataplane: interface %q: %w", ifname, err)
+	}
+	x := nl.Attrs().Xdp
+	if x == nil || !x.Attached || x.ProgId != id {
+		return nil // gone, or someone else's now
+	}
+	for _, m := range []int{nlflags.XDP_FLAGS_DRV_MODE, nlflags.XDP_FLAGS_SKB_MODE} {
+		if x.AttachMode == uint32(modeOfFlag(m)) {
+			if err := netlink.LinkSetXdpFdWithFlags(nl, -1, m); err != nil {
+				return fmt.Errorf("dataplane: detach the XDP program (id %d) a previous xlb left on %s: %w", id, ifname, err)
+			}
+		}
+	}
+	return nil
+}
+
+// modeOfFlag maps an XDP attach flag to the IFLA_XDP_ATTACHED value netlink
+// reports for it.
+func modeOfFlag(flag int) int {
+	if flag == nlflags.XDP_FLAGS_SKB_MODE {
+		return nlflags.XDP_ATTACHED_SKB
+	}
+	return nlflags.XDP_ATTACHED_DRV
 }
 
 // Attachments lists what is attached, in no particular order.
@@ -103,7 +199,7 @@ func (d *Dataplane) detachLocked(ifname string) error {
 	}
 	delete(d.attached, ifname)
 	idx := uint32(a.Ifindex)
-	errs := []error{a.link.Close()}
+	errs := []error{d.detachAttachment(a)}
 	if err := d.objs.XlbTxPorts.Delete(idx); err != nil && !errors.Is(err, errKeyNotExist) {
 		errs = append(errs, err)
 	}
@@ -111,6 +207,22 @@ func (d *Dataplane) detachLocked(ifname string) error {
 		return fmt.Errorf("dataplane: detach %s: %w", ifname, err)
 	}
 	return nil
+}
+
+// detachAttachment removes the program: closes its bpf_link, or detaches it
+// through netlink if it is still XLB's program on the interface.
+func (d *Dataplane) detachAttachment(a *Attachment) error {
+	if a.link != nil {
+		return a.link.Close()
+	}
+	nl, err := netlink.LinkByIndex(a.Ifindex)
+	if err != nil {
+		return err
+	}
+	if x := nl.Attrs().Xdp; x == nil || !x.Attached || (a.ProgID != 0 && x.ProgId != a.ProgID) {
+		return nil
+	}
+	return netlink.LinkSetXdpFdWithFlags(nl, -1, netlinkMode(a.Mode))
 }
 
 // DetachAll removes the program from every interface.

@@ -26,6 +26,14 @@ type Options struct {
 	// drain), and each such SYN meets a challenge ACK and a retransmit.
 	// Packet fixtures leave it off for deterministic ports.
 	RandomSNATCursors bool
+	// Disable turns optional kernel features off as if the host refused
+	// them (XLB_DISABLE_FEATURES): the data path takes their fallback.
+	Disable []Feature
+	// StaleXDP names XDP programs a crashed predecessor attached through
+	// netlink (interface name → program id, from the host settings
+	// journal): Attach replaces such a program instead of refusing the
+	// interface as taken.
+	StaleXDP map[string]uint32
 }
 
 // Dataplane owns the loaded program and maps. Methods are safe for
@@ -37,6 +45,8 @@ type Dataplane struct {
 	cfg      xlbXlbConfig
 	clockMu  sync.Mutex
 	attached map[string]*Attachment
+	features Features          // guarded by mu
+	staleXDP map[string]uint32 // Options.StaleXDP
 }
 
 // Load loads the XDP program and creates its maps. It does not attach.
@@ -48,18 +58,20 @@ func Load(opts Options) (*Dataplane, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("dataplane: remove memlock limit: %w", err)
 	}
+	d := &Dataplane{attached: map[string]*Attachment{}, staleXDP: opts.StaleXDP}
+	d.probeFeatures(opts.Disable)
 	spec, err := loadXlb()
 	if err != nil {
 		return nil, err
 	}
 	spec.Maps[xlbMapXlbFlows].MaxEntries = 2 * opts.MaxConnections
-	d := &Dataplane{attached: map[string]*Attachment{}}
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("dataplane: verifier rejected the program: %+v", ve)
-		}
-		return nil, fmt.Errorf("dataplane: load: %w", err)
+		return nil, requiredError(err)
+	}
+	// BPF_PROG_TEST_RUN is how the daemon reads the data path's clock.
+	if _, _, err := d.clockSample(); err != nil {
+		d.objs.Close()
+		return nil, fmt.Errorf("dataplane: required kernel feature BPF_PROG_TEST_RUN of an XDP program (the data path's clock) was refused: %w%s", err, policyHint(err))
 	}
 	if opts.RandomSNATCursors {
 		if err := d.seedSNATCursors(); err != nil {
@@ -77,10 +89,25 @@ func (d *Dataplane) seedSNATCursors() error {
 	for i := range keys {
 		keys[i], vals[i] = uint32(i), rand.Uint32()
 	}
-	if _, err := d.objs.XlbSnatCursors.BatchUpdate(keys, vals, nil); err != nil {
+	if _, err := updateAll(d, d.objs.XlbSnatCursors, keys, vals); err != nil {
 		return fmt.Errorf("dataplane: seed SNAT cursors: %w", err)
 	}
 	return nil
+}
+
+// updateAll writes keys[i] = vals[i] with one BPF_MAP_UPDATE_BATCH, or one
+// update per key where batch operations are unavailable. It returns after
+// the first failure.
+func updateAll[K, V any](d *Dataplane, m *ebpf.Map, keys []K, vals []V) (int, error) {
+	if d.featureOn(FeatureBatchOps) {
+		return m.BatchUpdate(keys, vals, nil)
+	}
+	for i := range keys {
+		if err := m.Update(&keys[i], &vals[i], ebpf.UpdateAny); err != nil {
+			return i, err
+		}
+	}
+	return len(keys), nil
 }
 
 // Program returns the XDP program (for BPF_PROG_TEST_RUN in tests and benchmarks).

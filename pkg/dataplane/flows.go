@@ -50,19 +50,26 @@ func (d *Dataplane) TakeFlow(k FlowKey) (FlowValue, error) {
 	return v, nil
 }
 
-// FlowBatch reads the flow map in chunks with BPF_MAP_LOOKUP_BATCH. Keys
-// and Values are reused between calls to Next.
+// FlowBatch reads the flow map in chunks: with BPF_MAP_LOOKUP_BATCH, or
+// key by key (BPF_MAP_GET_NEXT_KEY and a lookup each) where batch
+// operations are unavailable (Features, FeatureBatchOps). Keys and Values
+// are reused between calls to Next.
 type FlowBatch struct {
 	m      *ebpf.Map
 	cursor ebpf.MapBatchCursor
+	iter   *ebpf.MapIterator // per-key path; nil with batch lookups
 	done   bool
 	Keys   []FlowKey
 	Values []FlowValue
 }
 
-// NewFlowBatch starts a batch read with chunks of size entries.
+// NewFlowBatch starts a read with chunks of size entries.
 func (d *Dataplane) NewFlowBatch(size int) *FlowBatch {
-	return &FlowBatch{m: d.objs.XlbFlows, Keys: make([]FlowKey, size), Values: make([]FlowValue, size)}
+	b := &FlowBatch{m: d.objs.XlbFlows, Keys: make([]FlowKey, size), Values: make([]FlowValue, size)}
+	if !d.featureOn(FeatureBatchOps) {
+		b.iter = b.m.Iterate()
+	}
+	return b
 }
 
 // Next reads the next chunk and returns how many entries of Keys/Values are
@@ -71,6 +78,19 @@ func (d *Dataplane) NewFlowBatch(size int) *FlowBatch {
 func (b *FlowBatch) Next() (int, error) {
 	if b.done {
 		return 0, nil
+	}
+	if b.iter != nil {
+		n := 0
+		for n < len(b.Keys) && b.iter.Next(&b.Keys[n], &b.Values[n]) {
+			n++
+		}
+		if n < len(b.Keys) {
+			b.done = true
+			if err := b.iter.Err(); err != nil {
+				return 0, fmt.Errorf("dataplane: read flows key by key: %w", err)
+			}
+		}
+		return n, nil
 	}
 	n, err := b.m.BatchLookup(&b.cursor, b.Keys, b.Values, nil)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {

@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// PutFlows writes entries with BPF_MAP_UPDATE_BATCH, for benchmarks and
+// PutFlows writes entries with BPF_MAP_UPDATE_BATCH (one update per entry
+// where batch operations are unavailable), for benchmarks and
 // tests that fill the flow map directly. Unlike PutFlow it overwrites an
 // existing entry: the kernel accepts no BPF_NOEXIST on batch updates. It
 // returns how many entries were written; on error the entries before that
@@ -17,7 +18,7 @@ func (d *Dataplane) PutFlows(keys []FlowKey, values []FlowValue) (int, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	n, err := d.objs.XlbFlows.BatchUpdate(keys, values, nil)
+	n, err := updateAll(d, d.objs.XlbFlows, keys, values)
 	if err != nil {
 		return n, fmt.Errorf("dataplane: batch insert flows: %w", err)
 	}

@@ -38,6 +38,11 @@ type journalData struct {
 	// Neighbours are the kernel-managed neighbour entries XLB created,
 	// removed on a clean stop.
 	Neighbours []Neighbour `json:"neighbours"`
+	// XDP maps an interface name to the id of the XDP program XLB attached
+	// to it through netlink (the fallback when XDP bpf_links are refused).
+	// Unlike a bpf_link, such a program stays attached when the process
+	// crashes; the next start replaces it when the id still matches.
+	XDP map[string]uint32 `json:"xdp,omitempty"`
 }
 
 // Neighbour names a neighbour entry: interface and IPv4 address.
@@ -74,9 +79,13 @@ func OpenJournal(dir string) (*Journal, error) {
 }
 
 // Recovered lists what a previous instance changed and did not restore (it
-// crashed): sysctl paths, then neighbours as "IP dev IFACE", sorted.
+// crashed): sysctl paths and netlink-attached XDP programs ("xdp IFACE"),
+// sorted, then neighbours as "IP dev IFACE".
 func (j *Journal) Recovered() []string {
 	var out []string
+	for k := range j.data.XDP {
+		out = append(out, "xdp "+k)
+	}
 	for k := range j.data.Sysctls {
 		out = append(out, k)
 	}
@@ -100,6 +109,33 @@ func (j *Journal) AddNeighbour(ifname string, ip netip.Addr) error {
 		}
 	}
 	j.data.Neighbours = append(j.data.Neighbours, n)
+	return j.save()
+}
+
+// XDPPrograms returns the XDP programs a previous instance attached through
+// netlink and did not detach (it crashed): interface name → program id.
+func (j *Journal) XDPPrograms() map[string]uint32 {
+	out := make(map[string]uint32, len(j.data.XDP))
+	for k, v := range j.data.XDP {
+		out[k] = v
+	}
+	return out
+}
+
+// SetXDPProgram records the XDP program XLB attached to ifname through
+// netlink (id 0: none any more).
+func (j *Journal) SetXDPProgram(ifname string, id uint32) error {
+	if id == 0 {
+		if _, ok := j.data.XDP[ifname]; !ok {
+			return nil
+		}
+		delete(j.data.XDP, ifname)
+		return j.save()
+	}
+	if j.data.XDP == nil {
+		j.data.XDP = map[string]uint32{}
+	}
+	j.data.XDP[ifname] = id
 	return j.save()
 }
 

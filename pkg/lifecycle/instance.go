@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 
@@ -17,6 +18,12 @@ import (
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
 )
+
+// DisableFeaturesEnv names the environment variable that turns optional
+// kernel features off, comma-separated (dataplane.AllFeatures), as if the
+// host refused them: for hosts where a feature misbehaves, and for tests of
+// the fallbacks.
+const DisableFeaturesEnv = "XLB_DISABLE_FEATURES"
 
 // Instance is a started XLB instance.
 type Instance struct {
@@ -73,20 +80,31 @@ func (in *Instance) start(ctx context.Context) error {
 	if rec := j.Recovered(); len(rec) > 0 {
 		in.log.WithFields(logrus.Fields{"changed": rec, "journal": j.Path()}).Warn("the previous xlb in this network namespace did not undo its host settings (it crashed); keeping the original values it recorded, and removing its neighbour entries on stop")
 	}
-	in.undo = append(in.undo, j.Restore)
+
+	// The data path first: its required features are checked (and the
+	// optional ones probed) before anything on the host changes.
+	disable, err := dataplane.ParseFeatures(os.Getenv(DisableFeaturesEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", DisableFeaturesEnv, err)
+	}
+	dp, err := dataplane.Load(dataplane.Options{
+		MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: true,
+		Disable: disable, StaleXDP: j.XDPPrograms(),
+	})
+	if err != nil {
+		return err
+	}
+	in.DP = dp
+	// From here on the host changes; a stop undoes it all. (A failed load
+	// leaves the journal as it was, for the next start.)
+	in.undo = append(in.undo, j.Restore, dp.Close)
+
 	if err := hostnet.ReservePorts(j, c.SNAT.PortLo, c.SNAT.PortHi); err != nil {
 		return err
 	}
 	if err := j.Set(dataplane.FIBLookupSysctl, "1"); err != nil {
 		return err
 	}
-
-	dp, err := dataplane.Load(dataplane.Options{MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: true})
-	if err != nil {
-		return err
-	}
-	in.DP = dp
-	in.undo = append(in.undo, dp.Close)
 	settings := dataplane.Settings{Listen: r.Listen, SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
 	for _, p := range c.Ports {
 		settings.Ports = append(settings.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
@@ -104,9 +122,19 @@ func (in *Instance) start(ctx context.Context) error {
 		if a.Fallback != nil {
 			in.log.WithField("interface", ifname).WithError(a.Fallback).Warn("native XDP attach failed; running in generic mode, which is slower (set xdp_mode: native to make this an error)")
 		}
-		in.log.WithFields(logrus.Fields{"interface": ifname, "mode": a.Mode}).Info("XDP program attached")
+		in.log.WithFields(logrus.Fields{"interface": ifname, "mode": a.Mode, "via": a.Via}).Info("XDP program attached")
 		attached[a.Ifindex] = ifname
+		// A program attached through netlink outlives a crash: record it
+		// so the next start can replace it (Options.StaleXDP).
+		netlinkID := uint32(0)
+		if a.Via == dataplane.PathNetlink {
+			netlinkID = a.ProgID
+		}
+		if err := j.SetXDPProgram(ifname, netlinkID); err != nil {
+			return err
+		}
 	}
+	in.log.WithField("features", dp.Features().Summary()).Info("kernel features probed")
 
 	in.Resolver = backend.NewResolver(nil, r.SNAT, attached)
 	in.Resolver.OnManaged = j.AddNeighbour

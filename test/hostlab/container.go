@@ -24,8 +24,8 @@ const (
 	// XDPCapabilities are added to nspawn's default set. CAP_NET_ADMIN:
 	// XDP attach, neighbours, net sysctls (nspawn grants it only for its
 	// own private networks, not for --network-namespace-path). CAP_BPF:
-	// bpf(). CAP_PERFMON: without it the verifier rejects the data path.
-	XDPCapabilities = "CAP_NET_ADMIN,CAP_BPF,CAP_PERFMON"
+	// bpf(). CAP_PERFMON is not needed (XLB loads XDP programs only).
+	XDPCapabilities = "CAP_NET_ADMIN,CAP_BPF"
 	// XDPSystemCalls are allowed in addition to nspawn's seccomp filter,
 	// which returns EPERM for bpf() otherwise.
 	XDPSystemCalls = "bpf"

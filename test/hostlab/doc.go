@@ -15,7 +15,8 @@
 //
 // What XLB needs from the container, found by removing each piece:
 //
-//   - capabilities CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON (--capability=);
+//   - capabilities CAP_NET_ADMIN, CAP_BPF (--capability=); not CAP_PERFMON,
+//     since XLB loads XDP programs only;
 //     nspawn's default set has none of them when the network namespace
 //     comes from --network-namespace-path;
 //   - the bpf system call (--system-call-filter=bpf); nspawn's seccomp

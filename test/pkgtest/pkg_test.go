@@ -565,7 +565,7 @@ func TestUnitContract(t *testing.T) {
 		"PrivateTmp":              "yes",
 		"LimitMEMLOCK":            "infinity",
 		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
-		"CapabilityBoundingSet":   "CAP_BPF CAP_NET_ADMIN CAP_PERFMON",
+		"CapabilityBoundingSet":   "CAP_BPF CAP_NET_ADMIN",
 		"ReadWritePaths":          "-/sys/fs/bpf",
 		"WantedBy":                "multi-user.target",
 	} {

@@ -32,6 +32,8 @@ type Options struct {
 	TwoArm bool
 	// Backends defaults to the one-arm or two-arm backends.
 	Backends []netip.Addr
+	// Disable turns optional kernel features off (dataplane.Options.Disable).
+	Disable []dataplane.Feature
 }
 
 // Env is a packet-fixture environment. Front is XLB's client-side interface
@@ -85,7 +87,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 	if err := e.buildNet(ns); err != nil {
 		t.Fatalf("dptest: build namespace: %v", err)
 	}
-	dp, err := dataplane.Load(dataplane.Options{MaxConnections: o.MaxConnections})
+	dp, err := dataplane.Load(dataplane.Options{MaxConnections: o.MaxConnections, Disable: o.Disable})
 	if err != nil {
 		t.Fatalf("dptest: %v", err)
 	}

@@ -1,0 +1,247 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
+)
+
+// Feature names an optional kernel feature the data path can use. The
+// daemon probes each one at startup and takes the best path the host
+// allows; a refused feature means a fallback, never a failed start.
+type Feature string
+
+// The optional features, in the order they are reported.
+const (
+	// FeatureForEachMapElem is the bpf_for_each_map_elem helper in XDP
+	// programs.
+	FeatureForEachMapElem Feature = "bpf_for_each_map_elem"
+	// FeatureRingBuf is the BPF ring buffer map and its helpers in XDP
+	// programs.
+	FeatureRingBuf Feature = "ring_buffer"
+	// FeatureBatchOps is BPF_MAP_*_BATCH on hash and array maps.
+	FeatureBatchOps Feature = "batch_map_ops"
+	// FeatureXDPLink is attaching XDP through a bpf_link (BPF_LINK_CREATE)
+	// rather than netlink.
+	FeatureXDPLink Feature = "xdp_bpf_link"
+)
+
+// AllFeatures lists every optional feature.
+var AllFeatures = []Feature{FeatureForEachMapElem, FeatureRingBuf, FeatureBatchOps, FeatureXDPLink}
+
+// ParseFeatures reads a comma-separated list of feature names (the
+// XLB_DISABLE_FEATURES environment variable). Empty items are ignored; an
+// unknown name is an error that lists the known ones.
+func ParseFeatures(list string) ([]Feature, error) {
+	var out []Feature
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		f := Feature(item)
+		if !slices.Contains(AllFeatures, f) {
+			names := make([]string, len(AllFeatures))
+			for i, k := range AllFeatures {
+				names[i] = string(k)
+			}
+			return nil, fmt.Errorf("unknown kernel feature %q (known: %s)", item, strings.Join(names, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Feature states.
+const (
+	StateAvailable = "available" // probed and usable
+	StateRefused   = "refused"   // the kernel or a policy (LSM, seccomp) said no
+	StateDisabled  = "disabled"  // turned off by the operator (Options.Disable)
+	StateUnknown   = "unknown"   // not probed yet (XDP link: probed by the first attach)
+)
+
+// Paths the data path takes, by feature state.
+const (
+	PathBatchLookup = "batch_lookup" // flow map read in chunks with BPF_MAP_LOOKUP_BATCH
+	PathPerKey      = "per_key"      // flow map read key by key (BPF_MAP_GET_NEXT_KEY + lookup)
+	PathBPFLink     = "bpf_link"     // XDP attached through a bpf_link, detached when XLB's process ends
+	PathNetlink     = "netlink"      // XDP attached through netlink (IFLA_XDP)
+	PathNotUsed     = "not_used"     // this version has no use for the feature
+	PathNotAttached = "not_attached" // no interface attached yet
+)
+
+// FeatureStatus is one optional feature: its probe's outcome and the path
+// taken because of it.
+type FeatureStatus struct {
+	Name  Feature
+	State string // StateAvailable, StateRefused, StateDisabled or StateUnknown
+	// Detail says why a feature is not available: the probe's error, or
+	// that the operator disabled it. Empty when available.
+	Detail string
+	// Path is what the data path does given State (a Path* constant).
+	Path string
+}
+
+func (f FeatureStatus) String() string {
+	s := fmt.Sprintf("%s=%s", f.Name, f.State)
+	if f.Detail != "" {
+		s += " (" + f.Detail + ")"
+	}
+	return s + " -> " + f.Path
+}
+
+// Features is the outcome of the startup probes, in AllFeatures order.
+type Features []FeatureStatus
+
+// Get returns the status of f.
+func (fs Features) Get(f Feature) FeatureStatus {
+	for _, s := range fs {
+		if s.Name == f {
+			return s
+		}
+	}
+	return FeatureStatus{Name: f, State: StateUnknown}
+}
+
+// Summary is the features as one log line's worth of text.
+func (fs Features) Summary() string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// probeFeatures probes every optional feature except the XDP link (which
+// only an attach can tell; see Attach) and fills d.features.
+func (d *Dataplane) probeFeatures(disabled []Feature) {
+	probes := map[Feature]func() error{
+		FeatureForEachMapElem: func() error { return features.HaveProgramHelper(ebpf.XDP, asm.FnForEachMapElem) },
+		FeatureRingBuf: func() error {
+			if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+				return err
+			}
+			return features.HaveProgramHelper(ebpf.XDP, asm.FnRingbufOutput)
+		},
+		FeatureBatchOps: probeBatchOps,
+	}
+	d.features = make(Features, 0, len(AllFeatures))
+	for _, f := range AllFeatures {
+		st := FeatureStatus{Name: f, State: StateAvailable}
+		switch {
+		case slices.Contains(disabled, f):
+			st.State, st.Detail = StateDisabled, "disabled by the operator"
+		case probes[f] == nil:
+			st.State = StateUnknown
+		default:
+			if err := probes[f](); err != nil {
+				st.State, st.Detail = StateRefused, probeError(err)
+			}
+		}
+		st.Path = pathFor(f, st.State)
+		d.features = append(d.features, st)
+	}
+}
+
+// pathFor is the path taken for feature f in state.
+func pathFor(f Feature, state string) string {
+	ok := state == StateAvailable
+	switch f {
+	case FeatureBatchOps:
+		if ok {
+			return PathBatchLookup
+		}
+		return PathPerKey
+	case FeatureXDPLink:
+		switch state {
+		case StateAvailable:
+			return PathBPFLink
+		case StateUnknown:
+			return PathNotAttached
+		}
+		return PathNetlink
+	}
+	// The ring buffer and bpf_for_each_map_elem are probed so operators
+	// see what the host allows; this version's data path needs neither.
+	return PathNotUsed
+}
+
+// setFeature records a feature's state found after startup (the XDP link,
+// at the first attach). Callers hold d.mu.
+func (d *Dataplane) setFeatureLocked(f Feature, state, detail string) {
+	for i := range d.features {
+		if d.features[i].Name == f {
+			d.features[i].State, d.features[i].Detail, d.features[i].Path = state, detail, pathFor(f, state)
+		}
+	}
+}
+
+// Features returns the probed features and the paths taken.
+func (d *Dataplane) Features() Features {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.features)
+}
+
+func (d *Dataplane) featureOn(f Feature) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.features.Get(f).State == StateAvailable
+}
+
+// probeBatchOps writes and reads back a two-entry hash map with the batch
+// commands.
+func probeBatchOps() error {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "xlb_probe", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: 2})
+	if err != nil {
+		return fmt.Errorf("create a probe map: %w", err)
+	}
+	defer m.Close()
+	if _, err := m.BatchUpdate([]uint32{1, 2}, []uint32{10, 20}, nil); err != nil {
+		return err
+	}
+	var cursor ebpf.MapBatchCursor
+	keys, vals := make([]uint32, 2), make([]uint32, 2)
+	n, err := m.BatchLookup(&cursor, keys, vals, nil)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	if n != 2 {
+		return fmt.Errorf("batch lookup returned %d of 2 entries", n)
+	}
+	return nil
+}
+
+// probeError shortens a probe's error for status and logs.
+func probeError(err error) string {
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return "not supported by this kernel"
+	}
+	return err.Error()
+}
+
+// requiredError explains a failed load of the program or its maps: both
+// are required, so the daemon cannot start without them.
+func requiredError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("dataplane: required: the kernel's verifier rejected the XDP program: %+v", ve)
+	}
+	return fmt.Errorf("dataplane: required kernel feature refused: loading the XDP program and its maps (BPF_PROG_TYPE_XDP, hash, array, per-CPU array and devmap maps): %w%s", err, policyHint(err))
+}
+
+// policyHint names what usually refuses a BPF operation with EPERM.
+func policyHint(err error) string {
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+		return ""
+	}
+	return "; XLB needs CAP_BPF and CAP_NET_ADMIN (or root), and no BPF LSM, SELinux/AppArmor or seccomp policy that denies the bpf() system call for XDP programs and maps"
+}
