@@ -3,7 +3,6 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -44,52 +43,60 @@ var (
 	hzErr  error
 )
 
-// HZ returns the kernel's tick rate (jiffies per second). It is measured
-// once per process by timing ten jiffy edges against CLOCK_MONOTONIC (about
-// 10 ms at HZ=1000, 100 ms at HZ=100) and rounded to the nearest rate the
-// kernel can be built with.
+const (
+	// hzSampleEvery is the sleep between clock samples while measuring HZ.
+	hzSampleEvery = 20 * time.Millisecond
+	// hzGiveUp bounds the measurement: 250 ticks take 10.4 s at the
+	// slowest candidate rate (24 Hz), and about 1 s at HZ=250.
+	hzGiveUp = 15 * time.Second
+)
+
+// HZ returns the kernel's tick rate (jiffies per second), the unit of
+// bpf_jiffies64 and of every time the data path stores.
+//
+// It is measured once per process (the result, or the error, is cached) from
+// two clock samples taken at least 250 ticks and 200 ms apart: about 250 ms
+// at HZ=1000, 1 s at HZ=250, 2.5 s at HZ=100. Each sample is a (jiffies,
+// CLOCK_MONOTONIC ns) pair read back to back in the kernel (clockSample), so
+// the jiffy count over the span is off by at most 2 ticks however long this
+// process was descheduled, and the measured rate by at most 2/250 = 0.8%.
+// The result is the rate Linux can be built with (24 ... 1200) whose window
+// of ±(2/ticks + 0.25%) holds the measured rate; at 250 ticks or more those
+// windows do not overlap, even for the closest pairs (250/256, 500/512,
+// 1000/1024, 2.4% apart), so HZ cannot return a neighbour of the true rate.
+// A measured rate in no window is an error that reports it, not a guess;
+// so is a clock whose jiffies do not reach 250 ticks within 15 s.
+// See hzFromSamples for the arithmetic.
 func (d *Dataplane) HZ() (int, error) {
-	hzOnce.Do(func() { hzVal, hzErr = d.measureHZ() })
+	hzOnce.Do(func() { hzVal, _, hzErr = d.measureHZ() })
 	return hzVal, hzErr
 }
 
-func (d *Dataplane) measureHZ() (int, error) {
-	const edges = 10
-	deadline := time.Now().Add(5 * time.Second)
-	edge := func(from Jiffies) (Jiffies, uint64, error) {
-		for time.Now().Before(deadline) {
-			j, ns, err := d.clockSample()
-			if err != nil {
-				return 0, 0, err
-			}
-			if j != from {
-				return j, ns, nil
-			}
-		}
-		return 0, 0, errors.New("dataplane: jiffies did not advance")
-	}
-	j0, _, err := d.clockSample()
+// measureHZ samples the clock until hzFromSamples has a span long enough to
+// decide, and returns its answer and how long the measurement took.
+func (d *Dataplane) measureHZ() (int, time.Duration, error) {
+	start := time.Now()
+	j0, ns0, err := d.clockSample()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	j1, ns1, err := edge(j0)
-	if err != nil {
-		return 0, err
-	}
-	j2, ns2 := j1, ns1
-	for j2-j1 < edges {
-		if j2, ns2, err = edge(j2); err != nil {
-			return 0, err
+	for {
+		time.Sleep(hzSampleEvery)
+		j1, ns1, err := d.clockSample()
+		if err != nil {
+			return 0, time.Since(start), err
+		}
+		hz, err := hzFromSamples(j0, ns0, j1, ns1)
+		if !errors.Is(err, errHZSpanTooShort) {
+			return hz, time.Since(start), err
+		}
+		if el := time.Since(start); el > hzGiveUp {
+			if j1 == j0 {
+				return 0, el, fmt.Errorf("dataplane: HZ: jiffies did not advance in %v (stuck at %d)", el, j1)
+			}
+			return 0, el, fmt.Errorf("dataplane: HZ: gave up after %v: %w", el, err)
 		}
 	}
-	raw := float64(j2-j1) * 1e9 / float64(ns2-ns1)
-	best := 0
-	for _, hz := range []int{24, 32, 48, 64, 100, 128, 200, 250, 256, 300, 500, 512, 1000, 1024, 1200} {
-		if best == 0 || math.Abs(float64(hz)-raw) < math.Abs(float64(best)-raw) {
-			best = hz
-		}
-	}
-	return best, nil
 }
 
 // Ticks converts a duration to jiffies at the kernel's HZ, rounding up.
