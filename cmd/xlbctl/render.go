@@ -40,6 +40,7 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Backends", "%s", backendCounts(d.Backends))
 	row("Provider", "%s", provider(d.Provider))
 	row("Sample age", "%s", sampleLine(d.Dataplane))
+	row("Maintenance", "%s", maintenance(d))
 	row("Config", "%s", config(d.Config))
 	return t.Flush()
 }
@@ -82,6 +83,9 @@ func renderFlows(w io.Writer, d *api.Document) error {
 		k.SNATPortExhaustedTotal, k.TableFullTotal, k.NoBackendTotal, k.FIBMissTotal)
 	row("Shutdown resets", "%d", k.ShutdownResetsTotal)
 	row("Sample age", "%s", sampleLine(d.Dataplane))
+	if d.Maintenance.Failing {
+		row("Maintenance", "%s", maintenance(d))
+	}
 	if err := t.Flush(); err != nil {
 		return err
 	}
@@ -157,6 +161,27 @@ func sampleLine(dp api.Dataplane) string {
 	}
 	stale := time.Duration(dp.StaleAfterMs) * time.Millisecond
 	return fmt.Sprintf("%s (cycle %d, stale after %s)", sampleAge(dp.SampleAgeMs), dp.SampleCycle, stale)
+}
+
+// maintenance summarises the maintenance loop's health: "ok", "ok (2
+// failed cycles since start)", or FAILING with the spell, its length and
+// the last error; while failing the pair figures are the last successful
+// cycle's (dataplane.sample_cycle).
+func maintenance(d *api.Document) string {
+	m := d.Maintenance
+	if !m.Failing {
+		if m.ErrorsTotal == 0 {
+			return "ok"
+		}
+		return fmt.Sprintf("ok (%d failed cycles since start)", m.ErrorsTotal)
+	}
+	spell := fmt.Sprintf("%d cycles in a row", m.ConsecutiveFailures)
+	if m.FailingSinceUnixMs != nil {
+		lasted := time.Duration(max(d.GeneratedAtUnixMs-*m.FailingSinceUnixMs, 0)) * time.Millisecond
+		spell += ", for " + lasted.Round(time.Second).String()
+	}
+	return fmt.Sprintf("FAILING (%s; %d failed in total; figures from cycle %d; XDP keeps forwarding): %s",
+		spell, m.ErrorsTotal, d.Dataplane.SampleCycle, orDash(m.LastError))
 }
 
 func config(c api.Config) string {

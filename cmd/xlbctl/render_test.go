@@ -43,9 +43,22 @@ func notReady(t *testing.T) *api.Document {
 	d.Dataplane.FlowMap = api.FlowMap{}
 	d.Connections = api.Connections{}
 	d.Dataplane.Counters = api.Counters{}
+	d.Maintenance = api.Maintenance{}
 	d.Provider = api.Provider{Name: "kubernetes", Healthy: false, Error: "watch endpoints: forbidden"}
 	d.Backends = []api.Backend{}
 	d.Config = api.Config{Path: "/etc/xlb/xlb.yaml", Invalid: "xlb.yaml:7: ports[0].local_port: 0 is out of range 1..65535", ChangedKeys: []string{}}
+	return d
+}
+
+// maintenanceFailing is the recorded document while maintenance cycles
+// fail: still ready, the sample fresh, the figures the last good cycle's.
+func maintenanceFailing(t *testing.T) *api.Document {
+	d, _ := recorded(t)
+	since := d.GeneratedAtUnixMs - 12_400
+	d.Maintenance = api.Maintenance{
+		Failing: true, ErrorsTotal: 15, ConsecutiveFailures: 13, FailingSinceUnixMs: &since,
+		LastError: "flow: read flow map: operation not permitted",
+	}
 	return d
 }
 
@@ -99,6 +112,8 @@ func TestGolden(t *testing.T) {
 		{"status_not_ready", func(b *bytes.Buffer) error { return renderStatus(b, notReady(t)) }},
 		{"backends_none", func(b *bytes.Buffer) error { return renderBackends(b, notReady(t)) }},
 		{"flows_no_sample", func(b *bytes.Buffer) error { return renderFlows(b, notReady(t)) }},
+		{"status_maintenance_failing", func(b *bytes.Buffer) error { return renderStatus(b, maintenanceFailing(t)) }},
+		{"flows_maintenance_failing", func(b *bytes.Buffer) error { return renderFlows(b, maintenanceFailing(t)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,6 +12,13 @@
 //     found lone in two consecutive cycles and counts an invariant repair;
 //   - publishes one immutable Sample.
 //
+// A cycle that fails (a map or counter read refused, the clock unreadable)
+// still publishes a Sample once a cycle has succeeded: it carries the last
+// good pair figures and says how maintenance is failing (Sample.Maintenance),
+// so a sample's age tells whether the loop runs, not whether it succeeds.
+// The data path forwards regardless; what stops while cycles fail is
+// cleanup (time-wait, RST and orphan removal, repairs) and fresh figures.
+//
 // A pair is always removed whole, forward entry first, with an atomic
 // lookup-and-delete whose generation is compared with the one the decision
 // was made on: an entry that a fresh pair took in the meantime is put back
@@ -64,8 +71,10 @@ type Options struct {
 	// OnSample, when set, is called with each published sample, on the
 	// loop's goroutine, after Latest returns it. It must not block long.
 	OnSample func(*Sample)
-	// Log receives repairs (warning) and cycle failures (error); per-pair
-	// removals only at debug level. Default logrus.StandardLogger().
+	// Log receives repairs (warning) and cycle failures: an error when a
+	// spell of failed cycles starts, debug while it lasts (whatever the
+	// error text), info when a cycle succeeds again. Per-pair removals
+	// only at debug level. Default logrus.StandardLogger().
 	Log logrus.FieldLogger
 	// BatchSize is the number of entries per BPF_MAP_LOOKUP_BATCH call.
 	BatchSize int
@@ -86,6 +95,9 @@ type Loop struct {
 	cycle     uint64
 	orphaned  uint64
 	repairs   uint64
+	errCount  uint64                         // failed cycles since New
+	failures  uint64                         // consecutive failed cycles: the current spell
+	failSince time.Time                      // end of the spell's first failed cycle
 	rstSeen   map[pairID]struct{}            // RST pairs seen by the previous cycle
 	lone      map[pairID]dataplane.FlowValue // lone entries found by the previous cycle
 	suspect   cellSet                        // cells the previous cycle could not decode
@@ -138,7 +150,7 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 }
 
 // Latest returns the most recent sample, or nil before the first cycle
-// completed.
+// succeeded. After that it is the latest cycle's, failed or not.
 func (l *Loop) Latest() *Sample { return l.latest.Load() }
 
 // Run runs a cycle immediately and then every Interval until ctx is
@@ -146,26 +158,17 @@ func (l *Loop) Latest() *Sample { return l.latest.Load() }
 // next one out to three times its own duration, so maintenance never takes
 // more than a quarter of one CPU however large the flow map grows (a cycle
 // over 1,000,000 pairs costs about 0.8 s on a virtualised 2-core host).
-// Sample.NextIn reports the wait actually used.
+//
+// A failed cycle does not stop Run: Cycle has logged it (once per spell)
+// and published its sample, and the next cycle comes at the usual time.
+// Run returns nil once ctx is cancelled.
 func (l *Loop) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
-	var lastErr string
 	for {
 		start := time.Now()
-		if _, err := l.Cycle(ctx); err != nil && ctx.Err() == nil {
-			// Log a failure once per change of cause, not every second.
-			if msg := err.Error(); msg != lastErr {
-				l.log.WithError(err).Error("flow maintenance cycle failed")
-				lastErr = msg
-			} else {
-				l.log.WithError(err).Debug("flow maintenance cycle failed again")
-			}
-		} else if err == nil && lastErr != "" {
-			l.log.Info("flow maintenance cycles succeed again")
-			lastErr = ""
-		}
+		_, _ = l.Cycle(ctx) // failures are logged, counted and published by Cycle
 		wait := nextWait(l.o.Interval, time.Since(start))
 		t.Reset(wait)
 		select {
@@ -186,10 +189,99 @@ func nextWait(interval, took time.Duration) time.Duration {
 	return interval - took
 }
 
+// Cycle runs one maintenance cycle and publishes its sample (Latest,
+// Options.OnSample). On success it returns that sample.
+//
+// On failure it returns the error and no sample, but still publishes a
+// sample for the failed cycle (see Sample: the last good pair figures,
+// counters read afresh if possible, Maintenance describing the spell),
+// counts the failure and logs it once per spell. Before any cycle has
+// succeeded there are no figures to carry: the failure is counted and
+// logged but nothing is published. A cycle abandoned because ctx ended is
+// not a failure: it is neither counted, logged nor published.
 func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	start := time.Now()
+	var rm Removed
+	s, err := l.maintain(ctx, &rm)
+	if err != nil && ctx.Err() != nil {
+		return nil, err // abandoned: the loop is stopping
+	}
+	end := time.Now()
+	if err != nil {
+		l.errCount++
+		l.failures++
+		if l.failures == 1 {
+			l.failSince = end
+		}
+		l.logFailure(err)
+		if s = l.carry(rm); s == nil {
+			return nil, err
+		}
+	} else if l.failures > 0 {
+		l.log.WithFields(logrus.Fields{
+			"failed_cycles": l.failures, "failing_for": end.Sub(l.failSince).Round(time.Millisecond), "errors_total": l.errCount,
+		}).Info("flow maintenance cycles succeed again")
+		l.failures, l.failSince = 0, time.Time{}
+	}
+	s.Time, s.Duration = end, end.Sub(start)
+	s.Maintenance = Maintenance{Errors: l.errCount, ConsecutiveFailures: l.failures}
+	if err != nil {
+		s.Maintenance.FailingSince, s.Maintenance.LastError = l.failSince, err.Error()
+	}
+	l.latest.Store(s)
+	if l.o.OnSample != nil {
+		l.o.OnSample(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.log.WithFields(logrus.Fields{
+		"cycle": s.Cycle, "entries": s.FlowEntries, "active": s.Active, "timewait": s.TimeWait,
+		"resetting": s.Resetting, "removed_timewait": rm.TimeWait, "removed_reset": rm.Reset,
+		"removed_orphaned": rm.Orphaned, "repaired": rm.Repaired, "duration": s.Duration,
+	}).Debug("flow maintenance cycle")
+	return s, nil
+}
+
+// logFailure logs a failed cycle: at error level for the first of a spell,
+// at debug for the others, even when the error text changes.
+func (l *Loop) logFailure(err error) {
+	log := l.log.WithError(err).WithFields(logrus.Fields{"consecutive_failures": l.failures, "errors_total": l.errCount})
+	if l.failures == 1 {
+		log.Error("flow maintenance cycle failed; the data path keeps forwarding, but pairs are not cleaned up and figures stay at the last successful cycle until a cycle succeeds")
+		return
+	}
+	log.Debug("flow maintenance cycle failed again")
+}
+
+// carry builds the sample of a failed cycle from the latest published one
+// (nil before the first success): its pair and connection figures, the
+// loop's current totals, what the cycle removed before failing, and the
+// data path's counters if they can be read now. Time, Duration and
+// Maintenance are set by Cycle.
+func (l *Loop) carry(rm Removed) *Sample {
+	prev := l.latest.Load()
+	if prev == nil {
+		return nil
+	}
+	s := *prev // Backends is shared: samples are immutable
+	s.Removed = rm
+	s.Orphaned, s.InvariantRepairs = l.orphaned, l.repairs
+	if c, err := l.dp.Counters(); err == nil {
+		s.Counters, s.CountersStale = c, false
+	} else {
+		s.CountersStale = true
+	}
+	return &s
+}
+
+// maintain is the body of a cycle: read, decide, remove, and build the
+// sample of a successful cycle (Time, Duration and Maintenance are set by
+// Cycle). Removals are recorded in rm as they happen, so a cycle that
+// fails after some can still report them. Called with l.mu held.
+func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	now, err := l.o.Clock.Now()
 	if err != nil {
 		return nil, fmt.Errorf("flow: read clock: %w", err)
@@ -207,13 +299,12 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 		l.afterRead()
 	}
 
-	var rm Removed
 	lone, suspect := l.findLone()
 	for _, it := range sw.intents {
 		if _, ok := lone[pairID{it.key, it.gen}]; ok {
 			continue // a lone forward entry is repaired, not removed as a pair
 		}
-		if !l.removePair(it, &rm) {
+		if !l.removePair(it, rm) {
 			continue
 		}
 		switch it.why {
@@ -233,7 +324,7 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 		if _, ok := l.lone[id]; !ok {
 			continue // first sighting: wait a cycle
 		}
-		repaired, handled := l.repair(id, v, &rm)
+		repaired, handled := l.repair(id, v, rm)
 		if repaired {
 			l.repairs++
 		}
@@ -264,19 +355,8 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 		Orphaned:         l.orphaned,
 		InvariantRepairs: l.repairs,
 		Lone:             uint64(len(lone)),
-		Removed:          rm,
+		Removed:          *rm,
 	}
-	s.Time = time.Now()
-	s.Duration = s.Time.Sub(start)
-	l.latest.Store(s)
-	if l.o.OnSample != nil {
-		l.o.OnSample(s)
-	}
-	l.log.WithFields(logrus.Fields{
-		"cycle": s.Cycle, "entries": s.FlowEntries, "active": s.Active, "timewait": s.TimeWait,
-		"resetting": s.Resetting, "removed_timewait": rm.TimeWait, "removed_reset": rm.Reset,
-		"removed_orphaned": rm.Orphaned, "repaired": rm.Repaired, "duration": s.Duration,
-	}).Debug("flow maintenance cycle")
 	return s, nil
 }
 

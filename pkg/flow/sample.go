@@ -8,24 +8,47 @@ import (
 )
 
 // Sample is what one maintenance cycle saw and did. The loop publishes one
-// per successful cycle (Loop.Latest, Options.OnSample) and never modifies it
-// afterwards; readers must not modify it either (Backends included). The
-// status API and the metrics read only samples, never BPF maps (DESIGN §3,
-// §4).
+// per cycle (Loop.Latest, Options.OnSample), failed cycles included once a
+// cycle has succeeded, and never modifies it afterwards; readers must not
+// modify it either (Backends included). The status API and the metrics
+// read only samples, never BPF maps (DESIGN §3, §4). Samples stop only when
+// the loop stops or a cycle hangs, so a sample's age measures the loop's
+// liveness, not its success.
 //
 // Pair counts (Active, TimeWait, Resetting, per backend) describe the flow
 // map after the cycle's removals. The map is read with batch lookups, which
 // are not a snapshot: a pair created or removed during the read may be
 // missing from one cycle's counts.
+//
+// A failed cycle's sample (Maintenance.Failing) carries the pair figures of
+// the latest successful cycle: Cycle, Now, FlowEntries, Active, TimeWait,
+// Resetting, Lone, Opened, Closed and Backends (per-backend counts and
+// statistics) are that cycle's, and PairsFresh reports false. Opened and
+// Closed stay with the pair counts so that a connection still leaves
+// Active and enters Closed in the same sample (DESIGN §4 counting rule)
+// and the per-backend shares still add up. Counters, the data path's raw
+// event counters, are read afresh when the read works, else carried too
+// (CountersStale). Time, Duration, Removed, Orphaned, InvariantRepairs and
+// Maintenance always describe the failed cycle itself.
 type Sample struct {
-	// Time is the wall-clock time at the end of the cycle.
+	// Time is the wall-clock time at the end of the cycle, failed or not.
 	Time time.Time
-	// Cycle numbers successful cycles from 1.
+	// Cycle numbers successful cycles from 1: a failed cycle's sample
+	// repeats the number of the successful cycle whose pair figures it
+	// carries. Maintenance.Errors counts the failed ones.
 	Cycle uint64
-	// Now is the data path clock reading (jiffies) the cycle decided with.
+	// Now is the data path clock reading (jiffies) the pair figures were
+	// decided with (the latest successful cycle's).
 	Now dataplane.Jiffies
-	// Duration is the cycle's wall-clock duration.
+	// Duration is the cycle's wall-clock duration, failed or not.
 	Duration time.Duration
+
+	// Maintenance is the loop's health as of this cycle: failed cycles
+	// since the loop started and the current spell of failures.
+	Maintenance Maintenance
+	// CountersStale is true in a failed cycle's sample whose counter read
+	// failed as well: Counters are then the previous sample's.
+	CountersStale bool
 
 	// FlowEntries is the number of directional entries in the flow map
 	// after the cycle: those it read minus those it removed (two per
@@ -71,6 +94,33 @@ type Sample struct {
 	// Removed is what this cycle removed.
 	Removed Removed
 }
+
+// PairsFresh reports whether the pair figures (FlowEntries, Active,
+// TimeWait, Resetting, Lone, Opened, Closed, Backends) come from this
+// sample's own cycle: false when the cycle failed and they are the latest
+// successful cycle's.
+func (s *Sample) PairsFresh() bool { return !s.Maintenance.Failing() }
+
+// Maintenance is the health of the maintenance loop as of one sample. A
+// spell is a run of consecutive failed cycles; it ends with the next
+// successful cycle. Cycles abandoned because their context ended (the loop
+// stopping) are neither failures nor successes.
+type Maintenance struct {
+	// Errors counts failed cycles since the loop started, this one
+	// included (xlb_maintenance_errors_total).
+	Errors uint64
+	// ConsecutiveFailures is the length of the current spell, this cycle
+	// included; 0 when this cycle succeeded.
+	ConsecutiveFailures uint64
+	// FailingSince is the end of the spell's first failed cycle (that
+	// cycle's Sample.Time); zero when this cycle succeeded.
+	FailingSince time.Time
+	// LastError is this cycle's error text; "" when it succeeded.
+	LastError string
+}
+
+// Failing reports whether the sample's cycle failed (a spell is under way).
+func (m Maintenance) Failing() bool { return m.ConsecutiveFailures > 0 }
 
 // Closed counts closed connections by initiator and reason.
 type Closed struct {

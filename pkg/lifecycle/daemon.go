@@ -178,6 +178,7 @@ func (d *runner) publishInstance() {
 	d.update(func(s *snapshot.Snapshot) {
 		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, r.SNAT, ports, r.Interfaces
 		s.Attached = d.inst.AttachedModes()
+		s.Features = d.inst.DP.Features()
 		s.Provider = d.inst.Backends.ProviderName()
 		s.Backends = d.inst.Backends.Snapshot()
 	})
@@ -219,13 +220,19 @@ func (d *runner) startMaintenance() error {
 }
 
 // onSample publishes a maintenance sample with the current backend states.
+// Samples of failed cycles are published like the others (they keep
+// readiness and the watchdog alive; flow.Sample.Maintenance tells status
+// and metrics about the failure) but stay out of the duration histogram,
+// which describes successful cycles.
 func (d *runner) onSample(s *flow.Sample) {
 	provErr := ""
 	if err := d.inst.Backends.ProviderError(); err != nil {
 		provErr = err.Error()
 	}
 	backends := d.inst.Backends.Snapshot()
-	d.lis.metrics.ObserveMaintenance(s.Duration)
+	if !s.Maintenance.Failing() {
+		d.lis.metrics.ObserveMaintenance(s.Duration)
+	}
 	d.update(func(snap *snapshot.Snapshot) {
 		snap.Sample, snap.Backends, snap.ProviderError = s, backends, provErr
 	})
@@ -265,12 +272,16 @@ func (d *runner) runningStatus() string {
 			discovered++
 		}
 	}
-	return fmt.Sprintf("running: XDP %s; %d/%d backends routable; %d active connections",
+	line := fmt.Sprintf("running: XDP %s; %d/%d backends routable; %d active connections",
 		strings.Join(modes, ", "), s.Routable(), discovered, active)
+	if s.Sample != nil && s.Sample.Maintenance.Failing() {
+		line += fmt.Sprintf("; maintenance failing (%d cycles in a row)", s.Sample.Maintenance.ConsecutiveFailures)
+	}
+	return line
 }
 
 // watchdog pings systemd while the maintenance loop keeps publishing, and
-// through the shutdown window, until ctx ends.
+// through the shutdown window, until ctx ends (watchdogPing decides).
 func (d *runner) watchdog(ctx context.Context) {
 	every := WatchdogInterval()
 	if every == 0 {
@@ -281,8 +292,7 @@ func (d *runner) watchdog(ctx context.Context) {
 	for {
 		select {
 		case <-t.C:
-			s := d.store.Load()
-			if s.Lifecycle != snapshot.Running || s.SampleAge(time.Now()) <= s.StaleAfter() {
+			if watchdogPing(d.store.Load(), time.Now()) {
 				d.notify.Watchdog()
 			} else {
 				d.log.Warn("maintenance samples are stale; withholding the systemd watchdog ping")
@@ -291,6 +301,17 @@ func (d *runner) watchdog(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// watchdogPing decides one systemd watchdog ping: yes unless the instance
+// is running and its maintenance samples stopped (snapshot.SampleStale:
+// the loop stopped or a cycle hangs). Failing cycles keep publishing
+// samples, so they keep the pings going: the data path forwards without
+// the loop, and killing the daemon for it would only risk the forwarding.
+// Before running and while shutting down the loop may legitimately be
+// quiet.
+func watchdogPing(s *snapshot.Snapshot, now time.Time) bool {
+	return s.Lifecycle != snapshot.Running || !s.SampleStale(now)
 }
 
 // startConfigWatch reports edits of the config file (DESIGN §1: a change

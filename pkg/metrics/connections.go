@@ -10,14 +10,16 @@ import (
 
 // connectionsCollector exports the connection pairs and the flow map as the
 // latest maintenance sample saw them (flow.Sample; DESIGN §4 counting
-// rule). Nothing is exported before the first sample.
+// rule), and the maintenance loop's health. Nothing is exported before the
+// first sample. While cycles fail, the pair series repeat the latest
+// successful cycle's figures and xlb_maintenance_failing is 1.
 type connectionsCollector struct {
 	store *snapshot.Store
 	now   func() time.Time
 
 	active, timewait, opened, closed, orphaned *prometheus.Desc
 	entries, capacity                          *prometheus.Desc
-	sampleAge, cycles                          *prometheus.Desc
+	sampleAge, cycles, errors, failing         *prometheus.Desc
 }
 
 func newConnectionsCollector(store *snapshot.Store, now func() time.Time) *connectionsCollector {
@@ -45,10 +47,16 @@ func newConnectionsCollector(store *snapshot.Store, now func() time.Time) *conne
 			"Maximum directional entries of the flow map (two per connection pair of flow_table.max_connections).",
 			nil, nil),
 		sampleAge: prometheus.NewDesc("xlb_maintenance_sample_age_seconds",
-			"Seconds since the latest maintenance sample was taken; readiness reports dataplane_sample_stale past max(3 cycles, 5 s).",
+			"Seconds since the latest maintenance sample was taken; failed cycles publish samples too, so it grows only when the maintenance loop stopped or hangs. Readiness reports dataplane_sample_stale past max(3 cycles, 5 s).",
 			nil, nil),
 		cycles: prometheus.NewDesc("xlb_maintenance_cycles_total",
 			"Successful maintenance cycles since this process started its maintenance loop.",
+			nil, nil),
+		errors: prometheus.NewDesc("xlb_maintenance_errors_total",
+			"Failed maintenance cycles (flow map, counter or clock read refused) since this process started its maintenance loop. The data path keeps forwarding; pairs are not cleaned up until a cycle succeeds.",
+			nil, nil),
+		failing: prometheus.NewDesc("xlb_maintenance_failing",
+			"1 while the latest maintenance cycle failed (connection and flow map series then repeat the latest successful cycle's figures; the error is in the status API's maintenance.last_error), 0 otherwise.",
 			nil, nil),
 	}
 }
@@ -56,7 +64,7 @@ func newConnectionsCollector(store *snapshot.Store, now func() time.Time) *conne
 // Describe implements prometheus.Collector.
 func (c *connectionsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.timewait, c.opened, c.closed, c.orphaned,
-		c.entries, c.capacity, c.sampleAge, c.cycles} {
+		c.entries, c.capacity, c.sampleAge, c.cycles, c.errors, c.failing} {
 		ch <- d
 	}
 }
@@ -86,4 +94,6 @@ func (c *connectionsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.capacity, x.FlowCapacity)
 	ch <- prometheus.MustNewConstMetric(c.sampleAge, prometheus.GaugeValue, max(0, s.SampleAge(c.now()).Seconds()))
 	counter(c.cycles, x.Cycle)
+	counter(c.errors, x.Maintenance.Errors)
+	ch <- prometheus.MustNewConstMetric(c.failing, prometheus.GaugeValue, boolValue(x.Maintenance.Failing()))
 }

@@ -28,6 +28,13 @@
 //     scrape and xlb_scrape_collector_success{collector="dataplane"} is 0;
 //     when it returns ErrNoDataplane (not loaded yet, or closed) they are
 //     left out quietly.
+//   - Maintenance health (xlb_maintenance_cycles_total,
+//     xlb_maintenance_errors_total, xlb_maintenance_failing,
+//     xlb_maintenance_sample_age_seconds) comes from the sample as well
+//     (flow.Sample.Maintenance). A failed cycle publishes a sample that
+//     repeats the latest successful cycle's pair figures, so while
+//     xlb_maintenance_failing is 1 the connection and flow map series stand
+//     still, while the sample age stays low because samples keep coming.
 //   - xlb_flow_pair_invariant_violations_total is the data path's count of
 //     FIN/RST packets on lone entries plus the maintenance loop's repairs
 //     of lone entries (flow.Sample.InvariantRepairs).

@@ -51,6 +51,8 @@ func fixtureSample() *flow.Sample {
 		Closed:           flow.Closed{ClientFIN: 14, BackendFIN: 15, ClientRST: 16, BackendRST: 17},
 		Orphaned:         18,
 		InvariantRepairs: 19,
+		// Cycles failed earlier; the latest one succeeded.
+		Maintenance: flow.Maintenance{Errors: 21},
 	}
 }
 

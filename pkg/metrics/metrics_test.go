@@ -7,11 +7,13 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xlbproject/xlb/pkg/buildinfo"
+	"github.com/xlbproject/xlb/pkg/flow"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
@@ -131,6 +133,8 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_flow_map_capacity", nil, float64(x.FlowCapacity))
 	check("xlb_maintenance_sample_age_seconds", nil, 2)
 	check("xlb_maintenance_cycles_total", nil, float64(x.Cycle))
+	check("xlb_maintenance_errors_total", nil, float64(x.Maintenance.Errors))
+	check("xlb_maintenance_failing", nil, 0)
 	// Backends: three listed (backend-4 departed and idle is not).
 	check("xlb_backends", L{"state": "discovered"}, 2)
 	check("xlb_backends", L{"state": "routable"}, 1)
@@ -201,6 +205,56 @@ xlb_connections_closed_total{initiator="client",reason="rst"} 16
 `
 	if err := testutil.GatherAndCompare(srv.Registry(), strings.NewReader(want), "xlb_backends", "xlb_connections_closed_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMaintenanceFailing: while the latest cycle failed, the errors
+// counter and the failing gauge say so, the pair series repeat the carried
+// figures, and the instance stays ready (its sample is fresh).
+func TestMaintenanceFailing(t *testing.T) {
+	var store snapshot.Store
+	snap := fixtureSnapshot()
+	smp := *snap.Sample
+	smp.Maintenance = flow.Maintenance{
+		Errors: 23, ConsecutiveFailures: 2, FailingSince: smp.Time.Add(-time.Second),
+		LastError: "flow: read flow map: operation not permitted",
+	}
+	snap.Sample = &smp
+	store.Publish(snap)
+	srv, _ := testServer(t, &store, liveCountersFunc)
+	want := `
+# HELP xlb_maintenance_errors_total Failed maintenance cycles (flow map, counter or clock read refused) since this process started its maintenance loop. The data path keeps forwarding; pairs are not cleaned up until a cycle succeeds.
+# TYPE xlb_maintenance_errors_total counter
+xlb_maintenance_errors_total 23
+# HELP xlb_maintenance_failing 1 while the latest maintenance cycle failed (connection and flow map series then repeat the latest successful cycle's figures; the error is in the status API's maintenance.last_error), 0 otherwise.
+# TYPE xlb_maintenance_failing gauge
+xlb_maintenance_failing 1
+# HELP xlb_maintenance_cycles_total Successful maintenance cycles since this process started its maintenance loop.
+# TYPE xlb_maintenance_cycles_total counter
+xlb_maintenance_cycles_total 42
+# HELP xlb_ready 1 when /readyz answers 200, 0 otherwise (the reason is in /readyz and the status API).
+# TYPE xlb_ready gauge
+xlb_ready 1
+# HELP xlb_connections_active Connections open or half-closed (neither both FINs nor a RST seen yet), as of the latest maintenance cycle.
+# TYPE xlb_connections_active gauge
+xlb_connections_active 7
+`
+	if err := testutil.GatherAndCompare(srv.Registry(), strings.NewReader(want),
+		"xlb_maintenance_errors_total", "xlb_maintenance_failing", "xlb_maintenance_cycles_total", "xlb_ready", "xlb_connections_active"); err != nil {
+		t.Error(err)
+	}
+
+	// Before the first sample the maintenance series are absent, not 0.
+	var empty snapshot.Store
+	noSample := fixtureSnapshot()
+	noSample.Sample = nil
+	empty.Publish(noSample)
+	srv, _ = testServer(t, &empty, liveCountersFunc)
+	fams, _ := scrape(t, srv)
+	for _, name := range []string{"xlb_maintenance_errors_total", "xlb_maintenance_failing"} {
+		if _, ok := fams[name]; ok {
+			t.Errorf("%s exported before the first sample", name)
+		}
 	}
 }
 

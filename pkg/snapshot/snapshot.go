@@ -70,9 +70,14 @@ type Snapshot struct {
 	XDPMode    string                 // configured: auto, native or generic
 	Attached   []dataplane.Attachment // what is attached, by interface name
 	Interfaces []string               // configured (resolved) interfaces
+	// Features are the optional kernel features probed at startup and
+	// the paths taken (dataplane.Dataplane.Features).
+	Features dataplane.Features
 
-	// Sample is the latest maintenance sample (nil before the first);
-	// SampleInterval is the loop's period, used to judge staleness.
+	// Sample is the latest maintenance sample (nil before the first
+	// successful cycle; afterwards every cycle's, failed or not:
+	// Sample.Maintenance says which); SampleInterval is the loop's
+	// period, used to judge staleness.
 	Sample         *flow.Sample
 	SampleInterval time.Duration
 
@@ -94,13 +99,23 @@ func (s *Snapshot) SampleAge(now time.Time) time.Duration {
 // StaleAfter is the sample age from which readiness reports
 // dataplane_sample_stale: three missed cycles, never under 5 s, and never
 // under five cycle durations (the loop spaces long cycles out to three
-// times their duration, flow.Loop.Run).
+// times their duration, flow.Loop.Run). Failed cycles publish samples too,
+// so only a maintenance loop that stopped or hangs lets a sample age past
+// it.
 func (s *Snapshot) StaleAfter() time.Duration {
 	d := max(3*s.SampleInterval, 5*time.Second)
 	if s.Sample != nil {
 		d = max(d, 5*s.Sample.Duration)
 	}
 	return d
+}
+
+// SampleStale reports whether the maintenance loop has stopped publishing:
+// a sample exists and is older than StaleAfter. Readiness reports it as
+// dataplane_sample_stale, and the daemon withholds the systemd watchdog
+// ping while it holds.
+func (s *Snapshot) SampleStale(now time.Time) bool {
+	return s.Sample != nil && s.SampleAge(now) > s.StaleAfter()
 }
 
 // Routable counts discovered backends the data path may pick.
@@ -117,6 +132,15 @@ func (s *Snapshot) Routable() int {
 // Readiness decides /readyz: ready, or the first reason that applies in
 // this order: shutting_down, starting, awaiting_dataplane_sample,
 // dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends.
+//
+// Failing maintenance cycles do not make the instance unready: the data
+// path forwards every packet without the loop, which only cleans up pairs
+// and refreshes figures, and taking the instance out of rotation would
+// not mend it. Such cycles still publish fresh samples (with
+// Sample.Maintenance.Failing), so readiness stays ready; they show in the
+// status API's maintenance object and in xlb_maintenance_failing and
+// xlb_maintenance_errors_total instead. dataplane_sample_stale means
+// samples stopped: the loop stopped or a cycle hangs.
 func (s *Snapshot) Readiness(now time.Time) (bool, string) {
 	switch {
 	case s.Lifecycle == ShuttingDown:
@@ -125,7 +149,7 @@ func (s *Snapshot) Readiness(now time.Time) (bool, string) {
 		return false, ReasonStarting
 	case s.Sample == nil:
 		return false, ReasonAwaitingDataplaneSample
-	case s.SampleAge(now) > s.StaleAfter():
+	case s.SampleStale(now):
 		return false, ReasonDataplaneSampleStale
 	case s.ProviderError != "":
 		return false, ReasonBackendProviderUnhealthy

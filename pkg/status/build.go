@@ -29,6 +29,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		GeneratedAtUnixMs: now.UnixMilli(),
 		Readiness:         api.Readiness{Ready: ready, Reason: reason},
 		Dataplane:         buildDataplane(s, now),
+		Maintenance:       buildMaintenance(s),
 		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
 		SNAT:              api.SNAT{IP: addrString(s.SNAT)},
 		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError},
@@ -79,7 +80,11 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
 		StaleAfterMs:     s.StaleAfter().Milliseconds(),
 	}
 	for _, a := range s.Attached {
-		dp.XDPAttachments = append(dp.XDPAttachments, api.XDPAttachment{Interface: a.Interface, Ifindex: a.Ifindex, Mode: string(a.Mode)})
+		dp.XDPAttachments = append(dp.XDPAttachments, api.XDPAttachment{Interface: a.Interface, Ifindex: a.Ifindex, Mode: string(a.Mode), Via: a.Via})
+	}
+	dp.Features = make([]api.Feature, 0, len(s.Features))
+	for _, f := range s.Features {
+		dp.Features = append(dp.Features, api.Feature{Name: string(f.Name), State: f.State, Detail: f.Detail, Path: f.Path})
 	}
 	// dataplane.Attachments is unordered; the document is stable.
 	slices.SortFunc(dp.XDPAttachments, func(a, b api.XDPAttachment) int { return strings.Compare(a.Interface, b.Interface) })
@@ -108,6 +113,26 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
 		TTLExceededTotal:         c.TTLExceeded,
 	}
 	return dp
+}
+
+// buildMaintenance reshapes the latest sample's maintenance health (all
+// zero before the first sample).
+func buildMaintenance(s *snapshot.Snapshot) api.Maintenance {
+	if s.Sample == nil {
+		return api.Maintenance{}
+	}
+	m := s.Sample.Maintenance
+	out := api.Maintenance{
+		Failing:             m.Failing(),
+		ErrorsTotal:         m.Errors,
+		ConsecutiveFailures: m.ConsecutiveFailures,
+		LastError:           m.LastError,
+	}
+	if m.Failing() && !m.FailingSince.IsZero() {
+		since := m.FailingSince.UnixMilli()
+		out.FailingSinceUnixMs = &since
+	}
+	return out
 }
 
 // buildBackends lists the snapshot's backends in id order, omitting those

@@ -9,7 +9,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/xlbproject/xlb/pkg/flow"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -40,6 +42,7 @@ func TestDocumentValues(t *testing.T) {
 				{Interface: "eth0", Ifindex: 2, Mode: "native"},
 				{Interface: "eth1", Ifindex: 3, Mode: "generic"},
 			},
+			Features:         []api.Feature{},
 			FlowMap:          api.FlowMap{Entries: 60, Capacity: 524288},
 			SampledAtUnixMs:  i64(fixedNow.UnixMilli() - 400),
 			SampleAgeMs:      i64(400),
@@ -54,8 +57,9 @@ func TestDocumentValues(t *testing.T) {
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
 			},
 		},
-		Listen: api.Listen{IP: "192.0.2.10", Ports: []api.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}}},
-		SNAT:   api.SNAT{IP: "198.51.100.1"},
+		Maintenance: api.Maintenance{ErrorsTotal: 2},
+		Listen:      api.Listen{IP: "192.0.2.10", Ports: []api.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}}},
+		SNAT:        api.SNAT{IP: "198.51.100.1"},
 		Connections: api.Connections{
 			Active: 27, TimeWait: 2, Resetting: 1, OpenedTotal: 1234, ClosedTotal: 1204,
 			ClosedBy:      api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
@@ -92,6 +96,62 @@ func TestDocumentValues(t *testing.T) {
 	}
 	if active != got.Connections.Active || opened != got.Connections.OpenedTotal {
 		t.Errorf("backend sums active %d opened %d, totals %d %d", active, opened, got.Connections.Active, got.Connections.OpenedTotal)
+	}
+}
+
+// TestDocumentMaintenance: a failing maintenance loop shows in the
+// maintenance object while the document stays ready (the sample is fresh);
+// the JSON carries every field, failing_since_unix_ms null unless failing.
+func TestDocumentMaintenance(t *testing.T) {
+	since := fixedNow.Add(-3400 * time.Millisecond)
+	failing := clone(func(s *snapshot.Snapshot) {
+		smp := *s.Sample
+		smp.Maintenance = flow.Maintenance{
+			Errors: 9, ConsecutiveFailures: 4, FailingSince: since,
+			LastError: "flow: read flow map: operation not permitted",
+		}
+		s.Sample = &smp
+	})
+	d := Build(failing, fixedNow)
+	want := api.Maintenance{
+		Failing: true, ErrorsTotal: 9, ConsecutiveFailures: 4,
+		FailingSinceUnixMs: i64(since.UnixMilli()), LastError: "flow: read flow map: operation not permitted",
+	}
+	if !reflect.DeepEqual(d.Maintenance, want) {
+		t.Errorf("maintenance = %+v, want %+v", d.Maintenance, want)
+	}
+	if !d.Readiness.Ready {
+		t.Errorf("readiness %+v while maintenance fails with a fresh sample, want ready", d.Readiness)
+	}
+
+	for _, c := range []struct {
+		name string
+		snap *snapshot.Snapshot
+		want map[string]any
+	}{
+		{"failing", failing, map[string]any{
+			"maintenance.failing": true, "maintenance.errors_total": float64(9), "maintenance.consecutive_failures": float64(4),
+			"maintenance.failing_since_unix_ms": float64(since.UnixMilli()), "maintenance.last_error": "flow: read flow map: operation not permitted",
+		}},
+		{"healthy", fixture(), map[string]any{
+			"maintenance.failing": false, "maintenance.errors_total": float64(2), "maintenance.consecutive_failures": float64(0),
+			"maintenance.failing_since_unix_ms": nil, "maintenance.last_error": "",
+		}},
+		{"no sample", clone(func(s *snapshot.Snapshot) { s.Sample = nil }), map[string]any{
+			"maintenance.failing": false, "maintenance.errors_total": float64(0), "maintenance.consecutive_failures": float64(0),
+			"maintenance.failing_since_unix_ms": nil, "maintenance.last_error": "",
+		}},
+	} {
+		ts := newTestServer(t, c.snap, "", "")
+		var v any
+		if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &v); err != nil {
+			t.Fatal(err)
+		}
+		for path, want := range c.want {
+			if got, ok := lookup(v, path); !ok || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %s = %v (present %v), want %v", c.name, path, got, ok, want)
+			}
+		}
 	}
 }
 

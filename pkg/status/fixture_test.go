@@ -49,6 +49,8 @@ func fixture() *snapshot.Snapshot {
 			Orphaned:         3,
 			InvariantRepairs: 1,
 			Lone:             0,
+			// Two cycles failed earlier; the latest one succeeded.
+			Maintenance: flow.Maintenance{Errors: 2},
 			Counters: dataplane.Counters{
 				Actions:       [5]uint64{0, 12, 3456, 98765, 4321},
 				PairsCreated:  1234,

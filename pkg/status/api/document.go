@@ -33,7 +33,11 @@ type Document struct {
 	// Shutdown is set only while lifecycle is shutting_down.
 	Shutdown *Shutdown `json:"shutdown"`
 
-	Dataplane   Dataplane   `json:"dataplane"`
+	Dataplane Dataplane `json:"dataplane"`
+	// Maintenance is the health of the maintenance loop that samples the
+	// data path, top level because it is the daemon's task, not the data
+	// path's: XDP forwards while it fails.
+	Maintenance Maintenance `json:"maintenance"`
 	Listen      Listen      `json:"listen"`
 	SNAT        SNAT        `json:"snat"`
 	Connections Connections `json:"connections"`
@@ -65,7 +69,10 @@ type Dataplane struct {
 	XDPMode        string          `json:"xdp_mode"`   // configured: auto, native or generic
 	Interfaces     []string        `json:"interfaces"` // configured (resolved) interfaces
 	XDPAttachments []XDPAttachment `json:"xdp_attachments"`
-	FlowMap        FlowMap         `json:"flow_map"`
+	// Features are the optional kernel features probed at startup and the
+	// path the data path takes for each, in a fixed order.
+	Features []Feature `json:"features"`
+	FlowMap  FlowMap   `json:"flow_map"`
 	// SampledAtUnixMs is the end of the latest maintenance cycle and
 	// SampleAgeMs its age when the document was built; both null before
 	// the first sample.
@@ -82,11 +89,52 @@ type Dataplane struct {
 	Counters         Counters `json:"counters"`
 }
 
+// Maintenance is the maintenance loop's health as of the latest sample
+// (flow.Sample.Maintenance). A failed cycle still publishes a sample, so
+// dataplane.sample_age_ms stays small and readiness stays ready while
+// cycles fail; the data path keeps forwarding, but pairs are not cleaned
+// up. While Failing, connections (totals included), dataplane.flow_map,
+// the backends' connection counts and statistics and
+// dataplane.sample_cycle are those of the latest successful cycle;
+// dataplane.counters are read afresh when possible. All zero (and FailingSinceUnixMs null) before the first
+// sample.
+type Maintenance struct {
+	// Failing is true when the latest cycle failed.
+	Failing bool `json:"failing"`
+	// ErrorsTotal counts failed cycles since the maintenance loop started
+	// (xlb_maintenance_errors_total).
+	ErrorsTotal uint64 `json:"errors_total"`
+	// ConsecutiveFailures is the length of the current spell of failed
+	// cycles, 0 when the latest cycle succeeded.
+	ConsecutiveFailures uint64 `json:"consecutive_failures"`
+	// FailingSinceUnixMs is the end of the spell's first failed cycle;
+	// null when not failing.
+	FailingSinceUnixMs *int64 `json:"failing_since_unix_ms"`
+	// LastError is the latest cycle's error, "" when it succeeded.
+	LastError string `json:"last_error"`
+}
+
 // XDPAttachment is the program attached to one interface, sorted by name.
 type XDPAttachment struct {
 	Interface string `json:"interface"`
 	Ifindex   int    `json:"ifindex"`
 	Mode      string `json:"mode"` // native or generic: what is attached
+	Via       string `json:"via"`  // bpf_link, or netlink where XDP links are refused
+}
+
+// Feature is one optional kernel feature (dataplane.FeatureStatus).
+type Feature struct {
+	// Name: bpf_for_each_map_elem, ring_buffer, batch_map_ops, xdp_bpf_link.
+	Name string `json:"name"`
+	// State: available, refused (by the kernel or a policy), disabled (by
+	// the operator, XLB_DISABLE_FEATURES) or unknown (not probed yet).
+	State string `json:"state"`
+	// Detail is why the feature is not available ("" when it is).
+	Detail string `json:"detail"`
+	// Path is what the data path does given State: batch_lookup or
+	// per_key (flow map reads), bpf_link or netlink (XDP attach),
+	// not_attached, or not_used (this version has no use for the feature).
+	Path string `json:"path"`
 }
 
 // FlowMap counts directional entries (two per connection pair).
