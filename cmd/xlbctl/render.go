@@ -32,6 +32,7 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Listen", "%s", listen(d.Listen))
 	row("SNAT", "%s", orDash(d.SNAT.IP))
 	row("XDP", "%s", attachments(d.Dataplane))
+	row("Kernel", "%s", kernelFeatures(d.Dataplane.Features))
 	fm := d.Dataplane.FlowMap
 	row("Flow map", "%d / %d entries (%s)", fm.Entries, fm.Capacity, percent(fm.Entries, fm.Capacity))
 	c := d.Connections
@@ -134,9 +135,37 @@ func attachments(dp api.Dataplane) string {
 	}
 	parts := make([]string, 0, len(dp.XDPAttachments))
 	for _, a := range dp.XDPAttachments {
-		parts = append(parts, a.Interface+" "+a.Mode)
+		p := a.Interface + " " + a.Mode
+		if a.Via == "netlink" {
+			p += " (netlink)"
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// kernelFeatures names the optional kernel features that are not available
+// and the fallback taken: "xdp_bpf_link refused: netlink; ring_buffer
+// disabled", or "all optional features available".
+func kernelFeatures(fs []api.Feature) string {
+	if len(fs) == 0 {
+		return "-"
+	}
+	var off []string
+	for _, f := range fs {
+		if f.State == "available" {
+			continue
+		}
+		s := f.Name + " " + f.State
+		if f.Path != "not_used" && f.Path != "not_attached" {
+			s += ": " + f.Path
+		}
+		off = append(off, s)
+	}
+	if len(off) == 0 {
+		return "all optional features available"
+	}
+	return strings.Join(off, "; ")
 }
 
 // backendCounts summarises states: "3 routable, 1 draining, 1 unreachable".

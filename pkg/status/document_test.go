@@ -39,10 +39,15 @@ func TestDocumentValues(t *testing.T) {
 			XDPMode:    "auto",
 			Interfaces: []string{"eth0", "eth1"},
 			XDPAttachments: []api.XDPAttachment{
-				{Interface: "eth0", Ifindex: 2, Mode: "native"},
-				{Interface: "eth1", Ifindex: 3, Mode: "generic"},
+				{Interface: "eth0", Ifindex: 2, Mode: "native", Via: "netlink"},
+				{Interface: "eth1", Ifindex: 3, Mode: "generic", Via: "netlink"},
 			},
-			Features:         []api.Feature{},
+			Features: []api.Feature{
+				{Name: "bpf_for_each_map_elem", State: "available", Path: "not_used"},
+				{Name: "ring_buffer", State: "disabled", Detail: "disabled by the operator", Path: "not_used"},
+				{Name: "batch_map_ops", State: "available", Path: "batch_lookup"},
+				{Name: "xdp_bpf_link", State: "refused", Detail: "operation not permitted", Path: "netlink"},
+			},
 			FlowMap:          api.FlowMap{Entries: 60, Capacity: 524288},
 			SampledAtUnixMs:  i64(fixedNow.UnixMilli() - 400),
 			SampleAgeMs:      i64(400),

@@ -31,8 +31,14 @@ func fixture() *snapshot.Snapshot {
 		Interfaces: []string{"eth0", "eth1"},
 		// Unordered on purpose: the document sorts by interface.
 		Attached: []dataplane.Attachment{
-			{Interface: "eth1", Ifindex: 3, Mode: dataplane.ModeGeneric},
-			{Interface: "eth0", Ifindex: 2, Mode: dataplane.ModeNative},
+			{Interface: "eth1", Ifindex: 3, Mode: dataplane.ModeGeneric, Via: dataplane.PathNetlink},
+			{Interface: "eth0", Ifindex: 2, Mode: dataplane.ModeNative, Via: dataplane.PathNetlink},
+		},
+		Features: dataplane.Features{
+			{Name: dataplane.FeatureForEachMapElem, State: dataplane.StateAvailable, Path: dataplane.PathNotUsed},
+			{Name: dataplane.FeatureRingBuf, State: dataplane.StateDisabled, Detail: "disabled by the operator", Path: dataplane.PathNotUsed},
+			{Name: dataplane.FeatureBatchOps, State: dataplane.StateAvailable, Path: dataplane.PathBatchLookup},
+			{Name: dataplane.FeatureXDPLink, State: dataplane.StateRefused, Detail: "operation not permitted", Path: dataplane.PathNetlink},
 		},
 		SampleInterval: time.Second,
 		Sample: &flow.Sample{
