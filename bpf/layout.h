@@ -16,7 +16,7 @@
 #include <linux/types.h>
 
 /* Layout version of the pinned maps; bump when a key or value changes. */
-#define XLB_LAYOUT_VERSION 1
+#define XLB_LAYOUT_VERSION 2
 
 #define XLB_MAX_PORTS 8        /* port mappings per listen address (DESIGN §1) */
 #define XLB_MAX_BACKENDS 1024  /* backend ids 0..1023; routable set size limit */
@@ -40,9 +40,14 @@ struct flow_key {
 };
 
 /*
- * Close state. The pair-wide bits (FIN_*, RST_*, CLOSED, INIT_BACKEND) live on
- * the forward (XLB_DIR_CLIENT) entry only; the data path updates them with
- * atomic OR so concurrent FINs on two CPUs count the connection exactly once.
+ * Close state, on the forward (XLB_DIR_CLIENT) entry only. The data path
+ * sets the bits with atomic OR, so concurrent FINs and RSTs on two CPUs
+ * decide exactly once which packet made the pair terminal: that packet
+ * also sets XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST, counts the closure and
+ * posts the close event. The CLOSED bit, not the FIN/RST bits, is what
+ * makes a pair terminal for the SYN path, the maintenance loop and the
+ * gauges: it is set once, and its kind never changes (a RST after both
+ * FINs leaves the pair in time-wait).
  */
 enum xlb_flow_flags {
 	XLB_F_FIN_CLIENT = 1 << 0,   /* client sent FIN */
@@ -50,11 +55,24 @@ enum xlb_flow_flags {
 	XLB_F_RST_CLIENT = 1 << 2,   /* client sent RST */
 	XLB_F_RST_BACKEND = 1 << 3,  /* backend sent RST */
 	XLB_F_INIT_BACKEND = 1 << 4, /* the first FIN/RST came from the backend */
+	XLB_F_CLOSED_FIN = 1 << 5,   /* terminal: both FINs (time-wait) */
+	XLB_F_CLOSED_RST = 1 << 6,   /* terminal: reset */
 };
+
+#define XLB_F_CLOSED (XLB_F_CLOSED_FIN | XLB_F_CLOSED_RST)
 
 /*
  * One directional entry: the rewrite recipe for packets matching its key, plus
- * state. 96 bytes.
+ * the pair link and state. 48 bytes.
+ *
+ * The counterpart's key is not stored: it is the recipe read backwards,
+ * {daddr, saddr, dport, sport, the other direction} (flow_peer_key).
+ *
+ * last_seen is the low 32 bits of the data path's clock (jiffies) when a
+ * packet last went through this entry. On a terminal forward entry it stays
+ * at the moment the pair became terminal (the time-wait and reset clocks
+ * start there). Ages are computed modulo 2^32, so they are exact up to 2^31
+ * ticks (24.8 days at HZ=1000); orphan_ttl_secs is capped well below.
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -65,18 +83,14 @@ struct flow_value {
 	__u8 smac[6];
 	__u8 dmac[6];
 	__u32 ifindex;     /* egress interface (bpf_fib_lookup at pair creation) */
-	__u32 csum_ip;     /* folded one's complement delta for the IPv4 header */
-	__u32 csum_l4;     /* folded delta for the TCP checksum (pseudo header + ports) */
+	__u16 csum_ip;     /* folded one's complement delta for the IPv4 header */
+	__u16 csum_l4;     /* folded delta for the TCP checksum (pseudo header + ports) */
 	/* pair */
-	__u32 backend_id;
 	__u32 generation;  /* same on both entries of a pair; never 0 */
 	__u32 flags;       /* enum xlb_flow_flags (forward entry only) */
-	struct flow_key peer; /* key of the counterpart entry */
-	/* state; times are jiffies (bpf_jiffies64) */
-	__u64 last_seen;    /* last packet forwarded in this direction */
-	__u64 closed_at;    /* forward entry: when the pair became terminal */
-	__u64 packets;      /* best effort: updated without atomics */
-	__u64 bytes;        /* IPv4 bytes (tot_len) as received */
+	__u32 last_seen;   /* jiffies, low 32 bits */
+	__u16 backend_id;
+	__u16 pad;         /* always zero */
 };
 
 struct port_map {
@@ -135,6 +149,108 @@ struct backend_stats {
 	__u64 opened;  /* pairs created (XLB_DIR_CLIENT slot only) */
 };
 
+/*
+ * Per-backend pair events the data path counts, one per-CPU counter per
+ * (backend id, event) at backend id * XLB_PAIR_EVENTS + event.
+ */
+enum xlb_pair_event {
+	XLB_PAIR_CLOSED_FIN = 0,   /* became terminal with both FINs */
+	XLB_PAIR_CLOSED_RST = 1,   /* became terminal with a RST */
+	XLB_PAIR_REPLACED_FIN = 2, /* a time-wait pair a new SYN on its tuple removed */
+	XLB_PAIR_REPLACED_RST = 3, /* a reset pair a new SYN on its tuple removed */
+	XLB_PAIR_EVENTS = 4,
+};
+
+/*
+ * Pairs the reaper removed, per backend id and reason: the xlb_reaped array
+ * holds one counter per (backend id, reason) at backend id *
+ * XLB_REAPED_REASONS + reason, written only by the reaper, whose runs the
+ * maintenance loop serialises. (One counter per key, not a struct, for the
+ * same reason as backend_stats: no field offset chosen by a branch.) With
+ * backend_stats' opened count these give the gauges without a recount:
+ *   active    = opened - closed_fin - closed_rst - orphaned - lone_active - lone_reverse
+ *   time-wait = closed_fin - timewait - replaced_fin - lone_timewait
+ *   resetting = closed_rst - reset - replaced_rst - lone_reset
+ * A pair is accounted for by whoever deletes its forward entry.
+ */
+enum xlb_reaped_reason {
+	XLB_REAPED_TIMEWAIT = 0,      /* time-wait pairs removed after the time-wait */
+	XLB_REAPED_RESET = 1,         /* reset pairs removed */
+	XLB_REAPED_ORPHANED = 2,      /* idle pairs removed after the orphan TTL */
+	XLB_REAPED_LONE_ACTIVE = 3,   /* lone forward entries removed, by the pair's state */
+	XLB_REAPED_LONE_TIMEWAIT = 4,
+	XLB_REAPED_LONE_RESET = 5,
+	XLB_REAPED_LONE_REVERSE = 6,  /* lone reverse entries removed (forward entry lost outside XLB) */
+	XLB_REAPED_REASONS = 8,
+};
+
+/*
+ * Close events: one per pair that becomes terminal, posted by the packet
+ * that made it so, to the ring buffer (xlb_close_ring) or, where the host
+ * refuses ring buffers, to a per-CPU queue (xlb_close_queue). They tell the
+ * maintenance loop which pairs to remove and when, without a walk. 32 bytes.
+ */
+enum xlb_close_kind {
+	XLB_CLOSE_FIN = 1, /* both FINs: remove after the time-wait */
+	XLB_CLOSE_RST = 2, /* reset: remove on the next cycle */
+};
+
+struct close_event {
+	struct flow_key key;  /* the pair's forward key */
+	__u32 generation;
+	__u32 time;           /* jiffies, low 32 bits (the forward entry's last_seen) */
+	__u16 kind;           /* enum xlb_close_kind */
+	__u16 backend_id;
+	__u32 pad;
+};
+
+/* Slots of the per-CPU close queue (the ring buffer fallback), per CPU. */
+#define XLB_CLOSE_QUEUE_SLOTS 8192
+/* Bytes of the close event ring buffer (a power of two of pages). */
+#define XLB_CLOSE_RING_BYTES (1 << 20)
+
+/*
+ * The reaper (xlb_reap): the maintenance loop's requests, each re-checked
+ * against the live entry in the kernel just before removing anything, so
+ * a packet that refreshed a pair after the loop's decision keeps it.
+ */
+enum xlb_reap_op {
+	XLB_REAP_RESET = 1,    /* remove the pair if it is terminal by RST */
+	XLB_REAP_TIMEWAIT = 2, /* remove the pair if terminal by FINs for >= time_wait */
+	XLB_REAP_ORPHAN = 3,   /* remove the pair if live and idle both ways for >= orphan_ttl */
+	XLB_REAP_CHECK = 4,    /* report whether the entry's counterpart is intact */
+	XLB_REAP_LONE = 5,     /* remove the entry if it is still lone */
+};
+
+enum xlb_reap_result {
+	XLB_REAPED = 1,        /* removed (a pair, or a lone entry for XLB_REAP_LONE) */
+	XLB_REAP_KEPT = 2,     /* the re-check failed: a packet moved it on, or not yet due */
+	XLB_REAP_GONE = 3,     /* no entry of that generation (removed or replaced) */
+	XLB_REAP_INTACT = 4,   /* CHECK: the counterpart is there */
+	XLB_REAP_LONE_FOUND = 5, /* CHECK: the counterpart is missing or of another pair */
+	XLB_REAP_REPAIRED = 6, /* ORPHAN/RESET/TIMEWAIT found a lone entry and removed it */
+};
+
+struct reap_req {
+	struct flow_key key;
+	__u32 generation;
+	__u8 op;      /* enum xlb_reap_op */
+	__u8 result;  /* enum xlb_reap_result, written by the reaper */
+	__u16 pad;
+};
+
+#define XLB_REAP_BATCH 2048
+
+/* The reaper's single request slot: a batch and the clock it is judged by. */
+struct reap_batch {
+	__u64 now;         /* jiffies (the loop's clock) */
+	__u64 time_wait;   /* jiffies */
+	__u64 orphan_ttl;  /* jiffies */
+	__u32 count;
+	__u32 pad;
+	struct reap_req reqs[XLB_REAP_BATCH];
+};
+
 /* Per-CPU global counters (index into the counters map). */
 enum xlb_counter {
 	XLB_C_XDP_ABORTED = 0, /* XDP action counts, indexed by action */
@@ -156,6 +272,7 @@ enum xlb_counter {
 	XLB_C_CLOSED_BACKEND_RST,
 	XLB_C_SHUTDOWN_RESETS,
 	XLB_C_TTL_EXCEEDED,     /* passed to the stack for ICMP time exceeded */
+	XLB_C_CLOSE_EVENTS_LOST, /* close events the ring buffer had no room for */
 	XLB_C_MAX,
 };
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus the
- * clock program the daemon runs from userspace.
+ * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus two
+ * programs the daemon runs from userspace with BPF_PROG_TEST_RUN: the clock
+ * (xlb_clock) and the reaper (xlb_reap), the maintenance loop's only way to
+ * remove flow entries.
  *
  * Packet rules (docs/DESIGN.md §5; docs/connections-shutdown-upgrades.txt,
  * cited as "seed": "New connections", "Orderly close and reset", "XLB
@@ -12,7 +14,9 @@
  *     rollback on failure;
  *   - packets matching a flow entry are rewritten (MACs, IPs, ports, TTL,
  *     checksums) and sent with XDP_TX or a devmap redirect;
- *   - FIN/RST update the pair's close state and are forwarded; while the
+ *   - FIN/RST update the pair's close state and are forwarded; the packet
+ *     that ends a pair (second FIN, or first RST) marks it terminal, counts
+ *     the closure and posts a close event for the maintenance loop; while the
  *     shutdown flag is set, every other packet of a pair and every new SYN
  *     is answered with a RST instead (an incoming RST is still forwarded);
  *   - everything else is XDP_PASS, untouched. The program never returns
@@ -99,6 +103,50 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, XLB_C_MAX);
 } xlb_counters SEC(".maps");
+
+/* Per-backend pair events (layout.h enum xlb_pair_event). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_MAX_BACKENDS * XLB_PAIR_EVENTS);
+} xlb_pair_events SEC(".maps");
+
+/* Pairs the reaper removed, per backend id and reason (layout.h enum xlb_reaped_reason). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_MAX_BACKENDS * XLB_REAPED_REASONS);
+} xlb_reaped SEC(".maps");
+
+/*
+ * Close events (layout.h struct close_event): the ring buffer, or where the
+ * host refuses ring buffers, a per-CPU queue: XLB_CLOSE_QUEUE_SLOTS slots
+ * per CPU written round-robin at the CPU's head count. The loader picks one
+ * with close_ring_on; the verifier never visits the other branch.
+ */
+volatile const __u32 close_ring_on = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, XLB_CLOSE_RING_BYTES);
+} xlb_close_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct close_event);
+	__uint(max_entries, XLB_CLOSE_QUEUE_SLOTS);
+} xlb_close_queue SEC(".maps");
+
+/* Per CPU: events ever written to that CPU's queue (the next slot is head % slots). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} xlb_close_head SEC(".maps");
 
 /* Egress interfaces other than the ingress one, keyed by ifindex. */
 struct {
@@ -210,11 +258,28 @@ static __always_inline void copy_mac(__u8 *dst, const __u8 *src)
  * The data path's clock: jiffies (bpf_jiffies64, inlined by the JIT; about
  * 25 ns cheaper per packet than bpf_ktime_get_coarse_ns on this kind of
  * machine). Userspace reads the same clock through xlb_clock and converts
- * with the kernel's HZ.
+ * with the kernel's HZ. Flow entries keep its low 32 bits.
  */
-static __always_inline __u64 now_jiffies(void)
+static __always_inline __u32 now32(void)
 {
-	return bpf_jiffies64();
+	return (__u32)bpf_jiffies64();
+}
+
+/*
+ * The key of an entry's counterpart: its recipe read backwards. The
+ * forward entry's recipe goes SNAT:port -> backend:remote_port, which is
+ * the reverse key with source and destination swapped, and the other way
+ * round.
+ */
+static __always_inline void flow_peer_key(struct flow_key *pk, const struct flow_value *v, __u8 dir)
+{
+	__builtin_memset(pk, 0, sizeof(*pk));
+	pk->saddr_be = v->daddr_be;
+	pk->daddr_be = v->saddr_be;
+	pk->sport_be = v->dport_be;
+	pk->dport_be = v->sport_be;
+	pk->proto = IPPROTO_TCP;
+	pk->dir = dir ^ 1;
 }
 
 /*
@@ -231,8 +296,8 @@ static __always_inline void recipe_csum(struct flow_value *v, const struct flow_
 	l4 = ip;
 	l4 = csum_replace16(l4, k->sport_be, v->sport_be);
 	l4 = csum_replace16(l4, k->dport_be, v->dport_be);
-	v->csum_ip = csum_fold32(ip);
-	v->csum_l4 = csum_fold32(l4);
+	v->csum_ip = (__u16)csum_fold32(ip);
+	v->csum_l4 = (__u16)csum_fold32(l4);
 }
 
 /* Rewrite the frame with entry v's recipe. Returns the XDP action. */
@@ -266,9 +331,9 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	tcp->dest = v->dport_be;
 	tcp->check = csum_apply(tcp->check, v->csum_l4);
 
-	v->last_seen = now_jiffies();
-	v->packets++;
-	v->bytes += p->tot_len;
+	/* a terminal forward entry keeps the time it became terminal */
+	if (!(v->flags & XLB_F_CLOSED))
+		v->last_seen = now32();
 
 	bid = v->backend_id * 2 + dir;
 	bs = bpf_map_lookup_elem(&xlb_backend_stats, &bid);
@@ -360,27 +425,91 @@ static __noinline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 	return XDP_TX;
 }
 
-static __always_inline int pair_terminal(__u32 flags)
+/* The FIN/RST bits alone say the pair is over: a RST, or both FINs. */
+static __always_inline int bits_terminal(__u32 flags)
 {
 	if (flags & (XLB_F_RST_CLIENT | XLB_F_RST_BACKEND))
 		return 1;
 	return (flags & (XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND)) == (XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND);
 }
 
+/* A pair is terminal once the packet that ended it has marked it so. */
+static __always_inline int pair_terminal(__u32 flags)
+{
+	return (flags & XLB_F_CLOSED) != 0;
+}
+
+static __always_inline struct backend_stats *client_stats(__u16 backend_id)
+{
+	__u32 slot = (__u32)backend_id * 2 + XLB_DIR_CLIENT;
+
+	return bpf_map_lookup_elem(&xlb_backend_stats, &slot);
+}
+
+static __always_inline void count_pair_event(__u16 backend_id, __u32 ev)
+{
+	__u32 idx = (__u32)backend_id * XLB_PAIR_EVENTS + ev;
+	__u64 *c = bpf_map_lookup_elem(&xlb_pair_events, &idx);
+
+	if (c)
+		*c += 1;
+}
+
+/*
+ * Post the close event of the pair whose forward key is fk and forward
+ * entry fwd. A full ring buffer loses the event (counted); the maintenance
+ * walk finds the pair later. The per-CPU queue overwrites its oldest slot;
+ * the loop notices from the head count.
+ */
+static __always_inline void post_close(const struct flow_key *fk, const struct flow_value *fwd, __u16 kind, __u32 at)
+{
+	struct close_event ev;
+	__u32 zero = 0, slot;
+	struct close_event *e;
+	__u64 *head;
+
+	__builtin_memset(&ev, 0, sizeof(ev));
+	ev.key = *fk;
+	ev.generation = fwd->generation;
+	ev.time = at;
+	ev.kind = kind;
+	ev.backend_id = fwd->backend_id;
+	if (close_ring_on) {
+		if (bpf_ringbuf_output(&xlb_close_ring, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))
+			count(XLB_C_CLOSE_EVENTS_LOST);
+		return;
+	}
+	head = bpf_map_lookup_elem(&xlb_close_head, &zero);
+	if (!head)
+		return;
+	slot = (__u32)(*head % XLB_CLOSE_QUEUE_SLOTS);
+	e = bpf_map_lookup_elem(&xlb_close_queue, &slot);
+	if (!e)
+		return;
+	*e = ev;
+	*head += 1;
+}
+
 /*
  * Record a FIN or RST on the pair's forward entry (seed "Orderly close and
- * reset"). The atomic OR's old value decides, exactly once per pair, which
- * packet made the pair terminal and therefore counts the closure: the second
- * FIN (initiator: the side whose FIN came first) or the first RST (initiator:
- * its sender). A missing or foreign counterpart is an invariant violation;
- * the packet is forwarded regardless by the caller.
+ * reset"); key is the packet's flow key, v its entry. The atomic OR's old
+ * value decides, exactly once per pair, which packet made the pair terminal:
+ * the second FIN (initiator: the side whose FIN came first) or the first RST
+ * (initiator: its sender). That packet stamps the forward entry's last_seen,
+ * marks the pair XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST, counts the closure
+ * globally and for the backend, and posts the close event. A missing or
+ * foreign counterpart is an invariant violation; the packet is forwarded
+ * regardless by the caller.
  */
-static __always_inline void note_close(struct flow_value *v, __u32 dir, __u8 tflags)
+static __always_inline void note_close(const struct flow_key *key, struct flow_value *v, __u32 dir, __u8 tflags)
 {
 	struct flow_value *fwd, *peer;
-	__u32 bit, old, closes;
+	struct flow_key pk;
+	__u32 bit, old, closes, at;
+	int rst = (tflags & TCP_FL_RST) != 0;
 
-	peer = bpf_map_lookup_elem(&xlb_flows, &v->peer);
+	flow_peer_key(&pk, v, (__u8)dir);
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
 	if (!peer || peer->generation != v->generation) {
 		count(XLB_C_INVARIANT);
 		if (dir == XLB_DIR_BACKEND)
@@ -391,7 +520,7 @@ static __always_inline void note_close(struct flow_value *v, __u32 dir, __u8 tfl
 	if (!fwd)
 		return;
 
-	if (tflags & TCP_FL_RST)
+	if (rst)
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_RST_CLIENT : XLB_F_RST_BACKEND;
 	else
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
@@ -402,18 +531,26 @@ static __always_inline void note_close(struct flow_value *v, __u32 dir, __u8 tfl
 	closes = XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND | XLB_F_RST_CLIENT | XLB_F_RST_BACKEND;
 	if (!(old & closes) && dir == XLB_DIR_BACKEND)
 		__sync_fetch_and_or(&fwd->flags, XLB_F_INIT_BACKEND);
-	if (pair_terminal(old))
-		return; /* already counted */
-	if (tflags & TCP_FL_RST) {
+	if (bits_terminal(old) || !bits_terminal(old | bit))
+		return; /* already ended by another packet, or a half-close */
+
+	/* this packet ended the pair */
+	at = now32();
+	fwd->last_seen = at;
+	if (rst) {
+		__sync_fetch_and_or(&fwd->flags, XLB_F_CLOSED_RST);
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_CLIENT_RST : XLB_C_CLOSED_BACKEND_RST);
-		fwd->closed_at = now_jiffies();
-		return;
-	}
-	if (old & (dir == XLB_DIR_CLIENT ? XLB_F_FIN_BACKEND : XLB_F_FIN_CLIENT)) {
+		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_RST);
+	} else {
+		__sync_fetch_and_or(&fwd->flags, XLB_F_CLOSED_FIN);
 		/* second FIN: the other side initiated */
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
-		fwd->closed_at = now_jiffies();
+		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_FIN);
 	}
+	if (dir == XLB_DIR_CLIENT)
+		post_close(key, fwd, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+	else
+		post_close(&pk, fwd, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 }
 
 /*
@@ -517,8 +654,8 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	struct xlb_state *st;
 	struct backend_stats *bs;
 	struct snat_probe probe;
-	__u32 zero = 0, slot, count_, idx, n, tries, *cursor, rr;
-	__u64 gen, now;
+	__u32 zero = 0, slot, count_, idx, n, tries, *cursor, rr, now;
+	__u64 gen;
 	int err;
 
 	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
@@ -566,14 +703,13 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	gen = __sync_fetch_and_add(&st->generation, 1) + 1;
 	if ((__u32)gen == 0)
 		gen = __sync_fetch_and_add(&st->generation, 1) + 1;
-	now = now_jiffies();
-	s->fwd.backend_id = br.id;
-	s->rev.backend_id = br.id;
+	now = now32();
+	s->fwd.backend_id = (__u16)br.id;
+	s->rev.backend_id = (__u16)br.id;
 	s->fwd.generation = (__u32)gen;
 	s->rev.generation = (__u32)gen;
 	s->fwd.last_seen = now;
 	s->rev.last_seen = now;
-	s->rev.peer = *fk;
 
 	__builtin_memset(&s->rkey, 0, sizeof(s->rkey));
 	s->rkey.saddr_be = br.ip_be;
@@ -604,7 +740,6 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 		return CREATE_FULL;
 
 	s->fwd.sport_be = s->rkey.dport_be;
-	s->fwd.peer = s->rkey;
 	recipe_csum(&s->fwd, fk);
 	err = bpf_map_update_elem(&xlb_flows, fk, &s->fwd, BPF_NOEXIST);
 	if (err) {
@@ -613,12 +748,34 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	}
 
 	count(XLB_C_PAIRS_CREATED);
-	idx = idx * 2 + XLB_DIR_CLIENT;
-	bs = bpf_map_lookup_elem(&xlb_backend_stats, &idx);
+	bs = client_stats((__u16)br.id);
 	if (bs)
 		bs->opened++;
 	*out = &s->fwd;
 	return CREATE_OK;
+}
+
+/*
+ * seed: a new SYN meeting terminal state replaces that pair. The
+ * counterpart goes only if it is still this pair's (a reverse key freed and
+ * reused by another pair stays). Whoever deletes a forward entry accounts
+ * for its pair: here, the backend's XLB_PAIR_REPLACED_* count (the gauges).
+ */
+static __always_inline void replace_pair(const struct flow_key *key, struct flow_value *v)
+{
+	struct flow_value *peer;
+	struct flow_key pk;
+	__u32 flags = v->flags;
+	__u16 bid = v->backend_id;
+
+	flow_peer_key(&pk, v, XLB_DIR_CLIENT);
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	if (peer && peer->generation == v->generation)
+		bpf_map_delete_elem(&xlb_flows, &pk);
+	if (bpf_map_delete_elem(&xlb_flows, key))
+		return; /* the maintenance loop removed it first */
+	count(XLB_C_PAIRS_REPLACED);
+	count_pair_event(bid, flags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
 }
 
 /*
@@ -686,7 +843,7 @@ int xlb_xdp(struct xdp_md *ctx)
 		if (p.flags & TCP_FL_RST) {
 			if (!v)
 				return finish(XDP_PASS);
-			note_close(v, dir, p.flags);
+			note_close(&key, v, dir, p.flags);
 			return finish(rewrite_and_send(ctx, &p, v, dir));
 		}
 		if (!v && !is_syn)
@@ -701,16 +858,7 @@ int xlb_xdp(struct xdp_md *ctx)
 				count(XLB_C_SYN_REUSED);
 				return finish(rewrite_and_send(ctx, &p, v, dir));
 			}
-			/*
-			 * seed: a new SYN meeting terminal state replaces that pair.
-			 * Delete the counterpart only if it is still this pair's: a
-			 * reverse key freed and reused by another pair stays.
-			 */
-			peer = bpf_map_lookup_elem(&xlb_flows, &v->peer);
-			if (peer && peer->generation == v->generation)
-				bpf_map_delete_elem(&xlb_flows, &v->peer);
-			bpf_map_delete_elem(&xlb_flows, &key);
-			count(XLB_C_PAIRS_REPLACED);
+			replace_pair(&key, v);
 		}
 		rc = create_pair(ctx, &p, cfg, &key, remote, &v);
 		switch (rc) {
@@ -747,7 +895,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	if (!v)
 		return finish(XDP_PASS);
 	if (p.flags & (TCP_FL_FIN | TCP_FL_RST))
-		note_close(v, dir, p.flags);
+		note_close(&key, v, dir, p.flags);
 	return finish(rewrite_and_send(ctx, &p, v, dir));
 }
 
@@ -769,8 +917,170 @@ int xlb_clock(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/*
+ * xlb_reap is the maintenance loop's only way to remove flow entries. The
+ * loop fills the single xlb_reap_batch slot with requests (layout.h struct
+ * reap_req) and the clock to judge them by, runs the program once with
+ * BPF_PROG_TEST_RUN and reads the results back. Each request is re-checked
+ * against the live entry here, just before the delete: its generation, its
+ * close state and its last-seen times. A packet that refreshed a pair
+ * after the loop decided keeps it; the check and the delete are
+ * nanoseconds apart instead of a system call or a whole walk.
+ *
+ * Whoever deletes a pair's forward entry accounts for the pair: the
+ * reaper adds it to xlb_reaped under the reason it was removed for.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct reap_batch);
+	__uint(max_entries, 1);
+} xlb_reap_batch SEC(".maps");
+
+/* Age of t at now on the 32-bit clock; 0 when t is not in the past. */
+static __always_inline __u32 age32(__u32 now, __u32 t)
+{
+	__s32 d = (__s32)(now - t);
+
+	return d > 0 ? (__u32)d : 0;
+}
+
+static __always_inline void count_reaped(__u16 backend_id, __u32 reason)
+{
+	__u32 idx = (__u32)backend_id * XLB_REAPED_REASONS + reason;
+	__u64 *c = bpf_map_lookup_elem(&xlb_reaped, &idx);
+
+	if (c)
+		*c += 1;
+}
+
+/* Why a lone entry (dir, forward flags) is removed, by what its pair was. */
+static __always_inline __u32 lone_reason(__u8 dir, __u32 flags)
+{
+	if (dir != XLB_DIR_CLIENT)
+		return XLB_REAPED_LONE_REVERSE;
+	if (flags & XLB_F_CLOSED_RST)
+		return XLB_REAPED_LONE_RESET;
+	if (flags & XLB_F_CLOSED_FIN)
+		return XLB_REAPED_LONE_TIMEWAIT;
+	return XLB_REAPED_LONE_ACTIVE;
+}
+
+static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
+{
+	struct flow_value *v, *peer;
+	struct flow_key key, pk;
+	__u32 now, flags, gen;
+	__u16 bid;
+	__u8 op = q->op;
+	int intact;
+
+	key = q->key;
+	v = bpf_map_lookup_elem(&xlb_flows, &key);
+	if (!v || v->generation != q->generation)
+		return XLB_REAP_GONE;
+	gen = v->generation;
+	flow_peer_key(&pk, v, key.dir);
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	intact = peer && peer->generation == gen;
+
+	if (op == XLB_REAP_CHECK)
+		return intact ? XLB_REAP_INTACT : XLB_REAP_LONE_FOUND;
+	/* the entry's memory may be reused once it is deleted: copy first */
+	flags = v->flags;
+	bid = v->backend_id;
+	if (op == XLB_REAP_LONE) {
+		if (intact)
+			return XLB_REAP_INTACT;
+		if (bpf_map_delete_elem(&xlb_flows, &key))
+			return XLB_REAP_GONE;
+		count_reaped(bid, lone_reason(key.dir, flags));
+		return XLB_REAPED;
+	}
+	if (key.dir != XLB_DIR_CLIENT)
+		return XLB_REAP_KEPT; /* pairs are reaped through their forward entry */
+
+	now = (__u32)b->now;
+	switch (op) {
+	case XLB_REAP_RESET:
+		if (!(flags & XLB_F_CLOSED_RST))
+			return XLB_REAP_KEPT;
+		break;
+	case XLB_REAP_TIMEWAIT:
+		if (!(flags & XLB_F_CLOSED_FIN) || age32(now, v->last_seen) < b->time_wait)
+			return XLB_REAP_KEPT;
+		break;
+	case XLB_REAP_ORPHAN:
+		if (flags & XLB_F_CLOSED)
+			return XLB_REAP_KEPT;
+		if (age32(now, v->last_seen) < b->orphan_ttl)
+			return XLB_REAP_KEPT;
+		if (intact && age32(now, peer->last_seen) < b->orphan_ttl)
+			return XLB_REAP_KEPT;
+		break;
+	default:
+		return XLB_REAP_KEPT;
+	}
+
+	if (!intact) {
+		/* the pair was already half gone: an invariant repair */
+		if (bpf_map_delete_elem(&xlb_flows, &key))
+			return XLB_REAP_GONE;
+		count_reaped(bid, lone_reason(key.dir, flags));
+		return XLB_REAP_REPAIRED;
+	}
+	if (bpf_map_delete_elem(&xlb_flows, &key))
+		return XLB_REAP_GONE; /* a new SYN replaced it meanwhile */
+	/* the counterpart only if it is still this pair's (its key may have gone to a new pair) */
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	if (peer && peer->generation == gen)
+		bpf_map_delete_elem(&xlb_flows, &pk);
+	if (op == XLB_REAP_RESET)
+		count_reaped(bid, XLB_REAPED_RESET);
+	else if (op == XLB_REAP_TIMEWAIT)
+		count_reaped(bid, XLB_REAPED_TIMEWAIT);
+	else
+		count_reaped(bid, XLB_REAPED_ORPHANED);
+	return XLB_REAPED;
+}
+
+struct reap_loop {
+	struct reap_batch *b;
+};
+
+static long reap_step(__u64 i, void *arg)
+{
+	struct reap_batch *b = ((struct reap_loop *)arg)->b;
+
+	if (i >= XLB_REAP_BATCH)
+		return 1;
+	b->reqs[i].result = reap_one_req(b, &b->reqs[i]);
+	return 0;
+}
+
+SEC("xdp")
+int xlb_reap(struct xdp_md *ctx)
+{
+	struct reap_loop l;
+	__u32 zero = 0, n;
+
+	l.b = bpf_map_lookup_elem(&xlb_reap_batch, &zero);
+	if (!l.b)
+		return XDP_DROP;
+	n = l.b->count;
+	if (n > XLB_REAP_BATCH)
+		n = XLB_REAP_BATCH;
+	bpf_loop(n, reap_step, &l, 0);
+	return XDP_PASS;
+}
+
 /* Keep the enums in BTF so bpf2go generates their Go constants. */
 const enum xlb_counter *__xlb_counter_btf __attribute__((unused));
 const enum xlb_flow_flags *__xlb_flow_flags_btf __attribute__((unused));
 const enum xlb_dir *__xlb_dir_btf __attribute__((unused));
 const enum xlb_cfg_flags *__xlb_cfg_flags_btf __attribute__((unused));
+const enum xlb_close_kind *__xlb_close_kind_btf __attribute__((unused));
+const enum xlb_reap_op *__xlb_reap_op_btf __attribute__((unused));
+const enum xlb_reap_result *__xlb_reap_result_btf __attribute__((unused));
+const enum xlb_reaped_reason *__xlb_reaped_reason_btf __attribute__((unused));
+const enum xlb_pair_event *__xlb_pair_event_btf __attribute__((unused));

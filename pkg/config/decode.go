@@ -153,7 +153,7 @@ func (d *decoder) decodeOrphanTTL(n *yaml.Node, path string, dst *time.Duration)
 		return
 	}
 	if maxSecs := int64(MaxOrphanTTL / time.Second); v > maxSecs {
-		d.fail(n.Line, path, "must be at most %d seconds (one year), got %d", maxSecs, v)
+		d.fail(n.Line, path, "must be at most %d seconds (seven days), got %d", maxSecs, v)
 		return
 	}
 	if minSecs := int64(MinOrphanTTL / time.Second); v < minSecs {

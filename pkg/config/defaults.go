@@ -25,9 +25,11 @@ const (
 	// values become this with one warning (seed "Inactive connection
 	// cleanup").
 	MinOrphanTTL = 300 * time.Second
-	// MaxOrphanTTL (one year) keeps the value far from time.Duration
-	// overflow; idle flows longer than that are not a realistic need.
-	MaxOrphanTTL = 365 * 24 * time.Hour
+	// MaxOrphanTTL (seven days) keeps an idle pair's age within what a
+	// flow entry's 32-bit last-seen time measures exactly: 2^31 ticks,
+	// 24.8 days at the fastest tick rate Linux is built with (bpf/layout.h
+	// struct flow_value).
+	MaxOrphanTTL = 7 * 24 * time.Hour
 	// MaxShutdownTimeout (one hour) bounds how long a stop may hold the
 	// instance attached; the service manager's stop timeout must exceed it.
 	MaxShutdownTimeout = time.Hour

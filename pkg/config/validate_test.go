@@ -109,7 +109,7 @@ func TestValidationRules(t *testing.T) {
 		{"shutdown_timeout negative", minimal + "shutdown_timeout: -1\n", `t.yaml:7: shutdown_timeout: must be between 0 and 3600 seconds, got -1`},
 		{"shutdown_timeout too long", minimal + "shutdown_timeout: 3601\n", `t.yaml:7: shutdown_timeout: must be between 0 and 3600 seconds, got 3601`},
 		{"shutdown_timeout float", minimal + "shutdown_timeout: 1.5\n", `t.yaml:7: shutdown_timeout: must be an integer, got number 1.5`},
-		{"orphan_ttl_secs too long", minimal + "orphan_ttl_secs: 31536001\n", `t.yaml:7: orphan_ttl_secs: must be at most 31536000 seconds (one year), got 31536001`},
+		{"orphan_ttl_secs too long", minimal + "orphan_ttl_secs: 604801\n", `t.yaml:7: orphan_ttl_secs: must be at most 604800 seconds (seven days), got 604801`},
 		{"orphan_ttl_secs beyond int64", minimal + "orphan_ttl_secs: 18446744073709551615\n", `t.yaml:7: orphan_ttl_secs: integer 18446744073709551615 is out of range`},
 		{"port boolean", minimal + "admin: {port: true}\n", `t.yaml:7: admin.port: must be an integer, got boolean true`},
 		{"port sequence", minimal + "admin: {port: [1]}\n", `t.yaml:7: admin.port: must be an integer, got a sequence`},
@@ -237,7 +237,7 @@ func TestValidEdgeCases(t *testing.T) {
 				t.Errorf("StateDir = %q", c.StateDir)
 			}
 		}},
-		{"orphan_ttl_secs at one year", minimal + "orphan_ttl_secs: 31536000\n", nil},
+		{"orphan_ttl_secs at seven days", minimal + "orphan_ttl_secs: 604800\n", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

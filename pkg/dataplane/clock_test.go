@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
 
@@ -29,10 +30,23 @@ func TestClockAndHZ(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.MustRun(t, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
-	after, _ := e.DP.KernelNow()
-	for _, v := range e.Flows(t) {
-		if s := uint64(v.LastSeen); s < uint64(before) || s > uint64(after) {
-			t.Fatalf("last_seen %d outside [%d, %d]", s, before, after)
+	after, err := e.DP.KernelNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Entries keep the low 32 bits of the clock: widened against the
+	// clock, they fall between the readings taken around the SYN.
+	flows := e.Flows(t)
+	if len(flows) != 2 {
+		t.Fatalf("%d flow entries, want 2", len(flows))
+	}
+	for k, v := range flows {
+		if s := dataplane.Widen(after, v.LastSeen); s < before || s > after {
+			t.Fatalf("%v: last_seen %d (widened %d) outside [%d, %d] (low 32 bits [%d, %d])",
+				k, v.LastSeen, s, before, after, before.Low32(), after.Low32())
+		}
+		if age := dataplane.Age(after, v.LastSeen); age > after-before {
+			t.Fatalf("%v: age %d at %d, want at most %d", k, age, after, after-before)
 		}
 	}
 	if j, _ := e.DP.Ticks(60 * time.Second); uint64(j) != uint64(60*hz) {

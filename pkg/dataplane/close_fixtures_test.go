@@ -77,8 +77,9 @@ func (a closed) minus(b closed) closed {
 	return a
 }
 
-// wantState checks the pair's close flags, whether closed_at is set, the
-// closure counters' delta and the invariant counter's delta.
+// wantState checks the pair's close flags, whether they make it terminal,
+// that the forward entry's last_seen is not after the clock, the closure
+// counters' delta and the invariant counter's delta.
 func wantState(flags uint32, isClosed bool, delta closed) func(t *testing.T, e *dt.Env, before dataplane.Counters) {
 	return func(t *testing.T, e *dt.Env, before dataplane.Counters) {
 		t.Helper()
@@ -89,13 +90,11 @@ func wantState(flags uint32, isClosed bool, delta closed) func(t *testing.T, e *
 		if p.Rev.Flags != 0 {
 			t.Fatalf("reverse entry flags %#x, want 0 (pair state lives on the forward entry)", p.Rev.Flags)
 		}
-		if now := e.Now(t); isClosed && (p.Fwd.ClosedAt == 0 || p.Fwd.ClosedAt > uint64(now)) {
-			t.Fatalf("closed_at %d, want set and not after now %d", p.Fwd.ClosedAt, now)
-		} else if !isClosed && p.Fwd.ClosedAt != 0 {
-			t.Fatalf("closed_at %d on an open pair, want 0", p.Fwd.ClosedAt)
-		}
 		if got := dataplane.Terminal(p.Fwd.Flags); got != isClosed {
 			t.Fatalf("Terminal(%#x) = %v, want %v", p.Fwd.Flags, got, isClosed)
+		}
+		if now := e.Now(t); dataplane.Widen(now, p.Fwd.LastSeen) > now {
+			t.Fatalf("forward last_seen %d is after the clock %d (low 32 bits %d)", p.Fwd.LastSeen, now, now.Low32())
 		}
 		after := e.Counters(t)
 		if got := closedOf(after).minus(closedOf(before)); got != delta {
@@ -109,11 +108,13 @@ func wantState(flags uint32, isClosed bool, delta closed) func(t *testing.T, e *
 }
 
 const (
-	finC  = dataplane.FlagFINClient
-	finB  = dataplane.FlagFINBackend
-	rstC  = dataplane.FlagRSTClient
-	rstB  = dataplane.FlagRSTBackend
-	initB = dataplane.FlagInitBackend
+	finC    = dataplane.FlagFINClient
+	finB    = dataplane.FlagFINBackend
+	rstC    = dataplane.FlagRSTClient
+	rstB    = dataplane.FlagRSTBackend
+	initB   = dataplane.FlagInitBackend
+	closedF = dataplane.FlagClosedFIN
+	closedR = dataplane.FlagClosedRST
 )
 
 func closeCases() []closeCase {
@@ -136,20 +137,28 @@ func closeCases() []closeCase {
 	fwd("backend FIN is forwarded and recorded with the backend as initiator", clientSYN, backendFIN, false,
 		wantState(finB|initB, false, closed{}))
 
-	// Both FINs: terminal once, counted by the first FIN's side.
+	// Both FINs: terminal once (CLOSED_FIN), counted by the first FIN's side.
 	fwd("backend FIN after the client's closes the pair as a client FIN", after(clientFIN), backendFIN, false,
-		wantState(finC|finB, true, closed{1, 0, 0, 0}))
+		wantState(finC|finB|closedF, true, closed{1, 0, 0, 0}))
 	fwd("client FIN after the backend's closes the pair as a backend FIN", after(backendFIN),
 		func(e *dt.Env) dt.Segment { return cSeg(e, dt.FIN|dt.ACK, 1001, 5002, nil) }, true,
-		wantState(finB|initB|finC, true, closed{0, 1, 0, 0}))
+		wantState(finB|initB|finC|closedF, true, closed{0, 1, 0, 0}))
 
-	// RST from either side: terminal, counted by its sender, forwarded.
+	// RST from either side: terminal (CLOSED_RST), counted by its sender, forwarded.
 	fwd("client RST is forwarded to the backend and counted as a client RST", clientSYN, clientRST, true,
-		wantState(rstC, true, closed{0, 0, 1, 0}))
+		wantState(rstC|closedR, true, closed{0, 0, 1, 0}))
 	fwd("backend RST is forwarded to the client and counted as a backend RST", clientSYN, backendRST, false,
-		wantState(rstB|initB, true, closed{0, 0, 0, 1}))
+		wantState(rstB|initB|closedR, true, closed{0, 0, 0, 1}))
 	fwd("backend RST after the client's FIN is counted as a backend RST", after(clientFIN), backendRST, false,
-		wantState(finC|rstB, true, closed{0, 0, 0, 1}))
+		wantState(finC|rstB|closedR, true, closed{0, 0, 0, 1}))
+	// The kind of a terminal pair never changes: a RST after both FINs is
+	// recorded and forwarded, but the pair stays in time-wait, uncounted.
+	fwd("RST after both FINs is forwarded and leaves the pair CLOSED_FIN", after(clientFIN, backendFIN), backendRST, false,
+		wantState(finC|finB|closedF|rstB, true, closed{}))
+	fwd("client RST after both FINs leaves the pair CLOSED_FIN", after(backendFIN, func(e *dt.Env) dt.Segment {
+		return cSeg(e, dt.FIN|dt.ACK, 1001, 5002, nil)
+	}), clientRST, true,
+		wantState(finB|initB|finC|closedF|rstC, true, closed{}))
 
 	// An incoming RST is never answered with a RST: the output of a RST is
 	// the RST itself, rewritten toward the other side.
@@ -196,23 +205,29 @@ func closeCases() []closeCase {
 			return s
 		}, false,
 		wantState(finC, false, closed{}))
-	fwd("final ACK in time-wait is forwarded and keeps closed_at", after(clientFIN, backendFIN),
-		func(e *dt.Env) dt.Segment { return cSeg(e, dt.ACK, 1002, 5002, nil) }, true,
-		wantState(finC|finB, true, closed{}))
+	// A terminal forward entry keeps the moment it became terminal as its
+	// last_seen (the time-wait and reset clocks start there); packets
+	// through the reverse entry still move the reverse entry's.
+	frozen("final ACK in time-wait is forwarded and keeps the forward entry's terminal last_seen", after(clientFIN, backendFIN),
+		func(e *dt.Env) dt.Segment { return cSeg(e, dt.ACK, 1002, 5002, nil) }, true, finC|finB|closedF, &cs)
+	frozen("backend ACK in time-wait moves only the reverse entry's last_seen", after(clientFIN, backendFIN),
+		func(e *dt.Env) dt.Segment { return bSeg(e, dt.ACK, 5002, 1002, nil) }, false, finC|finB|closedF, &cs)
+	frozen("client data after a backend RST keeps the forward entry's terminal last_seen", after(backendRST),
+		func(e *dt.Env) dt.Segment { return cSeg(e, dt.ACK|dt.PSH, 1001, 5001, payload) }, true, rstB|initB|closedR, &cs)
 
 	// Retransmissions are recorded once.
 	fwd("retransmitted first FIN changes nothing", after(clientFIN), clientFIN, true,
 		wantState(finC, false, closed{}))
 	fwd("retransmitted FIN after both FINs is forwarded and counted once", after(clientFIN, backendFIN), clientFIN, true,
 		func(t *testing.T, e *dt.Env, before dataplane.Counters) {
-			wantState(finC|finB, true, closed{})(t, e, before)
+			wantState(finC|finB|closedF, true, closed{})(t, e, before)
 			if got := closedOf(e.Counters(t)); got != (closed{1, 0, 0, 0}) {
 				t.Fatalf("closure counters %v, want exactly one client FIN", got)
 			}
 		})
 	fwd("retransmitted RST is forwarded and counted once", after(backendRST), backendRST, false,
 		func(t *testing.T, e *dt.Env, before dataplane.Counters) {
-			wantState(rstB|initB, true, closed{})(t, e, before)
+			wantState(rstB|initB|closedR, true, closed{})(t, e, before)
 			if got := closedOf(e.Counters(t)); got != (closed{0, 0, 0, 1}) {
 				t.Fatalf("closure counters %v, want exactly one backend RST", got)
 			}
@@ -253,7 +268,7 @@ func closeCases() []closeCase {
 	invariant("backend FIN with the forward entry missing is forwarded and counted as an invariant violation",
 		false, backendFIN, dropFwd, 0, closed{}, 1)
 	invariant("client RST with the reverse entry missing is forwarded and counted as an invariant violation",
-		true, clientRST, dropRev, rstC, closed{0, 0, 1, 0}, 1)
+		true, clientRST, dropRev, rstC|closedR, closed{0, 0, 1, 0}, 1)
 	invariant("backend RST with the forward entry missing is forwarded and counted as an invariant violation",
 		false, backendRST, dropFwd, 0, closed{}, 1)
 	invariant("backend FIN on a reverse entry of another generation is forwarded and not recorded on the forward entry",
@@ -287,8 +302,8 @@ func closeCases() []closeCase {
 						t.Fatalf("generations: old %d, new forward %d reverse %d; want a fresh shared one",
 							old.Fwd.Generation, p.Fwd.Generation, p.Rev.Generation)
 					}
-					if p.Fwd.Flags != 0 || p.Fwd.ClosedAt != 0 {
-						t.Fatalf("fresh pair has flags %#x closed_at %d", p.Fwd.Flags, p.Fwd.ClosedAt)
+					if p.Fwd.Flags != 0 {
+						t.Fatalf("fresh pair has flags %#x", p.Fwd.Flags)
 					}
 					if p.Fwd.BackendId != 1 || p.RevKey == old.RevKey {
 						t.Fatalf("fresh pair on backend %d reverse %v; old reverse %v", p.Fwd.BackendId, p.RevKey, old.RevKey)
@@ -349,4 +364,44 @@ func TestCloseFixtures(t *testing.T) {
 			runCase(t, tc)
 		})
 	}
+}
+
+// frozen adds a case whose input goes through a pair that is already
+// terminal, at a later tick than the packet that ended it: the forward
+// entry's last_seen must not move (it is the terminal moment); the reverse
+// entry's moves only when the input came through it.
+func frozen(name string, setup func(e *dt.Env) []dt.Segment, seg func(e *dt.Env) dt.Segment, toBackend bool,
+	flags uint32, cs *[]closeCase) {
+	var old dt.Pair
+	c := closeCase{
+		pktCase: pktCase{name: name, setup: setup, action: dt.XDPTX},
+		mutate: func(t *testing.T, e *dt.Env) {
+			old = e.MustPair(t, cli, 80)
+			if !dataplane.Terminal(old.Fwd.Flags) {
+				t.Fatalf("setup left the pair open (flags %#x)", old.Fwd.Flags)
+			}
+			// the input runs at a later tick than every setup frame
+			e.WaitTick(t, e.Now(t))
+		},
+	}
+	if toBackend {
+		c.input, c.want = fromClient(seg)
+	} else {
+		c.input, c.want = fromBackend(seg)
+	}
+	c.check = func(t *testing.T, e *dt.Env, before dataplane.Counters) {
+		wantState(flags, true, closed{})(t, e, before)
+		p := e.MustPair(t, cli, 80)
+		if p.Fwd.LastSeen != old.Fwd.LastSeen {
+			t.Fatalf("forward last_seen moved from %d to %d on a terminal pair", old.Fwd.LastSeen, p.Fwd.LastSeen)
+		}
+		now := e.Now(t)
+		switch {
+		case toBackend && p.Rev.LastSeen != old.Rev.LastSeen:
+			t.Fatalf("reverse last_seen moved from %d to %d without a packet from the backend", old.Rev.LastSeen, p.Rev.LastSeen)
+		case !toBackend && dataplane.Widen(now, p.Rev.LastSeen) <= dataplane.Widen(now, old.Rev.LastSeen):
+			t.Fatalf("reverse last_seen %d, was %d: want it moved on by the backend's packet", p.Rev.LastSeen, old.Rev.LastSeen)
+		}
+	}
+	*cs = append(*cs, c)
 }

@@ -1,7 +1,10 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
+
+	"github.com/cilium/ebpf"
 )
 
 // Counters are the data path's global counters, summed over CPUs. Every
@@ -34,6 +37,9 @@ type Counters struct {
 	ShutdownResets uint64
 	// TTLExceeded counts packets passed to the stack because their TTL would expire.
 	TTLExceeded uint64
+	// CloseEventsLost counts close events the ring buffer had no room
+	// for; the maintenance walk finds those pairs instead.
+	CloseEventsLost uint64
 }
 
 // Counters reads and sums the per-CPU counters.
@@ -64,6 +70,7 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.ClosedBackendRST = raw[xlbXlbCounterXLB_C_CLOSED_BACKEND_RST]
 	c.ShutdownResets = raw[xlbXlbCounterXLB_C_SHUTDOWN_RESETS]
 	c.TTLExceeded = raw[xlbXlbCounterXLB_C_TTL_EXCEEDED]
+	c.CloseEventsLost = raw[xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST]
 	return c, nil
 }
 
@@ -75,35 +82,117 @@ type BackendStats struct {
 	ReceivedPackets uint64 // backend -> client
 	ReceivedBytes   uint64
 	Opened          uint64 // pairs created toward this backend
+	ClosedFIN       uint64 // pairs that became terminal with both FINs
+	ClosedRST       uint64 // pairs that became terminal with a RST
+	ReplacedFIN     uint64 // time-wait pairs a new SYN on their tuple removed
+	ReplacedRST     uint64 // reset pairs a new SYN on their tuple removed
 }
 
-// BackendStats reads the counters of the given backend ids: two slots per
-// backend, one per direction (bpf/layout.h struct backend_stats).
-func (d *Dataplane) BackendStats(ids []uint32) (map[uint32]BackendStats, error) {
-	out := make(map[uint32]BackendStats, len(ids))
-	var per []xlbBackendStats
-	for _, id := range ids {
-		if id >= MaxBackends {
-			return nil, fmt.Errorf("dataplane: backend id %d out of range", id)
-		}
-		var s BackendStats
-		for _, dir := range []Direction{DirClient, DirBackend} {
-			slot := id*2 + uint32(dir)
-			if err := d.objs.XlbBackendStats.Lookup(slot, &per); err != nil {
-				return nil, fmt.Errorf("dataplane: read backend %d stats: %w", id, err)
+// AllBackendStats reads the counters of every backend id, indexed by id:
+// two slots per backend, one per direction (bpf/layout.h struct
+// backend_stats), and the pair events (enum xlb_pair_event), each map with
+// one batch lookup where the host allows it.
+func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: read backend stats: %w", err)
+	}
+	stats, err := readPerCPU[xlbBackendStats](d, d.objs.XlbBackendStats, 2*MaxBackends, ncpu)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: read backend stats: %w", err)
+	}
+	events, err := readPerCPU[uint64](d, d.objs.XlbPairEvents, MaxBackends*pairEvents, ncpu)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: read backend pair events: %w", err)
+	}
+	out := make([]BackendStats, MaxBackends)
+	for slot := range 2 * MaxBackends {
+		s := &out[slot/2]
+		for _, p := range stats[slot*ncpu : (slot+1)*ncpu] {
+			if Direction(slot%2) == DirClient {
+				s.SentPackets += p.Packets
+				s.SentBytes += p.Bytes
+				s.Opened += p.Opened
+			} else {
+				s.ReceivedPackets += p.Packets
+				s.ReceivedBytes += p.Bytes
 			}
-			for _, p := range per {
-				if dir == DirClient {
-					s.SentPackets += p.Packets
-					s.SentBytes += p.Bytes
-					s.Opened += p.Opened
-				} else {
-					s.ReceivedPackets += p.Packets
-					s.ReceivedBytes += p.Bytes
-				}
-			}
 		}
-		out[id] = s
+	}
+	sum := func(idx int) (n uint64) {
+		for _, v := range events[idx*ncpu : (idx+1)*ncpu] {
+			n += v
+		}
+		return n
+	}
+	for id := range out {
+		base := id * pairEvents
+		out[id].ClosedFIN = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_FIN))
+		out[id].ClosedRST = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_RST))
+		out[id].ReplacedFIN = sum(base + int(xlbXlbPairEventXLB_PAIR_REPLACED_FIN))
+		out[id].ReplacedRST = sum(base + int(xlbXlbPairEventXLB_PAIR_REPLACED_RST))
 	}
 	return out, nil
+}
+
+const pairEvents = int(xlbXlbPairEventXLB_PAIR_EVENTS)
+
+// readPerCPU reads keys 0..n-1 of a per-CPU array: the result holds ncpu
+// values per key, key by key.
+func readPerCPU[V any](d *Dataplane, m *ebpf.Map, n, ncpu int) ([]V, error) {
+	keys := make([]uint32, n)
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	out := make([]V, n*ncpu)
+	if d.featureOn(FeatureBatchOps) {
+		var cursor ebpf.MapBatchCursor
+		got := 0
+		for got < n {
+			k, err := m.BatchLookup(&cursor, keys[got:], out[got*ncpu:], nil)
+			got += k
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	var one []V
+	for i := range keys {
+		if err := m.Lookup(keys[i], &one); err != nil {
+			return nil, err
+		}
+		copy(out[i*ncpu:], one)
+	}
+	return out, nil
+}
+
+// lookupAll reads keys[i] into vals[i] from a map that is not per-CPU, with
+// batch lookups where the host allows them.
+func lookupAll[K, V any](d *Dataplane, m *ebpf.Map, keys []K, vals []V) error {
+	if d.featureOn(FeatureBatchOps) {
+		var cursor ebpf.MapBatchCursor
+		tmpK := make([]K, len(keys))
+		got := 0
+		for got < len(keys) {
+			n, err := m.BatchLookup(&cursor, tmpK[got:], vals[got:], nil)
+			got += n
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i := range keys {
+		if err := m.Lookup(&keys[i], &vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

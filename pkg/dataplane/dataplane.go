@@ -1,6 +1,7 @@
 // Package dataplane loads the XLB XDP program (bpf/xlb.c, compiled by bpf2go),
 // attaches it to interfaces and gives typed access to its maps. It is the
-// only package that touches BPF objects; only pkg/flow deletes flow entries.
+// only package that touches BPF objects; only pkg/maintenance removes flow
+// entries, through the reaper (Reap).
 package dataplane
 
 import (
@@ -47,6 +48,10 @@ type Dataplane struct {
 	attached map[string]*Attachment
 	features Features          // guarded by mu
 	staleXDP map[string]uint32 // Options.StaleXDP
+
+	closeRing bool // close events go through the ring buffer (else the per-CPU queues)
+	reapMu    sync.Mutex
+	reapBuf   xlbReapBatch // guarded by reapMu
 }
 
 // Load loads the XDP program and creates its maps. It does not attach.
@@ -65,6 +70,9 @@ func Load(opts Options) (*Dataplane, error) {
 		return nil, err
 	}
 	spec.Maps[xlbMapXlbFlows].MaxEntries = 2 * opts.MaxConnections
+	if err := d.chooseCloseEvents(spec); err != nil {
+		return nil, err
+	}
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
 		return nil, requiredError(err)
 	}
@@ -80,6 +88,26 @@ func Load(opts Options) (*Dataplane, error) {
 		}
 	}
 	return d, nil
+}
+
+// chooseCloseEvents points the data path at the ring buffer when the host
+// allows it, else at the per-CPU queues: close_ring_on is a constant, so
+// the verifier never visits the other branch, and a refused ring buffer
+// map is replaced by a one-slot array that nothing uses.
+func (d *Dataplane) chooseCloseEvents(spec *ebpf.CollectionSpec) error {
+	d.closeRing = d.featureOn(FeatureRingBuf)
+	on := uint32(0)
+	if d.closeRing {
+		on = 1
+	}
+	if err := spec.Variables[xlbVarCloseRingOn].Set(on); err != nil {
+		return fmt.Errorf("dataplane: choose the close event path: %w", err)
+	}
+	if !d.closeRing {
+		ring := spec.Maps[xlbMapXlbCloseRing]
+		ring.Type, ring.KeySize, ring.ValueSize, ring.MaxEntries = ebpf.Array, 4, 4, 1
+	}
+	return nil
 }
 
 // seedSNATCursors writes a random start into every backend's SNAT cursor.
@@ -113,7 +141,7 @@ func updateAll[K, V any](d *Dataplane, m *ebpf.Map, keys []K, vals []V) (int, er
 // Program returns the XDP program (for BPF_PROG_TEST_RUN in tests and benchmarks).
 func (d *Dataplane) Program() *ebpf.Program { return d.objs.XlbXdp }
 
-// FlowMap returns the raw flow map. Only pkg/flow and tests use it.
+// FlowMap returns the raw flow map (tests and benchmarks).
 func (d *Dataplane) FlowMap() *ebpf.Map { return d.objs.XlbFlows }
 
 // FlowCapacity is the flow map's max_entries (two per connection pair).

@@ -168,9 +168,14 @@ func pathFor(f Feature, state string) string {
 			return PathNotAttached
 		}
 		return PathNetlink
+	case FeatureRingBuf:
+		if ok {
+			return PathRingBuffer
+		}
+		return PathPerCPUQueue
 	}
-	// The ring buffer and bpf_for_each_map_elem are probed so operators
-	// see what the host allows; this version's data path needs neither.
+	// bpf_for_each_map_elem is probed so operators see what the host
+	// allows; this version has no use for it (pkg/maintenance says why).
 	return PathNotUsed
 }
 

@@ -1,6 +1,7 @@
 package dataplane_test
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -28,6 +29,11 @@ func wantPath(f dataplane.Feature, state string) string {
 			return dataplane.PathNotAttached
 		}
 		return dataplane.PathNetlink
+	case dataplane.FeatureRingBuf:
+		if state == dataplane.StateAvailable {
+			return dataplane.PathRingBuffer
+		}
+		return dataplane.PathPerCPUQueue
 	}
 	return dataplane.PathNotUsed
 }
@@ -122,21 +128,38 @@ func TestFeatureFallbacks(t *testing.T) {
 				e.MustRun(t, synFrom(e, dt.Client(uint16(34000+i)), 80).Frame(), e.Front, dt.XDPTX)
 			}
 			// The flow map reads back whole on whichever path is taken.
-			b := e.DP.NewFlowBatch(3)
+			w := e.DP.NewFlowWalk(3)
 			total := 0
 			for {
-				n, err := b.Next()
+				n, end, err := w.Next()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if n == 0 {
+				total += n
+				if end {
 					break
 				}
-				total += n
 			}
 			if total != 10 {
 				t.Errorf("read %d flow entries, want 10 (5 pairs)", total)
 			}
+			// Close events come through the path the ring buffer's state chose.
+			ev, err := e.DP.OpenCloseEvents()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := ev.Path(), wantPath(dataplane.FeatureRingBuf, fs.Get(dataplane.FeatureRingBuf).State); got != want {
+				t.Errorf("close events through %s, want %s", got, want)
+			}
+			e.MustRun(t, e.FromClient(dt.Client(34000), 80, dt.RST|dt.ACK, 1001, 1, nil).Frame(), e.Front, dt.XDPTX)
+			var got []dataplane.CloseEvent
+			if _, _, err := ev.Drain(func(c *dataplane.CloseEvent) { got = append(got, *c) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || dataplane.CloseKind(got[0].Kind) != dataplane.CloseRST || got[0].Key != dt.ForwardKey(dt.Client(34000), 80) {
+				t.Errorf("close events after one RST: %+v, want one reset of %v", got, dt.ForwardKey(dt.Client(34000), 80))
+			}
+			ev.Close()
 			a := attachment(t, e, e.Front.Name)
 			want := dataplane.PathBPFLink
 			if f == dataplane.FeatureXDPLink {
@@ -235,16 +258,45 @@ func TestLoadsWithoutPerfmon(t *testing.T) {
 			errc <- err
 			return
 		}
-		dp, err := dataplane.Load(dataplane.Options{MaxConnections: 64, RandomSNATCursors: true})
-		if err != nil {
-			errc <- err
-			return
+		// Both close event paths are verified: the loader turns the
+		// other one into dead code, so each is a different program.
+		for _, disable := range [][]dataplane.Feature{nil, {dataplane.FeatureRingBuf}} {
+			if err := loadAndRun(disable); err != nil {
+				errc <- fmt.Errorf("disabled %v: %w", disable, err)
+				return
+			}
 		}
-		defer dp.Close()
-		_, err = dp.KernelNow()
-		errc <- err
+		errc <- nil
 	}()
 	if err := <-errc; err != nil {
 		t.Fatalf("load without CAP_PERFMON and CAP_SYS_ADMIN: %v", err)
 	}
+}
+
+// loadAndRun loads the data path and runs its userspace-driven programs
+// once: the clock, the reaper and a close event reader.
+func loadAndRun(disable []dataplane.Feature) error {
+	dp, err := dataplane.Load(dataplane.Options{MaxConnections: 64, RandomSNATCursors: true, Disable: disable})
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
+	now, err := dp.KernelNow()
+	if err != nil {
+		return err
+	}
+	reqs := []dataplane.ReapRequest{{Key: dt.ForwardKey(dt.Client(33000), 80), Generation: 1, Op: dataplane.ReapCheck}}
+	if err := dp.Reap(reqs, dataplane.ReapClock{Now: now}); err != nil {
+		return err
+	}
+	if reqs[0].Result != dataplane.ReapGone {
+		return fmt.Errorf("reap of a missing entry: result %d, want gone", reqs[0].Result)
+	}
+	ev, err := dp.OpenCloseEvents()
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	_, _, err = ev.Drain(func(*dataplane.CloseEvent) {})
+	return err
 }

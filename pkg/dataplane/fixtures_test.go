@@ -98,8 +98,8 @@ func cases() []pktCase {
 				if !ok1 || !ok2 {
 					t.Fatalf("entries %v, want forward %v and reverse %v", flows, fk, rk)
 				}
-				if fv.Peer != rk || rv.Peer != fk {
-					t.Fatalf("peers not linked: forward.peer=%v reverse.peer=%v", fv.Peer, rv.Peer)
+				if fv.Peer(fk) != rk || rv.Peer(rk) != fk {
+					t.Fatalf("peers not linked: forward.peer=%v reverse.peer=%v", fv.Peer(fk), rv.Peer(rk))
 				}
 				if fv.Generation == 0 || fv.Generation != rv.Generation {
 					t.Fatalf("generations %d/%d, want equal and non-zero", fv.Generation, rv.Generation)

@@ -21,21 +21,21 @@ func TestReplaceKeepsForeignReverseEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	// another pair took the reverse key meanwhile
-	foreign, err := e.DP.TakeFlow(fv.Peer)
+	foreign, err := e.DP.TakeFlow(fv.Peer(fk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	foreign.Generation = fv.Generation + 1000
-	if err := e.DP.PutFlow(fv.Peer, foreign); err != nil {
+	if err := e.DP.PutFlow(fv.Peer(fk), foreign); err != nil {
 		t.Fatal(err)
 	}
 	e.MustRun(t, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
-	got, err := e.DP.LookupFlow(fv.Peer)
+	got, err := e.DP.LookupFlow(fv.Peer(fk))
 	if err != nil || got.Generation != foreign.Generation {
 		t.Fatalf("foreign reverse entry after the replacing SYN: %+v, %v", got, err)
 	}
 	nv, err := e.DP.LookupFlow(fk)
-	if err != nil || nv.Generation == fv.Generation || nv.Peer == fv.Peer {
+	if err != nil || nv.Generation == fv.Generation || nv.Peer(fk) == fv.Peer(fk) {
 		t.Fatalf("replacement pair %+v err %v: want a new generation on another SNAT port", nv, err)
 	}
 }

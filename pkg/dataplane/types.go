@@ -12,7 +12,9 @@ import (
 type FlowKey = xlbFlowKey
 
 // FlowValue is one directional entry: the rewrite recipe, the pair link
-// (Peer, Generation, BackendId) and state (bpf/layout.h struct flow_value).
+// (Generation, BackendId; the counterpart's key is Peer) and state
+// (bpf/layout.h struct flow_value, 48 bytes). LastSeen holds the low 32
+// bits of the data path's clock: compare it with Jiffies.Low32 and Age.
 type FlowValue = xlbFlowValue
 
 // Direction of a flow entry.
@@ -32,6 +34,10 @@ const (
 	FlagRSTClient   = uint32(xlbXlbFlowFlagsXLB_F_RST_CLIENT)
 	FlagRSTBackend  = uint32(xlbXlbFlowFlagsXLB_F_RST_BACKEND)
 	FlagInitBackend = uint32(xlbXlbFlowFlagsXLB_F_INIT_BACKEND)
+	// FlagClosedFIN and FlagClosedRST mark a terminal pair, set once by
+	// the packet that ended it: both FINs (time-wait) or a RST.
+	FlagClosedFIN = uint32(xlbXlbFlowFlagsXLB_F_CLOSED_FIN)
+	FlagClosedRST = uint32(xlbXlbFlowFlagsXLB_F_CLOSED_RST)
 )
 
 // MaxBackends is the number of backend ids (0..MaxBackends-1) and the largest
@@ -113,11 +119,37 @@ func (v *FlowValue) NewDst() netip.AddrPort {
 	return netip.AddrPortFrom(addrFromBE32(v.DaddrBe), portFromBE16(v.DportBe))
 }
 
-// Terminal reports whether the pair's close state (forward entry flags) is
-// terminal: both FINs seen, or a RST from either side.
-func Terminal(flags uint32) bool {
-	if flags&(FlagRSTClient|FlagRSTBackend) != 0 {
-		return true
+// Terminal reports whether a forward entry's flags mark its pair terminal
+// (FlagClosedFIN or FlagClosedRST).
+func Terminal(flags uint32) bool { return flags&(FlagClosedFIN|FlagClosedRST) != 0 }
+
+// Peer returns the key of the counterpart of the entry v stored under k:
+// the recipe read backwards, in the other direction (bpf/xlb.c
+// flow_peer_key).
+func (v *FlowValue) Peer(k FlowKey) FlowKey {
+	return FlowKey{
+		SaddrBe: v.DaddrBe, DaddrBe: v.SaddrBe, SportBe: v.DportBe, DportBe: v.SportBe,
+		Proto: protoTCP, Dir: k.Dir ^ 1,
 	}
-	return flags&(FlagFINClient|FlagFINBackend) == FlagFINClient|FlagFINBackend
+}
+
+// Low32 is the part of a clock reading that flow entries and close events
+// store.
+func (j Jiffies) Low32() uint32 { return uint32(j) }
+
+// Age is how long before now the 32-bit time t was, in ticks; 0 when t is
+// not in the past (stamped after now was read). Exact for ages below 2^31
+// ticks (bpf/layout.h struct flow_value).
+func Age(now Jiffies, t uint32) Jiffies {
+	d := int32(now.Low32() - t)
+	if d <= 0 {
+		return 0
+	}
+	return Jiffies(d)
+}
+
+// Widen returns the full clock reading whose low 32 bits are t, taking the
+// one closest before now (or at most 2^31 ticks after it).
+func Widen(now Jiffies, t uint32) Jiffies {
+	return now - Jiffies(int64(int32(now.Low32()-t)))
 }

@@ -33,6 +33,16 @@ type xlbBackendStats struct {
 	Opened  uint64
 }
 
+type xlbCloseEvent struct {
+	_          structs.HostLayout
+	Key        xlbFlowKey
+	Generation uint32
+	Time       uint32
+	Kind       uint16
+	BackendId  uint16
+	Pad        uint32
+}
+
 type xlbCreateScratch struct {
 	_    structs.HostLayout
 	Fwd  xlbFlowValue
@@ -60,16 +70,13 @@ type xlbFlowValue struct {
 	Smac       [6]uint8
 	Dmac       [6]uint8
 	Ifindex    uint32
-	CsumIp     uint32
-	CsumL4     uint32
-	BackendId  uint32
+	CsumIp     uint16
+	CsumL4     uint16
 	Generation uint32
 	Flags      uint32
-	Peer       xlbFlowKey
-	LastSeen   uint64
-	ClosedAt   uint64
-	Packets    uint64
-	Bytes      uint64
+	LastSeen   uint32
+	BackendId  uint16
+	Pad        uint16
 }
 
 type xlbPortMap struct {
@@ -78,10 +85,36 @@ type xlbPortMap struct {
 	RemotePortBe uint16
 }
 
+type xlbReapBatch struct {
+	_         structs.HostLayout
+	Now       uint64
+	TimeWait  uint64
+	OrphanTtl uint64
+	Count     uint32
+	Pad       uint32
+	Reqs      [2048]xlbReapReq
+}
+
+type xlbReapReq struct {
+	_          structs.HostLayout
+	Key        xlbFlowKey
+	Generation uint32
+	Op         uint8
+	Result     uint8
+	Pad        uint16
+}
+
 type xlbXlbCfgFlags uint32
 
 const (
 	xlbXlbCfgFlagsXLB_CFG_SHUTDOWN xlbXlbCfgFlags = 1
+)
+
+type xlbXlbCloseKind uint32
+
+const (
+	xlbXlbCloseKindXLB_CLOSE_FIN xlbXlbCloseKind = 1
+	xlbXlbCloseKindXLB_CLOSE_RST xlbXlbCloseKind = 2
 )
 
 type xlbXlbConfig struct {
@@ -118,7 +151,8 @@ const (
 	xlbXlbCounterXLB_C_CLOSED_BACKEND_RST xlbXlbCounter = 16
 	xlbXlbCounterXLB_C_SHUTDOWN_RESETS    xlbXlbCounter = 17
 	xlbXlbCounterXLB_C_TTL_EXCEEDED       xlbXlbCounter = 18
-	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 19
+	xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST  xlbXlbCounter = 19
+	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 20
 )
 
 type xlbXlbDir uint32
@@ -136,6 +170,52 @@ const (
 	xlbXlbFlowFlagsXLB_F_RST_CLIENT   xlbXlbFlowFlags = 4
 	xlbXlbFlowFlagsXLB_F_RST_BACKEND  xlbXlbFlowFlags = 8
 	xlbXlbFlowFlagsXLB_F_INIT_BACKEND xlbXlbFlowFlags = 16
+	xlbXlbFlowFlagsXLB_F_CLOSED_FIN   xlbXlbFlowFlags = 32
+	xlbXlbFlowFlagsXLB_F_CLOSED_RST   xlbXlbFlowFlags = 64
+)
+
+type xlbXlbPairEvent uint32
+
+const (
+	xlbXlbPairEventXLB_PAIR_CLOSED_FIN   xlbXlbPairEvent = 0
+	xlbXlbPairEventXLB_PAIR_CLOSED_RST   xlbXlbPairEvent = 1
+	xlbXlbPairEventXLB_PAIR_REPLACED_FIN xlbXlbPairEvent = 2
+	xlbXlbPairEventXLB_PAIR_REPLACED_RST xlbXlbPairEvent = 3
+	xlbXlbPairEventXLB_PAIR_EVENTS       xlbXlbPairEvent = 4
+)
+
+type xlbXlbReapOp uint32
+
+const (
+	xlbXlbReapOpXLB_REAP_RESET    xlbXlbReapOp = 1
+	xlbXlbReapOpXLB_REAP_TIMEWAIT xlbXlbReapOp = 2
+	xlbXlbReapOpXLB_REAP_ORPHAN   xlbXlbReapOp = 3
+	xlbXlbReapOpXLB_REAP_CHECK    xlbXlbReapOp = 4
+	xlbXlbReapOpXLB_REAP_LONE     xlbXlbReapOp = 5
+)
+
+type xlbXlbReapResult uint32
+
+const (
+	xlbXlbReapResultXLB_REAPED          xlbXlbReapResult = 1
+	xlbXlbReapResultXLB_REAP_KEPT       xlbXlbReapResult = 2
+	xlbXlbReapResultXLB_REAP_GONE       xlbXlbReapResult = 3
+	xlbXlbReapResultXLB_REAP_INTACT     xlbXlbReapResult = 4
+	xlbXlbReapResultXLB_REAP_LONE_FOUND xlbXlbReapResult = 5
+	xlbXlbReapResultXLB_REAP_REPAIRED   xlbXlbReapResult = 6
+)
+
+type xlbXlbReapedReason uint32
+
+const (
+	xlbXlbReapedReasonXLB_REAPED_TIMEWAIT      xlbXlbReapedReason = 0
+	xlbXlbReapedReasonXLB_REAPED_RESET         xlbXlbReapedReason = 1
+	xlbXlbReapedReasonXLB_REAPED_ORPHANED      xlbXlbReapedReason = 2
+	xlbXlbReapedReasonXLB_REAPED_LONE_ACTIVE   xlbXlbReapedReason = 3
+	xlbXlbReapedReasonXLB_REAPED_LONE_TIMEWAIT xlbXlbReapedReason = 4
+	xlbXlbReapedReasonXLB_REAPED_LONE_RESET    xlbXlbReapedReason = 5
+	xlbXlbReapedReasonXLB_REAPED_LONE_REVERSE  xlbXlbReapedReason = 6
+	xlbXlbReapedReasonXLB_REAPED_REASONS       xlbXlbReapedReason = 8
 )
 
 type xlbXlbState struct {
@@ -150,21 +230,34 @@ type xlbXlbState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xlbMapXlbBackendSets  = "xlb_backend_sets"
-	xlbMapXlbBackendStats = "xlb_backend_stats"
-	xlbMapXlbCfg          = "xlb_cfg"
-	xlbMapXlbCounters     = "xlb_counters"
-	xlbMapXlbFlows        = "xlb_flows"
-	xlbMapXlbScratch      = "xlb_scratch"
-	xlbMapXlbShared       = "xlb_shared"
-	xlbMapXlbSnatCursors  = "xlb_snat_cursors"
-	xlbMapXlbTxPorts      = "xlb_tx_ports"
-	xlbProgXlbClock       = "xlb_clock"
-	xlbProgXlbXdp         = "xlb_xdp"
-	xlbVarXlbCfgFlagsBtf  = "__xlb_cfg_flags_btf"
-	xlbVarXlbCounterBtf   = "__xlb_counter_btf"
-	xlbVarXlbDirBtf       = "__xlb_dir_btf"
-	xlbVarXlbFlowFlagsBtf = "__xlb_flow_flags_btf"
+	xlbMapXlbBackendSets     = "xlb_backend_sets"
+	xlbMapXlbBackendStats    = "xlb_backend_stats"
+	xlbMapXlbCfg             = "xlb_cfg"
+	xlbMapXlbCloseHead       = "xlb_close_head"
+	xlbMapXlbCloseQueue      = "xlb_close_queue"
+	xlbMapXlbCloseRing       = "xlb_close_ring"
+	xlbMapXlbCounters        = "xlb_counters"
+	xlbMapXlbFlows           = "xlb_flows"
+	xlbMapXlbPairEvents      = "xlb_pair_events"
+	xlbMapXlbReapBatch       = "xlb_reap_batch"
+	xlbMapXlbReaped          = "xlb_reaped"
+	xlbMapXlbScratch         = "xlb_scratch"
+	xlbMapXlbShared          = "xlb_shared"
+	xlbMapXlbSnatCursors     = "xlb_snat_cursors"
+	xlbMapXlbTxPorts         = "xlb_tx_ports"
+	xlbProgXlbClock          = "xlb_clock"
+	xlbProgXlbReap           = "xlb_reap"
+	xlbProgXlbXdp            = "xlb_xdp"
+	xlbVarXlbCfgFlagsBtf     = "__xlb_cfg_flags_btf"
+	xlbVarXlbCloseKindBtf    = "__xlb_close_kind_btf"
+	xlbVarXlbCounterBtf      = "__xlb_counter_btf"
+	xlbVarXlbDirBtf          = "__xlb_dir_btf"
+	xlbVarXlbFlowFlagsBtf    = "__xlb_flow_flags_btf"
+	xlbVarXlbPairEventBtf    = "__xlb_pair_event_btf"
+	xlbVarXlbReapOpBtf       = "__xlb_reap_op_btf"
+	xlbVarXlbReapResultBtf   = "__xlb_reap_result_btf"
+	xlbVarXlbReapedReasonBtf = "__xlb_reaped_reason_btf"
+	xlbVarCloseRingOn        = "close_ring_on"
 )
 
 // loadXlb returns the embedded CollectionSpec for xlb.
@@ -210,6 +303,7 @@ type xlbSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
 	XlbClock *ebpf.ProgramSpec `ebpf:"xlb_clock"`
+	XlbReap  *ebpf.ProgramSpec `ebpf:"xlb_reap"`
 	XlbXdp   *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
 }
 
@@ -220,8 +314,14 @@ type xlbMapSpecs struct {
 	XlbBackendSets  *ebpf.MapSpec `ebpf:"xlb_backend_sets"`
 	XlbBackendStats *ebpf.MapSpec `ebpf:"xlb_backend_stats"`
 	XlbCfg          *ebpf.MapSpec `ebpf:"xlb_cfg"`
+	XlbCloseHead    *ebpf.MapSpec `ebpf:"xlb_close_head"`
+	XlbCloseQueue   *ebpf.MapSpec `ebpf:"xlb_close_queue"`
+	XlbCloseRing    *ebpf.MapSpec `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
+	XlbPairEvents   *ebpf.MapSpec `ebpf:"xlb_pair_events"`
+	XlbReapBatch    *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
+	XlbReaped       *ebpf.MapSpec `ebpf:"xlb_reaped"`
 	XlbScratch      *ebpf.MapSpec `ebpf:"xlb_scratch"`
 	XlbShared       *ebpf.MapSpec `ebpf:"xlb_shared"`
 	XlbSnatCursors  *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
@@ -232,10 +332,16 @@ type xlbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbVariableSpecs struct {
-	XlbCfgFlagsBtf  *ebpf.VariableSpec `ebpf:"__xlb_cfg_flags_btf"`
-	XlbCounterBtf   *ebpf.VariableSpec `ebpf:"__xlb_counter_btf"`
-	XlbDirBtf       *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
-	XlbFlowFlagsBtf *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
+	XlbCfgFlagsBtf     *ebpf.VariableSpec `ebpf:"__xlb_cfg_flags_btf"`
+	XlbCloseKindBtf    *ebpf.VariableSpec `ebpf:"__xlb_close_kind_btf"`
+	XlbCounterBtf      *ebpf.VariableSpec `ebpf:"__xlb_counter_btf"`
+	XlbDirBtf          *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
+	XlbFlowFlagsBtf    *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
+	XlbPairEventBtf    *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
+	XlbReapOpBtf       *ebpf.VariableSpec `ebpf:"__xlb_reap_op_btf"`
+	XlbReapResultBtf   *ebpf.VariableSpec `ebpf:"__xlb_reap_result_btf"`
+	XlbReapedReasonBtf *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
+	CloseRingOn        *ebpf.VariableSpec `ebpf:"close_ring_on"`
 }
 
 // xlbObjects contains all objects after they have been loaded into the kernel.
@@ -261,8 +367,14 @@ type xlbMaps struct {
 	XlbBackendSets  *ebpf.Map `ebpf:"xlb_backend_sets"`
 	XlbBackendStats *ebpf.Map `ebpf:"xlb_backend_stats"`
 	XlbCfg          *ebpf.Map `ebpf:"xlb_cfg"`
+	XlbCloseHead    *ebpf.Map `ebpf:"xlb_close_head"`
+	XlbCloseQueue   *ebpf.Map `ebpf:"xlb_close_queue"`
+	XlbCloseRing    *ebpf.Map `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
+	XlbPairEvents   *ebpf.Map `ebpf:"xlb_pair_events"`
+	XlbReapBatch    *ebpf.Map `ebpf:"xlb_reap_batch"`
+	XlbReaped       *ebpf.Map `ebpf:"xlb_reaped"`
 	XlbScratch      *ebpf.Map `ebpf:"xlb_scratch"`
 	XlbShared       *ebpf.Map `ebpf:"xlb_shared"`
 	XlbSnatCursors  *ebpf.Map `ebpf:"xlb_snat_cursors"`
@@ -274,8 +386,14 @@ func (m *xlbMaps) Close() error {
 		m.XlbBackendSets,
 		m.XlbBackendStats,
 		m.XlbCfg,
+		m.XlbCloseHead,
+		m.XlbCloseQueue,
+		m.XlbCloseRing,
 		m.XlbCounters,
 		m.XlbFlows,
+		m.XlbPairEvents,
+		m.XlbReapBatch,
+		m.XlbReaped,
 		m.XlbScratch,
 		m.XlbShared,
 		m.XlbSnatCursors,
@@ -287,10 +405,16 @@ func (m *xlbMaps) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbVariables struct {
-	XlbCfgFlagsBtf  *ebpf.Variable `ebpf:"__xlb_cfg_flags_btf"`
-	XlbCounterBtf   *ebpf.Variable `ebpf:"__xlb_counter_btf"`
-	XlbDirBtf       *ebpf.Variable `ebpf:"__xlb_dir_btf"`
-	XlbFlowFlagsBtf *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
+	XlbCfgFlagsBtf     *ebpf.Variable `ebpf:"__xlb_cfg_flags_btf"`
+	XlbCloseKindBtf    *ebpf.Variable `ebpf:"__xlb_close_kind_btf"`
+	XlbCounterBtf      *ebpf.Variable `ebpf:"__xlb_counter_btf"`
+	XlbDirBtf          *ebpf.Variable `ebpf:"__xlb_dir_btf"`
+	XlbFlowFlagsBtf    *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
+	XlbPairEventBtf    *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
+	XlbReapOpBtf       *ebpf.Variable `ebpf:"__xlb_reap_op_btf"`
+	XlbReapResultBtf   *ebpf.Variable `ebpf:"__xlb_reap_result_btf"`
+	XlbReapedReasonBtf *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
+	CloseRingOn        *ebpf.Variable `ebpf:"close_ring_on"`
 }
 
 // xlbPrograms contains all programs after they have been loaded into the kernel.
@@ -298,12 +422,14 @@ type xlbVariables struct {
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
 	XlbClock *ebpf.Program `ebpf:"xlb_clock"`
+	XlbReap  *ebpf.Program `ebpf:"xlb_reap"`
 	XlbXdp   *ebpf.Program `ebpf:"xlb_xdp"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbClock,
+		p.XlbReap,
 		p.XlbXdp,
 	)
 }

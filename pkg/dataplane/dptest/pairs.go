@@ -40,7 +40,7 @@ func (e *Env) LookupPair(t testing.TB, client netip.AddrPort, localPort uint16) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Fwd, p.RevKey = v, v.Peer
+	p.Fwd, p.RevKey = v, v.Peer(p.FwdKey)
 	r, err := e.DP.LookupFlow(p.RevKey)
 	if err != nil && err != dataplane.ErrNotFound {
 		t.Fatal(err)

@@ -1,0 +1,520 @@
+package dataplane_test
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
+)
+
+// Close events (bpf/layout.h struct close_event): the packet that makes a
+// pair terminal — the second FIN or the first RST — posts exactly one event
+// naming the pair's forward key, generation, kind, backend and the moment
+// it became terminal (the forward entry's frozen last_seen). Nothing else
+// posts one: not a half close, not a retransmission, not a RST after both
+// FINs. The ring buffer and its fallback, the per-CPU queues, deliver the
+// same events.
+
+// closePath is one way close events reach userspace.
+type closePath struct {
+	name string
+	opts dt.Options
+	path string
+}
+
+var closePaths = []closePath{
+	{name: "ring_buffer", path: dataplane.PathRingBuffer},
+	{name: "per_cpu_queue", opts: dt.Options{Disable: []dataplane.Feature{dataplane.FeatureRingBuf}}, path: dataplane.PathPerCPUQueue},
+}
+
+// newPathEnv builds an environment for path p, skipping when the host
+// refuses the ring buffer the path needs.
+func newPathEnv(t *testing.T, p closePath, o dt.Options) *dt.Env {
+	t.Helper()
+	o.Disable = append(o.Disable, p.opts.Disable...)
+	e := dt.NewEnv(t, o)
+	if st := e.DP.Features().Get(dataplane.FeatureRingBuf); p.path == dataplane.PathRingBuffer && st.State != dataplane.StateAvailable {
+		t.Skipf("ring buffer not available here: %s", st)
+	}
+	return e
+}
+
+// openEvents starts reading close events and checks the path taken.
+func openEvents(t *testing.T, e *dt.Env, path string) *dataplane.CloseEvents {
+	t.Helper()
+	ev, err := e.DP.OpenCloseEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ev.Close() })
+	if ev.Path() != path {
+		t.Fatalf("close events through %s, want %s", ev.Path(), path)
+	}
+	return ev
+}
+
+// drain returns the events posted since the previous drain (copies: the
+// reader reuses its buffers) and fails the test if any was overwritten.
+func drain(t *testing.T, ev *dataplane.CloseEvents) []dataplane.CloseEvent {
+	t.Helper()
+	var out []dataplane.CloseEvent
+	read, over, err := ev.Drain(func(c *dataplane.CloseEvent) { out = append(out, *c) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over != 0 {
+		t.Fatalf("%d close events overwritten", over)
+	}
+	if read != uint64(len(out)) {
+		t.Fatalf("Drain reported %d events and delivered %d", read, len(out))
+	}
+	return out
+}
+
+// conn is one connection through the fixture: a client to listen:80, with
+// its pair as the SYN created it.
+type conn struct {
+	e *dt.Env
+	c netip.AddrPort
+	p dt.Pair
+}
+
+// open sends the client's SYN and reads the pair it created.
+func open(t *testing.T, e *dt.Env, port uint16) *conn {
+	t.Helper()
+	c := dt.Client(port)
+	e.MustRun(t, synFrom(e, c, 80).Frame(), e.Front, dt.XDPTX)
+	return &conn{e: e, c: c, p: e.MustPair(t, c, 80)}
+}
+
+// client sends a segment from the client through the pair.
+func (k *conn) client(t *testing.T, flags uint8) {
+	t.Helper()
+	k.e.MustRun(t, k.e.FromClient(k.c, 80, flags, 1001, 5001, nil).Frame(), k.e.Front, dt.XDPTX)
+}
+
+// backend sends a segment from the backend through the pair.
+func (k *conn) backend(t *testing.T, flags uint8) {
+	t.Helper()
+	k.e.MustRun(t, k.e.FromBackend(k.p.Backend(), k.p.SNATPort(), flags, 5001, 1001, nil).Frame(), k.e.BackendIface(), dt.XDPTX)
+}
+
+// finish closes the pair with both FINs, the client's first.
+func (k *conn) finish(t *testing.T) {
+	t.Helper()
+	k.client(t, dt.FIN|dt.ACK)
+	k.backend(t, dt.FIN|dt.ACK)
+}
+
+// reset closes the pair with a client RST.
+func (k *conn) reset(t *testing.T) {
+	t.Helper()
+	k.client(t, dt.RST|dt.ACK)
+}
+
+// now reads the pair as the map holds it now.
+func (k *conn) now(t *testing.T) dt.Pair {
+	t.Helper()
+	return k.e.MustPair(t, k.c, 80)
+}
+
+func (k *conn) id() int { return int(k.p.Fwd.BackendId) }
+
+// closeRecord is a close event without its time, which differs between runs.
+type closeRecord struct {
+	Key        dataplane.FlowKey
+	Generation uint32
+	Kind       dataplane.CloseKind
+	BackendID  uint16
+}
+
+func (r closeRecord) String() string {
+	return fmt.Sprintf("%s %v gen %d backend %d", r.Kind, r.Key, r.Generation, r.BackendID)
+}
+
+// wantClose drains and checks that exactly one event was posted, for k's
+// current pair, of kind, stamped with the forward entry's last_seen.
+func wantClose(t *testing.T, ev *dataplane.CloseEvents, k *conn, kind dataplane.CloseKind) closeRecord {
+	t.Helper()
+	got := drain(t, ev)
+	if len(got) != 1 {
+		t.Fatalf("%d close events %+v, want one %s for %v", len(got), got, kind, k.p.FwdKey)
+	}
+	c, p := got[0], k.now(t)
+	r := closeRecord{Key: c.Key, Generation: c.Generation, Kind: dataplane.CloseKind(c.Kind), BackendID: c.BackendId}
+	want := closeRecord{Key: p.FwdKey, Generation: p.Fwd.Generation, Kind: kind, BackendID: p.Fwd.BackendId}
+	if r != want {
+		t.Fatalf("close event %v, want %v", r, want)
+	}
+	if c.Key.Direction() != dataplane.DirClient || c.Pad != 0 {
+		t.Fatalf("close event key direction %d pad %d", c.Key.Dir, c.Pad)
+	}
+	if c.Time != p.Fwd.LastSeen {
+		t.Fatalf("close event time %d, forward last_seen %d: want the terminal moment in both", c.Time, p.Fwd.LastSeen)
+	}
+	if now := k.e.Now(t); dataplane.Widen(now, c.Time) > now {
+		t.Fatalf("close event time %d is after the clock %d", c.Time, now)
+	}
+	return r
+}
+
+// wantNoClose drains and checks that nothing was posted.
+func wantNoClose(t *testing.T, ev *dataplane.CloseEvents, what string) {
+	t.Helper()
+	if got := drain(t, ev); len(got) != 0 {
+		t.Fatalf("%s posted %d close events: %+v", what, len(got), got)
+	}
+}
+
+// closeScenario runs every kind of close on e and returns the events it
+// expected and got, in order.
+func closeScenario(t *testing.T, e *dt.Env, ev *dataplane.CloseEvents) []closeRecord {
+	var out []closeRecord
+
+	// Both FINs, the client's first: the backend's FIN posts CloseFIN
+	// (through the reverse entry, naming the forward key).
+	a := open(t, e, 33000)
+	a.client(t, dt.FIN|dt.ACK)
+	wantNoClose(t, ev, "a half close by the client")
+	a.backend(t, dt.ACK|dt.PSH)
+	wantNoClose(t, ev, "data after a half close")
+	a.backend(t, dt.FIN|dt.ACK)
+	out = append(out, wantClose(t, ev, a, dataplane.CloseFIN))
+	a.client(t, dt.FIN|dt.ACK)
+	a.backend(t, dt.FIN|dt.ACK)
+	a.client(t, dt.ACK)
+	wantNoClose(t, ev, "retransmitted FINs and the final ACK")
+	a.backend(t, dt.RST)
+	wantNoClose(t, ev, "a RST after both FINs")
+	if f := a.now(t).Fwd.Flags; f&dataplane.FlagClosedRST != 0 || f&dataplane.FlagClosedFIN == 0 {
+		t.Fatalf("flags %#x after a RST on a time-wait pair, want CLOSED_FIN only", f)
+	}
+
+	// Both FINs, the backend's first: the client's FIN posts it.
+	b := open(t, e, 33001)
+	b.backend(t, dt.FIN|dt.ACK)
+	b.backend(t, dt.FIN|dt.ACK)
+	wantNoClose(t, ev, "a half close by the backend, retransmitted")
+	b.client(t, dt.FIN|dt.ACK)
+	out = append(out, wantClose(t, ev, b, dataplane.CloseFIN))
+
+	// A client RST, retransmitted, answered by a backend RST: one event.
+	c := open(t, e, 33002)
+	c.client(t, dt.RST|dt.ACK)
+	out = append(out, wantClose(t, ev, c, dataplane.CloseRST))
+	c.client(t, dt.RST|dt.ACK)
+	c.backend(t, dt.RST)
+	c.client(t, dt.FIN|dt.ACK)
+	wantNoClose(t, ev, "RSTs and a FIN after a RST")
+
+	// A backend RST after the client's FIN: through the reverse entry.
+	d := open(t, e, 33003)
+	d.client(t, dt.FIN|dt.ACK)
+	d.backend(t, dt.RST)
+	out = append(out, wantClose(t, ev, d, dataplane.CloseRST))
+	d.backend(t, dt.RST)
+	wantNoClose(t, ev, "a retransmitted backend RST")
+
+	// A half-closed pair stays open however long it carries data.
+	h := open(t, e, 33004)
+	h.backend(t, dt.FIN|dt.ACK)
+	h.client(t, dt.ACK|dt.PSH)
+	h.backend(t, dt.FIN|dt.ACK)
+	h.client(t, dt.ACK|dt.PSH)
+	wantNoClose(t, ev, "a half-closed pair")
+
+	// A SYN replacing a terminal pair posts nothing; the new pair's close
+	// carries the new generation.
+	old := a.p
+	e.MustRun(t, synFrom(e, a.c, 80).Frame(), e.Front, dt.XDPTX)
+	wantNoClose(t, ev, "a SYN replacing a time-wait pair")
+	a.p = a.now(t)
+	if a.p.Fwd.Generation == old.Fwd.Generation {
+		t.Fatalf("replacement kept generation %d", old.Fwd.Generation)
+	}
+	a.reset(t)
+	out = append(out, wantClose(t, ev, a, dataplane.CloseRST))
+
+	if c := e.Counters(t); c.CloseEventsLost != 0 {
+		t.Fatalf("%d close events lost", c.CloseEventsLost)
+	}
+	return out
+}
+
+func TestCloseEvents(t *testing.T) {
+	got := map[string][]closeRecord{}
+	for _, p := range closePaths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newPathEnv(t, p, dt.Options{})
+			got[p.name] = closeScenario(t, e, openEvents(t, e, p.path))
+		})
+	}
+	ring, queue := got[closePaths[0].name], got[closePaths[1].name]
+	if ring == nil || queue == nil {
+		return // a path was skipped or failed
+	}
+	if fmt.Sprint(ring) != fmt.Sprint(queue) {
+		t.Fatalf("the paths disagree:\nring buffer:   %v\nper-CPU queue: %v", ring, queue)
+	}
+}
+
+// Events posted before the reader opens are still delivered, once.
+func TestCloseEventsBeforeOpen(t *testing.T) {
+	for _, p := range closePaths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newPathEnv(t, p, dt.Options{})
+			a := open(t, e, 33000)
+			a.finish(t)
+			ev := openEvents(t, e, p.path)
+			wantClose(t, ev, a, dataplane.CloseFIN)
+			wantNoClose(t, ev, "a second drain")
+		})
+	}
+}
+
+// More closes than a per-CPU queue holds between two drains: the ring
+// buffer delivers them all; the queue delivers the newest CloseQueueSlots
+// in order and reports the rest as overwritten. The closes run on one CPU
+// (the test thread is pinned) so they all land in one queue.
+func TestCloseEventsFlood(t *testing.T) {
+	const extra = 100
+	const n = dataplane.CloseQueueSlots + extra
+	for _, p := range closePaths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newPathEnv(t, p, dt.Options{})
+			ev := openEvents(t, e, p.path)
+			k := dt.ForwardKey(cli, 80)
+			var allowed unix.CPUSet
+			if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+				t.Fatal(err)
+			}
+			cpu := 0
+			for !allowed.IsSet(cpu) {
+				cpu++
+			}
+			// One tuple, over and over: a SYN replaces the reset pair.
+			err := onCPU(e, cpu, func() error {
+				for i := range n {
+					syn := synFrom(e, cli, 80)
+					syn.Seq = uint32(i)
+					if act, _, err := e.RunHere(syn.Frame(), e.Front); err != nil || act != dt.XDPTX {
+						return fmt.Errorf("SYN %d: %s %v", i, dt.ActionName(act), err)
+					}
+					if act, _, err := e.RunHere(e.FromClient(cli, 80, dt.RST|dt.ACK, uint32(i)+1, 1, nil).Frame(), e.Front); err != nil || act != dt.XDPTX {
+						return fmt.Errorf("RST %d: %s %v", i, dt.ActionName(act), err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []dataplane.CloseEvent
+			read, over, err := ev.Drain(func(c *dataplane.CloseEvent) { got = append(got, *c) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRead, wantOver := uint64(n), uint64(0)
+			if p.path == dataplane.PathPerCPUQueue {
+				wantRead, wantOver = dataplane.CloseQueueSlots, extra
+			}
+			if read != wantRead || over != wantOver || len(got) != int(read) {
+				t.Fatalf("read %d (delivered %d), overwritten %d; want %d and %d", read, len(got), over, wantRead, wantOver)
+			}
+			// Every pair got the next generation: the events are the
+			// newest ones, oldest first, one per pair.
+			last := e.MustPair(t, cli, 80).Fwd.Generation
+			for i, c := range got {
+				if want := last - uint32(len(got)-1-i); c.Generation != want || c.Key != k || dataplane.CloseKind(c.Kind) != dataplane.CloseRST {
+					t.Fatalf("event %d of %d: %s %v gen %d, want rst %v gen %d", i, len(got), dataplane.CloseKind(c.Kind), c.Key, c.Generation, k, want)
+				}
+			}
+			if c := e.Counters(t); c.CloseEventsLost != 0 || c.PairsReplaced != n-1 {
+				t.Fatalf("lost %d, replaced %d; want 0 and %d", c.CloseEventsLost, c.PairsReplaced, n-1)
+			}
+			wantNoClose(t, ev, "a second drain")
+		})
+	}
+}
+
+// onCPU runs fn inside the fixture namespace on a thread pinned to cpu.
+func onCPU(e *dt.Env, cpu int, fn func() error) error {
+	return e.Do(func() error {
+		var orig, one unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &orig); err != nil {
+			return err
+		}
+		one.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			return err
+		}
+		defer unix.SchedSetaffinity(0, &orig)
+		return fn()
+	})
+}
+
+// The per-CPU queues: closes on two CPUs are all delivered, once, each
+// CPU's in the order they happened; a reader opened later still gets them.
+func TestCloseQueueAcrossCPUs(t *testing.T) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for i := 0; i < 1024 && len(cpus) < 2; i++ {
+		if allowed.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	if len(cpus) < 2 {
+		t.Skip("needs two CPUs")
+	}
+	p := closePaths[1]
+	e := newPathEnv(t, p, dt.Options{})
+	ev := openEvents(t, e, p.path)
+	// client ports closed on each CPU, in order
+	plan := []struct {
+		cpu   int
+		ports []uint16
+	}{{cpus[0], []uint16{33000, 33001, 33002, 33003, 33004}}, {cpus[1], []uint16{33005, 33006, 33007}}, {cpus[0], []uint16{33008, 33009}}}
+	byCPU := map[int][]dataplane.FlowKey{}
+	for _, step := range plan {
+		err := onCPU(e, step.cpu, func() error {
+			for _, port := range step.ports {
+				c := dt.Client(port)
+				if act, _, err := e.RunHere(synFrom(e, c, 80).Frame(), e.Front); err != nil || act != dt.XDPTX {
+					return fmt.Errorf("SYN %d: %s %v", port, dt.ActionName(act), err)
+				}
+				if act, _, err := e.RunHere(e.FromClient(c, 80, dt.RST|dt.ACK, 1001, 1, nil).Frame(), e.Front); err != nil || act != dt.XDPTX {
+					return fmt.Errorf("RST %d: %s %v", port, dt.ActionName(act), err)
+				}
+				byCPU[step.cpu] = append(byCPU[step.cpu], dt.ForwardKey(c, 80))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(got []dataplane.CloseEvent) {
+		t.Helper()
+		if len(got) != 10 {
+			t.Fatalf("%d events, want 10: %+v", len(got), got)
+		}
+		pos := map[dataplane.FlowKey]int{}
+		for i, c := range got {
+			if _, dup := pos[c.Key]; dup {
+				t.Fatalf("%v delivered twice", c.Key)
+			}
+			pos[c.Key] = i
+			if p := e.MustPair(t, c.Key.Src(), 80); c.Generation != p.Fwd.Generation || dataplane.CloseKind(c.Kind) != dataplane.CloseRST {
+				t.Fatalf("event %+v for pair %+v", c, p.Fwd)
+			}
+		}
+		for cpu, keys := range byCPU {
+			for i := 1; i < len(keys); i++ {
+				a, aok := pos[keys[i-1]]
+				b, bok := pos[keys[i]]
+				if !aok || !bok || a > b {
+					t.Fatalf("CPU %d: %v (at %d, %v) and %v (at %d, %v) out of order or missing", cpu, keys[i-1], a, aok, keys[i], b, bok)
+				}
+			}
+		}
+	}
+	check(drain(t, ev))
+	wantNoClose(t, ev, "a second drain")
+	check(drain(t, openEvents(t, e, p.path)))
+}
+
+// closeCounts is the part of BackendStats the close path keeps.
+type closeCounts struct{ Opened, ClosedFIN, ClosedRST, ReplacedFIN, ReplacedRST uint64 }
+
+func closeCountsOf(t *testing.T, e *dt.Env) []closeCounts {
+	t.Helper()
+	all, err := e.DP.AllBackendStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != dataplane.MaxBackends {
+		t.Fatalf("%d backend stats, want %d", len(all), dataplane.MaxBackends)
+	}
+	out := make([]closeCounts, len(all))
+	for i, s := range all {
+		out[i] = closeCounts{s.Opened, s.ClosedFIN, s.ClosedRST, s.ReplacedFIN, s.ReplacedRST}
+	}
+	return out
+}
+
+// wantCloseCounts checks every backend's counts against want (absent: zero).
+func wantCloseCounts(t *testing.T, e *dt.Env, want map[int]closeCounts) {
+	t.Helper()
+	for id, got := range closeCountsOf(t, e) {
+		if got != want[id] {
+			t.Fatalf("backend %d: %+v, want %+v", id, got, want[id])
+		}
+	}
+}
+
+// Per-backend close counts: each pair counts once, when it becomes
+// terminal, under its backend and its kind; a SYN replacing a terminal pair
+// counts under the old pair's backend and kind. Both batch and per-key reads.
+func TestBackendCloseCounts(t *testing.T) {
+	for _, disable := range [][]dataplane.Feature{nil, {dataplane.FeatureBatchOps}} {
+		t.Run(fmt.Sprintf("disable=%v", disable), func(t *testing.T) {
+			e := dt.NewEnv(t, dt.Options{Disable: disable})
+			wantCloseCounts(t, e, nil)
+			// round robin: backends 0, 1, 2, 0, 1, ...
+			a, b, c := open(t, e, 33000), open(t, e, 33001), open(t, e, 33002)
+			if a.id() != 0 || b.id() != 1 || c.id() != 2 {
+				t.Fatalf("backends %d %d %d, want 0 1 2", a.id(), b.id(), c.id())
+			}
+			want := map[int]closeCounts{0: {Opened: 1}, 1: {Opened: 1}, 2: {Opened: 1}}
+			wantCloseCounts(t, e, want)
+
+			a.finish(t)
+			a.client(t, dt.FIN|dt.ACK)
+			a.backend(t, dt.FIN|dt.ACK)
+			a.client(t, dt.RST|dt.ACK) // stays CLOSED_FIN
+			want[0] = closeCounts{Opened: 1, ClosedFIN: 1}
+			wantCloseCounts(t, e, want)
+
+			b.backend(t, dt.RST)
+			b.backend(t, dt.RST)
+			b.client(t, dt.RST|dt.ACK)
+			want[1] = closeCounts{Opened: 1, ClosedRST: 1}
+			wantCloseCounts(t, e, want)
+
+			c.client(t, dt.FIN|dt.ACK) // half close: nothing
+			wantCloseCounts(t, e, want)
+
+			// SYNs on the three tuples: a's and b's pairs are replaced
+			// (the new pairs go to backends 0 and 1), c's is reused.
+			for _, k := range []*conn{a, b, c} {
+				e.MustRun(t, synFrom(e, k.c, 80).Frame(), e.Front, dt.XDPTX)
+			}
+			want[0] = closeCounts{Opened: 2, ClosedFIN: 1, ReplacedFIN: 1}
+			want[1] = closeCounts{Opened: 2, ClosedRST: 1, ReplacedRST: 1}
+			wantCloseCounts(t, e, want)
+			if n := e.Counters(t); n.PairsReplaced != 2 || n.SYNReused != 1 {
+				t.Fatalf("replaced %d reused %d, want 2 and 1", n.PairsReplaced, n.SYNReused)
+			}
+
+			// The replacement on backend 0 closes by RST, backend 2 finishes.
+			a.p, c.p = a.now(t), c.now(t)
+			a.reset(t)
+			c.backend(t, dt.FIN|dt.ACK)
+			want[0] = closeCounts{Opened: 2, ClosedFIN: 1, ClosedRST: 1, ReplacedFIN: 1}
+			want[2] = closeCounts{Opened: 1, ClosedFIN: 1}
+			wantCloseCounts(t, e, want)
+			// A replacement of a replacement counts again.
+			e.MustRun(t, synFrom(e, a.c, 80).Frame(), e.Front, dt.XDPTX)
+			want[0] = closeCounts{Opened: 2, ClosedFIN: 1, ClosedRST: 1, ReplacedFIN: 1, ReplacedRST: 1}
+			want[2] = closeCounts{Opened: 2, ClosedFIN: 1} // round robin: the sixth pair
+			wantCloseCounts(t, e, want)
+		})
+	}
+}
