@@ -67,7 +67,7 @@ test-e2e: build
 # Benchmarks (never part of `make test`).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./pkg/dataplane/
-	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./pkg/flow/
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./pkg/maintenance/
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench Lab -benchtime 5x ./test/e2e/
 
 demo: build

@@ -15,7 +15,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/buildinfo"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/configwatch"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
@@ -46,7 +46,7 @@ type runner struct {
 	store  *snapshot.Store
 	notify *Notifier
 	inst   *Instance
-	loop   *flow.Loop
+	loop   *maintenance.Loop
 	lis    *listeners
 	// current is inst for readers on other goroutines (metrics scrapes).
 	current atomic.Pointer[Instance]
@@ -187,9 +187,9 @@ func (d *runner) publishInstance() {
 func (d *runner) startMaintenance() error {
 	interval := d.o.MaintenanceInterval
 	if interval == 0 {
-		interval = flow.DefaultInterval
+		interval = maintenance.DefaultInterval
 	}
-	loop, err := flow.New(d.inst.DP, flow.Options{
+	loop, err := maintenance.New(d.inst.DP, maintenance.Options{
 		OrphanTTL: d.cfg.OrphanTTL,
 		Interval:  interval,
 		BackendIDs: func() []uint32 {
@@ -221,10 +221,10 @@ func (d *runner) startMaintenance() error {
 
 // onSample publishes a maintenance sample with the current backend states.
 // Samples of failed cycles are published like the others (they keep
-// readiness and the watchdog alive; flow.Sample.Maintenance tells status
+// readiness and the watchdog alive; maintenance.Sample.Maintenance tells status
 // and metrics about the failure) but stay out of the duration histogram,
 // which describes successful cycles.
-func (d *runner) onSample(s *flow.Sample) {
+func (d *runner) onSample(s *maintenance.Sample) {
 	provErr := ""
 	if err := d.inst.Backends.ProviderError(); err != nil {
 		provErr = err.Error()
@@ -338,6 +338,12 @@ func (d *runner) stopBackground() {
 		d.bgCancel()
 	}
 	d.bg.Wait()
+	if d.loop != nil {
+		if err := d.loop.Close(); err != nil {
+			d.log.WithError(err).Warn("close the maintenance loop's close event reader")
+		}
+		d.loop = nil
+	}
 }
 
 // shutdown follows the seed's "XLB shutdown behavior": readiness 503, stop

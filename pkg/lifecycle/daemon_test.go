@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
@@ -12,12 +12,12 @@ import (
 // arrive, and stops only when a running instance's samples stop.
 func TestWatchdogPing(t *testing.T) {
 	now := time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
-	failing := flow.Maintenance{Errors: 30, ConsecutiveFailures: 30, FailingSince: now.Add(-30 * time.Second), LastError: "flow: read flow map: operation not permitted"}
-	snap := func(lifecycle string, age time.Duration, m flow.Maintenance) *snapshot.Snapshot {
+	failing := maintenance.Maintenance{Errors: 30, ConsecutiveFailures: 30, FailingSince: now.Add(-30 * time.Second), LastError: "maintenance: walk: dataplane: batch read flows: operation not permitted"}
+	snap := func(lifecycle string, age time.Duration, m maintenance.Maintenance) *snapshot.Snapshot {
 		return &snapshot.Snapshot{
 			Lifecycle:      lifecycle,
 			SampleInterval: time.Second,
-			Sample:         &flow.Sample{Time: now.Add(-age), Cycle: 5, Duration: time.Millisecond, Maintenance: m},
+			Sample:         &maintenance.Sample{Time: now.Add(-age), Cycle: 5, Duration: time.Millisecond, Maintenance: m},
 		}
 	}
 	for _, c := range []struct {
@@ -25,12 +25,12 @@ func TestWatchdogPing(t *testing.T) {
 		snap *snapshot.Snapshot
 		ping bool
 	}{
-		{"running, cycles succeed", snap(snapshot.Running, 500*time.Millisecond, flow.Maintenance{}), true},
+		{"running, cycles succeed", snap(snapshot.Running, 500*time.Millisecond, maintenance.Maintenance{}), true},
 		{"running, cycles fail, samples arrive", snap(snapshot.Running, 500*time.Millisecond, failing), true},
-		{"running, samples stopped", snap(snapshot.Running, time.Minute, flow.Maintenance{}), false},
+		{"running, samples stopped", snap(snapshot.Running, time.Minute, maintenance.Maintenance{}), false},
 		{"running, failing and samples stopped", snap(snapshot.Running, time.Minute, failing), false},
 		{"starting, no sample", &snapshot.Snapshot{Lifecycle: snapshot.Starting, SampleInterval: time.Second}, true},
-		{"shutting down, loop stopped", snap(snapshot.ShuttingDown, time.Minute, flow.Maintenance{}), true},
+		{"shutting down, loop stopped", snap(snapshot.ShuttingDown, time.Minute, maintenance.Maintenance{}), true},
 	} {
 		if got := watchdogPing(c.snap, now); got != c.ping {
 			t.Errorf("%s: watchdogPing = %v, want %v", c.name, got, c.ping)

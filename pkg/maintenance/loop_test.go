@@ -1,4 +1,4 @@
-package flow_test
+package maintenance_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 )
 
 // rig is a fixture namespace with the real data path, pairs built by
@@ -21,23 +21,50 @@ import (
 type rig struct {
 	t    *testing.T
 	e    *dt.Env
-	clk  *flow.ManualClock
-	loop *flow.Loop
+	clk  *maintenance.ManualClock
+	loop *maintenance.Loop
 	logs *logtest.Hook
 }
 
-func newRig(t *testing.T, o dt.Options, fo flow.Options) *rig {
+func newRig(t *testing.T, o dt.Options, fo maintenance.Options) *rig {
 	t.Helper()
 	e := dt.NewEnv(t, o)
-	clk := flow.NewManualClock(e.Now(t))
+	clk := maintenance.NewManualClock(e.Now(t))
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
 	fo.Clock, fo.Log = clk, log
-	l, err := flow.New(e.DP, fo)
+	l, err := maintenance.New(e.DP, fo)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
 	return &rig{t: t, e: e, clk: clk, loop: l, logs: hook}
+}
+
+// paths are the close event and walk paths every rule is tested on: the
+// best the host allows, close events through per-CPU queues (ring buffer
+// refused), and the walk reading key by key (batch operations refused).
+var paths = []struct {
+	name string
+	opts dt.Options
+}{
+	{"ring_buffer", dt.Options{}},
+	{"per_cpu_queue", dt.Options{Disable: []dataplane.Feature{dataplane.FeatureRingBuf}}},
+	{"per_key", dt.Options{Disable: []dataplane.Feature{dataplane.FeatureBatchOps}}},
+}
+
+// onEachPath runs f once per path, as a subtest.
+func onEachPath(t *testing.T, f func(t *testing.T, o dt.Options)) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) { f(t, p.opts) })
+	}
+}
+
+// closedAt is when the pair became terminal: its forward entry's frozen
+// last-seen time, widened to the full clock.
+func (r *rig) closedAt(c *conn) dataplane.Jiffies {
+	r.t.Helper()
+	return dataplane.Widen(r.e.Now(r.t), c.pair().Fwd.LastSeen)
 }
 
 func (r *rig) ticks(d time.Duration) dataplane.Jiffies {
@@ -49,7 +76,7 @@ func (r *rig) ticks(d time.Duration) dataplane.Jiffies {
 	return j
 }
 
-func (r *rig) cycle() *flow.Sample {
+func (r *rig) cycle() *maintenance.Sample {
 	r.t.Helper()
 	s, err := r.loop.Cycle(context.Background())
 	if err != nil {
@@ -116,21 +143,29 @@ func (c *conn) gone() bool {
 	return !ok
 }
 
-func lastSeen(p dt.Pair) dataplane.Jiffies {
-	return dataplane.Jiffies(max(p.Fwd.LastSeen, p.Rev.LastSeen))
+// lastSeen is the later of the pair's two last-seen times, widened.
+func (r *rig) lastSeen(p dt.Pair) dataplane.Jiffies {
+	now := r.e.Now(r.t)
+	return max(dataplane.Widen(now, p.Fwd.LastSeen), dataplane.Widen(now, p.Rev.LastSeen))
 }
 
-func wantSample(t *testing.T, s *flow.Sample, active, timewait, resetting uint64) {
+func wantSample(t *testing.T, s *maintenance.Sample, active, timewait, resetting uint64) {
 	t.Helper()
 	if s.Active != active || s.TimeWait != timewait || s.Resetting != resetting {
 		t.Fatalf("sample active/timewait/resetting %d/%d/%d, want %d/%d/%d", s.Active, s.TimeWait, s.Resetting, active, timewait, resetting)
 	}
 }
 
+// A FIN/FIN pair is kept at 59 s and removed at 60 s after the second
+// FIN, through its close event.
 func TestTimeWaitRemovedAfter60Seconds(t *testing.T) {
+	onEachPath(t, testTimeWait)
+}
+
+func testTimeWait(t *testing.T, o dt.Options) {
 	for _, first := range []string{"client", "backend"} {
 		t.Run(first+" closes first", func(t *testing.T) {
-			r := newRig(t, dt.Options{}, flow.Options{})
+			r := newRig(t, o, maintenance.Options{})
 			other := r.open(33001) // stays open throughout
 			c := r.open(33000)
 			if first == "client" {
@@ -140,14 +175,14 @@ func TestTimeWaitRemovedAfter60Seconds(t *testing.T) {
 				c.backendFIN()
 				c.send(c.fromClient(dt.FIN|dt.ACK, 1001, 5002))
 			}
-			closedAt := dataplane.Jiffies(c.pair().Fwd.ClosedAt)
-			if closedAt == 0 {
-				t.Fatal("closed_at not set after both FINs")
-			}
+			closedAt := r.closedAt(c)
 
 			r.clk.Set(closedAt + r.ticks(59*time.Second))
 			s := r.cycle()
 			wantSample(t, s, 1, 1, 0)
+			if s.CloseEvents.Read != 1 || s.CloseEvents.TimeWaitScheduled != 1 {
+				t.Fatalf("close events %+v, want one read and scheduled", s.CloseEvents)
+			}
 			r.wantEntries(4)
 			r.clk.Set(closedAt + r.ticks(60*time.Second) - 1)
 			r.cycle()
@@ -160,9 +195,9 @@ func TestTimeWaitRemovedAfter60Seconds(t *testing.T) {
 			}
 			r.wantEntries(2)
 			wantSample(t, s, 1, 0, 0)
-			want := flow.Closed{ClientFIN: 1}
+			want := maintenance.Closed{ClientFIN: 1}
 			if first == "backend" {
-				want = flow.Closed{BackendFIN: 1}
+				want = maintenance.Closed{BackendFIN: 1}
 			}
 			if s.Removed.TimeWait != 1 || s.Closed != want || s.Orphaned != 0 || s.InvariantRepairs != 0 {
 				t.Fatalf("removed %+v closed %+v orphaned %d repairs %d", s.Removed, s.Closed, s.Orphaned, s.InvariantRepairs)
@@ -174,50 +209,48 @@ func TestTimeWaitRemovedAfter60Seconds(t *testing.T) {
 	}
 }
 
-func TestResetRemovedOnTheFollowingCycle(t *testing.T) {
-	for _, side := range []string{"client", "backend"} {
-		t.Run(side+" RST", func(t *testing.T) {
-			r := newRig(t, dt.Options{}, flow.Options{})
-			c := r.open(33000)
-			s := r.cycle() // a cycle before the RST does not count
-			wantSample(t, s, 1, 0, 0)
-			if side == "client" {
-				c.clientRST()
-			} else {
-				c.backendRST()
-			}
-			s = r.cycle()
-			wantSample(t, s, 0, 0, 1)
-			r.wantEntries(2)
-			if s.Removed.Reset != 0 {
-				t.Fatalf("RST pair removed by the cycle that first saw it")
-			}
-			want := flow.Closed{ClientRST: 1}
-			if side == "backend" {
-				want = flow.Closed{BackendRST: 1}
-			}
-			if s.Closed != want {
-				t.Fatalf("closed %+v, want %+v: counted by the data path when the RST passed", s.Closed, want)
-			}
-			s = r.cycle()
-			r.wantEntries(0)
-			wantSample(t, s, 0, 0, 0)
-			if s.Removed.Reset != 1 || s.Closed != want || s.Orphaned != 0 {
-				t.Fatalf("removed %+v closed %+v orphaned %d", s.Removed, s.Closed, s.Orphaned)
-			}
-		})
-	}
+// A RST pair is removed by the next cycle, through its close event.
+func TestResetRemovedOnTheNextCycle(t *testing.T) {
+	onEachPath(t, func(t *testing.T, o dt.Options) {
+		for _, side := range []string{"client", "backend"} {
+			t.Run(side+" RST", func(t *testing.T) {
+				r := newRig(t, o, maintenance.Options{})
+				c := r.open(33000)
+				s := r.cycle() // a cycle before the RST
+				wantSample(t, s, 1, 0, 0)
+				if side == "client" {
+					c.clientRST()
+				} else {
+					c.backendRST()
+				}
+				want := maintenance.Closed{ClientRST: 1}
+				if side == "backend" {
+					want = maintenance.Closed{BackendRST: 1}
+				}
+				s = r.cycle()
+				r.wantEntries(0)
+				wantSample(t, s, 0, 0, 0)
+				if s.Removed.Reset != 1 || s.Closed != want || s.Orphaned != 0 || s.CloseEvents.Read != 1 {
+					t.Fatalf("removed %+v closed %+v orphaned %d events %+v", s.Removed, s.Closed, s.Orphaned, s.CloseEvents)
+				}
+			})
+		}
+	})
 }
 
 func TestOrphanRemovedAtTTL(t *testing.T) {
-	r := newRig(t, dt.Options{}, flow.Options{})
-	ttl := r.ticks(flow.DefaultOrphanTTL)
+	onEachPath(t, testOrphan)
+}
+
+func testOrphan(t *testing.T, o dt.Options) {
+	r := newRig(t, o, maintenance.Options{})
+	ttl := r.ticks(maintenance.DefaultOrphanTTL)
 	c := r.open(33000)
 	half := r.open(33001)
 	half.clientFIN() // half-closed pairs are not terminal: they can be orphaned
 	// Each pair's last packet may fall in a different jiffy.
-	first := min(lastSeen(c.pair()), lastSeen(half.pair()))
-	last := max(lastSeen(c.pair()), lastSeen(half.pair()))
+	first := min(r.lastSeen(c.pair()), r.lastSeen(half.pair()))
+	last := max(r.lastSeen(c.pair()), r.lastSeen(half.pair()))
 
 	r.clk.Set(first + ttl - 1)
 	s := r.cycle()
@@ -240,13 +273,17 @@ func TestOrphanRemovedAtTTL(t *testing.T) {
 // direction went idle stays, and is removed whole and counted once when the
 // other direction goes idle too.
 func TestOrphanRefreshedByOneACK(t *testing.T) {
+	onEachPath(t, testRefresh)
+}
+
+func testRefresh(t *testing.T, o dt.Options) {
 	for _, dir := range []string{"client", "backend"} {
 		t.Run("ACK from "+dir, func(t *testing.T) {
-			r := newRig(t, dt.Options{}, flow.Options{})
-			ttl := r.ticks(flow.DefaultOrphanTTL)
+			r := newRig(t, o, maintenance.Options{})
+			ttl := r.ticks(maintenance.DefaultOrphanTTL)
 			c := r.open(33000)
 			p0 := c.pair()
-			stale := lastSeen(p0)
+			stale := r.lastSeen(p0)
 			r.e.WaitTick(t, stale)
 			if dir == "client" {
 				c.send(c.fromClient(dt.ACK, 1001, 5001))
@@ -258,7 +295,7 @@ func TestOrphanRefreshedByOneACK(t *testing.T) {
 			if dir == "backend" {
 				fresh, other, otherBefore = other, fresh, p0.Fwd.LastSeen
 			}
-			if dataplane.Jiffies(fresh) <= stale || other != otherBefore {
+			if dataplane.Widen(r.e.Now(t), fresh) <= stale || other != otherBefore {
 				t.Fatalf("last_seen after the ACK: refreshed %d (before at most %d), other %d (before %d)", fresh, stale, other, otherBefore)
 			}
 
@@ -270,12 +307,12 @@ func TestOrphanRefreshedByOneACK(t *testing.T) {
 			if s.Orphaned != 0 {
 				t.Fatalf("orphaned %d with one direction active", s.Orphaned)
 			}
-			r.clk.Set(dataplane.Jiffies(fresh) + ttl - 1)
+			r.clk.Set(dataplane.Widen(r.e.Now(t), fresh) + ttl - 1)
 			r.cycle()
 			r.wantEntries(2)
 
 			// Now both are: the pair goes whole, counted once.
-			r.clk.Set(dataplane.Jiffies(fresh) + ttl)
+			r.clk.Set(dataplane.Widen(r.e.Now(t), fresh) + ttl)
 			s = r.cycle()
 			r.wantEntries(0)
 			if s.Removed.Orphaned != 1 || s.Orphaned != 1 || s.InvariantRepairs != 0 {
@@ -290,7 +327,11 @@ func TestOrphanRefreshedByOneACK(t *testing.T) {
 }
 
 func TestHalfPairsRepairedOnSecondCycle(t *testing.T) {
-	r := newRig(t, dt.Options{}, flow.Options{})
+	onEachPath(t, testHalfPairs)
+}
+
+func testHalfPairs(t *testing.T, o dt.Options) {
+	r := newRig(t, o, maintenance.Options{})
 	noRev := r.open(33000)
 	noFwd := r.open(33001)
 	foreign := r.open(33002)
@@ -314,11 +355,10 @@ func TestHalfPairsRepairedOnSecondCycle(t *testing.T) {
 	if s.InvariantRepairs != 0 || s.Removed.Repaired != 0 || s.Lone != 4 {
 		t.Fatalf("first cycle: repairs %d removed %+v lone %d; want nothing removed, 4 lone", s.InvariantRepairs, s.Removed, s.Lone)
 	}
-	wantSample(t, s, 1, 0, 0) // lone forward entries are not pairs
 
 	s = r.cycle()
 	r.wantEntries(2)
-	if s.InvariantRepairs != 4 || s.Removed.Repaired != 4 || s.Lone != 0 || s.Orphaned != 0 || s.FlowEntries != 2 {
+	if s.InvariantRepairs != 4 || s.Removed.Repaired != 4 || s.Lone != 0 || s.Orphaned != 0 {
 		t.Fatalf("second cycle: repairs %d removed %+v lone %d orphaned %d", s.InvariantRepairs, s.Removed, s.Lone, s.Orphaned)
 	}
 	if intact.gone() {
@@ -346,7 +386,7 @@ func TestHalfPairsRepairedOnSecondCycle(t *testing.T) {
 // A lone entry replaced by an entry of another generation between two
 // cycles is not repaired: lone means lone twice with the same generation.
 func TestLoneEntryNeedsSameGenerationTwice(t *testing.T) {
-	r := newRig(t, dt.Options{}, flow.Options{})
+	r := newRig(t, dt.Options{}, maintenance.Options{})
 	c := r.open(33000)
 	p := c.pair()
 	r.e.DeleteFlow(t, p.RevKey)
@@ -369,7 +409,7 @@ func TestLoneEntryNeedsSameGenerationTwice(t *testing.T) {
 }
 
 // A fresh pair that takes the tuple of a pair the loop decided to remove,
-// between the loop's read and its delete, survives intact.
+// between the loop's decision and the reaper, survives intact.
 func TestFreshPairBetweenReadAndDeleteSurvives(t *testing.T) {
 	type variant struct {
 		name string
@@ -385,20 +425,19 @@ func TestFreshPairBetweenReadAndDeleteSurvives(t *testing.T) {
 		{"RST, same reverse key", dt.Options{SNATPortLo: 40000, SNATPortHi: 40000, Backends: dt.OneArmBackends[:1]}, true},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			r := newRig(t, v.opts, flow.Options{})
+			r := newRig(t, v.opts, maintenance.Options{})
 			c := r.open(33000)
 			if v.rst {
 				c.clientRST()
-				r.cycle() // first sighting
 			} else {
 				c.clientFIN()
 				c.backendFIN()
-				r.clk.Set(dataplane.Jiffies(c.pair().Fwd.ClosedAt) + r.ticks(flow.TimeWait))
+				r.clk.Set(r.closedAt(c) + r.ticks(maintenance.TimeWait))
 			}
 			old := c.pair()
 			before := r.e.Counters(t)
 			fired := false
-			flow.SetAfterRead(r.loop, func() {
+			maintenance.SetAfterDecide(r.loop, func() {
 				if !fired {
 					fired = true
 					c.send(c.fromClient(dt.SYN, 777000, 0))
@@ -419,12 +458,12 @@ func TestFreshPairBetweenReadAndDeleteSurvives(t *testing.T) {
 			if after.PairsReplaced-before.PairsReplaced != 1 {
 				t.Fatalf("the hook's SYN did not replace the pair")
 			}
-			if s.Removed.TimeWait+s.Removed.Reset != 0 || s.Removed.Restored != 1 {
-				t.Fatalf("removed %+v; want nothing removed and one entry restored", s.Removed)
+			if s.Removed != (maintenance.Removed{}) {
+				t.Fatalf("removed %+v; want nothing removed", s.Removed)
 			}
 			r.wantEntries(2)
 			for range 3 {
-				if s = r.cycle(); s.Removed != (flow.Removed{}) || s.InvariantRepairs != 0 || s.Lone != 0 {
+				if s = r.cycle(); s.Removed != (maintenance.Removed{}) || s.InvariantRepairs != 0 || s.Lone != 0 {
 					t.Fatalf("later cycle removed %+v repairs %d lone %d", s.Removed, s.InvariantRepairs, s.Lone)
 				}
 			}
@@ -436,10 +475,10 @@ func TestFreshPairBetweenReadAndDeleteSurvives(t *testing.T) {
 }
 
 func TestSample(t *testing.T) {
-	var got []*flow.Sample
-	r := newRig(t, dt.Options{MaxConnections: 64}, flow.Options{
+	var got []*maintenance.Sample
+	r := newRig(t, dt.Options{MaxConnections: 64}, maintenance.Options{
 		BackendIDs: func() []uint32 { return []uint32{0, 1, 2, 7} },
-		OnSample:   func(s *flow.Sample) { got = append(got, s) },
+		OnSample:   func(s *maintenance.Sample) { got = append(got, s) },
 	})
 	if r.loop.Latest() != nil {
 		t.Fatal("Latest before the first cycle is not nil")
@@ -452,11 +491,11 @@ func TestSample(t *testing.T) {
 	if len(got) != 1 || got[0] != s || s.Cycle != 1 {
 		t.Fatalf("OnSample got %d samples, cycle %d", len(got), s.Cycle)
 	}
-	if s.FlowEntries != 8 || s.FlowCapacity != 128 {
-		t.Fatalf("entries %d capacity %d, want 8 and 128", s.FlowEntries, s.FlowCapacity)
+	if s.FlowEntries != 6 || s.FlowCapacity != 128 {
+		t.Fatalf("entries %d capacity %d, want 6 (the RST pair removed) and 128", s.FlowEntries, s.FlowCapacity)
 	}
-	wantSample(t, s, 2, 1, 1)
-	if s.Opened != 4 || s.Closed != (flow.Closed{ClientFIN: 1, BackendRST: 1}) || s.Counters.PairsCreated != 4 {
+	wantSample(t, s, 2, 1, 0)
+	if s.Opened != 4 || s.Closed != (maintenance.Closed{ClientFIN: 1, BackendRST: 1}) || s.Counters.PairsCreated != 4 {
 		t.Fatalf("opened %d closed %+v", s.Opened, s.Closed)
 	}
 	ids := make([]uint32, len(s.Backends))
@@ -484,13 +523,13 @@ func TestSample(t *testing.T) {
 		t.Fatalf("time %v duration %v now %d", s.Time, s.Duration, s.Now)
 	}
 	s2 := r.cycle()
-	if s2.Cycle != 2 || s.Resetting != 1 || s.Cycle != 1 {
+	if s2.Cycle != 2 || s.TimeWait != 1 || s.Cycle != 1 {
 		t.Fatal("a published sample changed")
 	}
 }
 
 func TestRunStopsOnCancel(t *testing.T) {
-	r := newRig(t, dt.Options{}, flow.Options{Interval: 5 * time.Millisecond})
+	r := newRig(t, dt.Options{}, maintenance.Options{Interval: 5 * time.Millisecond})
 	r.open(33000)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -518,7 +557,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 }
 
 func TestCycleHonoursCancelledContext(t *testing.T) {
-	r := newRig(t, dt.Options{}, flow.Options{})
+	r := newRig(t, dt.Options{}, maintenance.Options{})
 	r.open(33000)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -527,68 +566,5 @@ func TestCycleHonoursCancelledContext(t *testing.T) {
 	}
 	if r.loop.Latest() != nil {
 		t.Fatal("a failed cycle published a sample")
-	}
-}
-
-// Several lone entries whose generations share a lone-detection cell cannot
-// be told apart from the cell alone: the loop reads that cell exactly on
-// the next cycle and repairs them one cycle later.
-func TestLoneEntriesSharingACell(t *testing.T) {
-	r := newRig(t, dt.Options{}, flow.Options{})
-	intact := r.open(33000)
-	p := intact.pair()
-	gens := []uint32{1 << 30}
-	for g := gens[0] + 1; len(gens) < 3; g++ {
-		if flow.CellOf(g) == flow.CellOf(gens[0]) {
-			gens = append(gens, g)
-		}
-	}
-	var forged []dataplane.FlowKey
-	for i, g := range gens {
-		k, v := p.FwdKey, p.Fwd
-		if i == 2 {
-			k, v = p.RevKey, p.Rev
-		}
-		k.SportBe += uint16(100 + i) // a tuple no pair has
-		v.Generation = g
-		v.Peer.DportBe += uint16(200 + i) // a counterpart that does not exist
-		if err := r.e.DP.PutFlow(k, v); err != nil {
-			t.Fatal(err)
-		}
-		forged = append(forged, k)
-	}
-	r.wantEntries(5)
-	if s := r.cycle(); s.Lone != 0 || s.Removed.Repaired != 0 {
-		t.Fatalf("cycle 1: lone %d removed %+v; the mixed cell cannot be decoded yet", s.Lone, s.Removed)
-	}
-	if s := r.cycle(); s.Lone != 3 || s.Removed.Repaired != 0 {
-		t.Fatalf("cycle 2: lone %d removed %+v; want 3 found exactly, none removed", s.Lone, s.Removed)
-	}
-	s := r.cycle()
-	if s.Removed.Repaired != 3 || s.InvariantRepairs != 3 {
-		t.Fatalf("cycle 3: removed %+v repairs %d; want 3 repairs", s.Removed, s.InvariantRepairs)
-	}
-	r.wantEntries(2)
-	for _, k := range forged {
-		if _, err := r.e.DP.LookupFlow(k); err != dataplane.ErrNotFound {
-			t.Fatalf("forged entry %v still there (%v)", k, err)
-		}
-	}
-	if intact.gone() {
-		t.Fatal("intact pair removed")
-	}
-	wantSample(t, s, 1, 0, 0)
-}
-
-func TestNextWaitCapsDuty(t *testing.T) {
-	for _, c := range []struct{ interval, took, want time.Duration }{
-		{time.Second, 10 * time.Millisecond, 990 * time.Millisecond},
-		{time.Second, 250 * time.Millisecond, 750 * time.Millisecond},
-		{time.Second, 800 * time.Millisecond, 2400 * time.Millisecond},
-		{time.Second, 2 * time.Second, 6 * time.Second},
-	} {
-		if got := flow.NextWait(c.interval, c.took); got != c.want {
-			t.Errorf("nextWait(%v, %v) = %v, want %v", c.interval, c.took, got, c.want)
-		}
 	}
 }

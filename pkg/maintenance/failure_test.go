@@ -1,4 +1,4 @@
-package flow_test
+package maintenance_test
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 )
 
 // flakyClock is the rig's manual clock, failing while fail holds an error:
 // a cycle then fails at its first step, deterministically.
 type flakyClock struct {
-	*flow.ManualClock
+	*maintenance.ManualClock
 	fail atomic.Pointer[error]
 }
 
@@ -42,22 +42,22 @@ type flakyRig struct {
 	*rig
 	fc      *flakyClock
 	mu      sync.Mutex
-	samples []*flow.Sample
+	samples []*maintenance.Sample
 }
 
-func newFlakyRig(t *testing.T, fo flow.Options) *flakyRig {
+func newFlakyRig(t *testing.T, fo maintenance.Options) *flakyRig {
 	t.Helper()
-	r := newRig(t, dt.Options{}, flow.Options{})
+	r := newRig(t, dt.Options{}, maintenance.Options{})
 	fr := &flakyRig{rig: r, fc: &flakyClock{ManualClock: r.clk}}
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
 	fo.Clock, fo.Log = fr.fc, log
-	fo.OnSample = func(s *flow.Sample) {
+	fo.OnSample = func(s *maintenance.Sample) {
 		fr.mu.Lock()
 		fr.samples = append(fr.samples, s)
 		fr.mu.Unlock()
 	}
-	l, err := flow.New(r.e.DP, fo)
+	l, err := maintenance.New(r.e.DP, fo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func (r *flakyRig) published() int {
 
 // failedCycle runs a cycle that must fail with cause and returns the
 // sample it published (nil when it published none).
-func (r *flakyRig) failedCycle(cause error) *flow.Sample {
+func (r *flakyRig) failedCycle(cause error) *maintenance.Sample {
 	r.t.Helper()
 	before := r.published()
 	s, err := r.loop.Cycle(context.Background())
@@ -106,7 +106,7 @@ func (r *flakyRig) logsAt(level logrus.Level, prefix string) []*logrus.Entry {
 	return out
 }
 
-func backendIDs(s *flow.Sample) []uint32 {
+func backendIDs(s *maintenance.Sample) []uint32 {
 	ids := make([]uint32, len(s.Backends))
 	for i, b := range s.Backends {
 		ids[i] = b.ID
@@ -119,10 +119,10 @@ func backendIDs(s *flow.Sample) []uint32 {
 // is logged once at error level whatever its error texts, and its end once
 // at info level.
 func TestFailedCycleStillPublishes(t *testing.T) {
-	r := newFlakyRig(t, flow.Options{})
+	r := newFlakyRig(t, maintenance.Options{})
 	r.open(33000)
 	good := r.cycle()
-	if good.Cycle != 1 || good.Active != 1 || good.Opened != 1 || !good.PairsFresh() || good.Maintenance != (flow.Maintenance{}) {
+	if good.Cycle != 1 || good.Active != 1 || good.Opened != 1 || !good.PairsFresh() || good.Maintenance != (maintenance.Maintenance{}) {
 		t.Fatalf("first cycle: cycle %d active %d opened %d fresh %v maintenance %+v", good.Cycle, good.Active, good.Opened, good.PairsFresh(), good.Maintenance)
 	}
 	r.open(33001) // seen by the data-path counters at once, by the pair figures only in a successful cycle
@@ -159,21 +159,21 @@ func TestFailedCycleStillPublishes(t *testing.T) {
 	if errs := r.logsAt(logrus.ErrorLevel, ""); len(errs) != 1 || !errors.Is(errs[0].Data[logrus.ErrorKey].(error), refused) {
 		t.Fatalf("error-level logs during one spell: %d (%v), want exactly one naming the first error", len(errs), errs)
 	}
-	if again := r.logsAt(logrus.DebugLevel, "flow maintenance cycle failed again"); len(again) != 1 {
+	if again := r.logsAt(logrus.DebugLevel, "maintenance cycle failed again"); len(again) != 1 {
 		t.Fatalf("%d debug logs for the second failure, want 1", len(again))
 	}
 
 	r.fc.heal()
 	ok := r.cycle()
-	if ok.Cycle != 2 || ok.Active != 2 || ok.Opened != 2 || !ok.PairsFresh() || ok.Maintenance != (flow.Maintenance{Errors: 2}) {
+	if ok.Cycle != 2 || ok.Active != 2 || ok.Opened != 2 || !ok.PairsFresh() || ok.Maintenance != (maintenance.Maintenance{Errors: 2}) {
 		t.Fatalf("recovery: cycle %d active %d fresh %v maintenance %+v; want cycle 2, 2 active, errors 2 and no spell", ok.Cycle, ok.Active, ok.PairsFresh(), ok.Maintenance)
 	}
-	infos := r.logsAt(logrus.InfoLevel, "flow maintenance cycles succeed again")
+	infos := r.logsAt(logrus.InfoLevel, "maintenance cycles succeed again")
 	if len(infos) != 1 || infos[0].Data["failed_cycles"] != uint64(2) {
 		t.Fatalf("recovery logs: %v, want one naming 2 failed cycles", infos)
 	}
 	r.cycle()
-	if n := len(r.logsAt(logrus.InfoLevel, "flow maintenance cycles succeed again")); n != 1 {
+	if n := len(r.logsAt(logrus.InfoLevel, "maintenance cycles succeed again")); n != 1 {
 		t.Fatalf("%d recovery logs after a second success, want 1", n)
 	}
 
@@ -187,7 +187,7 @@ func TestFailedCycleStillPublishes(t *testing.T) {
 		t.Fatalf("%d error-level logs after two spells, want 2", n)
 	}
 	// Published samples never change.
-	if good.Maintenance != (flow.Maintenance{}) || f1.Maintenance.ConsecutiveFailures != 1 || f1.Cycle != 1 {
+	if good.Maintenance != (maintenance.Maintenance{}) || f1.Maintenance.ConsecutiveFailures != 1 || f1.Cycle != 1 {
 		t.Fatal("a published sample changed")
 	}
 }
@@ -196,7 +196,7 @@ func TestFailedCycleStillPublishes(t *testing.T) {
 // counted and logged, nothing is published, and the first success reports
 // the error count.
 func TestFailureBeforeFirstSuccess(t *testing.T) {
-	r := newFlakyRig(t, flow.Options{})
+	r := newFlakyRig(t, maintenance.Options{})
 	refused := errors.New("clock refused")
 	r.fc.failWith(refused)
 	if s := r.failedCycle(refused); s != nil || r.loop.Latest() != nil {
@@ -207,10 +207,10 @@ func TestFailureBeforeFirstSuccess(t *testing.T) {
 	}
 	r.fc.heal()
 	s := r.cycle()
-	if s.Cycle != 1 || s.Maintenance != (flow.Maintenance{Errors: 1}) {
+	if s.Cycle != 1 || s.Maintenance != (maintenance.Maintenance{Errors: 1}) {
 		t.Fatalf("first success: cycle %d maintenance %+v", s.Cycle, s.Maintenance)
 	}
-	if n := len(r.logsAt(logrus.InfoLevel, "flow maintenance cycles succeed again")); n != 1 {
+	if n := len(r.logsAt(logrus.InfoLevel, "maintenance cycles succeed again")); n != 1 {
 		t.Fatalf("%d recovery logs, want 1", n)
 	}
 }
@@ -218,7 +218,7 @@ func TestFailureBeforeFirstSuccess(t *testing.T) {
 // A cycle abandoned because its context ended is the loop stopping, not a
 // maintenance failure: nothing is counted, logged or published.
 func TestAbandonedCycleIsNotAFailure(t *testing.T) {
-	r := newFlakyRig(t, flow.Options{})
+	r := newFlakyRig(t, maintenance.Options{})
 	r.open(33000)
 	good := r.cycle()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -232,7 +232,7 @@ func TestAbandonedCycleIsNotAFailure(t *testing.T) {
 	if n := len(r.logsAt(logrus.ErrorLevel, "")); n != 0 {
 		t.Fatalf("an abandoned cycle logged %d errors", n)
 	}
-	if s := r.cycle(); s.Maintenance != (flow.Maintenance{}) {
+	if s := r.cycle(); s.Maintenance != (maintenance.Maintenance{}) {
 		t.Fatalf("after an abandoned cycle: maintenance %+v, want nothing counted", s.Maintenance)
 	}
 }
@@ -240,7 +240,7 @@ func TestAbandonedCycleIsNotAFailure(t *testing.T) {
 // Run keeps publishing samples while its cycles fail (so their age stays
 // small), and fresh figures return when cycles succeed again.
 func TestRunPublishesWhileCyclesFail(t *testing.T) {
-	r := newFlakyRig(t, flow.Options{Interval: 5 * time.Millisecond})
+	r := newFlakyRig(t, maintenance.Options{Interval: 5 * time.Millisecond})
 	r.open(33000)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -260,7 +260,7 @@ func TestRunPublishesWhileCyclesFail(t *testing.T) {
 		})
 	}
 	defer stop()
-	waitFor := func(what string, ok func(*flow.Sample) bool) *flow.Sample {
+	waitFor := func(what string, ok func(*maintenance.Sample) bool) *maintenance.Sample {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -273,15 +273,15 @@ func TestRunPublishesWhileCyclesFail(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	first := waitFor("a cycle succeeded", func(s *flow.Sample) bool { return s.Cycle >= 1 })
+	first := waitFor("a cycle succeeded", func(s *maintenance.Sample) bool { return s.Cycle >= 1 })
 
 	r.fc.failWith(errors.New("clock refused"))
-	failing := waitFor("3 cycles failed in a row", func(s *flow.Sample) bool { return s.Maintenance.ConsecutiveFailures >= 3 })
+	failing := waitFor("3 cycles failed in a row", func(s *maintenance.Sample) bool { return s.Maintenance.ConsecutiveFailures >= 3 })
 	if failing.PairsFresh() || failing.Active != 1 || !failing.Time.After(first.Time) {
 		t.Fatalf("failing sample: fresh %v active %d time %v (first %v)", failing.PairsFresh(), failing.Active, failing.Time, first.Time)
 	}
 	r.fc.heal()
-	ok := waitFor("cycles succeed again", func(s *flow.Sample) bool { return s.PairsFresh() && s.Cycle > failing.Cycle })
+	ok := waitFor("cycles succeed again", func(s *maintenance.Sample) bool { return s.PairsFresh() && s.Cycle > failing.Cycle })
 	if ok.Maintenance.Errors < 3 || ok.Maintenance.Failing() || ok.Active != 1 {
 		t.Fatalf("after recovery: maintenance %+v active %d", ok.Maintenance, ok.Active)
 	}
@@ -289,7 +289,7 @@ func TestRunPublishesWhileCyclesFail(t *testing.T) {
 	if n := len(r.logsAt(logrus.ErrorLevel, "")); n != 1 {
 		t.Fatalf("%d error-level logs for one spell, want 1", n)
 	}
-	if n := len(r.logsAt(logrus.InfoLevel, "flow maintenance cycles succeed again")); n != 1 {
+	if n := len(r.logsAt(logrus.InfoLevel, "maintenance cycles succeed again")); n != 1 {
 		t.Fatalf("%d recovery logs, want 1", n)
 	}
 }

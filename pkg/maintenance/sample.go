@@ -1,4 +1,4 @@
-package flow
+package maintenance
 
 import (
 	"sort"
@@ -16,9 +16,9 @@ import (
 // liveness, not its success.
 //
 // Pair counts (Active, TimeWait, Resetting, per backend) describe the flow
-// map after the cycle's removals. The map is read with batch lookups, which
-// are not a snapshot: a pair created or removed during the read may be
-// missing from one cycle's counts.
+// map after the cycle's removals. They are differences of counters (pairs
+// opened, closed and replaced by the data path; removed by the reaper), read
+// after the cycle's removals, not a recount of the map.
 //
 // A failed cycle's sample (Maintenance.Failing) carries the pair figures of
 // the latest successful cycle: Cycle, Now, FlowEntries, Active, TimeWait,
@@ -51,9 +51,9 @@ type Sample struct {
 	CountersStale bool
 
 	// FlowEntries is the number of directional entries in the flow map
-	// after the cycle: those it read minus those it removed (two per
-	// connection pair); FlowCapacity is the flow map's max_entries. Both
-	// are entries, not pairs.
+	// after the cycle, two per connection pair (lone entries awaiting
+	// repair aside); FlowCapacity is the flow map's max_entries. Both are
+	// entries, not pairs.
 	FlowEntries  uint64
 	FlowCapacity uint64
 
@@ -80,19 +80,39 @@ type Sample struct {
 	// the data path saw them become terminal (DESIGN §4 counting rule).
 	Closed Closed
 	// Orphaned counts pairs removed after OrphanTTL without a packet in
-	// either direction, since the loop started. Not part of Closed.
+	// either direction, since the flow map was created. Not part of Closed.
 	Orphaned uint64
 	// InvariantRepairs counts lone entries (counterpart missing or of
-	// another generation) removed by the loop since it started. The data
-	// path counts FIN/RST packets on lone entries separately
+	// another generation) removed since the flow map was created. The
+	// data path counts FIN/RST packets on lone entries separately
 	// (Counters.InvariantViolations).
 	InvariantRepairs uint64
-	// Lone is the number of lone entries this cycle found and will repair
-	// on the next cycle if they are still lone.
+	// Lone is the number of lone entries this cycle's checks found; the
+	// next cycle removes each one that is still lone.
 	Lone uint64
 
 	// Removed is what this cycle removed.
 	Removed Removed
+	// Walk is the state of the incremental walk after this cycle.
+	Walk WalkStatus
+	// CloseEvents describes the close events the loop has read.
+	CloseEvents CloseEvents
+}
+
+// CloseEvents describes the close event stream from the data path.
+type CloseEvents struct {
+	// Path is how events arrive: dataplane.PathRingBuffer or
+	// dataplane.PathPerCPUQueue.
+	Path string
+	// Read counts events read since the loop started.
+	Read uint64
+	// Lost counts events that never arrived: the ring buffer was full
+	// (Counters.CloseEventsLost) or a per-CPU queue slot was overwritten.
+	// The walk finds those pairs instead, within one pass.
+	Lost uint64
+	// TimeWaitScheduled is the number of pairs waiting for the end of
+	// their time-wait.
+	TimeWaitScheduled uint64
 }
 
 // PairsFresh reports whether the pair figures (FlowEntries, Active,
@@ -136,12 +156,12 @@ func (c Closed) Total() uint64 { return c.ClientFIN + c.BackendFIN + c.ClientRST
 // Removed counts one cycle's removals, in pairs except Repaired (entries).
 type Removed struct {
 	TimeWait uint64 // pairs whose time-wait ended
-	Reset    uint64 // RST pairs, one cycle after the cycle that first saw the RST
+	Reset    uint64 // RST pairs, on the cycle after the RST
 	Orphaned uint64 // idle pairs
 	Repaired uint64 // lone entries
-	// Restored counts entries taken out and put back because a fresh pair
-	// had taken the tuple between the read and the delete.
-	Restored uint64
+	// Kept counts removals the reaper refused on its re-check: a packet,
+	// a close or a new pair moved the pair on after the decision.
+	Kept uint64
 }
 
 // BackendSample is one backend's share of a sample.

@@ -1,0 +1,74 @@
+package maintenance
+
+import (
+	"fmt"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+)
+
+// gauges are the pair counts of one moment, from counters only: what the
+// data path opened, closed and replaced per backend, minus what the reaper
+// removed per backend (bpf/layout.h enum xlb_reaped_reason has the
+// formulas). A pair is accounted for by whoever deletes its forward entry,
+// so each pair leaves exactly one gauge exactly once. A lone reverse entry
+// that outlives two checks lost its forward entry outside XLB (every
+// deletion XLB makes removes a pair whole, in one program run): its pair
+// was never accounted, and leaves the active gauge when it is repaired.
+type gauges struct {
+	active, timewait, resetting uint64
+	orphaned, repairs           uint64 // the reaper's totals
+	per                         []BackendSample
+}
+
+// readGauges reads the reaper's counts first and the data path's after, so
+// a removal is never seen before the closure it follows: a gauge read
+// between the two can only be high, never below zero.
+func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
+	var g gauges
+	reaped, err := dp.AllReapedCounts()
+	if err != nil {
+		return g, fmt.Errorf("maintenance: %w", err)
+	}
+	stats, err := dp.AllBackendStats()
+	if err != nil {
+		return g, fmt.Errorf("maintenance: %w", err)
+	}
+	listed := make([]bool, dataplane.MaxBackends)
+	if want != nil {
+		for _, id := range want() {
+			if id < dataplane.MaxBackends {
+				listed[id] = true
+			}
+		}
+	}
+	for id := range stats {
+		st, r := stats[id], reaped[id]
+		b := BackendSample{
+			ID:       uint32(id),
+			Active:   sub(st.Opened, st.ClosedFIN, st.ClosedRST, r.Orphaned, r.LoneActive, r.LoneReverse),
+			TimeWait: sub(st.ClosedFIN, r.TimeWait, st.ReplacedFIN, r.LoneTimeWait),
+			Stats:    st,
+		}
+		resetting := sub(st.ClosedRST, r.Reset, st.ReplacedRST, r.LoneReset)
+		g.active += b.Active
+		g.timewait += b.TimeWait
+		g.resetting += resetting
+		g.orphaned += r.Orphaned
+		g.repairs += r.Lone()
+		if listed[id] || b.Active+b.TimeWait+resetting > 0 {
+			g.per = append(g.per, b)
+		}
+	}
+	return g, nil
+}
+
+// sub is a minus the rest, 0 when that would be negative.
+func sub(a uint64, rest ...uint64) uint64 {
+	for _, r := range rest {
+		if r >= a {
+			return 0
+		}
+		a -= r
+	}
+	return a
+}

@@ -1,0 +1,422 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+)
+
+// TimeWait is how long a pair that saw both FINs is kept after the second
+// FIN (seed: the 60-second TCP time-wait interval).
+const TimeWait = 60 * time.Second
+
+// Defaults for zero Options fields.
+const (
+	DefaultInterval  = time.Second
+	DefaultOrphanTTL = 300 * time.Second
+)
+
+// Options configure a Loop. Zero values take the defaults.
+type Options struct {
+	// OrphanTTL is how long a pair may go without a packet in either
+	// direction before it is removed as orphaned (orphan_ttl_secs). The
+	// config layer enforces the 300 s minimum; the loop uses what it gets.
+	// The walk visits every entry at least once per OrphanTTL/10.
+	OrphanTTL time.Duration
+	// Interval between cycles of Run. Production uses the default (1 s);
+	// other values are for tests.
+	Interval time.Duration
+	// Clock is the loop's notion of now; default the data path's clock.
+	Clock Clock
+	// BackendIDs returns the backend ids every sample must list (the
+	// discovered backends); ids with pairs are added. May be nil.
+	BackendIDs func() []uint32
+	// OnSample, when set, is called with each published sample, on the
+	// loop's goroutine, after Latest returns it. It must not block long.
+	OnSample func(*Sample)
+	// Log receives repairs (warning) and cycle failures: an error when a
+	// spell of failed cycles starts, debug while it lasts (whatever the
+	// error text), info when a cycle succeeds again. Per-pair removals
+	// only at debug level. Default logrus.StandardLogger().
+	Log logrus.FieldLogger
+}
+
+// Loop is the maintenance loop over one data path's flow map. Cycles are
+// serialised; Latest may be called from any goroutine.
+type Loop struct {
+	dp  *dataplane.Dataplane
+	o   Options
+	log logrus.FieldLogger
+	ttl dataplane.Jiffies // OrphanTTL in jiffies
+	tw  dataplane.Jiffies // TimeWait in jiffies
+
+	latest atomic.Pointer[Sample]
+
+	mu          sync.Mutex // serialises cycles; guards everything below
+	events      *dataplane.CloseEvents
+	cycle       uint64
+	errCount    uint64    // failed cycles since New
+	failures    uint64    // consecutive failed cycles: the current spell
+	failSince   time.Time // end of the spell's first failed cycle
+	timewait    schedule  // pairs in time-wait, by the end of their time-wait
+	retry       []dataplane.ReapRequest
+	lone        map[pairID]struct{} // entries the previous cycle's checks found lone
+	walk        *walk
+	eventsRead  uint64 // close events read since New
+	overwritten uint64 // close events the per-CPU queues overwrote before they were read
+	reqs        []dataplane.ReapRequest
+	afterDecide func() // test hook: between the decisions and the reaper
+}
+
+// pairID names an entry of one pair generation: its key plus generation.
+type pairID struct {
+	key dataplane.FlowKey
+	gen uint32
+}
+
+// New prepares a loop and starts reading the data path's close events. It
+// measures the kernel's HZ once (to convert the TTLs to jiffies). Close
+// releases the event reader.
+func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
+	if dp == nil {
+		return nil, errors.New("maintenance: nil data path")
+	}
+	if o.OrphanTTL <= 0 {
+		o.OrphanTTL = DefaultOrphanTTL
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Clock == nil {
+		o.Clock = KernelClock(dp)
+	}
+	if o.Log == nil {
+		o.Log = logrus.StandardLogger()
+	}
+	ttl, err := dp.Ticks(o.OrphanTTL)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
+	tw, err := dp.Ticks(TimeWait)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
+	ev, err := dp.OpenCloseEvents()
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
+	passCycles := uint64(o.OrphanTTL / 10 / o.Interval)
+	return &Loop{
+		dp: dp, o: o, log: o.Log.WithField("component", "maintenance"), ttl: ttl, tw: tw,
+		events: ev, lone: map[pairID]struct{}{}, walk: newWalk(dp, passCycles),
+	}, nil
+}
+
+// Close stops reading close events. The loop must not run afterwards.
+func (l *Loop) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.events.Close()
+}
+
+// Latest returns the most recent sample, or nil before the first cycle
+// succeeded. After that it is the latest cycle's, failed or not.
+func (l *Loop) Latest() *Sample { return l.latest.Load() }
+
+// Run runs a cycle immediately and then every Interval until ctx is
+// cancelled. A cycle's work is bounded (its close events, its due
+// time-waits and one slice of the walk), so cycles keep their pace; one
+// that overruns the interval is followed by a pause of a tenth of it.
+//
+// A failed cycle does not stop Run: Cycle has logged it (once per spell)
+// and published its sample, and the next cycle comes at the usual time.
+// Run returns nil once ctx is cancelled.
+func (l *Loop) Run(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		start := time.Now()
+		_, _ = l.Cycle(ctx) // failures are logged, counted and published by Cycle
+		t.Reset(max(l.o.Interval-time.Since(start), l.o.Interval/10))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Cycle runs one maintenance cycle and publishes its sample (Latest,
+// Options.OnSample). On success it returns that sample.
+//
+// On failure it returns the error and no sample, but still publishes a
+// sample for the failed cycle (see Sample: the last good pair figures,
+// counters read afresh if possible, Maintenance describing the spell),
+// counts the failure and logs it once per spell. Before any cycle has
+// succeeded there are no figures to carry: the failure is counted and
+// logged but nothing is published. A cycle abandoned because ctx ended is
+// not a failure: it is neither counted, logged nor published.
+func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	start := time.Now()
+	var rm Removed
+	s, err := l.maintain(ctx, &rm)
+	if err != nil && ctx.Err() != nil {
+		return nil, err // abandoned: the loop is stopping
+	}
+	end := time.Now()
+	if err != nil {
+		l.errCount++
+		l.failures++
+		if l.failures == 1 {
+			l.failSince = end
+		}
+		l.logFailure(err)
+		if s = l.carry(rm); s == nil {
+			return nil, err
+		}
+	} else if l.failures > 0 {
+		l.log.WithFields(logrus.Fields{
+			"failed_cycles": l.failures, "failing_for": end.Sub(l.failSince).Round(time.Millisecond), "errors_total": l.errCount,
+		}).Info("maintenance cycles succeed again")
+		l.failures, l.failSince = 0, time.Time{}
+	}
+	s.Time, s.Duration = end, end.Sub(start)
+	s.Maintenance = Maintenance{Errors: l.errCount, ConsecutiveFailures: l.failures}
+	if err != nil {
+		s.Maintenance.FailingSince, s.Maintenance.LastError = l.failSince, err.Error()
+	}
+	l.latest.Store(s)
+	if l.o.OnSample != nil {
+		l.o.OnSample(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.log.WithFields(logrus.Fields{
+		"cycle": s.Cycle, "active": s.Active, "timewait": s.TimeWait, "resetting": s.Resetting,
+		"removed_timewait": rm.TimeWait, "removed_reset": rm.Reset, "removed_orphaned": rm.Orphaned,
+		"repaired": rm.Repaired, "kept": rm.Kept, "walked": s.Walk.Visited, "duration": s.Duration,
+	}).Debug("maintenance cycle")
+	return s, nil
+}
+
+// logFailure logs a failed cycle: at error level for the first of a spell,
+// at debug for the others, even when the error text changes.
+func (l *Loop) logFailure(err error) {
+	log := l.log.WithError(err).WithFields(logrus.Fields{"consecutive_failures": l.failures, "errors_total": l.errCount})
+	if l.failures == 1 {
+		log.Error("maintenance cycle failed; the data path keeps forwarding, but pairs are not cleaned up and figures stay at the last successful cycle until a cycle succeeds")
+		return
+	}
+	log.Debug("maintenance cycle failed again")
+}
+
+// carry builds the sample of a failed cycle from the latest published one
+// (nil before the first success): its pair and connection figures, what
+// the cycle removed before failing, and the data path's counters if they
+// can be read now. Time, Duration and Maintenance are set by Cycle.
+func (l *Loop) carry(rm Removed) *Sample {
+	prev := l.latest.Load()
+	if prev == nil {
+		return nil
+	}
+	s := *prev // Backends is shared: samples are immutable
+	s.Removed = rm
+	if c, err := l.dp.Counters(); err == nil {
+		s.Counters, s.CountersStale = c, false
+	} else {
+		s.CountersStale = true
+	}
+	return &s
+}
+
+// maintain is the body of a cycle: gather the requests (close events, due
+// time-waits, last cycle's lone entries, this cycle's slice of the walk),
+// have the reaper apply them, and build the sample of a successful cycle
+// (Time, Duration and Maintenance are set by Cycle). Removals are recorded
+// in rm as they happen, so a cycle that fails after some can still report
+// them. Called with l.mu held.
+func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
+	now, err := l.o.Clock.Now()
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: read clock: %w", err)
+	}
+	reqs := append(l.reqs[:0], l.retry...)
+	l.retry = l.retry[:0]
+
+	// 1. Close events: resets now, time-waits into the schedule.
+	read, over, err := l.events.Drain(func(ev *dataplane.CloseEvent) {
+		switch dataplane.CloseKind(ev.Kind) {
+		case dataplane.CloseRST:
+			reqs = append(reqs, dataplane.ReapRequest{Key: ev.Key, Generation: ev.Generation, Op: dataplane.ReapReset})
+		case dataplane.CloseFIN:
+			l.timewait.add(due{deadline: dataplane.Widen(now, ev.Time) + l.tw, key: ev.Key, gen: ev.Generation})
+		}
+	})
+	l.eventsRead += read
+	l.overwritten += over
+	if err != nil {
+		l.reqs = reqs
+		l.requeue(reqs)
+		return nil, err
+	}
+	// 2. Time-waits that end now.
+	l.timewait.popDue(now, func(d due) {
+		reqs = append(reqs, dataplane.ReapRequest{Key: d.key, Generation: d.gen, Op: dataplane.ReapTimeWait})
+	})
+	// 3. Entries the previous cycle found lone: removed if still lone.
+	for id := range l.lone {
+		reqs = append(reqs, dataplane.ReapRequest{Key: id.key, Generation: id.gen, Op: dataplane.ReapLone})
+	}
+	clear(l.lone)
+	// 4. This cycle's slice of the walk.
+	err = l.walk.step(ctx, l.walkEstimate(), func(k *dataplane.FlowKey, v *dataplane.FlowValue) {
+		reqs = append(reqs, dataplane.ReapRequest{Key: *k, Generation: v.Generation, Op: l.decide(now, k, v)})
+	})
+	if err != nil {
+		l.reqs = reqs
+		l.requeue(reqs)
+		return nil, err
+	}
+	if l.afterDecide != nil {
+		l.afterDecide()
+	}
+	// 5. The reaper re-checks and removes.
+	if err := l.dp.Reap(reqs, dataplane.ReapClock{Now: now, TimeWait: l.tw, OrphanTTL: l.ttl}); err != nil {
+		l.reqs = reqs
+		l.requeue(reqs)
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
+	l.reqs = reqs
+	for i := range reqs {
+		l.account(&reqs[i], rm)
+	}
+
+	// 6. Figures.
+	counters, err := l.dp.Counters()
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
+	g, err := readGauges(l.dp, l.o.BackendIDs)
+	if err != nil {
+		return nil, err
+	}
+	l.cycle++
+	pairs := g.active + g.timewait + g.resetting
+	s := &Sample{
+		Cycle:            l.cycle,
+		Now:              now,
+		FlowEntries:      2 * pairs,
+		FlowCapacity:     uint64(l.dp.FlowCapacity()),
+		Active:           g.active,
+		TimeWait:         g.timewait,
+		Resetting:        g.resetting,
+		Backends:         g.per,
+		Counters:         counters,
+		Opened:           counters.PairsCreated,
+		Closed:           closedOf(counters),
+		Orphaned:         g.orphaned,
+		InvariantRepairs: g.repairs,
+		Lone:             uint64(len(l.lone)),
+		Removed:          *rm,
+		Walk:             l.walk.status,
+		CloseEvents: CloseEvents{
+			Path: l.events.Path(), Read: l.eventsRead,
+			Lost: counters.CloseEventsLost + l.overwritten, TimeWaitScheduled: uint64(l.timewait.Len()),
+		},
+	}
+	return s, nil
+}
+
+// walkEstimate is the number of entries the walk expects in the map: the
+// latest gauges' two per pair, or the last complete pass's count if larger
+// (lone entries, pairs the counters do not know of). Until a pass has
+// completed it is the map's capacity, so a table adopted full is still
+// walked within a pass's cycles.
+func (l *Loop) walkEstimate() uint64 {
+	est := l.walk.status.LastPassEntries
+	if l.walk.status.Passes == 0 {
+		est = uint64(l.dp.FlowCapacity())
+	}
+	if prev := l.latest.Load(); prev != nil {
+		est = max(est, prev.FlowEntries)
+	}
+	return est
+}
+
+// decide is the walk's request for one entry. Forward entries carry the
+// pair's state: a reset pair is removed now, a time-wait pair once its
+// time-wait is over (both normally through their close events; the walk
+// catches the ones whose event was lost), a live pair idle for the orphan
+// TTL is an orphan candidate (the reaper checks the reverse entry's
+// last-seen time too). Every other entry is checked for its counterpart.
+func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.FlowValue) dataplane.ReapOp {
+	if k.Direction() != dataplane.DirClient {
+		return dataplane.ReapCheck
+	}
+	age := dataplane.Age(now, v.LastSeen)
+	switch {
+	case v.Flags&dataplane.FlagClosedRST != 0:
+		return dataplane.ReapReset
+	case v.Flags&dataplane.FlagClosedFIN != 0:
+		if age >= l.tw {
+			return dataplane.ReapTimeWait
+		}
+	case age >= l.ttl:
+		return dataplane.ReapOrphan
+	}
+	return dataplane.ReapCheck
+}
+
+// requeue keeps a failed cycle's removals (not its checks) for the next one.
+func (l *Loop) requeue(reqs []dataplane.ReapRequest) {
+	for _, r := range reqs {
+		if r.Op != dataplane.ReapCheck {
+			l.retry = append(l.retry, r)
+		}
+	}
+}
+
+// account records one answered request.
+func (l *Loop) account(r *dataplane.ReapRequest, rm *Removed) {
+	switch r.Result {
+	case dataplane.Reaped:
+		switch r.Op {
+		case dataplane.ReapReset:
+			rm.Reset++
+		case dataplane.ReapTimeWait:
+			rm.TimeWait++
+		case dataplane.ReapOrphan:
+			rm.Orphaned++
+		case dataplane.ReapLone:
+			rm.Repaired++
+			l.log.WithFields(logrus.Fields{"key": r.Key.String(), "generation": r.Generation}).
+				Warn("maintenance: removed a lone flow entry (pair invariant violation)")
+			return
+		}
+		l.log.WithFields(logrus.Fields{"key": r.Key.String(), "generation": r.Generation, "reason": r.Op.String()}).Debug("maintenance: pair removed")
+	case dataplane.ReapRepaired:
+		rm.Repaired++
+		l.log.WithFields(logrus.Fields{"key": r.Key.String(), "generation": r.Generation}).
+			Warn("maintenance: removed a lone flow entry (pair invariant violation)")
+	case dataplane.ReapKept:
+		// A packet moved the pair on after the decision (or, for a
+		// time-wait, the entry's stamp is a little later than its
+		// event's): it stays, and the walk looks at it again.
+		if r.Op != dataplane.ReapCheck {
+			rm.Kept++
+		}
+	case dataplane.ReapLoneFound:
+		l.lone[pairID{r.Key, r.Generation}] = struct{}{}
+	}
+}
