@@ -42,6 +42,7 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Provider", "%s", provider(d.Provider))
 	row("Sample age", "%s", sampleLine(d.Dataplane))
 	row("Maintenance", "%s", maintenance(d))
+	row("Close events", "%s", closeEvents(d.Maintenance.CloseEvents))
 	row("Config", "%s", config(d.Config))
 	return t.Flush()
 }
@@ -211,6 +212,20 @@ func maintenance(d *api.Document) string {
 	}
 	return fmt.Sprintf("FAILING (%s; %d failed in total; figures from cycle %d; XDP keeps forwarding): %s",
 		spell, m.ErrorsTotal, d.Dataplane.SampleCycle, orDash(m.LastError))
+}
+
+// closeEvents summarises how close events reach the maintenance loop:
+// "ring_buffer, 0 lost", or with the lost ones "per_cpu_queue, 3 lost (the
+// walk removes those pairs)"; "-" before the first sample or from a daemon
+// that does not report close events (path "").
+func closeEvents(ev api.CloseEvents) string {
+	switch {
+	case ev.Path == "":
+		return "-"
+	case ev.LostTotal == 0:
+		return ev.Path + ", 0 lost"
+	}
+	return fmt.Sprintf("%s, %d lost (the walk removes those pairs)", ev.Path, ev.LostTotal)
 }
 
 func config(c api.Config) string {

@@ -57,7 +57,9 @@ func maintenanceFailing(t *testing.T) *api.Document {
 	since := d.GeneratedAtUnixMs - 12_400
 	d.Maintenance = api.Maintenance{
 		Failing: true, ErrorsTotal: 15, ConsecutiveFailures: 13, FailingSinceUnixMs: &since,
-		LastError: "flow: read flow map: operation not permitted",
+		LastError: "maintenance: walk: dataplane: batch read flows: operation not permitted",
+		// Carried from the last good cycle, like the pair figures.
+		CloseEvents: d.Maintenance.CloseEvents, Walk: d.Maintenance.Walk,
 	}
 	return d
 }

@@ -56,7 +56,7 @@ func newDataplaneCollector(store *snapshot.Store, counters CountersFunc, log log
 		synReused:      desc("xlb_syn_retransmits_total", "Retransmitted SYNs that reused the live pair of their connection."),
 		pairsReplaced:  desc("xlb_flow_pairs_replaced_total", "Closed or reset pairs replaced by a new SYN on the same tuple."),
 		invariant: desc("xlb_flow_pair_invariant_violations_total",
-			"Half pairs seen: FIN/RST packets the data path met on an entry without a valid counterpart, plus lone entries the maintenance loop repaired since it started."),
+			"Half pairs seen: FIN/RST packets the data path met on an entry without a valid counterpart, plus lone entries the maintenance loop repaired, both since the flow map was created."),
 		success: desc("xlb_scrape_collector_success", "1 when the collector read its source in this scrape, 0 when it failed (the error is logged).", "collector"),
 	}
 }

@@ -15,9 +15,11 @@
 //     per-backend traffic xlb_backend_*_total and
 //     xlb_backend_connections_*) come from the maintenance sample only, so
 //     that a connection leaves xlb_connections_active and enters
-//     xlb_connections_closed_total in the same scrape, in the cycle that
-//     first saw it terminal (DESIGN §4 counting rule), and so that they
-//     agree with the status API, which shows the same sample.
+//     xlb_connections_closed_total in the same scrape (DESIGN §4 counting
+//     rule: the data path counts the closure at the packet that makes the
+//     pair terminal, and the sample reads the counters the gauges are
+//     derived from together), and so that they agree with the status API,
+//     which shows the same sample.
 //   - Data-path event counters (xlb_xdp_actions_total,
 //     xlb_snat_port_exhausted_total, xlb_shutdown_resets_total, ...) come
 //     from CountersFunc, so they keep moving when no maintenance cycle runs
@@ -31,13 +33,21 @@
 //   - Maintenance health (xlb_maintenance_cycles_total,
 //     xlb_maintenance_errors_total, xlb_maintenance_failing,
 //     xlb_maintenance_sample_age_seconds) comes from the sample as well
-//     (flow.Sample.Maintenance). A failed cycle publishes a sample that
-//     repeats the latest successful cycle's pair figures, so while
+//     (maintenance.Sample.Maintenance). A failed cycle publishes a sample
+//     that repeats the latest successful cycle's pair figures, so while
 //     xlb_maintenance_failing is 1 the connection and flow map series stand
 //     still, while the sample age stays low because samples keep coming.
+//   - How the loop finds what it removes, from the sample too:
+//     xlb_close_events_total and xlb_close_events_lost_total
+//     (maintenance.Sample.CloseEvents: events read, and events lost to a
+//     full ring buffer or an overwritten per-CPU queue slot),
+//     xlb_maintenance_timewait_scheduled (pairs waiting in the loop's
+//     time-wait schedule) and xlb_maintenance_walk_passes_total (complete
+//     passes of the incremental walk, maintenance.Sample.Walk).
 //   - xlb_flow_pair_invariant_violations_total is the data path's count of
-//     FIN/RST packets on lone entries plus the maintenance loop's repairs
-//     of lone entries (flow.Sample.InvariantRepairs).
+//     FIN/RST packets on lone entries plus the reaper's count of lone
+//     entries it removed (maintenance.Sample.InvariantRepairs), both since
+//     the flow map was created.
 //
 // Before anything is published only xlb_build_info, the histogram and the
 // standard go_* / process_* / promhttp_* series exist. Once a snapshot is

@@ -17,7 +17,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/dataplane"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
@@ -26,8 +26,8 @@ var fixtureNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 
 // fixtureSample is a maintenance sample with every value distinct, so a
 // value exported from the wrong field shows up.
-func fixtureSample() *flow.Sample {
-	return &flow.Sample{
+func fixtureSample() *maintenance.Sample {
+	return &maintenance.Sample{
 		Time:         fixtureNow.Add(-2 * time.Second),
 		Cycle:        42,
 		Duration:     3 * time.Millisecond,
@@ -36,7 +36,7 @@ func fixtureSample() *flow.Sample {
 		Active:       7,
 		TimeWait:     3,
 		Resetting:    2,
-		Backends: []flow.BackendSample{
+		Backends: []maintenance.BackendSample{
 			{ID: 0, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 101, SentBytes: 10001, ReceivedPackets: 201, ReceivedBytes: 300001, Opened: 11}},
 			{ID: 1, Active: 0, TimeWait: 0, Stats: dataplane.BackendStats{SentPackets: 102, SentBytes: 10002, ReceivedPackets: 202, ReceivedBytes: 300002, Opened: 12}},
 			{ID: 2, Active: 3, TimeWait: 2, Stats: dataplane.BackendStats{SentPackets: 103, SentBytes: 10003, ReceivedPackets: 203, ReceivedBytes: 300003, Opened: 13}},
@@ -45,14 +45,17 @@ func fixtureSample() *flow.Sample {
 		Counters: dataplane.Counters{
 			Actions: [5]uint64{0, 51, 52, 53, 54}, PairsCreated: 36, SNATExhausted: 55,
 			TableFull: 56, NoBackend: 57, FIBMiss: 58, SYNReused: 59, PairsReplaced: 60,
-			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63,
+			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63, CloseEventsLost: 20,
 		},
 		Opened:           36,
-		Closed:           flow.Closed{ClientFIN: 14, BackendFIN: 15, ClientRST: 16, BackendRST: 17},
+		Closed:           maintenance.Closed{ClientFIN: 14, BackendFIN: 15, ClientRST: 16, BackendRST: 17},
 		Orphaned:         18,
 		InvariantRepairs: 19,
 		// Cycles failed earlier; the latest one succeeded.
-		Maintenance: flow.Maintenance{Errors: 21},
+		Maintenance: maintenance.Maintenance{Errors: 21},
+		// Lost: the ring buffer's 20 plus 3 overwritten queue slots.
+		CloseEvents: maintenance.CloseEvents{Path: dataplane.PathRingBuffer, Read: 22, Lost: 23, TimeWaitScheduled: 24},
+		Walk:        maintenance.WalkStatus{Passes: 25, Visited: 65, LastPassEntries: 66, LastPassCycles: 67, PassCycles: 68},
 	}
 }
 

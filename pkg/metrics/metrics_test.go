@@ -13,7 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xlbproject/xlb/pkg/buildinfo"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
@@ -44,7 +44,14 @@ var designMetrics = []struct {
 	{"xlb_shutdown_resets_total", dto.MetricType_COUNTER, nil},
 	{"xlb_config_restart_required", dto.MetricType_GAUGE, nil},
 	{"xlb_maintenance_duration_seconds", dto.MetricType_HISTOGRAM, nil},
+	{"xlb_maintenance_errors_total", dto.MetricType_COUNTER, nil},
+	{"xlb_maintenance_failing", dto.MetricType_GAUGE, nil},
 	{"xlb_xdp_actions_total", dto.MetricType_COUNTER, []string{"action"}},
+	// Operator extras (DESIGN §4, second paragraph).
+	{"xlb_close_events_total", dto.MetricType_COUNTER, nil},
+	{"xlb_close_events_lost_total", dto.MetricType_COUNTER, nil},
+	{"xlb_maintenance_walk_passes_total", dto.MetricType_COUNTER, nil},
+	{"xlb_maintenance_timewait_scheduled", dto.MetricType_GAUGE, nil},
 }
 
 func TestScrapeHasEveryDesignMetric(t *testing.T) {
@@ -135,6 +142,10 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_maintenance_cycles_total", nil, float64(x.Cycle))
 	check("xlb_maintenance_errors_total", nil, float64(x.Maintenance.Errors))
 	check("xlb_maintenance_failing", nil, 0)
+	check("xlb_close_events_total", nil, float64(x.CloseEvents.Read))
+	check("xlb_close_events_lost_total", nil, float64(x.CloseEvents.Lost))
+	check("xlb_maintenance_walk_passes_total", nil, float64(x.Walk.Passes))
+	check("xlb_maintenance_timewait_scheduled", nil, float64(x.CloseEvents.TimeWaitScheduled))
 	// Backends: three listed (backend-4 departed and idle is not).
 	check("xlb_backends", L{"state": "discovered"}, 2)
 	check("xlb_backends", L{"state": "routable"}, 1)
@@ -196,14 +207,27 @@ func TestExpositionText(t *testing.T) {
 xlb_backends{state="discovered"} 2
 xlb_backends{state="draining"} 1
 xlb_backends{state="routable"} 1
-# HELP xlb_connections_closed_total Connections closed, counted once when the maintenance cycle first sees the second FIN or a RST, by who closed first (client or backend) and how (fin or rst). Orphan removals are not included.
+# HELP xlb_connections_closed_total Connections closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.
 # TYPE xlb_connections_closed_total counter
 xlb_connections_closed_total{initiator="backend",reason="fin"} 15
 xlb_connections_closed_total{initiator="backend",reason="rst"} 17
 xlb_connections_closed_total{initiator="client",reason="fin"} 14
 xlb_connections_closed_total{initiator="client",reason="rst"} 16
+# HELP xlb_close_events_lost_total Close events that never reached the maintenance loop: the ring buffer was full (counted since the flow map was created) or a per-CPU queue slot was overwritten before it was read (since this process started its maintenance loop). The walk removes those pairs instead, at most one pass late.
+# TYPE xlb_close_events_lost_total counter
+xlb_close_events_lost_total 23
+# HELP xlb_close_events_total Close events (one per pair that became terminal) the maintenance loop read from the data path since this process started its maintenance loop, as of the latest maintenance cycle. The status API's maintenance.close_events.path says whether they come through the ring buffer or the per-CPU queues.
+# TYPE xlb_close_events_total counter
+xlb_close_events_total 22
+# HELP xlb_maintenance_timewait_scheduled Pairs the maintenance loop holds for removal at the end of their 60 s time-wait (from their close events), as of the latest maintenance cycle. Differs from xlb_connections_timewait by pairs whose close event was lost (the walk removes them) and pairs a new SYN replaced (still scheduled).
+# TYPE xlb_maintenance_timewait_scheduled gauge
+xlb_maintenance_timewait_scheduled 24
+# HELP xlb_maintenance_walk_passes_total Complete passes of the maintenance loop's incremental walk over the flow map since this process started its maintenance loop; a pass visits every entry and takes at most orphan_ttl_secs/10 seconds.
+# TYPE xlb_maintenance_walk_passes_total counter
+xlb_maintenance_walk_passes_total 25
 `
-	if err := testutil.GatherAndCompare(srv.Registry(), strings.NewReader(want), "xlb_backends", "xlb_connections_closed_total"); err != nil {
+	if err := testutil.GatherAndCompare(srv.Registry(), strings.NewReader(want), "xlb_backends", "xlb_connections_closed_total",
+		"xlb_close_events_lost_total", "xlb_close_events_total", "xlb_maintenance_timewait_scheduled", "xlb_maintenance_walk_passes_total"); err != nil {
 		t.Error(err)
 	}
 }
@@ -215,15 +239,15 @@ func TestMaintenanceFailing(t *testing.T) {
 	var store snapshot.Store
 	snap := fixtureSnapshot()
 	smp := *snap.Sample
-	smp.Maintenance = flow.Maintenance{
+	smp.Maintenance = maintenance.Maintenance{
 		Errors: 23, ConsecutiveFailures: 2, FailingSince: smp.Time.Add(-time.Second),
-		LastError: "flow: read flow map: operation not permitted",
+		LastError: "maintenance: walk: dataplane: batch read flows: operation not permitted",
 	}
 	snap.Sample = &smp
 	store.Publish(snap)
 	srv, _ := testServer(t, &store, liveCountersFunc)
 	want := `
-# HELP xlb_maintenance_errors_total Failed maintenance cycles (flow map, counter or clock read refused) since this process started its maintenance loop. The data path keeps forwarding; pairs are not cleaned up until a cycle succeeds.
+# HELP xlb_maintenance_errors_total Failed maintenance cycles (clock, close event, flow map or counter read, or reaper run refused) since this process started its maintenance loop. The data path keeps forwarding; pairs are not cleaned up until a cycle succeeds.
 # TYPE xlb_maintenance_errors_total counter
 xlb_maintenance_errors_total 23
 # HELP xlb_maintenance_failing 1 while the latest maintenance cycle failed (connection and flow map series then repeat the latest successful cycle's figures; the error is in the status API's maintenance.last_error), 0 otherwise.
@@ -251,7 +275,8 @@ xlb_connections_active 7
 	empty.Publish(noSample)
 	srv, _ = testServer(t, &empty, liveCountersFunc)
 	fams, _ := scrape(t, srv)
-	for _, name := range []string{"xlb_maintenance_errors_total", "xlb_maintenance_failing"} {
+	for _, name := range []string{"xlb_maintenance_errors_total", "xlb_maintenance_failing",
+		"xlb_close_events_total", "xlb_close_events_lost_total", "xlb_maintenance_walk_passes_total", "xlb_maintenance_timewait_scheduled"} {
 		if _, ok := fams[name]; ok {
 			t.Errorf("%s exported before the first sample", name)
 		}

@@ -97,9 +97,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 // ObserveMaintenance records one maintenance cycle's wall-clock duration
-// in xlb_maintenance_duration_seconds. The daemon calls it exactly once per
-// cycle (e.g. from flow's OnSample with Sample.Duration); it is safe for
-// concurrent use.
+// in xlb_maintenance_duration_seconds. The daemon calls it once per
+// successful cycle (from maintenance.Options.OnSample with
+// Sample.Duration); it is safe for concurrent use.
 func (s *Server) ObserveMaintenance(d time.Duration) { s.maintenance.Observe(d.Seconds()) }
 
 // Serve serves on ln until Shutdown; it returns nil after Shutdown and the

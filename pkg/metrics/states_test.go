@@ -20,6 +20,9 @@ var sampleDerived = []string{
 	"xlb_backend_connections_active", "xlb_backend_connections_opened_total",
 	"xlb_backend_sent_bytes_total", "xlb_backend_received_bytes_total",
 	"xlb_backend_sent_packets_total", "xlb_backend_received_packets_total",
+	"xlb_maintenance_cycles_total", "xlb_maintenance_errors_total", "xlb_maintenance_failing",
+	"xlb_close_events_total", "xlb_close_events_lost_total",
+	"xlb_maintenance_walk_passes_total", "xlb_maintenance_timewait_scheduled",
 }
 
 func TestBeforeFirstSample(t *testing.T) {

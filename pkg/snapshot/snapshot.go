@@ -12,7 +12,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/dataplane"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 )
 
 // Lifecycle states (DESIGN §3).
@@ -78,7 +78,7 @@ type Snapshot struct {
 	// successful cycle; afterwards every cycle's, failed or not:
 	// Sample.Maintenance says which); SampleInterval is the loop's
 	// period, used to judge staleness.
-	Sample         *flow.Sample
+	Sample         *maintenance.Sample
 	SampleInterval time.Duration
 
 	Provider      string // "static", "kubernetes"
@@ -98,10 +98,11 @@ func (s *Snapshot) SampleAge(now time.Time) time.Duration {
 
 // StaleAfter is the sample age from which readiness reports
 // dataplane_sample_stale: three missed cycles, never under 5 s, and never
-// under five cycle durations (the loop spaces long cycles out to three
-// times their duration, flow.Loop.Run). Failed cycles publish samples too,
-// so only a maintenance loop that stopped or hangs lets a sample age past
-// it.
+// under five cycle durations (a cycle that overruns the interval is
+// followed by the next after a tenth of it, maintenance.Loop.Run, so slow
+// cycles alone must not read as a stopped loop). Failed cycles publish
+// samples too, so only a maintenance loop that stopped or hangs lets a
+// sample age past it.
 func (s *Snapshot) StaleAfter() time.Duration {
 	d := max(3*s.SampleInterval, 5*time.Second)
 	if s.Sample != nil {

@@ -115,18 +115,31 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
 	return dp
 }
 
-// buildMaintenance reshapes the latest sample's maintenance health (all
-// zero before the first sample).
+// buildMaintenance reshapes the latest sample's maintenance health, close
+// events and walk (all zero before the first sample).
 func buildMaintenance(s *snapshot.Snapshot) api.Maintenance {
 	if s.Sample == nil {
 		return api.Maintenance{}
 	}
-	m := s.Sample.Maintenance
+	m, ev, w := s.Sample.Maintenance, s.Sample.CloseEvents, s.Sample.Walk
 	out := api.Maintenance{
 		Failing:             m.Failing(),
 		ErrorsTotal:         m.Errors,
 		ConsecutiveFailures: m.ConsecutiveFailures,
 		LastError:           m.LastError,
+		CloseEvents: api.CloseEvents{
+			Path:              ev.Path,
+			ReadTotal:         ev.Read,
+			LostTotal:         ev.Lost,
+			TimeWaitScheduled: ev.TimeWaitScheduled,
+		},
+		Walk: api.Walk{
+			PassesTotal:     w.Passes,
+			Visited:         w.Visited,
+			LastPassEntries: w.LastPassEntries,
+			LastPassCycles:  w.LastPassCycles,
+			PassCycles:      w.PassCycles,
+		},
 	}
 	if m.Failing() && !m.FailingSince.IsZero() {
 		since := m.FailingSince.UnixMilli()

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -44,7 +44,7 @@ func TestDocumentValues(t *testing.T) {
 			},
 			Features: []api.Feature{
 				{Name: "bpf_for_each_map_elem", State: "available", Path: "not_used"},
-				{Name: "ring_buffer", State: "disabled", Detail: "disabled by the operator", Path: "not_used"},
+				{Name: "ring_buffer", State: "disabled", Detail: "disabled by the operator", Path: "per_cpu_queue"},
 				{Name: "batch_map_ops", State: "available", Path: "batch_lookup"},
 				{Name: "xdp_bpf_link", State: "refused", Detail: "operation not permitted", Path: "netlink"},
 			},
@@ -62,9 +62,13 @@ func TestDocumentValues(t *testing.T) {
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
 			},
 		},
-		Maintenance: api.Maintenance{ErrorsTotal: 2},
-		Listen:      api.Listen{IP: "192.0.2.10", Ports: []api.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}}},
-		SNAT:        api.SNAT{IP: "198.51.100.1"},
+		Maintenance: api.Maintenance{
+			ErrorsTotal: 2,
+			CloseEvents: api.CloseEvents{Path: "per_cpu_queue", ReadTotal: 1201, LostTotal: 3, TimeWaitScheduled: 2},
+			Walk:        api.Walk{PassesTotal: 7993, Visited: 0, LastPassEntries: 58, LastPassCycles: 1, PassCycles: 30},
+		},
+		Listen: api.Listen{IP: "192.0.2.10", Ports: []api.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}}},
+		SNAT:   api.SNAT{IP: "198.51.100.1"},
 		Connections: api.Connections{
 			Active: 27, TimeWait: 2, Resetting: 1, OpenedTotal: 1234, ClosedTotal: 1204,
 			ClosedBy:      api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
@@ -111,16 +115,19 @@ func TestDocumentMaintenance(t *testing.T) {
 	since := fixedNow.Add(-3400 * time.Millisecond)
 	failing := clone(func(s *snapshot.Snapshot) {
 		smp := *s.Sample
-		smp.Maintenance = flow.Maintenance{
+		smp.Maintenance = maintenance.Maintenance{
 			Errors: 9, ConsecutiveFailures: 4, FailingSince: since,
-			LastError: "flow: read flow map: operation not permitted",
+			LastError: "maintenance: walk: dataplane: batch read flows: operation not permitted",
 		}
 		s.Sample = &smp
 	})
 	d := Build(failing, fixedNow)
+	healthy := Build(fixture(), fixedNow).Maintenance
 	want := api.Maintenance{
 		Failing: true, ErrorsTotal: 9, ConsecutiveFailures: 4,
-		FailingSinceUnixMs: i64(since.UnixMilli()), LastError: "flow: read flow map: operation not permitted",
+		FailingSinceUnixMs: i64(since.UnixMilli()), LastError: "maintenance: walk: dataplane: batch read flows: operation not permitted",
+		// The sample carries the latest successful cycle's close events and walk.
+		CloseEvents: healthy.CloseEvents, Walk: healthy.Walk,
 	}
 	if !reflect.DeepEqual(d.Maintenance, want) {
 		t.Errorf("maintenance = %+v, want %+v", d.Maintenance, want)
@@ -136,15 +143,22 @@ func TestDocumentMaintenance(t *testing.T) {
 	}{
 		{"failing", failing, map[string]any{
 			"maintenance.failing": true, "maintenance.errors_total": float64(9), "maintenance.consecutive_failures": float64(4),
-			"maintenance.failing_since_unix_ms": float64(since.UnixMilli()), "maintenance.last_error": "flow: read flow map: operation not permitted",
+			"maintenance.failing_since_unix_ms": float64(since.UnixMilli()), "maintenance.last_error": "maintenance: walk: dataplane: batch read flows: operation not permitted",
 		}},
 		{"healthy", fixture(), map[string]any{
 			"maintenance.failing": false, "maintenance.errors_total": float64(2), "maintenance.consecutive_failures": float64(0),
 			"maintenance.failing_since_unix_ms": nil, "maintenance.last_error": "",
+			"maintenance.close_events.path": "per_cpu_queue", "maintenance.close_events.read_total": float64(1201),
+			"maintenance.close_events.lost_total": float64(3), "maintenance.close_events.timewait_scheduled": float64(2),
+			"maintenance.walk.passes_total": float64(7993), "maintenance.walk.visited": float64(0),
+			"maintenance.walk.last_pass_entries": float64(58), "maintenance.walk.last_pass_cycles": float64(1),
+			"maintenance.walk.pass_cycles": float64(30),
 		}},
 		{"no sample", clone(func(s *snapshot.Snapshot) { s.Sample = nil }), map[string]any{
 			"maintenance.failing": false, "maintenance.errors_total": float64(0), "maintenance.consecutive_failures": float64(0),
 			"maintenance.failing_since_unix_ms": nil, "maintenance.last_error": "",
+			"maintenance.close_events.path": "", "maintenance.close_events.lost_total": float64(0),
+			"maintenance.walk.passes_total": float64(0),
 		}},
 	} {
 		ts := newTestServer(t, c.snap, "", "")
@@ -175,6 +189,13 @@ var designFields = []string{
 	"backends.[].available_for_new_connections", "backends.[].active_connections",
 	"backends.[].opened_total", "backends.[].sent_bytes_total", "backends.[].received_bytes_total",
 	"config.path", "config.restart_required", "config.changed_keys",
+	"dataplane.features.[].name", "dataplane.features.[].state", "dataplane.features.[].detail", "dataplane.features.[].path",
+	"maintenance.failing", "maintenance.errors_total", "maintenance.consecutive_failures",
+	"maintenance.failing_since_unix_ms", "maintenance.last_error",
+	"maintenance.close_events.path", "maintenance.close_events.read_total",
+	"maintenance.close_events.lost_total", "maintenance.close_events.timewait_scheduled",
+	"maintenance.walk.passes_total", "maintenance.walk.visited", "maintenance.walk.last_pass_entries",
+	"maintenance.walk.last_pass_cycles", "maintenance.walk.pass_cycles",
 }
 
 func lookup(v any, path string) (any, bool) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/dataplane"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
@@ -36,12 +36,12 @@ func fixture() *snapshot.Snapshot {
 		},
 		Features: dataplane.Features{
 			{Name: dataplane.FeatureForEachMapElem, State: dataplane.StateAvailable, Path: dataplane.PathNotUsed},
-			{Name: dataplane.FeatureRingBuf, State: dataplane.StateDisabled, Detail: "disabled by the operator", Path: dataplane.PathNotUsed},
+			{Name: dataplane.FeatureRingBuf, State: dataplane.StateDisabled, Detail: "disabled by the operator", Path: dataplane.PathPerCPUQueue},
 			{Name: dataplane.FeatureBatchOps, State: dataplane.StateAvailable, Path: dataplane.PathBatchLookup},
 			{Name: dataplane.FeatureXDPLink, State: dataplane.StateRefused, Detail: "operation not permitted", Path: dataplane.PathNetlink},
 		},
 		SampleInterval: time.Second,
-		Sample: &flow.Sample{
+		Sample: &maintenance.Sample{
 			Time:             fixedNow.Add(-400 * time.Millisecond),
 			Cycle:            7995,
 			Duration:         1250 * time.Microsecond,
@@ -51,12 +51,17 @@ func fixture() *snapshot.Snapshot {
 			TimeWait:         2,
 			Resetting:        1,
 			Opened:           1234,
-			Closed:           flow.Closed{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
+			Closed:           maintenance.Closed{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
 			Orphaned:         3,
 			InvariantRepairs: 1,
 			Lone:             0,
 			// Two cycles failed earlier; the latest one succeeded.
-			Maintenance: flow.Maintenance{Errors: 2},
+			Maintenance: maintenance.Maintenance{Errors: 2},
+			// Close events through the per-CPU queues (ring_buffer is
+			// disabled): one per closed connection, 3 of them lost.
+			CloseEvents: maintenance.CloseEvents{Path: dataplane.PathPerCPUQueue, Read: 1201, Lost: 3, TimeWaitScheduled: 2},
+			// A small table is walked whole every cycle.
+			Walk: maintenance.WalkStatus{Passes: 7993, Visited: 0, LastPassEntries: 58, LastPassCycles: 1, PassCycles: 30},
 			Counters: dataplane.Counters{
 				Actions:       [5]uint64{0, 12, 3456, 98765, 4321},
 				PairsCreated:  1234,
@@ -64,7 +69,7 @@ func fixture() *snapshot.Snapshot {
 				InvariantViolations: 1, ShutdownResets: 0, TTLExceeded: 9,
 				ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
 			},
-			Backends: []flow.BackendSample{
+			Backends: []maintenance.BackendSample{
 				{ID: 1, Active: 10, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 2100, SentBytes: 1288490, ReceivedPackets: 26000, ReceivedBytes: 36700160, Opened: 420}},
 				{ID: 2, Active: 9, Stats: dataplane.BackendStats{SentPackets: 2000, SentBytes: 1153433, ReceivedPackets: 24000, ReceivedBytes: 33554432, Opened: 410}},
 				{ID: 3, Active: 6, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 1900, SentBytes: 987654, ReceivedPackets: 23000, ReceivedBytes: 31457280, Opened: 380}},

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/backend"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -35,13 +35,13 @@ func TestReadyz(t *testing.T) {
 		}), "dataplane_sample_stale"},
 		{"maintenance failing, sample fresh", clone(func(s *snapshot.Snapshot) {
 			smp := *s.Sample
-			smp.Maintenance = flow.Maintenance{Errors: 5, ConsecutiveFailures: 5, FailingSince: fixedNow.Add(-5 * time.Second), LastError: "flow: read clock: EPERM"}
+			smp.Maintenance = maintenance.Maintenance{Errors: 5, ConsecutiveFailures: 5, FailingSince: fixedNow.Add(-5 * time.Second), LastError: "maintenance: read clock: EPERM"}
 			s.Sample = &smp
 		}), ""},
 		{"maintenance failing, samples stopped", clone(func(s *snapshot.Snapshot) {
 			smp := *s.Sample
 			smp.Time = fixedNow.Add(-6 * time.Second)
-			smp.Maintenance = flow.Maintenance{Errors: 5, ConsecutiveFailures: 5, FailingSince: fixedNow.Add(-11 * time.Second), LastError: "flow: read clock: EPERM"}
+			smp.Maintenance = maintenance.Maintenance{Errors: 5, ConsecutiveFailures: 5, FailingSince: fixedNow.Add(-11 * time.Second), LastError: "maintenance: read clock: EPERM"}
 			s.Sample = &smp
 		}), "dataplane_sample_stale"},
 		{"provider unhealthy", clone(func(s *snapshot.Snapshot) { s.ProviderError = "kubernetes: watch: forbidden" }), "backend_provider_unhealthy"},

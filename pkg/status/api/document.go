@@ -13,7 +13,9 @@ const SchemaVersion = 1
 //
 // Conventions: times are Unix milliseconds (int64); durations are named
 // with their unit (_ms, _seconds); counters end in _total and count since
-// the data path's maps were created; lists are never null (empty instead).
+// the data path's maps were created, except the maintenance loop's own
+// (maintenance.errors_total, close_events.read_total, walk.passes_total),
+// which count since the loop started; lists are never null (empty instead).
 // Before the first maintenance sample every count is 0 and
 // dataplane.sampled_at_unix_ms and dataplane.sample_age_ms are null.
 type Document struct {
@@ -90,14 +92,15 @@ type Dataplane struct {
 }
 
 // Maintenance is the maintenance loop's health as of the latest sample
-// (flow.Sample.Maintenance). A failed cycle still publishes a sample, so
-// dataplane.sample_age_ms stays small and readiness stays ready while
-// cycles fail; the data path keeps forwarding, but pairs are not cleaned
-// up. While Failing, connections (totals included), dataplane.flow_map,
-// the backends' connection counts and statistics and
-// dataplane.sample_cycle are those of the latest successful cycle;
-// dataplane.counters are read afresh when possible. All zero (and FailingSinceUnixMs null) before the first
-// sample.
+// (maintenance.Sample.Maintenance), and how it finds the pairs it removes
+// (close events and the incremental walk). A failed cycle still publishes
+// a sample, so dataplane.sample_age_ms stays small and readiness stays
+// ready while cycles fail; the data path keeps forwarding, but pairs are
+// not cleaned up. While Failing, connections (totals included),
+// dataplane.flow_map, the backends' connection counts and statistics,
+// dataplane.sample_cycle, close_events and walk are those of the latest
+// successful cycle; dataplane.counters are read afresh when possible. All
+// zero (path "", FailingSinceUnixMs null) before the first sample.
 type Maintenance struct {
 	// Failing is true when the latest cycle failed.
 	Failing bool `json:"failing"`
@@ -112,6 +115,53 @@ type Maintenance struct {
 	FailingSinceUnixMs *int64 `json:"failing_since_unix_ms"`
 	// LastError is the latest cycle's error, "" when it succeeded.
 	LastError string `json:"last_error"`
+	// CloseEvents are the data path's close events as the loop read them.
+	CloseEvents CloseEvents `json:"close_events"`
+	// Walk is the incremental walk over the flow map.
+	Walk Walk `json:"walk"`
+}
+
+// CloseEvents describes the close events (maintenance.Sample.CloseEvents):
+// the data path posts one for each pair that becomes terminal, and the
+// loop removes RST pairs on the next cycle and FIN/FIN pairs 60 s after
+// the second FIN from them.
+type CloseEvents struct {
+	// Path is how events arrive: ring_buffer, or per_cpu_queue where the
+	// host refuses ring buffers (the ring_buffer feature's path).
+	Path string `json:"path"`
+	// ReadTotal counts events the loop read since it started.
+	ReadTotal uint64 `json:"read_total"`
+	// LostTotal counts events that never arrived: the ring buffer was full
+	// (counted by the data path since the flow map was created) or a
+	// per-CPU queue slot was overwritten before it was read (since the
+	// loop started). The walk removes those pairs instead, at most one
+	// pass late.
+	LostTotal uint64 `json:"lost_total"`
+	// TimeWaitScheduled is the number of pairs the loop holds for removal
+	// at the end of their time-wait. It may differ from
+	// connections.timewait: a pair whose event was lost (a full ring
+	// buffer, an overwritten queue slot, a restart) is left to the walk; a
+	// pair a new SYN replaced stays scheduled until its time-wait would
+	// have ended.
+	TimeWaitScheduled uint64 `json:"timewait_scheduled"`
+}
+
+// Walk describes the incremental walk (maintenance.WalkStatus): each cycle
+// reads a slice of the flow map and resumes there on the next, so every
+// entry is visited at least once every pass_cycles cycles
+// (orphan_ttl_secs/10 at one cycle a second). The walk finds orphans, lone
+// entries and terminal pairs whose close event was lost.
+type Walk struct {
+	// PassesTotal counts complete passes since the loop started.
+	PassesTotal uint64 `json:"passes_total"`
+	// Visited is the number of entries the current pass has read so far.
+	Visited uint64 `json:"visited"`
+	// LastPassEntries and LastPassCycles are the entries the last complete
+	// pass read and the cycles it took (0 before the first pass ends).
+	LastPassEntries uint64 `json:"last_pass_entries"`
+	LastPassCycles  uint64 `json:"last_pass_cycles"`
+	// PassCycles is the most cycles a pass may take.
+	PassCycles uint64 `json:"pass_cycles"`
 }
 
 // XDPAttachment is the program attached to one interface, sorted by name.
@@ -132,8 +182,9 @@ type Feature struct {
 	// Detail is why the feature is not available ("" when it is).
 	Detail string `json:"detail"`
 	// Path is what the data path does given State: batch_lookup or
-	// per_key (flow map reads), bpf_link or netlink (XDP attach),
-	// not_attached, or not_used (this version has no use for the feature).
+	// per_key (flow map reads), ring_buffer or per_cpu_queue (close
+	// events), bpf_link or netlink (XDP attach), not_attached, or not_used
+	// (this version has no use for the feature: bpf_for_each_map_elem).
 	Path string `json:"path"`
 }
 
@@ -185,22 +236,24 @@ type SNAT struct {
 	IP string `json:"ip"`
 }
 
-// Connections counts connection pairs (DESIGN §4 counting rule): a
-// connection leaves active and is counted once in closed_total in the
-// cycle that first sees its second FIN or its RST; orphan removals count
+// Connections counts connection pairs (DESIGN §4 counting rule): the data
+// path counts a connection as closed at the packet that makes it terminal
+// (its second FIN or its RST), and the gauges are differences of the data
+// path's and the reaper's counters, so as of one sample a connection has
+// left active and is counted once in closed_total; orphan removals count
 // in orphaned_total only.
 type Connections struct {
 	Active      uint64   `json:"active"`    // open or half-closed pairs
 	TimeWait    uint64   `json:"timewait"`  // both FINs seen, waiting out 60 s
-	Resetting   uint64   `json:"resetting"` // RST seen, removed next cycle
+	Resetting   uint64   `json:"resetting"` // RST seen, removed by the next cycle
 	OpenedTotal uint64   `json:"opened_total"`
 	ClosedTotal uint64   `json:"closed_total"` // sum of ClosedBy
 	ClosedBy    ClosedBy `json:"closed_by"`
 	// OrphanedTotal counts idle pairs removed after orphan_ttl_secs, since
-	// the maintenance loop started.
+	// the flow map was created (the reaper's count).
 	OrphanedTotal uint64 `json:"orphaned_total"`
-	// InvariantRepairsTotal counts lone entries removed by the
-	// maintenance loop since it started; LoneEntries are those the latest
+	// InvariantRepairsTotal counts lone entries removed since the flow map
+	// was created (the reaper's count); LoneEntries are those the latest
 	// cycle found (repaired next cycle if still lone).
 	InvariantRepairsTotal uint64 `json:"invariant_repairs_total"`
 	LoneEntries           uint64 `json:"lone_entries"`
