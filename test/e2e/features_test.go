@@ -32,7 +32,7 @@ func waitStatus(t *testing.T, l *lab.Lab, what string, ok func(api.Document) boo
 			return d
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("status never showed %s; last: %+v", what, d.Dataplane)
+			t.Fatalf("status never showed %s; last: dataplane %+v connections %+v maintenance %+v", what, d.Dataplane, d.Connections, d.Maintenance)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -48,14 +48,15 @@ func TestFeatureFallbacks(t *testing.T) {
 		disable string
 		want    map[string]string // feature -> path
 		via     string
+		events  string // close event path
 	}{
-		{"", map[string]string{"batch_map_ops": "batch_lookup", "xdp_bpf_link": "bpf_link"}, "bpf_link"},
-		{"bpf_for_each_map_elem", map[string]string{"bpf_for_each_map_elem": "not_used"}, "bpf_link"},
-		{"ring_buffer", map[string]string{"ring_buffer": "not_used"}, "bpf_link"},
-		{"batch_map_ops", map[string]string{"batch_map_ops": "per_key"}, "bpf_link"},
-		{"xdp_bpf_link", map[string]string{"xdp_bpf_link": "netlink"}, "netlink"},
+		{"", map[string]string{"ring_buffer": "ring_buffer", "batch_map_ops": "batch_lookup", "xdp_bpf_link": "bpf_link"}, "bpf_link", "ring_buffer"},
+		{"bpf_for_each_map_elem", map[string]string{"bpf_for_each_map_elem": "not_used"}, "bpf_link", "ring_buffer"},
+		{"ring_buffer", map[string]string{"ring_buffer": "per_cpu_queue"}, "bpf_link", "per_cpu_queue"},
+		{"batch_map_ops", map[string]string{"batch_map_ops": "per_key"}, "bpf_link", "ring_buffer"},
+		{"xdp_bpf_link", map[string]string{"xdp_bpf_link": "netlink"}, "netlink", "ring_buffer"},
 		{"bpf_for_each_map_elem,ring_buffer,batch_map_ops,xdp_bpf_link",
-			map[string]string{"batch_map_ops": "per_key", "xdp_bpf_link": "netlink"}, "netlink"},
+			map[string]string{"ring_buffer": "per_cpu_queue", "batch_map_ops": "per_key", "xdp_bpf_link": "netlink"}, "netlink", "per_cpu_queue"},
 	}
 	for i, c := range cases {
 		name := c.disable
@@ -82,11 +83,17 @@ func TestFeatureFallbacks(t *testing.T) {
 				}
 			}
 			waitCompleted(t, l, conns)
-			// The maintenance loop reads the flow map on the chosen path:
-			// every closed connection shows up in time-wait.
-			d := waitStatus(t, l, "30 pairs in time-wait", func(d api.Document) bool {
-				return d.Connections.TimeWait == conns && d.Dataplane.FlowMap.Entries == 2*conns
+			// Every closed connection shows up in time-wait, and the
+			// maintenance loop read its close event on the chosen path
+			// and walked the flow map on the chosen path.
+			d := waitStatus(t, l, "30 pairs in time-wait, their close events read, a walk pass", func(d api.Document) bool {
+				ev, w := d.Maintenance.CloseEvents, d.Maintenance.Walk
+				return d.Connections.TimeWait == conns && d.Dataplane.FlowMap.Entries == 2*conns &&
+					ev.ReadTotal >= conns && ev.TimeWaitScheduled == conns && w.PassesTotal > 0 && w.LastPassEntries == 2*conns
 			})
+			if ev := d.Maintenance.CloseEvents; ev.Path != c.events || ev.LostTotal != 0 {
+				t.Errorf("close events %+v, want path %s and none lost", ev, c.events)
+			}
 			for _, off := range strings.Split(c.disable, ",") {
 				if off == "" {
 					continue

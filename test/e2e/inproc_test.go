@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
@@ -26,16 +26,23 @@ import (
 // daemon. Everything is stopped, detached and closed in t.Cleanup.
 type inprocXLB struct {
 	DP    *dataplane.Dataplane
-	Loop  *flow.Loop
-	Clock *flow.OffsetClock
+	Loop  *maintenance.Loop
+	Clock *maintenance.OffsetClock
+
+	mu      sync.Mutex
+	samples []*maintenance.Sample // every published sample, oldest first (the last maxSamples)
 }
+
+// maxSamples bounds the samples an inprocXLB keeps.
+const maxSamples = 1 << 14
 
 // inprocOptions shape an inprocXLB. Zero values take the defaults noted.
 type inprocOptions struct {
 	MaxConnections uint32              // default 65536
 	Ports          []dataplane.PortMap // default 80->8080
 	Interval       time.Duration       // maintenance interval, default 50 ms
-	OrphanTTL      time.Duration       // default flow.DefaultOrphanTTL
+	OrphanTTL      time.Duration       // default maintenance.DefaultOrphanTTL
+	Disable        []dataplane.Feature // optional kernel features to turn off (fallback paths)
 }
 
 // inprocListen is the listen address of every lab topology.
@@ -56,7 +63,7 @@ func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 	if o.Interval == 0 {
 		o.Interval = 50 * time.Millisecond
 	}
-	dp, err := dataplane.Load(dataplane.Options{MaxConnections: o.MaxConnections})
+	dp, err := dataplane.Load(dataplane.Options{MaxConnections: o.MaxConnections, Disable: o.Disable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +108,14 @@ func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 		t.Fatal(err)
 	}
 
-	x.Clock = flow.NewOffsetClock(flow.KernelClock(dp))
+	x.Clock = maintenance.NewOffsetClock(maintenance.KernelClock(dp))
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	log.SetOutput(&testLogWriter{t: t})
-	loop, err := flow.New(dp, flow.Options{
+	loop, err := maintenance.New(dp, maintenance.Options{
 		OrphanTTL: o.OrphanTTL, Interval: o.Interval, Clock: x.Clock, Log: log,
 		BackendIDs: func() []uint32 { return ids },
+		OnSample:   x.record,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +130,7 @@ func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 	t.Cleanup(func() {
 		cancel()
 		<-done
+		loop.Close()
 		log.SetOutput(discard{})
 	})
 	return x
@@ -166,14 +175,14 @@ func (x *inprocXLB) Advance(t *testing.T, d time.Duration) {
 // WaitSample polls the published samples until one started after this call
 // satisfies ok, or fails the test after timeout (generous: the machine is
 // shared and noisy). It returns that sample.
-func (x *inprocXLB) WaitSample(t *testing.T, timeout time.Duration, what string, ok func(*flow.Sample) bool) *flow.Sample {
+func (x *inprocXLB) WaitSample(t *testing.T, timeout time.Duration, what string, ok func(*maintenance.Sample) bool) *maintenance.Sample {
 	t.Helper()
 	var after uint64
 	if s := x.Loop.Latest(); s != nil {
 		after = s.Cycle
 	}
 	deadline := time.Now().Add(timeout)
-	var last *flow.Sample
+	var last *maintenance.Sample
 	for time.Now().Before(deadline) {
 		if s := x.Loop.Latest(); s != nil && s.Cycle > after {
 			last = s
@@ -190,6 +199,89 @@ func (x *inprocXLB) WaitSample(t *testing.T, timeout time.Duration, what string,
 		what, timeout, last.Cycle, last.FlowEntries, last.Active, last.TimeWait, last.Resetting, last.Closed,
 		last.Orphaned, last.InvariantRepairs, last.Lone, last.Counters.InvariantViolations)
 	return nil
+}
+
+// record keeps a published sample (Options.OnSample).
+func (x *inprocXLB) record(s *maintenance.Sample) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.samples) == maxSamples {
+		x.samples = append(x.samples[:0], x.samples[maxSamples/2:]...)
+	}
+	x.samples = append(x.samples, s)
+}
+
+// cycleStart is when s's cycle started (wall clock, monotonic reading).
+func cycleStart(s *maintenance.Sample) time.Time { return s.Time.Add(-s.Duration) }
+
+// WaitCycleAfter waits for the first successful cycle that started after
+// t0 and returns its sample, or fails the test after timeout. Every sample
+// is recorded, so no cycle is skipped however slowly this polls.
+func (x *inprocXLB) WaitCycleAfter(t *testing.T, t0 time.Time, timeout time.Duration) *maintenance.Sample {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		x.mu.Lock()
+		for _, s := range x.samples {
+			if s.PairsFresh() && cycleStart(s).After(t0) {
+				x.mu.Unlock()
+				return s
+			}
+		}
+		x.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("inproc: no successful maintenance cycle started within %v", timeout)
+	return nil
+}
+
+// Samples returns the recorded samples of successful cycles first..last
+// (inclusive), in order.
+func (x *inprocXLB) Samples(first, last uint64) []*maintenance.Sample {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []*maintenance.Sample
+	for _, s := range x.samples {
+		if s.PairsFresh() && s.Cycle >= first && s.Cycle <= last {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// FlowMapEntries counts the entries actually in the flow map, reading it
+// whole through the data path's own walk: not a sample's figure, which is
+// derived from counters. Meant for a quiet map (no traffic).
+func (x *inprocXLB) FlowMapEntries(t *testing.T) int {
+	t.Helper()
+	w := x.DP.NewFlowWalk(4096)
+	total := 0
+	for {
+		n, end, err := w.Next()
+		if err != nil {
+			t.Fatalf("inproc: read the flow map: %v", err)
+		}
+		total += n
+		if end {
+			return total
+		}
+	}
+}
+
+// FlowMapDump describes up to limit entries of the flow map, for failure
+// messages.
+func (x *inprocXLB) FlowMapDump(limit int) string {
+	w := x.DP.NewFlowWalk(limit)
+	n, _, err := w.Next()
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for i := range n {
+		v := &w.Values[i]
+		fmt.Fprintf(&b, "\n  %s gen %d flags %#x last_seen %d backend %d", w.Keys[i], v.Generation, v.Flags, v.LastSeen, v.BackendId)
+	}
+	return b.String()
 }
 
 // testLogWriter sends the loop's log lines to the test log.

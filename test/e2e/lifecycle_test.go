@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xlbproject/xlb/pkg/flow"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
@@ -75,13 +76,19 @@ func lifecycleHandler(c *lab.Conn) error {
 // :8080, with an in-process XLB.
 func lifecycleLab(t *testing.T) (*lab.Lab, *inprocXLB) {
 	t.Helper()
+	return lifecycleLabWith(t, inprocOptions{})
+}
+
+// lifecycleLabWith is lifecycleLab with the in-process XLB shaped by o.
+func lifecycleLabWith(t *testing.T, o inprocOptions) (*lab.Lab, *inprocXLB) {
+	t.Helper()
 	l := lab.New(t, lab.Options{Topology: lab.OneArm, EchoPort: -1, SinkPort: -1})
 	for _, b := range l.Backends {
 		if _, err := b.Serve(":8080", lifecycleHandler); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return l, startInproc(t, l, inprocOptions{})
+	return l, startInproc(t, l, o)
 }
 
 // portSource hands out unique client ports.
@@ -157,10 +164,11 @@ func lifecycleConn(client *lab.Host, port int, style byte) error {
 }
 
 // runStyles runs one connection per entry of styles with workers
-// concurrent clients and fails the test on the first error.
+// concurrent clients, fails the test on the first error and checks that
+// every connection succeeded.
 func runStyles(t *testing.T, l *lab.Lab, ports *portSource, styles []byte, workers int) {
 	t.Helper()
-	var next atomic.Int64
+	var next, succeeded atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for range workers {
@@ -177,6 +185,7 @@ func runStyles(t *testing.T, l *lab.Lab, ports *portSource, styles []byte, worke
 					next.Store(int64(len(styles)))
 					return
 				}
+				succeeded.Add(1)
 			}
 		}()
 	}
@@ -185,11 +194,14 @@ func runStyles(t *testing.T, l *lab.Lab, ports *portSource, styles []byte, worke
 	for err := range errs {
 		t.Fatal(err)
 	}
+	if n := succeeded.Load(); n != int64(len(styles)) {
+		t.Fatalf("%d of %d connections succeeded", n, len(styles))
+	}
 }
 
 // expectedClosed counts styles per initiator and reason.
-func expectedClosed(styles []byte) flow.Closed {
-	var c flow.Closed
+func expectedClosed(styles []byte) maintenance.Closed {
+	var c maintenance.Closed
 	for _, s := range styles {
 		switch s {
 		case styleClientFIN, styleStream:
@@ -206,26 +218,45 @@ func expectedClosed(styles []byte) flow.Closed {
 }
 
 // drain waits until every closure has been counted, then jumps the loop's
-// clock past time-wait and waits for an empty flow map. It checks the
-// counters exactly and that no pair was orphaned, repaired or broken.
-func drain(t *testing.T, x *inprocXLB, want flow.Closed, opened uint64) {
+// clock past time-wait and waits until the samples show no pair and the
+// flow map, read entry by entry, is empty. It checks the counters exactly
+// and that no pair was orphaned, repaired or broken.
+func drain(t *testing.T, x *inprocXLB, want maintenance.Closed, opened uint64) {
 	t.Helper()
 	// The last FIN or RST of a connection may still be on its way when the
 	// client returns.
-	x.WaitSample(t, 60*time.Second, fmt.Sprintf("closures %+v counted", want), func(s *flow.Sample) bool {
+	x.WaitSample(t, 60*time.Second, fmt.Sprintf("closures %+v counted", want), func(s *maintenance.Sample) bool {
 		return s.Closed.Total() >= want.Total()
 	})
-	x.Advance(t, flow.TimeWait+time.Second)
-	s := x.WaitSample(t, 60*time.Second, "flow map empty", func(s *flow.Sample) bool {
-		return s.FlowEntries == 0 && s.Active == 0 && s.TimeWait == 0 && s.Resetting == 0
-	})
-	// One more cycle: nothing comes back.
-	s = x.WaitSample(t, 30*time.Second, "another cycle", func(*flow.Sample) bool { return true })
-	if s.FlowEntries != 0 {
-		t.Fatalf("flow map has %d entries again", s.FlowEntries)
+	x.Advance(t, maintenance.TimeWait+time.Second)
+	// The samples' pair figures are differences of counters: the flow map
+	// itself is read too, so a pair the counters lost track of shows.
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		s := x.WaitSample(t, 60*time.Second, "a cycle", func(*maintenance.Sample) bool { return true })
+		gauges := s.FlowEntries == 0 && s.Active == 0 && s.TimeWait == 0 && s.Resetting == 0
+		entries := x.FlowMapEntries(t)
+		if gauges && entries == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flow map not empty: cycle %d sample entries %d active %d timewait %d resetting %d lone %d, removed %+v, close events %+v; map holds %d entries:%s",
+				s.Cycle, s.FlowEntries, s.Active, s.TimeWait, s.Resetting, s.Lone, s.Removed, s.CloseEvents, entries, x.FlowMapDump(20))
+		}
 	}
-	if s.Closed != want {
-		t.Fatalf("closed %+v, want exactly %+v", s.Closed, want)
+	// One more cycle, and a walk pass that started after the map was
+	// empty: nothing comes back.
+	s := x.WaitSample(t, 30*time.Second, "another cycle", func(*maintenance.Sample) bool { return true })
+	passes := s.Walk.Passes
+	s = x.WaitSample(t, 60*time.Second, "two more walk passes", func(s *maintenance.Sample) bool { return s.Walk.Passes >= passes+2 })
+	if n := x.FlowMapEntries(t); s.FlowEntries != 0 || n != 0 || s.Walk.LastPassEntries != 0 {
+		t.Fatalf("flow map has entries again: sample %d, map %d, last walk pass %d", s.FlowEntries, n, s.Walk.LastPassEntries)
+	}
+	if s.Active != 0 || s.TimeWait != 0 || s.Resetting != 0 {
+		t.Fatalf("active %d timewait %d resetting %d again", s.Active, s.TimeWait, s.Resetting)
+	}
+	if s.Closed != want || s.Closed.Total() != opened {
+		t.Fatalf("closed %+v (total %d), want exactly %+v (total %d)", s.Closed, s.Closed.Total(), want, opened)
 	}
 	if s.Opened != opened || s.Counters.PairsReplaced != 0 {
 		t.Fatalf("opened %d (want %d), replaced %d (want 0: no tuple was reused)", s.Opened, opened, s.Counters.PairsReplaced)
@@ -233,6 +264,14 @@ func drain(t *testing.T, x *inprocXLB, want flow.Closed, opened uint64) {
 	if s.Orphaned != 0 || s.InvariantRepairs != 0 || s.Counters.InvariantViolations != 0 || s.Lone != 0 {
 		t.Fatalf("orphaned %d, repairs %d, data-path invariant violations %d, lone %d; want all 0",
 			s.Orphaned, s.InvariantRepairs, s.Counters.InvariantViolations, s.Lone)
+	}
+	// One close event per connection, each read or counted as lost (the
+	// walk removes the pairs of lost ones), and no time-wait left.
+	if ev := s.CloseEvents; ev.Read+ev.Lost != s.Closed.Total() || ev.TimeWaitScheduled != 0 {
+		t.Fatalf("close events %+v: want read + lost = %d closures and none scheduled", ev, s.Closed.Total())
+	}
+	if s.CloseEvents.Lost != 0 {
+		t.Logf("%d close events lost (the walk removed their pairs)", s.CloseEvents.Lost)
 	}
 	if s.Counters.Actions[0] != 0 {
 		t.Fatalf("XDP_ABORTED %d times", s.Counters.Actions[0])
@@ -254,7 +293,7 @@ func TestLifecycleCloseCounts(t *testing.T) {
 	start := time.Now()
 	runStyles(t, l, newPortSource(), styles, 16)
 	t.Logf("%d connections in %v", len(styles), time.Since(start).Round(time.Millisecond))
-	want := flow.Closed{ClientFIN: 500, BackendFIN: 500, ClientRST: 100, BackendRST: 100}
+	want := maintenance.Closed{ClientFIN: 500, BackendFIN: 500, ClientRST: 100, BackendRST: 100}
 	drain(t, x, want, uint64(len(styles)))
 	t.Logf("drained after %v", time.Since(start).Round(time.Millisecond))
 }
@@ -278,7 +317,7 @@ func TestLifecycleHalfClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While the backend streams, the pair is half-closed, not terminal.
-	s := x.WaitSample(t, 30*time.Second, "half-closed pair", func(s *flow.Sample) bool { return s.FlowEntries == 2 })
+	s := x.WaitSample(t, 30*time.Second, "half-closed pair", func(s *maintenance.Sample) bool { return s.FlowEntries == 2 })
 	if s.Active != 1 || s.Closed.Total() != 0 {
 		t.Fatalf("half-closed pair: active %d closed %+v", s.Active, s.Closed)
 	}
@@ -294,24 +333,128 @@ func TestLifecycleHalfClose(t *testing.T) {
 			t.Fatalf("byte %d is %#x, want %#x", i, b, streamByte(i))
 		}
 	}
-	drain(t, x, flow.Closed{ClientFIN: 1}, 1)
+	drain(t, x, maintenance.Closed{ClientFIN: 1}, 1)
 	if b, ok := x.Loop.Latest().Backend(0); !ok || b.Stats.ReceivedBytes < lifecycleStream {
 		t.Fatalf("backend 0 stats %+v: want at least %d bytes received from it", b.Stats, lifecycleStream)
 	}
 }
 
-// TestLifecycleChurn: 20,000 short connections with seeded random close
-// styles; the flow map returns to zero with no invariant violation.
+// TestLifecycleChurn: 20,000 real TCP connections through XLB, 32 at a
+// time, each closed in a seeded random one of four ways (client FIN first,
+// backend FIN first, client RST with SO_LINGER 0, backend RST). Every
+// connection succeeds; once the loop's clock is past time-wait the flow map
+// is empty (as the samples say and as read entry by entry), the closures
+// add up to 20,000 by initiator and reason, and neither the data path nor
+// the maintenance loop met an invariant violation. Once on the preferred
+// paths, once on the fallbacks (close events through per-CPU queues, the
+// walk key by key).
 func TestLifecycleChurn(t *testing.T) {
-	l, x := lifecycleLab(t)
+	const conns = 20000
 	rng := rand.New(rand.NewPCG(20000, 42))
-	styles := make([]byte, 20000)
+	styles := make([]byte, conns)
 	for i := range styles {
 		styles[i] = lifecycleStyles[rng.IntN(len(lifecycleStyles))]
 	}
-	start := time.Now()
-	runStyles(t, l, newPortSource(), styles, 32)
-	t.Logf("%d connections in %v", len(styles), time.Since(start).Round(time.Millisecond))
-	drain(t, x, expectedClosed(styles), uint64(len(styles)))
-	t.Logf("drained after %v", time.Since(start).Round(time.Millisecond))
+	want := expectedClosed(styles)
+	if want.Total() != conns || want.ClientFIN == 0 || want.BackendFIN == 0 || want.ClientRST == 0 || want.BackendRST == 0 {
+		t.Fatalf("style mix %+v: want all four kinds, %d in all", want, conns)
+	}
+	for _, c := range []struct {
+		name    string
+		disable []dataplane.Feature
+		events  string
+	}{
+		{"preferred", nil, dataplane.PathRingBuffer},
+		{"fallbacks", []dataplane.Feature{dataplane.FeatureRingBuf, dataplane.FeatureBatchOps}, dataplane.PathPerCPUQueue},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, x := lifecycleLabWith(t, inprocOptions{Disable: c.disable})
+			start := time.Now()
+			runStyles(t, l, newPortSource(), styles, 32)
+			t.Logf("%d connections in %v (%+v)", conns, time.Since(start).Round(time.Millisecond), want)
+			drain(t, x, want, conns)
+			t.Logf("drained after %v", time.Since(start).Round(time.Millisecond))
+			if s := x.Loop.Latest(); s.CloseEvents.Path != c.events {
+				t.Fatalf("close events came through %q, want %q", s.CloseEvents.Path, c.events)
+			}
+		})
+	}
+}
+
+// TestLifecycleCloseTiming: what removes a closed pair, and when (package
+// maintenance, "What removes a pair"). A RST pair is removed by the first
+// maintenance cycle that reads its close event, without any clock jump; a
+// FIN/FIN pair stays in time-wait until 60 s after the second FIN.
+func TestLifecycleCloseTiming(t *testing.T) {
+	l, x := lifecycleLab(t)
+	ports := newPortSource()
+	removedReset := func(s *maintenance.Sample) (n uint64) {
+		for _, p := range x.Samples(1, s.Cycle) {
+			n += p.Removed.Reset
+		}
+		return n
+	}
+
+	// Backend RST: the client reads the reset only after it went through
+	// XLB, which marked the pair and posted its close event on the way.
+	// The first cycle that starts afterwards removes the pair.
+	if err := lifecycleConn(l.Client(), ports.get(), styleBackendRST); err != nil {
+		t.Fatal(err)
+	}
+	s := x.WaitCycleAfter(t, time.Now(), 30*time.Second)
+	if n := x.FlowMapEntries(t); s.Closed.BackendRST != 1 || s.Resetting != 0 || s.FlowEntries != 0 || n != 0 || removedReset(s) != 1 {
+		t.Fatalf("first cycle after a backend RST: closed %+v resetting %d entries %d (map %d), reset pairs removed %d; want the pair counted and removed:%s",
+			s.Closed, s.Resetting, s.FlowEntries, n, removedReset(s), x.FlowMapDump(10))
+	}
+
+	// Client RST: the client returns before XLB has necessarily seen its
+	// RST. Whichever cycle counts the reset, the pair is gone by the end
+	// of the next one at the latest.
+	if err := lifecycleConn(l.Client(), ports.get(), styleClientRST); err != nil {
+		t.Fatal(err)
+	}
+	s = x.WaitSample(t, 30*time.Second, "client RST counted", func(s *maintenance.Sample) bool { return s.Closed.ClientRST == 1 })
+	if s.Resetting > 1 {
+		t.Fatalf("resetting %d, want at most the one pair", s.Resetting)
+	}
+	s = x.WaitCycleAfter(t, s.Time, 30*time.Second)
+	if n := x.FlowMapEntries(t); s.Resetting != 0 || s.FlowEntries != 0 || n != 0 || removedReset(s) != 2 {
+		t.Fatalf("the cycle after the one that counted a client RST: resetting %d entries %d (map %d), reset pairs removed %d; want the pair removed:%s",
+			s.Resetting, s.FlowEntries, n, removedReset(s), x.FlowMapDump(10))
+	}
+
+	// Client FIN first: the client returns after the backend's FIN, the
+	// second, came back through XLB. The pair is in time-wait.
+	if err := lifecycleConn(l.Client(), ports.get(), styleClientFIN); err != nil {
+		t.Fatal(err)
+	}
+	s = x.WaitCycleAfter(t, time.Now(), 30*time.Second)
+	if n := x.FlowMapEntries(t); s.Closed.ClientFIN != 1 || s.TimeWait != 1 || s.Active != 0 || s.CloseEvents.TimeWaitScheduled != 1 || n != 2 {
+		t.Fatalf("after both FINs: closed %+v timewait %d active %d scheduled %d, map %d entries; want one pair in time-wait",
+			s.Closed, s.TimeWait, s.Active, s.CloseEvents.TimeWaitScheduled, n)
+	}
+	// 30 s into its time-wait (by the loop's clock) it stays, cycle after
+	// cycle. The margin is the other 30 s: real time would have to pass
+	// that much for the pair to be due.
+	x.Advance(t, 30*time.Second)
+	s = x.WaitCycleAfter(t, time.Now(), 30*time.Second)
+	for range 3 {
+		if n := x.FlowMapEntries(t); s.TimeWait != 1 || s.Removed.TimeWait != 0 || n != 2 {
+			t.Fatalf("cycle %d, 30 s into time-wait: timewait %d, removed %+v, map %d entries; want the pair kept", s.Cycle, s.TimeWait, s.Removed, n)
+		}
+		s = x.WaitCycleAfter(t, s.Time, 30*time.Second)
+	}
+	// Past the 60 s: removed.
+	x.Advance(t, 31*time.Second)
+	s = x.WaitSample(t, 30*time.Second, "time-wait pair removed", func(s *maintenance.Sample) bool {
+		return s.TimeWait == 0 && s.FlowEntries == 0
+	})
+	if n := x.FlowMapEntries(t); n != 0 || s.CloseEvents.TimeWaitScheduled != 0 {
+		t.Fatalf("after the time-wait: map %d entries, %d time-waits scheduled; want none", n, s.CloseEvents.TimeWaitScheduled)
+	}
+	want := maintenance.Closed{ClientFIN: 1, ClientRST: 1, BackendRST: 1}
+	if s.Closed != want || s.Opened != 3 || s.Orphaned != 0 || s.InvariantRepairs != 0 || s.Counters.InvariantViolations != 0 {
+		t.Fatalf("closed %+v (want %+v), opened %d, orphaned %d, repairs %d, invariant violations %d",
+			s.Closed, want, s.Opened, s.Orphaned, s.InvariantRepairs, s.Counters.InvariantViolations)
+	}
 }
