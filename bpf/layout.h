@@ -188,15 +188,25 @@ enum xlb_reaped_reason {
  * Close events: one per pair that becomes terminal, posted by the packet
  * that made it so, to the ring buffer (xlb_close_ring) or, where the host
  * refuses ring buffers, to a per-CPU queue (xlb_close_queue). They tell the
- * maintenance loop which pairs to remove and when, without a walk. 32 bytes.
+ * maintenance loop which pairs to remove and when, without a walk. The same
+ * stream carries lone sightings (XLB_CLOSE_LONE). 32 bytes.
  */
 enum xlb_close_kind {
-	XLB_CLOSE_FIN = 1, /* both FINs: remove after the time-wait */
-	XLB_CLOSE_RST = 2, /* reset: remove on the next cycle */
+	XLB_CLOSE_FIN = 1,  /* both FINs: remove after the time-wait */
+	XLB_CLOSE_RST = 2,  /* reset: remove on the next cycle */
+	XLB_CLOSE_LONE = 3, /* not a close: a packet found this entry's counterpart missing */
 };
 
+/*
+ * A packet on an entry idle for at least this many ticks checks that the
+ * entry's counterpart is there and posts an XLB_CLOSE_LONE event when it is
+ * not (its key is then the entry's own). A busy flow pays one comparison
+ * per packet; the check itself runs at most once per idle spell.
+ */
+#define XLB_LONE_CHECK_TICKS 256
+
 struct close_event {
-	struct flow_key key;  /* the pair's forward key */
+	struct flow_key key;  /* the pair's forward key; the lone entry's own for XLB_CLOSE_LONE */
 	__u32 generation;
 	__u32 time;           /* jiffies, low 32 bits (the forward entry's last_seen) */
 	__u16 kind;           /* enum xlb_close_kind */

@@ -456,12 +456,12 @@ static __always_inline void count_pair_event(__u16 backend_id, __u32 ev)
 }
 
 /*
- * Post the close event of the pair whose forward key is fk and forward
- * entry fwd. A full ring buffer loses the event (counted); the maintenance
- * walk finds the pair later. The per-CPU queue overwrites its oldest slot;
- * the loop notices from the head count.
+ * Post an event about the entry under key (generation gen, backend bid). A
+ * full ring buffer loses the event (counted); the maintenance walk finds
+ * the pair later. The per-CPU queue overwrites its oldest slot; the loop
+ * notices from the head count.
  */
-static __always_inline void post_close(const struct flow_key *fk, const struct flow_value *fwd, __u16 kind, __u32 at)
+static __always_inline void post_event(const struct flow_key *key, __u32 gen, __u16 bid, __u16 kind, __u32 at)
 {
 	struct close_event ev;
 	__u32 zero = 0, slot;
@@ -469,11 +469,11 @@ static __always_inline void post_close(const struct flow_key *fk, const struct f
 	__u64 *head;
 
 	__builtin_memset(&ev, 0, sizeof(ev));
-	ev.key = *fk;
-	ev.generation = fwd->generation;
+	ev.key = *key;
+	ev.generation = gen;
 	ev.time = at;
 	ev.kind = kind;
-	ev.backend_id = fwd->backend_id;
+	ev.backend_id = bid;
 	if (close_ring_on) {
 		if (bpf_ringbuf_output(&xlb_close_ring, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))
 			count(XLB_C_CLOSE_EVENTS_LOST);
@@ -488,6 +488,25 @@ static __always_inline void post_close(const struct flow_key *fk, const struct f
 		return;
 	*e = ev;
 	*head += 1;
+}
+
+/*
+ * A packet on an entry idle for XLB_LONE_CHECK_TICKS checks the entry's
+ * counterpart and reports the entry when it is missing or of another pair
+ * (DESIGN §5: a half pair is counted and repaired, never a dropped
+ * packet; the packet is forwarded as usual). Entries that see no packets
+ * are checked by the maintenance walk once idle for the orphan TTL.
+ */
+static __always_inline void check_counterpart(const struct flow_key *key, struct flow_value *v, __u32 dir, __u32 now)
+{
+	struct flow_value *peer;
+	struct flow_key pk;
+
+	flow_peer_key(&pk, v, (__u8)dir);
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	if (peer && peer->generation == v->generation)
+		return;
+	post_event(key, v->generation, v->backend_id, XLB_CLOSE_LONE, now);
 }
 
 /*
@@ -548,9 +567,9 @@ static __always_inline void note_close(const struct flow_key *key, struct flow_v
 		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_FIN);
 	}
 	if (dir == XLB_DIR_CLIENT)
-		post_close(key, fwd, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+		post_event(key, fwd->generation, fwd->backend_id, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 	else
-		post_close(&pk, fwd, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+		post_event(&pk, fwd->generation, fwd->backend_id, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 }
 
 /*
@@ -809,7 +828,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	struct flow_key key;
 	struct pkt p;
 	__be16 remote = 0;
-	__u32 zero = 0, dir;
+	__u32 zero = 0, dir, now;
 	__u16 dport;
 	int rc, is_syn;
 
@@ -894,6 +913,9 @@ int xlb_xdp(struct xdp_md *ctx)
 
 	if (!v)
 		return finish(XDP_PASS);
+	now = now32();
+	if ((__s32)(now - v->last_seen) >= XLB_LONE_CHECK_TICKS)
+		check_counterpart(&key, v, dir, now);
 	if (p.flags & (TCP_FL_FIN | TCP_FL_RST))
 		note_close(&key, v, dir, p.flags);
 	return finish(rewrite_and_send(ctx, &p, v, dir));

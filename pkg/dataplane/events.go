@@ -19,7 +19,15 @@ const (
 	CloseFIN = CloseKind(xlbXlbCloseKindXLB_CLOSE_FIN)
 	// CloseRST: a reset; the pair is removed on the next cycle.
 	CloseRST = CloseKind(xlbXlbCloseKindXLB_CLOSE_RST)
+	// CloseLone is not a close: a packet on an entry idle for
+	// LoneCheckTicks found its counterpart missing or of another pair.
+	// The event's key is the lone entry's own.
+	CloseLone = CloseKind(xlbXlbCloseKindXLB_CLOSE_LONE)
 )
+
+// LoneCheckTicks is how long an entry must have been idle for a packet on
+// it to check its counterpart (bpf/layout.h XLB_LONE_CHECK_TICKS).
+const LoneCheckTicks = 256
 
 func (k CloseKind) String() string {
 	switch k {
@@ -27,6 +35,8 @@ func (k CloseKind) String() string {
 		return "fin"
 	case CloseRST:
 		return "rst"
+	case CloseLone:
+		return "lone"
 	}
 	return fmt.Sprintf("close_kind(%d)", uint16(k))
 }

@@ -518,3 +518,68 @@ func TestBackendCloseCounts(t *testing.T) {
 		})
 	}
 }
+
+// age moves an entry's last-seen time ticks into the past.
+func age(t *testing.T, e *dt.Env, k dataplane.FlowKey, ticks uint32) {
+	t.Helper()
+	v := e.DeleteFlow(t, k)
+	v.LastSeen -= ticks
+	if err := e.DP.PutFlow(k, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A packet on an entry idle for LoneCheckTicks checks the entry's
+// counterpart: a lone entry (counterpart missing or of another pair) is
+// reported with its own key and generation, and the packet is forwarded
+// as usual. An intact idle pair, or a lone entry that is not idle, reports
+// nothing.
+func TestLoneSightings(t *testing.T) {
+	for _, p := range closePaths {
+		t.Run(p.name, func(t *testing.T) {
+			e := newPathEnv(t, p, dt.Options{})
+			ev := openEvents(t, e, p.path)
+			idle := uint32(dataplane.LoneCheckTicks)
+
+			intact := open(t, e, 33000)
+			age(t, e, intact.p.FwdKey, idle)
+			age(t, e, intact.p.RevKey, idle)
+			intact.client(t, dt.ACK)
+			intact.backend(t, dt.ACK)
+
+			busy := open(t, e, 33001) // lone, but not idle
+			e.DeleteFlow(t, busy.p.RevKey)
+			busy.client(t, dt.ACK)
+			if got := drain(t, ev); len(got) != 0 {
+				t.Fatalf("events %v, want none", got)
+			}
+
+			noRev := open(t, e, 33002)
+			e.DeleteFlow(t, noRev.p.RevKey)
+			age(t, e, noRev.p.FwdKey, idle)
+			noRev.client(t, dt.ACK)
+			noFwd := open(t, e, 33003)
+			e.DeleteFlow(t, noFwd.p.FwdKey)
+			age(t, e, noFwd.p.RevKey, idle)
+			noFwd.backend(t, dt.ACK)
+			got := drain(t, ev)
+			want := []closeRecord{
+				{noRev.p.FwdKey, noRev.p.Fwd.Generation, dataplane.CloseLone, noRev.p.Fwd.BackendId},
+				{noFwd.p.RevKey, noFwd.p.Rev.Generation, dataplane.CloseLone, noFwd.p.Rev.BackendId},
+			}
+			if len(got) != len(want) {
+				t.Fatalf("events %v, want %v", got, want)
+			}
+			for i, g := range got {
+				if r := (closeRecord{g.Key, g.Generation, dataplane.CloseKind(g.Kind), g.BackendId}); r != want[i] {
+					t.Fatalf("event %d: %v, want %v", i, r, want[i])
+				}
+			}
+			// The check ran once per idle spell: the next packet is not idle.
+			noRev.client(t, dt.ACK)
+			if got := drain(t, ev); len(got) != 0 {
+				t.Fatalf("events %v after a packet that was not idle, want none", got)
+			}
+		})
+	}
+}

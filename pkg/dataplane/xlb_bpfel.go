@@ -113,8 +113,9 @@ const (
 type xlbXlbCloseKind uint32
 
 const (
-	xlbXlbCloseKindXLB_CLOSE_FIN xlbXlbCloseKind = 1
-	xlbXlbCloseKindXLB_CLOSE_RST xlbXlbCloseKind = 2
+	xlbXlbCloseKindXLB_CLOSE_FIN  xlbXlbCloseKind = 1
+	xlbXlbCloseKindXLB_CLOSE_RST  xlbXlbCloseKind = 2
+	xlbXlbCloseKindXLB_CLOSE_LONE xlbXlbCloseKind = 3
 )
 
 type xlbXlbConfig struct {

@@ -12,15 +12,22 @@
 //     is read and the removal asked for in the same cycle.
 //   - A pair that saw no packet in either direction for the orphan TTL
 //     (orphan_ttl_secs) is removed as orphaned.
-//   - A lone entry (its counterpart missing or of another generation) found
-//     by two consecutive checks is removed as an invariant repair.
+//   - A lone entry (its counterpart missing or of another generation) is
+//     removed as an invariant repair when a second look, a cycle after the
+//     first, still finds it lone. A packet on a lone entry that was idle
+//     for dataplane.LoneCheckTicks reports it (a dataplane.CloseLone
+//     event); an idle lone entry is found by the walk once idle for the
+//     orphan TTL.
 //
-// Close events need no walk. Orphans and lone entries only a walk can
-// find: the loop reads a slice of the flow map each cycle and resumes
+// Close events need no walk. Orphans and idle lone entries only a walk
+// can find: the loop reads a slice of the flow map each cycle and resumes
 // there on the next, sized so that every entry is visited at least once
 // every OrphanTTL/10 (30 s with the default TTL). The walk also catches
 // terminal pairs whose close event was lost (a full ring buffer, an
-// overwritten queue slot, a restart), at most one pass late.
+// overwritten queue slot, a restart), at most one pass late. The walk
+// sends the reaper only what it would remove (or, for idle reverse
+// entries, check): a steady table costs one batch read per slice and no
+// lookups.
 //
 // # Deletes are re-checked in the kernel
 //

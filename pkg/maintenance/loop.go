@@ -254,13 +254,17 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	reqs := append(l.reqs[:0], l.retry...)
 	l.retry = l.retry[:0]
 
-	// 1. Close events: resets now, time-waits into the schedule.
+	// 1. Close events: resets now, time-waits into the schedule, lone
+	// sightings to the next cycle (a second look, one cycle later).
+	var sighted []pairID
 	read, over, err := l.events.Drain(func(ev *dataplane.CloseEvent) {
 		switch dataplane.CloseKind(ev.Kind) {
 		case dataplane.CloseRST:
 			reqs = append(reqs, dataplane.ReapRequest{Key: ev.Key, Generation: ev.Generation, Op: dataplane.ReapReset})
 		case dataplane.CloseFIN:
 			l.timewait.add(due{deadline: dataplane.Widen(now, ev.Time) + l.tw, key: ev.Key, gen: ev.Generation})
+		case dataplane.CloseLone:
+			sighted = append(sighted, pairID{ev.Key, ev.Generation})
 		}
 	})
 	l.eventsRead += read
@@ -279,9 +283,14 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		reqs = append(reqs, dataplane.ReapRequest{Key: id.key, Generation: id.gen, Op: dataplane.ReapLone})
 	}
 	clear(l.lone)
+	for _, id := range sighted {
+		l.lone[id] = struct{}{}
+	}
 	// 4. This cycle's slice of the walk.
 	err = l.walk.step(ctx, l.walkEstimate(), func(k *dataplane.FlowKey, v *dataplane.FlowValue) {
-		reqs = append(reqs, dataplane.ReapRequest{Key: *k, Generation: v.Generation, Op: l.decide(now, k, v)})
+		if op, ok := l.decide(now, k, v); ok {
+			reqs = append(reqs, dataplane.ReapRequest{Key: *k, Generation: v.Generation, Op: op})
+		}
 	})
 	if err != nil {
 		l.reqs = reqs
@@ -354,28 +363,28 @@ func (l *Loop) walkEstimate() uint64 {
 	return est
 }
 
-// decide is the walk's request for one entry. Forward entries carry the
-// pair's state: a reset pair is removed now, a time-wait pair once its
-// time-wait is over (both normally through their close events; the walk
-// catches the ones whose event was lost), a live pair idle for the orphan
-// TTL is an orphan candidate (the reaper checks the reverse entry's
-// last-seen time too). Every other entry is checked for its counterpart.
-func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.FlowValue) dataplane.ReapOp {
-	if k.Direction() != dataplane.DirClient {
-		return dataplane.ReapCheck
-	}
+// decide is the walk's request for one entry, if any. Forward entries
+// carry the pair's state: a reset pair is removed now, a time-wait pair
+// once its time-wait is over (both normally through their close events;
+// the walk catches the ones whose event was lost), a live pair idle for
+// the orphan TTL is an orphan candidate (the reaper checks the reverse
+// entry's last-seen time too, and repairs the pair if it is lone). A
+// reverse entry idle for the orphan TTL is checked for its counterpart: a
+// live pair's forward entry handles the pair, so only a lone one is
+// removed. Lone entries that see packets are reported by the data path
+// (dataplane.CloseLone); the walk finds the idle ones.
+func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.FlowValue) (dataplane.ReapOp, bool) {
 	age := dataplane.Age(now, v.LastSeen)
+	if k.Direction() != dataplane.DirClient {
+		return dataplane.ReapCheck, age >= l.ttl
+	}
 	switch {
 	case v.Flags&dataplane.FlagClosedRST != 0:
-		return dataplane.ReapReset
+		return dataplane.ReapReset, true
 	case v.Flags&dataplane.FlagClosedFIN != 0:
-		if age >= l.tw {
-			return dataplane.ReapTimeWait
-		}
-	case age >= l.ttl:
-		return dataplane.ReapOrphan
+		return dataplane.ReapTimeWait, age >= l.tw
 	}
-	return dataplane.ReapCheck
+	return dataplane.ReapOrphan, age >= l.ttl
 }
 
 // requeue keeps a failed cycle's removals (not its checks) for the next one.

@@ -326,6 +326,21 @@ func testRefresh(t *testing.T, o dt.Options) {
 	}
 }
 
+// ageEntry moves an entry's last-seen time ticks into the past, as if it
+// had been idle that long.
+func (r *rig) ageEntry(k dataplane.FlowKey, ticks dataplane.Jiffies) {
+	r.t.Helper()
+	v := r.e.DeleteFlow(r.t, k)
+	v.LastSeen -= uint32(ticks)
+	if err := r.e.DP.PutFlow(k, v); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// Lone entries that see packets are reported by the data path and
+// repaired by the next cycle's second look: a forward entry without its
+// reverse entry, a reverse entry without its forward entry, and two
+// entries of different generations on the same pair's keys.
 func TestHalfPairsRepairedOnSecondCycle(t *testing.T) {
 	onEachPath(t, testHalfPairs)
 }
@@ -336,19 +351,34 @@ func testHalfPairs(t *testing.T, o dt.Options) {
 	noFwd := r.open(33001)
 	foreign := r.open(33002)
 	intact := r.open(33003)
+	idle := dataplane.Jiffies(2 * dataplane.LoneCheckTicks)
 
-	r.e.DeleteFlow(t, noRev.pair().RevKey)
-	fwdKey := dt.ForwardKey(noFwd.client(), 80)
-	revOfNoFwd := noFwd.pair().RevKey
-	r.e.DeleteFlow(t, fwdKey)
+	np := noRev.pair()
+	r.e.DeleteFlow(t, np.RevKey)
+	r.ageEntry(np.FwdKey, idle)
+	noRev.send(noRev.fromClient(dt.ACK, 1001, 5001))
+
+	fp0 := noFwd.pair()
+	r.e.DeleteFlow(t, fp0.FwdKey)
+	r.ageEntry(fp0.RevKey, idle)
+	r.e.MustRun(t, r.e.FromBackend(fp0.Backend(), fp0.SNATPort(), dt.ACK, 5001, 1001, nil).Frame(), r.e.BackendIface(), dt.XDPTX)
+
 	// The reverse entry of "foreign" is swapped for one of another
 	// generation: both entries are lone.
 	fp := foreign.pair()
 	v := r.e.DeleteFlow(t, fp.RevKey)
 	v.Generation += 1000
+	v.LastSeen -= uint32(idle)
 	if err := r.e.DP.PutFlow(fp.RevKey, v); err != nil {
 		t.Fatal(err)
 	}
+	r.ageEntry(fp.FwdKey, idle)
+	foreign.send(foreign.fromClient(dt.ACK, 1001, 5001))
+	r.e.MustRun(t, r.e.FromBackend(fp.Backend(), fp.SNATPort(), dt.ACK, 5001, 1001, nil).Frame(), r.e.BackendIface(), dt.XDPTX)
+
+	// A packet on an intact pair idle as long reports nothing.
+	r.ageEntry(intact.pair().FwdKey, idle)
+	intact.send(intact.fromClient(dt.ACK, 1001, 5001))
 
 	s := r.cycle()
 	r.wantEntries(6)
@@ -371,7 +401,7 @@ func testHalfPairs(t *testing.T, o dt.Options) {
 			warned = append(warned, e.Data["key"].(string))
 		}
 	}
-	for _, k := range []dataplane.FlowKey{dt.ForwardKey(noRev.client(), 80), revOfNoFwd, fp.FwdKey, fp.RevKey} {
+	for _, k := range []dataplane.FlowKey{np.FwdKey, fp0.RevKey, fp.FwdKey, fp.RevKey} {
 		if !slices.Contains(warned, k.String()) {
 			t.Fatalf("no warning names repaired key %v (warnings: %v)", k, warned)
 		}
@@ -383,19 +413,61 @@ func testHalfPairs(t *testing.T, o dt.Options) {
 	}
 }
 
+// Lone entries that see no packets are found by the walk once idle for
+// the orphan TTL: a lone forward entry as an orphan (repaired at once),
+// a lone reverse entry by a check and the next cycle's second look.
+func TestIdleHalfPairsFoundByWalk(t *testing.T) {
+	onEachPath(t, func(t *testing.T, o dt.Options) {
+		r := newRig(t, o, maintenance.Options{})
+		ttl := r.ticks(maintenance.DefaultOrphanTTL)
+		noRev := r.open(33000)
+		noFwd := r.open(33001)
+		intact := r.open(33002)
+		np, fp := noRev.pair(), noFwd.pair()
+		seen := max(r.lastSeen(np), r.lastSeen(fp))
+		r.e.DeleteFlow(t, np.RevKey)
+		r.e.DeleteFlow(t, fp.FwdKey)
+
+		r.clk.Set(seen + ttl - 1)
+		if s := r.cycle(); s.Lone != 0 || s.Removed != (maintenance.Removed{}) {
+			t.Fatalf("before the TTL: lone %d removed %+v", s.Lone, s.Removed)
+		}
+		r.wantEntries(4)
+		// keep the intact pair busy
+		r.e.WaitTick(t, seen)
+		intact.send(intact.fromClient(dt.ACK, 1001, 5001))
+		r.clk.Set(seen + ttl)
+		s := r.cycle()
+		if s.Removed.Repaired != 1 || s.Lone != 1 {
+			t.Fatalf("at the TTL: removed %+v lone %d; want the lone forward entry repaired, the reverse one found", s.Removed, s.Lone)
+		}
+		s = r.cycle()
+		if s.Removed.Repaired != 1 || s.InvariantRepairs != 2 || s.Lone != 0 {
+			t.Fatalf("next cycle: removed %+v repairs %d lone %d", s.Removed, s.InvariantRepairs, s.Lone)
+		}
+		r.wantEntries(2)
+		if intact.gone() {
+			t.Fatal("intact pair removed")
+		}
+		wantSample(t, s, 1, 0, 0)
+	})
+}
+
 // A lone entry replaced by an entry of another generation between two
-// cycles is not repaired: lone means lone twice with the same generation.
+// looks is not repaired: lone means lone twice with the same generation.
 func TestLoneEntryNeedsSameGenerationTwice(t *testing.T) {
 	r := newRig(t, dt.Options{}, maintenance.Options{})
+	ttl := r.ticks(maintenance.DefaultOrphanTTL)
 	c := r.open(33000)
 	p := c.pair()
-	r.e.DeleteFlow(t, p.RevKey)
+	r.e.DeleteFlow(t, p.FwdKey)
+	r.clk.Set(r.lastSeen(p) + ttl)
 	if s := r.cycle(); s.Lone != 1 {
 		t.Fatalf("lone %d, want 1", s.Lone)
 	}
-	v := r.e.DeleteFlow(t, p.FwdKey)
+	v := r.e.DeleteFlow(t, p.RevKey)
 	v.Generation += 7
-	if err := r.e.DP.PutFlow(p.FwdKey, v); err != nil {
+	if err := r.e.DP.PutFlow(p.RevKey, v); err != nil {
 		t.Fatal(err)
 	}
 	s := r.cycle()

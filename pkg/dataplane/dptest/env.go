@@ -84,6 +84,20 @@ func NewEnv(t testing.TB, o Options) *Env {
 	}
 	t.Cleanup(func() { ns.Close() })
 	e.runner = nsRunner{ns: ns}
+	// No IPv6 on the fixture links: the kernel's duplicate address
+	// detection and router solicitations would otherwise reach the
+	// attached program and move its counters under a fixture's feet.
+	err = e.Do(func() error {
+		for _, k := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0o644); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("dptest: disable IPv6: %v", err)
+	}
 	if err := e.buildNet(ns); err != nil {
 		t.Fatalf("dptest: build namespace: %v", err)
 	}
