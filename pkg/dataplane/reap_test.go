@@ -605,17 +605,7 @@ func TestFlowWalk(t *testing.T) {
 				t.Fatalf("empty map: %d keys in %d reads, want the end at once", len(seen), calls)
 			}
 
-			err := e.Do(func() error {
-				for i := range pairs {
-					if act, _, err := e.RunHere(synFrom(e, dt.Client(uint16(20000+i)), 80).Frame(), e.Front); err != nil || act != dt.XDPTX {
-						return fmt.Errorf("SYN %d: %s %v", i, dt.ActionName(act), err)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			openPairs(t, e, pairs)
 			want := e.Flows(t)
 			if len(want) != 2*pairs {
 				t.Fatalf("%d entries, want %d", len(want), 2*pairs)
@@ -687,14 +677,11 @@ func TestFlowWalk(t *testing.T) {
 	}
 }
 
-// A batch read returns whole hash buckets: a walk whose chunk is smaller
-// than a bucket grows its buffers instead of failing (ENOSPC), and still
-// returns every entry once per pass.
-func TestFlowWalkGrowsForLargeBuckets(t *testing.T) {
-	const pairs = 300
-	e := dt.NewEnv(t, dt.Options{MaxConnections: 1024, SNATPortLo: 40000, SNATPortHi: 49999})
+// openPairs opens n pairs with SYNs from client ports 20000 and up.
+func openPairs(t *testing.T, e *dt.Env, n int) {
+	t.Helper()
 	err := e.Do(func() error {
-		for i := range pairs {
+		for i := range n {
 			if act, _, err := e.RunHere(synFrom(e, dt.Client(uint16(20000+i)), 80).Frame(), e.Front); err != nil || act != dt.XDPTX {
 				return fmt.Errorf("SYN %d: %s %v", i, dt.ActionName(act), err)
 			}
@@ -704,6 +691,15 @@ func TestFlowWalkGrowsForLargeBuckets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A batch read returns whole hash buckets: a walk whose chunk is smaller
+// than a bucket grows its buffers instead of failing (ENOSPC), and still
+// returns every entry once per pass.
+func TestFlowWalkGrowsForLargeBuckets(t *testing.T) {
+	const pairs = 300
+	e := dt.NewEnv(t, dt.Options{MaxConnections: 1024, SNATPortLo: 40000, SNATPortHi: 49999})
+	openPairs(t, e, pairs)
 	w := e.DP.NewFlowWalk(1)
 	seen := map[dataplane.FlowKey]int{}
 	for reads := 0; ; reads++ {
