@@ -36,15 +36,19 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-# Compile bpf/*.c with clang through bpf2go into pkg/dataplane.
+# Compile bpf/*.c with clang through bpf2go: every go:generate directive
+# under pkg/dataplane (the XDP program; pkg/dataplane/floor, the benchmark
+# floor).
+GENERATED := ':(glob)pkg/dataplane/**/*_bpfel.go' ':(glob)pkg/dataplane/**/*_bpfel.o'
+
 generate: deps
 	cd pkg/dataplane && $(GO) generate ./...
 
 # Fail when the committed BPF objects or bindings differ from what the
-# C sources compile to.
+# C sources compile to, or when a generated file is new or gone.
 check-generated: generate
-	@if ! git diff --quiet -- pkg/dataplane/'*_bpfel.go' pkg/dataplane/'*_bpfel.o'; then \
-		git diff --stat -- pkg/dataplane/'*_bpfel.go' pkg/dataplane/'*_bpfel.o'; \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		git status --short -- $(GENERATED); \
 		echo "generated BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; \
 	fi
 	@echo "generated BPF objects are current"

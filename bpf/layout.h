@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * layout.h — every map key and value shared between the XDP program and Go.
+ * layout.h — every map key and value shared between the XDP programs and
+ * Go, and every size they are built with.
  *
- * bpf2go generates the Go types from the BTF of these structs, so a field
- * added here appears in pkg/dataplane after `make generate`. Keep every
- * struct free of implicit padding (explicit pad fields, zeroed by writers):
- * flow keys are hashed byte for byte.
+ * bpf2go generates the Go types and constants from the BTF of these
+ * structs and enums (pkg/dataplane/gen.go lists them with -type), so a
+ * field or a limit added here appears in pkg/dataplane after `make
+ * generate`; Go never spells a size or a struct again. Keep every struct
+ * free of implicit padding (explicit pad fields, zeroed by writers): flow
+ * keys are hashed byte for byte.
  *
  * Byte order: fields named *_be are network byte order; everything else is
  * host byte order.
@@ -15,12 +18,36 @@
 
 #include <linux/types.h>
 
-/* Layout version of the pinned maps; bump when a key or value changes. */
+/*
+ * Version of this file's keys and values as the maps hold them: bump it
+ * when a key or value changes size, order or meaning. Nothing is pinned
+ * yet, so nothing reads it; the hot-upgrade hand-off (DESIGN §6) will
+ * compare it before adopting a predecessor's pinned maps.
+ */
 #define XLB_LAYOUT_VERSION 2
 
-#define XLB_MAX_PORTS 8        /* port mappings per listen address (DESIGN §1) */
-#define XLB_MAX_BACKENDS 1024  /* backend ids 0..1023; routable set size limit */
-#define XLB_SNAT_MAX_TRIES 32  /* bounded SNAT port probes per new pair */
+/*
+ * Every size of the data path: array bounds, map sizes, queue and batch
+ * lengths. Go reads them as the generated constants xlbXlbLimits* (the
+ * exported ones are re-named in pkg/dataplane/limits.go).
+ */
+enum xlb_limits {
+	XLB_MAX_PORTS = 8,           /* port mappings per listen address (DESIGN §1) */
+	XLB_MAX_BACKENDS = 1024,     /* backend ids 0..1023; routable set size limit */
+	XLB_MAX_INTERFACES = 64,     /* egress interfaces the redirect map (xlb_tx_ports) holds */
+	XLB_DEFAULT_MAX_CONNECTIONS = 262144, /* flow_table.max_connections default; two flow entries per pair */
+	XLB_SNAT_MAX_TRIES = 32,     /* bounded SNAT port probes per new pair */
+	XLB_LONE_CHECK_TICKS = 256,  /* idle ticks before a packet checks its entry's counterpart */
+	XLB_CLOSE_QUEUE_SLOTS = 8192, /* per-CPU close queue slots (the ring buffer fallback) */
+	XLB_CLOSE_RING_BYTES = 1 << 20, /* close event ring buffer bytes (a power of two of pages) */
+	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
+	XLB_PAIR_EVENTS = 4,         /* counters per backend id in xlb_pair_events (enum xlb_pair_event) */
+	XLB_REAPED_REASONS = 8,      /* counters per backend id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
+	/* cells of the per-backend counter maps */
+	XLB_BACKEND_STATS_SLOTS = XLB_MAX_BACKENDS * 2, /* one per backend id and enum xlb_dir */
+	XLB_PAIR_EVENT_CELLS = XLB_MAX_BACKENDS * XLB_PAIR_EVENTS,
+	XLB_REAPED_CELLS = XLB_MAX_BACKENDS * XLB_REAPED_REASONS,
+};
 
 /* Flow direction, part of the flow key. */
 enum xlb_dir {
@@ -136,13 +163,11 @@ struct xlb_state {
 
 /*
  * Per-backend per-CPU counters, one slot per direction, indexed by
- * backend id * 2 + enum xlb_dir. The data path adds to its direction's slot
- * without branching on the direction: the verifier refuses a pointer offset
- * that depends on the path taken unless the loader holds CAP_PERFMON, and
- * XLB loads with CAP_BPF alone.
+ * backend id * 2 + enum xlb_dir (XLB_BACKEND_STATS_SLOTS). The data path
+ * adds to its direction's slot without branching on the direction: the
+ * verifier refuses a pointer offset that depends on the path taken unless
+ * the loader holds CAP_PERFMON, and XLB loads with CAP_BPF alone.
  */
-#define XLB_BACKEND_STATS_SLOTS (2 * XLB_MAX_BACKENDS)
-
 struct backend_stats {
 	__u64 packets; /* as forwarded in this slot's direction */
 	__u64 bytes;
@@ -158,8 +183,9 @@ enum xlb_pair_event {
 	XLB_PAIR_CLOSED_RST = 1,   /* became terminal with a RST */
 	XLB_PAIR_REPLACED_FIN = 2, /* a time-wait pair a new SYN on its tuple removed */
 	XLB_PAIR_REPLACED_RST = 3, /* a reset pair a new SYN on its tuple removed */
-	XLB_PAIR_EVENTS = 4,
 };
+
+_Static_assert(XLB_PAIR_REPLACED_RST < XLB_PAIR_EVENTS, "XLB_PAIR_EVENTS counts every enum xlb_pair_event");
 
 /*
  * Pairs the reaper removed, per backend id and reason: the xlb_reaped array
@@ -181,8 +207,9 @@ enum xlb_reaped_reason {
 	XLB_REAPED_LONE_TIMEWAIT = 4,
 	XLB_REAPED_LONE_RESET = 5,
 	XLB_REAPED_LONE_REVERSE = 6,  /* lone reverse entries removed (forward entry lost outside XLB) */
-	XLB_REAPED_REASONS = 8,
 };
+
+_Static_assert(XLB_REAPED_LONE_REVERSE < XLB_REAPED_REASONS, "XLB_REAPED_REASONS counts every enum xlb_reaped_reason");
 
 /*
  * Close events: one per pair that becomes terminal, posted by the packet
@@ -198,13 +225,12 @@ enum xlb_close_kind {
 };
 
 /*
- * A packet on an entry idle for at least this many ticks checks that the
- * entry's counterpart is there and posts an XLB_CLOSE_LONE event when it is
- * not (its key is then the entry's own). A busy flow pays one comparison
- * per packet; the check itself runs at most once per idle spell.
+ * Lone sightings: a packet on an entry idle for at least
+ * XLB_LONE_CHECK_TICKS checks that the entry's counterpart is there and
+ * posts an XLB_CLOSE_LONE event when it is not (its key is then the
+ * entry's own). A busy flow pays one comparison per packet; the check
+ * itself runs at most once per idle spell.
  */
-#define XLB_LONE_CHECK_TICKS 256
-
 struct close_event {
 	struct flow_key key;  /* the pair's forward key; the lone entry's own for XLB_CLOSE_LONE */
 	__u32 generation;
@@ -214,17 +240,14 @@ struct close_event {
 	__u32 pad;
 };
 
-/* Slots of the per-CPU close queue (the ring buffer fallback), per CPU. */
-#define XLB_CLOSE_QUEUE_SLOTS 8192
-/* Bytes of the close event ring buffer (a power of two of pages). */
-#define XLB_CLOSE_RING_BYTES (1 << 20)
-
 /*
  * The reaper (xlb_reap): the maintenance loop's requests, each re-checked
  * against the live entry in the kernel just before removing anything, so
- * a packet that refreshed a pair after the loop's decision keeps it.
+ * a packet that refreshed a pair after the loop's decision keeps it. Both
+ * enums are packed (one byte) so that struct reap_req holds them by type
+ * and the generated Go fields are typed.
  */
-enum xlb_reap_op {
+enum __attribute__((packed)) xlb_reap_op {
 	XLB_REAP_RESET = 1,    /* remove the pair if it is terminal by RST */
 	XLB_REAP_TIMEWAIT = 2, /* remove the pair if terminal by FINs for >= time_wait */
 	XLB_REAP_ORPHAN = 3,   /* remove the pair if live and idle both ways for >= orphan_ttl */
@@ -232,7 +255,7 @@ enum xlb_reap_op {
 	XLB_REAP_LONE = 5,     /* remove the entry if it is still lone */
 };
 
-enum xlb_reap_result {
+enum __attribute__((packed)) xlb_reap_result {
 	XLB_REAPED = 1,        /* removed (a pair, or a lone entry for XLB_REAP_LONE) */
 	XLB_REAP_KEPT = 2,     /* the re-check failed: a packet moved it on, or not yet due */
 	XLB_REAP_GONE = 3,     /* no entry of that generation (removed or replaced) */
@@ -244,12 +267,10 @@ enum xlb_reap_result {
 struct reap_req {
 	struct flow_key key;
 	__u32 generation;
-	__u8 op;      /* enum xlb_reap_op */
-	__u8 result;  /* enum xlb_reap_result, written by the reaper */
+	enum xlb_reap_op op;
+	enum xlb_reap_result result; /* written by the reaper */
 	__u16 pad;
 };
-
-#define XLB_REAP_BATCH 2048
 
 /* The reaper's single request slot: a batch and the clock it is judged by. */
 struct reap_batch {
@@ -259,6 +280,16 @@ struct reap_batch {
 	__u32 count;
 	__u32 pad;
 	struct reap_req reqs[XLB_REAP_BATCH];
+};
+
+/*
+ * The data path's per-CPU scratch space for pair creation (xlb_scratch):
+ * two values do not fit the BPF stack comfortably. Userspace never reads it.
+ */
+struct create_scratch {
+	struct flow_value fwd;
+	struct flow_value rev;
+	struct flow_key rkey;
 };
 
 /* Per-CPU global counters (index into the counters map). */

@@ -130,7 +130,7 @@ func TestRegistryReusesOnlyFreeIDs(t *testing.T) {
 	r := newRegistry(func(id uint32) bool { return inUse[id] })
 	cur := map[netip.Addr]bool{}
 	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) }
-	for i := 0; i < dataplane.MaxBackends; i++ {
+	for i := uint32(0); i < dataplane.MaxBackends; i++ {
 		if id, err := r.id(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), cur); err != nil || id != uint32(i) {
 			t.Fatalf("id %d err %v", id, err)
 		}

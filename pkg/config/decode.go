@@ -81,23 +81,16 @@ func (d *decoder) decodeListen(n *yaml.Node, path string, l *Listen) {
 // decodePorts reads the port mappings. Every item yields one entry (zero
 // where it failed to decode) so that Ports[i] is always ports[i].
 func (d *decoder) decodePorts(n *yaml.Node, path string) []PortMapping {
-	items, ok := d.sequence(n, path)
-	if !ok {
-		return nil
-	}
-	ports := make([]PortMapping, len(items))
-	for i, it := range items {
-		pm := &ports[i]
+	return decodeSequence(d, n, path, func(it *yaml.Node, p string, pm *PortMapping) {
 		remoteSet := false
-		d.mapping(it, indexPath(path, i), []field{
+		d.mapping(it, p, []field{
 			{"local_port", func(n *yaml.Node, p string) { pm.LocalPort, _ = d.port(n, p) }},
 			{"remote_port", func(n *yaml.Node, p string) { pm.RemotePort, _ = d.port(n, p); remoteSet = true }},
 		})
 		if !remoteSet {
 			pm.RemotePort = pm.LocalPort
 		}
-	}
-	return ports
+	})
 }
 
 // decodeProvider reads `provider: {static: ...}` or
@@ -125,14 +118,7 @@ func (d *decoder) decodeProvider(n *yaml.Node, path string, pr *Provider) {
 // decodeBackends reads static backends; a backend without a name is named
 // after its IP address (DESIGN §1 via the brief).
 func (d *decoder) decodeBackends(n *yaml.Node, path string) []Backend {
-	items, ok := d.sequence(n, path)
-	if !ok {
-		return nil
-	}
-	bs := make([]Backend, len(items))
-	for i, it := range items {
-		b := &bs[i]
-		p := indexPath(path, i)
+	return decodeSequence(d, n, path, func(it *yaml.Node, p string, b *Backend) {
 		d.mapping(it, p, []field{
 			{"name", d.into(&b.Name)},
 			{"ip", func(n *yaml.Node, p string) { b.IP, _ = d.addr(n, p) }},
@@ -140,8 +126,7 @@ func (d *decoder) decodeBackends(n *yaml.Node, path string) []Backend {
 		if !d.set[childPath(p, "name")] && b.IP.IsValid() {
 			b.Name = b.IP.String()
 		}
-	}
-	return bs
+	})
 }
 
 // decodeOrphanTTL reads orphan_ttl_secs. A value below MinOrphanTTL is not
@@ -199,13 +184,25 @@ func (d *decoder) setPort(n *yaml.Node, p string, dst *uint16) {
 // decodeStrings reads a sequence of strings; an empty one is nil, like an
 // omitted one.
 func (d *decoder) decodeStrings(n *yaml.Node, path string) []string {
-	items, ok := d.sequence(n, path)
-	if !ok || len(items) == 0 {
+	out := decodeSequence(d, n, path, func(it *yaml.Node, p string, s *string) { *s, _ = d.str(it, p) })
+	if len(out) == 0 {
 		return nil
 	}
-	out := make([]string, len(items))
+	return out
+}
+
+// decodeSequence decodes each item of the sequence at path with item,
+// which gets the item's path and its element. Every item yields one
+// element (zero where it failed to decode), so that out[i] is always
+// path[i]; nil when n is not a sequence.
+func decodeSequence[T any](d *decoder, n *yaml.Node, path string, item func(it *yaml.Node, p string, out *T)) []T {
+	items, ok := d.sequence(n, path)
+	if !ok {
+		return nil
+	}
+	out := make([]T, len(items))
 	for i, it := range items {
-		out[i], _ = d.str(it, indexPath(path, i))
+		item(it, indexPath(path, i), &out[i])
 	}
 	return out
 }

@@ -3,10 +3,14 @@ package config
 import (
 	"net/netip"
 	"time"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
 )
 
 // Defaults and limits. DESIGN §1 fixes the defaults; where it leaves a limit
 // open the value here is this package's decision, documented next to it.
+// Limits the data path is built with come from bpf/layout.h through
+// pkg/dataplane, their single source.
 const (
 	DefaultName            = "xlb"
 	DefaultProto           = "tcp"
@@ -18,7 +22,7 @@ const (
 	DefaultXDPMode         = "auto"
 	DefaultSNATPortLo      = 40000
 	DefaultSNATPortHi      = 59999
-	DefaultMaxConnections  = 262144
+	DefaultMaxConnections  = dataplane.DefaultMaxConnections // 262144 pairs
 	DefaultStateDir        = "/sys/fs/bpf/xlb"
 
 	// MinOrphanTTL is the effective minimum of orphan_ttl_secs; lower
@@ -34,9 +38,10 @@ const (
 	// instance attached; the service manager's stop timeout must exceed it.
 	MaxShutdownTimeout = time.Hour
 
-	// MinPortMappings and MaxPortMappings bound len(ports) (DESIGN §1).
+	// MinPortMappings and MaxPortMappings bound len(ports) (DESIGN §1);
+	// the data path holds 8 mappings per listen address.
 	MinPortMappings = 1
-	MaxPortMappings = 8
+	MaxPortMappings = dataplane.MaxPorts
 
 	// MinSNATPort is the floor of snat.port_range: ports below 1024 are
 	// well-known service ports that host daemons bind, so the range must
@@ -56,7 +61,7 @@ const (
 	MaxInterfaceName = 15
 	// MaxInterfaces bounds len(interfaces): the data path's redirect map
 	// (xlb_tx_ports) holds 64 interfaces.
-	MaxInterfaces = 64
+	MaxInterfaces = dataplane.MaxInterfaces
 )
 
 // Values of the enumerated fields.

@@ -25,7 +25,7 @@ type Config struct {
 	// rejected until implemented (DESIGN §1).
 	Mode string
 
-	// Ports are the 1..8 port mappings; clients connect to
+	// Ports are the 1..MaxPortMappings port mappings; clients connect to
 	// Listen:LocalPort and backends are reached on RemotePort (DESIGN §1).
 	Ports []PortMapping
 
@@ -72,6 +72,8 @@ type Config struct {
 	// StateDir is the absolute directory for pinned maps and the link
 	// (hot upgrade, crash survival). YAML "state_dir"; default
 	// /sys/fs/bpf/xlb (DESIGN §1, §6). Stored cleaned (filepath.Clean).
+	// This version validates it and pins nothing there yet: the hot
+	// upgrade ("Hot upgrade and crash survival") is its first user.
 	StateDir string
 }
 
@@ -176,6 +178,6 @@ type SNAT struct {
 // FlowTable sizes the connection table (DESIGN §1).
 type FlowTable struct {
 	// MaxConnections is the number of connection pairs; each uses two
-	// directional map entries. 1..MaxFlowConnections; default 262144.
+	// directional map entries. 1..MaxFlowConnections; default DefaultMaxConnections.
 	MaxConnections uint32
 }

@@ -102,23 +102,23 @@ func (v *validator) unicastIPv4(path string, a netip.Addr) bool {
 
 // protoAndMode: only tcp and nat are implemented (DESIGN §1).
 func (v *validator) protoAndMode() {
-	switch v.c.Proto {
-	case ProtoTCP:
-	case ProtoUDP:
-		v.errorf("proto", "udp is not implemented yet; only tcp is supported")
+	v.implemented("proto", v.c.Proto, ProtoTCP, ProtoUDP)
+	v.implemented("mode", v.c.Mode, ModeNAT, ModeDSR)
+}
+
+// implemented checks an enumerated field whose schema names two values of
+// which only one is implemented yet.
+func (v *validator) implemented(path, got, done, planned string) {
+	switch got {
+	case done:
+	case planned:
+		v.errorf(path, "%s is not implemented yet; only %s is supported", planned, done)
 	default:
-		v.errorf("proto", "must be %q, got %q", ProtoTCP, v.c.Proto)
-	}
-	switch v.c.Mode {
-	case ModeNAT:
-	case ModeDSR:
-		v.errorf("mode", "dsr is not implemented yet; only nat is supported")
-	default:
-		v.errorf("mode", "must be %q, got %q", ModeNAT, v.c.Mode)
+		v.errorf(path, "must be %q, got %q", done, got)
 	}
 }
 
-// ports: 1..8 mappings, local_port present and unique (DESIGN §1). Port
+// ports: MinPortMappings..MaxPortMappings mappings, local_port present and unique (DESIGN §1). Port
 // ranges were checked while decoding.
 func (v *validator) ports() {
 	if !v.required("ports") {

@@ -3,7 +3,9 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -174,13 +176,13 @@ func modeOfFlag(flag int) int {
 	return nlflags.XDP_ATTACHED_DRV
 }
 
-// Attachments lists what is attached, in no particular order.
+// Attachments lists what is attached, sorted by interface name.
 func (d *Dataplane) Attachments() []Attachment {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]Attachment, 0, len(d.attached))
-	for _, a := range d.attached {
-		out = append(out, *a)
+	var out []Attachment
+	for _, name := range slices.Sorted(maps.Keys(d.attached)) {
+		out = append(out, *d.attached[name])
 	}
 	return out
 }
@@ -200,7 +202,7 @@ func (d *Dataplane) detachLocked(ifname string) error {
 	delete(d.attached, ifname)
 	idx := uint32(a.Ifindex)
 	errs := []error{d.detachAttachment(a)}
-	if err := d.objs.XlbTxPorts.Delete(idx); err != nil && !errors.Is(err, errKeyNotExist) {
+	if err := d.objs.XlbTxPorts.Delete(idx); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

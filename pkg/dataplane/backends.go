@@ -18,7 +18,7 @@ type BackendRef struct {
 // active slot is flipped, so a packet never sees a half-written set.
 // Existing pairs are not affected (seed "Backend changes").
 func (d *Dataplane) SetRoutable(refs []BackendRef) error {
-	if len(refs) > MaxBackends {
+	if len(refs) > int(MaxBackends) {
 		return fmt.Errorf("dataplane: %d routable backends exceed the limit of %d", len(refs), MaxBackends)
 	}
 	var set xlbBackendSet

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
+	"github.com/xlbproject/xlb/pkg/dataplane/floor"
 )
 
 // The XDP test runner repeats a program on the same buffer, so a rewriting
@@ -21,7 +22,7 @@ import (
 
 type benchEnv struct {
 	e      *dt.Env
-	floor  *dataplane.Floor
+	floor  *floor.Floor
 	null   *ebpf.Program
 	toBack []byte // client data frame of the established pair
 	toCli  []byte // backend data frame of the established pair
@@ -31,7 +32,7 @@ func newBenchEnv(b *testing.B, maxConn uint32) *benchEnv {
 	b.Helper()
 	e := dt.NewEnv(b, dt.Options{MaxConnections: maxConn, SNATPortLo: 1024, SNATPortHi: 65535})
 	e.MustRun(b, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
-	f, err := dataplane.LoadFloor()
+	f, err := floor.Load()
 	if err != nil {
 		b.Fatal(err)
 	}

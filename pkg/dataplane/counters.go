@@ -55,7 +55,7 @@ func (d *Dataplane) Counters() (Counters, error) {
 		}
 	}
 	var c Counters
-	copy(c.Actions[:], raw[:5])
+	copy(c.Actions[:], raw[:len(c.Actions)])
 	c.PairsCreated = raw[xlbXlbCounterXLB_C_PAIRS_CREATED]
 	c.SNATExhausted = raw[xlbXlbCounterXLB_C_SNAT_EXHAUSTED]
 	c.TableFull = raw[xlbXlbCounterXLB_C_TABLE_FULL]
@@ -90,23 +90,20 @@ type BackendStats struct {
 
 // AllBackendStats reads the counters of every backend id, indexed by id:
 // two slots per backend, one per direction (bpf/layout.h struct
-// backend_stats), and the pair events (enum xlb_pair_event), each map with
-// one batch lookup where the host allows it.
+// backend_stats), and the pair events (enum xlb_pair_event). Each map is
+// read with BPF_MAP_LOOKUP_BATCH where the host allows it (FeatureBatchOps),
+// else key by key.
 func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
-	ncpu, err := ebpf.PossibleCPU()
+	stats, ncpu, err := readArray[xlbBackendStats](d, d.objs.XlbBackendStats, int(xlbXlbLimitsXLB_BACKEND_STATS_SLOTS))
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: read backend stats: %w", err)
 	}
-	stats, err := readPerCPU[xlbBackendStats](d, d.objs.XlbBackendStats, 2*MaxBackends, ncpu)
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: read backend stats: %w", err)
-	}
-	events, err := readPerCPU[uint64](d, d.objs.XlbPairEvents, MaxBackends*pairEvents, ncpu)
+	events, _, err := readArray[uint64](d, d.objs.XlbPairEvents, int(xlbXlbLimitsXLB_PAIR_EVENT_CELLS))
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: read backend pair events: %w", err)
 	}
 	out := make([]BackendStats, MaxBackends)
-	for slot := range 2 * MaxBackends {
+	for slot := range int(xlbXlbLimitsXLB_BACKEND_STATS_SLOTS) {
 		s := &out[slot/2]
 		for _, p := range stats[slot*ncpu : (slot+1)*ncpu] {
 			if Direction(slot%2) == DirClient {
@@ -126,7 +123,7 @@ func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
 		return n
 	}
 	for id := range out {
-		base := id * pairEvents
+		base := id * int(xlbXlbLimitsXLB_PAIR_EVENTS)
 		out[id].ClosedFIN = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_FIN))
 		out[id].ClosedRST = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_RST))
 		out[id].ReplacedFIN = sum(base + int(xlbXlbPairEventXLB_PAIR_REPLACED_FIN))
@@ -135,64 +132,44 @@ func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
 	return out, nil
 }
 
-const pairEvents = int(xlbXlbPairEventXLB_PAIR_EVENTS)
-
-// readPerCPU reads keys 0..n-1 of a per-CPU array: the result holds ncpu
-// values per key, key by key.
-func readPerCPU[V any](d *Dataplane, m *ebpf.Map, n, ncpu int) ([]V, error) {
-	keys := make([]uint32, n)
-	for i := range keys {
-		keys[i] = uint32(i)
+// readArray reads keys 0..n-1 of an array map in one slice: ncpu values
+// per key, key by key, for a per-CPU array (ncpu is the possible CPUs),
+// one per key otherwise (ncpu is 1). It uses BPF_MAP_LOOKUP_BATCH where
+// the host allows it (FeatureBatchOps), else one lookup per key.
+func readArray[V any](d *Dataplane, m *ebpf.Map, n int) (vals []V, ncpu int, err error) {
+	perCPU := m.Type() == ebpf.PerCPUArray
+	ncpu = 1
+	if perCPU {
+		if ncpu, err = ebpf.PossibleCPU(); err != nil {
+			return nil, 0, err
+		}
 	}
 	out := make([]V, n*ncpu)
 	if d.featureOn(FeatureBatchOps) {
+		keys := make([]uint32, n)
 		var cursor ebpf.MapBatchCursor
-		got := 0
-		for got < n {
+		for got := 0; got < n; {
 			k, err := m.BatchLookup(&cursor, keys[got:], out[got*ncpu:], nil)
 			got += k
 			if errors.Is(err, ebpf.ErrKeyNotExist) {
 				break
 			}
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
-		return out, nil
+		return out, ncpu, nil
 	}
 	var one []V
-	for i := range keys {
-		if err := m.Lookup(keys[i], &one); err != nil {
-			return nil, err
+	for i := range n {
+		if !perCPU {
+			err = m.Lookup(uint32(i), &out[i])
+		} else if err = m.Lookup(uint32(i), &one); err == nil {
+			copy(out[i*ncpu:], one)
 		}
-		copy(out[i*ncpu:], one)
-	}
-	return out, nil
-}
-
-// lookupAll reads keys[i] into vals[i] from a map that is not per-CPU, with
-// batch lookups where the host allows them.
-func lookupAll[K, V any](d *Dataplane, m *ebpf.Map, keys []K, vals []V) error {
-	if d.featureOn(FeatureBatchOps) {
-		var cursor ebpf.MapBatchCursor
-		tmpK := make([]K, len(keys))
-		got := 0
-		for got < len(keys) {
-			n, err := m.BatchLookup(&cursor, tmpK[got:], vals[got:], nil)
-			got += n
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for i := range keys {
-		if err := m.Lookup(&keys[i], &vals[i]); err != nil {
-			return err
+		if err != nil {
+			return nil, 0, err
 		}
 	}
-	return nil
+	return out, ncpu, nil
 }

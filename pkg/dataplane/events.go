@@ -25,30 +25,16 @@ const (
 	CloseLone = CloseKind(xlbXlbCloseKindXLB_CLOSE_LONE)
 )
 
-// LoneCheckTicks is how long an entry must have been idle for a packet on
-// it to check its counterpart (bpf/layout.h XLB_LONE_CHECK_TICKS).
-const LoneCheckTicks = 256
+var closeKindNames = enumNames[CloseKind]{kind: "close_kind", names: map[CloseKind]string{
+	CloseFIN: "fin", CloseRST: "rst", CloseLone: "lone",
+}}
 
-func (k CloseKind) String() string {
-	switch k {
-	case CloseFIN:
-		return "fin"
-	case CloseRST:
-		return "rst"
-	case CloseLone:
-		return "lone"
-	}
-	return fmt.Sprintf("close_kind(%d)", uint16(k))
-}
+// String names the kind: fin, rst or lone.
+func (k CloseKind) String() string { return closeKindNames.of(k) }
 
 // CloseEvent is one pair that became terminal, as the data path posted it
 // (bpf/layout.h struct close_event, 32 bytes).
 type CloseEvent = xlbCloseEvent
-
-// CloseQueueSlots is the per-CPU close queue's length (the ring buffer
-// fallback): a CPU that posts more events than this between two drains
-// overwrites its oldest ones.
-const CloseQueueSlots = 8192
 
 // Paths of the close events, by the ring buffer's state.
 const (
@@ -115,7 +101,7 @@ func (e *CloseEvents) Drain(fn func(*CloseEvent)) (read, overwritten uint64, err
 			if err != nil {
 				return read, 0, fmt.Errorf("dataplane: read close events: %w", err)
 			}
-			if len(e.rec.RawSample) < 32 {
+			if len(e.rec.RawSample) < closeEventSize {
 				continue
 			}
 			var ev CloseEvent
@@ -163,10 +149,12 @@ func (e *CloseEvents) Close() error {
 	return nil
 }
 
-var _ [32]byte = [unsafe.Sizeof(CloseEvent{})]byte{} // bpf/layout.h: struct close_event is 32 bytes
+// closeEventSize is the bytes of one close event, as bpf2go laid it out
+// from bpf/layout.h.
+const closeEventSize = int(unsafe.Sizeof(CloseEvent{}))
 
 // decodeCloseEvent copies a ring buffer record into ev (same layout, native
 // byte order).
 func decodeCloseEvent(raw []byte, ev *CloseEvent) {
-	copy((*[unsafe.Sizeof(CloseEvent{})]byte)(unsafe.Pointer(ev))[:], raw)
+	copy((*[closeEventSize]byte)(unsafe.Pointer(ev))[:], raw)
 }

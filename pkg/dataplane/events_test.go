@@ -439,7 +439,7 @@ func closeCountsOf(t *testing.T, e *dt.Env) []closeCounts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != dataplane.MaxBackends {
+	if len(all) != int(dataplane.MaxBackends) {
 		t.Fatalf("%d backend stats, want %d", len(all), dataplane.MaxBackends)
 	}
 	out := make([]closeCounts, len(all))

@@ -8,22 +8,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var errKeyNotExist = ebpf.ErrKeyNotExist
-
 // ErrNotFound is returned when a flow key has no entry.
 var ErrNotFound = errors.New("flow entry not found")
 
-// LookupFlow reads one flow entry.
+// LookupFlow reads one flow entry; ErrNotFound when k has none.
 func (d *Dataplane) LookupFlow(k FlowKey) (FlowValue, error) {
 	var v FlowValue
 	err := d.objs.XlbFlows.Lookup(&k, &v)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return v, ErrNotFound
-	}
-	if err != nil {
-		return v, fmt.Errorf("dataplane: lookup %s: %w", k, err)
-	}
-	return v, nil
+	return v, flowError(err, "lookup", k)
 }
 
 // PutFlow inserts an entry that must not exist yet (BPF_NOEXIST). Used by
@@ -41,13 +33,19 @@ func (d *Dataplane) PutFlow(k FlowKey, v FlowValue) error {
 func (d *Dataplane) TakeFlow(k FlowKey) (FlowValue, error) {
 	var v FlowValue
 	err := d.objs.XlbFlows.LookupAndDelete(&k, &v)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return v, ErrNotFound
+	return v, flowError(err, "take", k)
+}
+
+// flowError is ErrNotFound for a missing key, and err wrapped with the
+// operation and the key otherwise (nil stays nil).
+func flowError(err error, op string, k FlowKey) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ebpf.ErrKeyNotExist):
+		return ErrNotFound
 	}
-	if err != nil {
-		return v, fmt.Errorf("dataplane: take %s: %w", k, err)
-	}
-	return v, nil
+	return fmt.Errorf("dataplane: %s %s: %w", op, k, err)
 }
 
 // FlowWalk reads the flow map a slice at a time and resumes where it

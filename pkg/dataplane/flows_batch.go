@@ -6,8 +6,9 @@ import (
 )
 
 // PutFlows writes entries with BPF_MAP_UPDATE_BATCH (one update per entry
-// where batch operations are unavailable), for benchmarks and
-// tests that fill the flow map directly. Unlike PutFlow it overwrites an
+// where batch operations are unavailable). Only benchmarks use it: the
+// maintenance benchmarks (pkg/maintenance bench_test.go) fill the flow map
+// with millions of pairs directly. Unlike PutFlow it overwrites an
 // existing entry: the kernel accepts no BPF_NOEXIST on batch updates. It
 // returns how many entries were written; on error the entries before that
 // count are in the map.
@@ -28,6 +29,8 @@ func (d *Dataplane) PutFlows(keys []FlowKey, values []FlowValue) (int, error) {
 // FlowMapMemlock is the kernel's estimate of the flow map's memory in
 // bytes (the memlock field of its fdinfo, as bpftool map show prints it).
 // The map is preallocated, so the figure does not depend on how full it is.
+// Only benchmarks use it (pkg/maintenance bench_test.go: kernel bytes per
+// pair).
 func (d *Dataplane) FlowMapMemlock() (uint64, error) {
 	info, err := d.objs.XlbFlows.Info()
 	if err != nil {

@@ -7,51 +7,53 @@ import (
 )
 
 // ReapOp is what a reap request asks (bpf/layout.h enum xlb_reap_op).
-type ReapOp uint8
+type ReapOp = xlbXlbReapOp
 
 const (
 	// ReapReset removes the pair if it is terminal by a RST.
-	ReapReset = ReapOp(xlbXlbReapOpXLB_REAP_RESET)
+	ReapReset = xlbXlbReapOpXLB_REAP_RESET
 	// ReapTimeWait removes the pair if it is terminal by both FINs and
 	// the time-wait has passed since.
-	ReapTimeWait = ReapOp(xlbXlbReapOpXLB_REAP_TIMEWAIT)
+	ReapTimeWait = xlbXlbReapOpXLB_REAP_TIMEWAIT
 	// ReapOrphan removes the pair if it is not terminal and neither
 	// entry saw a packet for the orphan TTL.
-	ReapOrphan = ReapOp(xlbXlbReapOpXLB_REAP_ORPHAN)
+	ReapOrphan = xlbXlbReapOpXLB_REAP_ORPHAN
 	// ReapCheck only reports whether the entry's counterpart is intact.
-	ReapCheck = ReapOp(xlbXlbReapOpXLB_REAP_CHECK)
+	ReapCheck = xlbXlbReapOpXLB_REAP_CHECK
 	// ReapLone removes the entry (either direction) if it is still lone.
-	ReapLone = ReapOp(xlbXlbReapOpXLB_REAP_LONE)
+	ReapLone = xlbXlbReapOpXLB_REAP_LONE
 )
 
 // ReapResult is the reaper's answer to one request (bpf/layout.h enum
 // xlb_reap_result).
-type ReapResult uint8
+type ReapResult = xlbXlbReapResult
 
 const (
 	// Reaped: removed (the pair; the lone entry for ReapLone).
-	Reaped = ReapResult(xlbXlbReapResultXLB_REAPED)
+	Reaped = xlbXlbReapResultXLB_REAPED
 	// ReapKept: the re-check failed; the pair moved on (a packet, a close)
 	// or is not due yet.
-	ReapKept = ReapResult(xlbXlbReapResultXLB_REAP_KEPT)
+	ReapKept = xlbXlbReapResultXLB_REAP_KEPT
 	// ReapGone: no entry of that generation any more.
-	ReapGone = ReapResult(xlbXlbReapResultXLB_REAP_GONE)
+	ReapGone = xlbXlbReapResultXLB_REAP_GONE
 	// ReapIntact: the counterpart is there (ReapCheck, ReapLone).
-	ReapIntact = ReapResult(xlbXlbReapResultXLB_REAP_INTACT)
+	ReapIntact = xlbXlbReapResultXLB_REAP_INTACT
 	// ReapLoneFound: ReapCheck found the counterpart missing or foreign.
-	ReapLoneFound = ReapResult(xlbXlbReapResultXLB_REAP_LONE_FOUND)
+	ReapLoneFound = xlbXlbReapResultXLB_REAP_LONE_FOUND
 	// ReapRepaired: a reset, time-wait or orphan request found the
 	// forward entry lone and removed it as an invariant repair.
-	ReapRepaired = ReapResult(xlbXlbReapResultXLB_REAP_REPAIRED)
+	ReapRepaired = xlbXlbReapResultXLB_REAP_REPAIRED
 )
 
-// ReapRequest is one request to the reaper. Result is written by Reap.
-type ReapRequest struct {
-	Key        FlowKey
-	Generation uint32
-	Op         ReapOp
-	Result     ReapResult
-}
+// ReapRequest is one request to the reaper, as the kernel reads it
+// (bpf/layout.h struct reap_req, 24 bytes):
+//
+//	Key        FlowKey    // the entry the request is about
+//	Generation uint32     // the pair's generation when the loop decided
+//	Op         ReapOp     // what to do
+//	Result     ReapResult // the reaper's answer, written by Reap
+//	Pad        uint16     // ignored
+type ReapRequest = xlbReapReq
 
 // ReapClock is what the reaper judges requests by: the caller's now (the
 // maintenance loop's clock, so tests can move it) and the two rules'
@@ -61,9 +63,6 @@ type ReapClock struct {
 	TimeWait  Jiffies
 	OrphanTTL Jiffies
 }
-
-// ReapBatch is how many requests one run of the reaper takes.
-const ReapBatch = 2048
 
 // Reap runs the reaper (bpf/xlb.c xlb_reap) over reqs, ReapBatch at a time,
 // and fills in each request's Result. Every request is re-checked against
@@ -78,9 +77,7 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 	for len(reqs) > 0 {
 		n := min(len(reqs), ReapBatch)
 		b.Count = uint32(n)
-		for i := range n {
-			b.Reqs[i] = xlbReapReq{Key: reqs[i].Key, Generation: reqs[i].Generation, Op: uint8(reqs[i].Op)}
-		}
+		copy(b.Reqs[:n], reqs[:n])
 		if err := d.objs.XlbReapBatch.Update(uint32(0), b, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("dataplane: reap: write requests: %w", err)
 		}
@@ -94,9 +91,7 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 		if err := d.objs.XlbReapBatch.Lookup(uint32(0), b); err != nil {
 			return fmt.Errorf("dataplane: reap: read results: %w", err)
 		}
-		for i := range n {
-			reqs[i].Result = ReapResult(b.Reqs[i].Result)
-		}
+		copy(reqs[:n], b.Reqs[:n])
 		reqs = reqs[n:]
 	}
 	return nil
@@ -122,22 +117,15 @@ func (r ReapedCounts) Lone() uint64 {
 	return r.LoneActive + r.LoneTimeWait + r.LoneReset + r.LoneReverse
 }
 
-const reapedReasons = int(xlbXlbReapedReasonXLB_REAPED_REASONS)
-
 // AllReapedCounts reads the reaper's counts of every backend id, indexed by id.
 func (d *Dataplane) AllReapedCounts() ([]ReapedCounts, error) {
-	n := MaxBackends * reapedReasons
-	keys := make([]uint32, n)
-	for i := range keys {
-		keys[i] = uint32(i)
-	}
-	raw := make([]uint64, n)
-	if err := lookupAll(d, d.objs.XlbReaped, keys, raw); err != nil {
+	raw, _, err := readArray[uint64](d, d.objs.XlbReaped, int(xlbXlbLimitsXLB_REAPED_CELLS))
+	if err != nil {
 		return nil, fmt.Errorf("dataplane: read reaped counts: %w", err)
 	}
 	out := make([]ReapedCounts, MaxBackends)
 	for id := range out {
-		r := raw[id*reapedReasons:]
+		r := raw[id*int(xlbXlbLimitsXLB_REAPED_REASONS):]
 		out[id] = ReapedCounts{
 			TimeWait:     r[xlbXlbReapedReasonXLB_REAPED_TIMEWAIT],
 			Reset:        r[xlbXlbReapedReasonXLB_REAPED_RESET],
@@ -151,18 +139,9 @@ func (d *Dataplane) AllReapedCounts() ([]ReapedCounts, error) {
 	return out, nil
 }
 
-func (o ReapOp) String() string {
-	switch o {
-	case ReapReset:
-		return "reset"
-	case ReapTimeWait:
-		return "time-wait"
-	case ReapOrphan:
-		return "orphaned"
-	case ReapCheck:
-		return "check"
-	case ReapLone:
-		return "lone"
-	}
-	return fmt.Sprintf("reap_op(%d)", uint8(o))
-}
+var reapOpNames = enumNames[ReapOp]{kind: "reap_op", names: map[ReapOp]string{
+	ReapReset: "reset", ReapTimeWait: "time-wait", ReapOrphan: "orphaned", ReapCheck: "check", ReapLone: "lone",
+}}
+
+// String names the operation as the maintenance loop logs it.
+func (o ReapOp) String() string { return reapOpNames.of(o) }

@@ -97,7 +97,7 @@ func wantReaped(t *testing.T, e *dt.Env, want map[int]dataplane.ReapedCounts) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != dataplane.MaxBackends {
+	if len(got) != int(dataplane.MaxBackends) {
 		t.Fatalf("%d reaped counts, want %d", len(got), dataplane.MaxBackends)
 	}
 	for id, g := range got {
@@ -525,7 +525,7 @@ func TestReapGaugesMatchRecount(t *testing.T) {
 	}
 	type gauges struct{ active, timeWait, resetting int64 }
 	fromCounters := map[int]gauges{}
-	for id := range dataplane.MaxBackends {
+	for id := range int(dataplane.MaxBackends) {
 		s, r := stats[id], reaped[id]
 		g := gauges{
 			active:    int64(s.Opened - s.ClosedFIN - s.ClosedRST - r.Orphaned - r.LoneActive),

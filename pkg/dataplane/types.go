@@ -40,13 +40,6 @@ const (
 	FlagClosedRST = uint32(xlbXlbFlowFlagsXLB_F_CLOSED_RST)
 )
 
-// MaxBackends is the number of backend ids (0..MaxBackends-1) and the largest
-// routable set the data path accepts.
-const MaxBackends = 1024
-
-// MaxPorts is the number of port mappings per listen address.
-const MaxPorts = 8
-
 const protoTCP = 6
 
 // be32 converts an IPv4 address to the in-memory form of a __be32 field.

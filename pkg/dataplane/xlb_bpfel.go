@@ -99,8 +99,8 @@ type xlbReapReq struct {
 	_          structs.HostLayout
 	Key        xlbFlowKey
 	Generation uint32
-	Op         uint8
-	Result     uint8
+	Op         xlbXlbReapOp
+	Result     xlbXlbReapResult
 	Pad        uint16
 }
 
@@ -175,6 +175,25 @@ const (
 	xlbXlbFlowFlagsXLB_F_CLOSED_RST   xlbXlbFlowFlags = 64
 )
 
+type xlbXlbLimits uint32
+
+const (
+	xlbXlbLimitsXLB_MAX_PORTS               xlbXlbLimits = 8
+	xlbXlbLimitsXLB_MAX_BACKENDS            xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64
+	xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS xlbXlbLimits = 262144
+	xlbXlbLimitsXLB_SNAT_MAX_TRIES          xlbXlbLimits = 32
+	xlbXlbLimitsXLB_LONE_CHECK_TICKS        xlbXlbLimits = 256
+	xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS       xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_CLOSE_RING_BYTES        xlbXlbLimits = 1048576
+	xlbXlbLimitsXLB_REAP_BATCH              xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_PAIR_EVENTS             xlbXlbLimits = 4
+	xlbXlbLimitsXLB_REAPED_REASONS          xlbXlbLimits = 8
+	xlbXlbLimitsXLB_BACKEND_STATS_SLOTS     xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_PAIR_EVENT_CELLS        xlbXlbLimits = 4096
+	xlbXlbLimitsXLB_REAPED_CELLS            xlbXlbLimits = 8192
+)
+
 type xlbXlbPairEvent uint32
 
 const (
@@ -182,10 +201,9 @@ const (
 	xlbXlbPairEventXLB_PAIR_CLOSED_RST   xlbXlbPairEvent = 1
 	xlbXlbPairEventXLB_PAIR_REPLACED_FIN xlbXlbPairEvent = 2
 	xlbXlbPairEventXLB_PAIR_REPLACED_RST xlbXlbPairEvent = 3
-	xlbXlbPairEventXLB_PAIR_EVENTS       xlbXlbPairEvent = 4
 )
 
-type xlbXlbReapOp uint32
+type xlbXlbReapOp uint8
 
 const (
 	xlbXlbReapOpXLB_REAP_RESET    xlbXlbReapOp = 1
@@ -195,7 +213,7 @@ const (
 	xlbXlbReapOpXLB_REAP_LONE     xlbXlbReapOp = 5
 )
 
-type xlbXlbReapResult uint32
+type xlbXlbReapResult uint8
 
 const (
 	xlbXlbReapResultXLB_REAPED          xlbXlbReapResult = 1
@@ -216,7 +234,6 @@ const (
 	xlbXlbReapedReasonXLB_REAPED_LONE_TIMEWAIT xlbXlbReapedReason = 4
 	xlbXlbReapedReasonXLB_REAPED_LONE_RESET    xlbXlbReapedReason = 5
 	xlbXlbReapedReasonXLB_REAPED_LONE_REVERSE  xlbXlbReapedReason = 6
-	xlbXlbReapedReasonXLB_REAPED_REASONS       xlbXlbReapedReason = 8
 )
 
 type xlbXlbState struct {
@@ -254,9 +271,8 @@ const (
 	xlbVarXlbCounterBtf      = "__xlb_counter_btf"
 	xlbVarXlbDirBtf          = "__xlb_dir_btf"
 	xlbVarXlbFlowFlagsBtf    = "__xlb_flow_flags_btf"
+	xlbVarXlbLimitsBtf       = "__xlb_limits_btf"
 	xlbVarXlbPairEventBtf    = "__xlb_pair_event_btf"
-	xlbVarXlbReapOpBtf       = "__xlb_reap_op_btf"
-	xlbVarXlbReapResultBtf   = "__xlb_reap_result_btf"
 	xlbVarXlbReapedReasonBtf = "__xlb_reaped_reason_btf"
 	xlbVarCloseRingOn        = "close_ring_on"
 )
@@ -338,9 +354,8 @@ type xlbVariableSpecs struct {
 	XlbCounterBtf      *ebpf.VariableSpec `ebpf:"__xlb_counter_btf"`
 	XlbDirBtf          *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf    *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
+	XlbLimitsBtf       *ebpf.VariableSpec `ebpf:"__xlb_limits_btf"`
 	XlbPairEventBtf    *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
-	XlbReapOpBtf       *ebpf.VariableSpec `ebpf:"__xlb_reap_op_btf"`
-	XlbReapResultBtf   *ebpf.VariableSpec `ebpf:"__xlb_reap_result_btf"`
 	XlbReapedReasonBtf *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
 	CloseRingOn        *ebpf.VariableSpec `ebpf:"close_ring_on"`
 }
@@ -411,9 +426,8 @@ type xlbVariables struct {
 	XlbCounterBtf      *ebpf.Variable `ebpf:"__xlb_counter_btf"`
 	XlbDirBtf          *ebpf.Variable `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf    *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
+	XlbLimitsBtf       *ebpf.Variable `ebpf:"__xlb_limits_btf"`
 	XlbPairEventBtf    *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
-	XlbReapOpBtf       *ebpf.Variable `ebpf:"__xlb_reap_op_btf"`
-	XlbReapResultBtf   *ebpf.Variable `ebpf:"__xlb_reap_result_btf"`
 	XlbReapedReasonBtf *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
 	CloseRingOn        *ebpf.Variable `ebpf:"close_ring_on"`
 }

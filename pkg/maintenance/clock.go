@@ -82,13 +82,6 @@ func (c *OffsetClock) Add(j dataplane.Jiffies) {
 	c.mu.Unlock()
 }
 
-// Offset returns the current offset.
-func (c *OffsetClock) Offset() dataplane.Jiffies {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.off
-}
-
 // age is how long ago t was at now; 0 when t is not in the past (an entry
 // refreshed after now was read, or a test clock set behind the kernel's).
 func age(now, t dataplane.Jiffies) dataplane.Jiffies {

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * maps.h — every map of the XLB object (bpf/xlb.c), and the loader's
+ * switch between the two close event paths. Keys and values are in
+ * layout.h, sizes in its enum xlb_limits. pkg/dataplane reaches each map
+ * through the generated xlbMaps. Only the XLB object (xlb.c and the
+ * headers it includes) uses this file; floor.c has its own map.
+ */
+#ifndef XLB_MAPS_H
+#define XLB_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "layout.h"
+
+/*
+ * Flow table, two entries per connection pair. The loader sets
+ * max_entries to 2 * flow_table.max_connections.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct flow_value);
+	__uint(max_entries, 2 * XLB_DEFAULT_MAX_CONNECTIONS);
+} xlb_flows SEC(".maps");
+
+/* The config: one entry, written by userspace only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_config);
+	__uint(max_entries, 1);
+} xlb_cfg SEC(".maps");
+
+/* The routable set, double buffered (xlb_config.active_set picks one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct backend_set);
+	__uint(max_entries, 2);
+} xlb_backend_sets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_state);
+	__uint(max_entries, 1);
+} xlb_shared SEC(".maps");
+
+/* Rotating SNAT port cursor per backend id (DESIGN §5 "SNAT port choice"). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XLB_MAX_BACKENDS);
+} xlb_snat_cursors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct create_scratch);
+	__uint(max_entries, 1);
+} xlb_scratch SEC(".maps");
+
+/* Egress interfaces other than the ingress one, keyed by ifindex. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XLB_MAX_INTERFACES);
+} xlb_tx_ports SEC(".maps");
+
+/* Global counters, per CPU (enum xlb_counter). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_C_MAX);
+} xlb_counters SEC(".maps");
+
+/* Per-backend traffic, per CPU (struct backend_stats). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct backend_stats);
+	__uint(max_entries, XLB_BACKEND_STATS_SLOTS);
+} xlb_backend_stats SEC(".maps");
+
+/* Per-backend pair events, per CPU (enum xlb_pair_event). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_PAIR_EVENT_CELLS);
+} xlb_pair_events SEC(".maps");
+
+/* Pairs the reaper removed, per backend id and reason (enum xlb_reaped_reason). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_REAPED_CELLS);
+} xlb_reaped SEC(".maps");
+
+/*
+ * Close events (struct close_event): the ring buffer, or where the host
+ * refuses ring buffers, a per-CPU queue: XLB_CLOSE_QUEUE_SLOTS slots per
+ * CPU written round-robin at the CPU's head count. The loader picks one
+ * with close_ring_on; the verifier never visits the other branch.
+ */
+volatile const __u32 close_ring_on = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, XLB_CLOSE_RING_BYTES);
+} xlb_close_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct close_event);
+	__uint(max_entries, XLB_CLOSE_QUEUE_SLOTS);
+} xlb_close_queue SEC(".maps");
+
+/* Per CPU: events ever written to that CPU's queue (the next slot is head % slots). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} xlb_close_head SEC(".maps");
+
+/* The reaper's single request slot (struct reap_batch). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct reap_batch);
+	__uint(max_entries, 1);
+} xlb_reap_batch SEC(".maps");
+
+#endif

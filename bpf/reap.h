@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * reap.h — xlb_reap, the reaper: the maintenance loop's only way to
+ * remove flow entries (pkg/dataplane Reap). The loop fills the single
+ * xlb_reap_batch slot with requests (layout.h struct reap_req) and the
+ * clock to judge them by, runs the program once with BPF_PROG_TEST_RUN and
+ * reads the results back. Each request is re-checked against the live
+ * entry here, just before the delete: its generation, its close state and
+ * its last-seen times. A packet that refreshed a pair after the loop
+ * decided keeps it; the check and the delete are nanoseconds apart instead
+ * of a system call or a whole walk.
+ *
+ * Whoever deletes a pair's forward entry accounts for the pair: the
+ * reaper adds it to xlb_reaped under the reason it was removed for.
+ */
+#ifndef XLB_REAP_H
+#define XLB_REAP_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "layout.h"
+#include "maps.h"
+#include "flow.h"
+
+/* Age of t at now on the 32-bit clock; 0 when t is not in the past. */
+static __always_inline __u32 age32(__u32 now, __u32 t)
+{
+	__s32 d = (__s32)(now - t);
+
+	return d > 0 ? (__u32)d : 0;
+}
+
+static __always_inline void count_reaped(__u16 backend_id, __u32 reason)
+{
+	__u32 idx = (__u32)backend_id * XLB_REAPED_REASONS + reason;
+	__u64 *c = bpf_map_lookup_elem(&xlb_reaped, &idx);
+
+	if (c)
+		*c += 1;
+}
+
+/* Why a lone entry (dir, forward flags) is removed, by what its pair was. */
+static __always_inline __u32 lone_reason(__u8 dir, __u32 flags)
+{
+	if (dir != XLB_DIR_CLIENT)
+		return XLB_REAPED_LONE_REVERSE;
+	if (flags & XLB_F_CLOSED_RST)
+		return XLB_REAPED_LONE_RESET;
+	if (flags & XLB_F_CLOSED_FIN)
+		return XLB_REAPED_LONE_TIMEWAIT;
+	return XLB_REAPED_LONE_ACTIVE;
+}
+
+static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
+{
+	struct flow_value *v, *peer;
+	struct flow_key key, pk;
+	__u32 now, flags, gen;
+	__u16 bid;
+	__u8 op = q->op;
+	int intact;
+
+	key = q->key;
+	v = bpf_map_lookup_elem(&xlb_flows, &key);
+	if (!v || v->generation != q->generation)
+		return XLB_REAP_GONE;
+	gen = v->generation;
+	flow_peer_key(&pk, v, key.dir);
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	intact = peer && peer->generation == gen;
+
+	if (op == XLB_REAP_CHECK)
+		return intact ? XLB_REAP_INTACT : XLB_REAP_LONE_FOUND;
+	/* the entry's memory may be reused once it is deleted: copy first */
+	flags = v->flags;
+	bid = v->backend_id;
+	if (op == XLB_REAP_LONE) {
+		if (intact)
+			return XLB_REAP_INTACT;
+		if (bpf_map_delete_elem(&xlb_flows, &key))
+			return XLB_REAP_GONE;
+		count_reaped(bid, lone_reason(key.dir, flags));
+		return XLB_REAPED;
+	}
+	if (key.dir != XLB_DIR_CLIENT)
+		return XLB_REAP_KEPT; /* pairs are reaped through their forward entry */
+
+	now = (__u32)b->now;
+	switch (op) {
+	case XLB_REAP_RESET:
+		if (!(flags & XLB_F_CLOSED_RST))
+			return XLB_REAP_KEPT;
+		break;
+	case XLB_REAP_TIMEWAIT:
+		if (!(flags & XLB_F_CLOSED_FIN) || age32(now, v->last_seen) < b->time_wait)
+			return XLB_REAP_KEPT;
+		break;
+	case XLB_REAP_ORPHAN:
+		if (flags & XLB_F_CLOSED)
+			return XLB_REAP_KEPT;
+		if (age32(now, v->last_seen) < b->orphan_ttl)
+			return XLB_REAP_KEPT;
+		if (intact && age32(now, peer->last_seen) < b->orphan_ttl)
+			return XLB_REAP_KEPT;
+		break;
+	default:
+		return XLB_REAP_KEPT;
+	}
+
+	if (!intact) {
+		/* the pair was already half gone: an invariant repair */
+		if (bpf_map_delete_elem(&xlb_flows, &key))
+			return XLB_REAP_GONE;
+		count_reaped(bid, lone_reason(key.dir, flags));
+		return XLB_REAP_REPAIRED;
+	}
+	if (bpf_map_delete_elem(&xlb_flows, &key))
+		return XLB_REAP_GONE; /* a new SYN replaced it meanwhile */
+	/* the counterpart only if it is still this pair's (its key may have gone to a new pair) */
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	if (peer && peer->generation == gen)
+		bpf_map_delete_elem(&xlb_flows, &pk);
+	if (op == XLB_REAP_RESET)
+		count_reaped(bid, XLB_REAPED_RESET);
+	else if (op == XLB_REAP_TIMEWAIT)
+		count_reaped(bid, XLB_REAPED_TIMEWAIT);
+	else
+		count_reaped(bid, XLB_REAPED_ORPHANED);
+	return XLB_REAPED;
+}
+
+struct reap_loop {
+	struct reap_batch *b;
+};
+
+static long reap_step(__u64 i, void *arg)
+{
+	struct reap_batch *b = ((struct reap_loop *)arg)->b;
+
+	if (i >= XLB_REAP_BATCH)
+		return 1;
+	b->reqs[i].result = reap_one_req(b, &b->reqs[i]);
+	return 0;
+}
+
+/* Answers every request of the batch; XDP_PASS once all are answered. */
+SEC("xdp")
+int xlb_reap(struct xdp_md *ctx)
+{
+	struct reap_loop l;
+	__u32 zero = 0, n;
+
+	l.b = bpf_map_lookup_elem(&xlb_reap_batch, &zero);
+	if (!l.b)
+		return XDP_DROP;
+	n = l.b->count;
+	if (n > XLB_REAP_BATCH)
+		n = XLB_REAP_BATCH;
+	bpf_loop(n, reap_step, &l, 0);
+	return XDP_PASS;
+}
+
+#endif

@@ -1,0 +1,45 @@
+// Package floor loads the benchmark floor program (bpf/floor.c): the least
+// work any stateful NAT does per packet. Parse, one hash lookup on the
+// 5-tuple, rewrite addresses, ports and MACs with incremental checksums,
+// XDP_TX. pkg/dataplane's benchmarks report XLB's cost as a ratio to it;
+// nothing else imports this package.
+package floor
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+)
+
+// Floor is the loaded floor program and its flow map (1,024 entries).
+type Floor struct {
+	objs floorObjects
+}
+
+// Load loads the floor program and its flow map.
+func Load() (*Floor, error) {
+	f := &Floor{}
+	if err := loadFloorObjects(&f.objs, nil); err != nil {
+		return nil, fmt.Errorf("floor: load: %w", err)
+	}
+	return f, nil
+}
+
+// Program returns the floor XDP program.
+func (f *Floor) Program() *ebpf.Program { return f.objs.FloorXdp }
+
+// Put installs the recipe v for key k, as XLB's flow map would hold it
+// (bpf/layout.h struct flow_key and flow_value). The floor ignores the
+// direction, so the key is stored with Dir 0.
+func (f *Floor) Put(k dataplane.FlowKey, v dataplane.FlowValue) error {
+	k.Dir = 0
+	if err := f.objs.FloorFlows.Update(&k, &v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("floor: insert %s: %w", k, err)
+	}
+	return nil
+}
+
+// Close releases the program and its map.
+func (f *Floor) Close() error { return f.objs.Close() }

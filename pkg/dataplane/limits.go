@@ -1,0 +1,27 @@
+package dataplane
+
+// The data path's sizes, as bpf/layout.h enum xlb_limits declares them and
+// bpf2go generates them; Go never spells them again. Each is typed for
+// what it counts.
+const (
+	// MaxBackends is the number of backend ids (0..MaxBackends-1) and the
+	// largest routable set the data path accepts.
+	MaxBackends = uint32(xlbXlbLimitsXLB_MAX_BACKENDS)
+	// MaxPorts is the number of port mappings per listen address (DESIGN §1).
+	MaxPorts = int(xlbXlbLimitsXLB_MAX_PORTS)
+	// MaxInterfaces is the number of egress interfaces the redirect map
+	// holds: the interfaces one instance attaches to.
+	MaxInterfaces = int(xlbXlbLimitsXLB_MAX_INTERFACES)
+	// DefaultMaxConnections is the connection pairs the flow map holds
+	// unless flow_table.max_connections says otherwise (two entries each).
+	DefaultMaxConnections = uint32(xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS)
+	// LoneCheckTicks is how long an entry must have been idle for a packet
+	// on it to check its counterpart (CloseLone).
+	LoneCheckTicks = Jiffies(xlbXlbLimitsXLB_LONE_CHECK_TICKS)
+	// CloseQueueSlots is the per-CPU close queue's length (the ring buffer
+	// fallback): a CPU that posts more events than this between two drains
+	// overwrites its oldest ones.
+	CloseQueueSlots = uint64(xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS)
+	// ReapBatch is how many requests one run of the reaper takes.
+	ReapBatch = int(xlbXlbLimitsXLB_REAP_BATCH)
+)
