@@ -1,41 +1,46 @@
 package dataplane_test
 
 import (
-	"net/netip"
 	"testing"
 
-	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
 
-// A SYN replacing a terminal pair removes the old reverse entry only if it
-// still belongs to that pair: an entry of another generation at the same
-// key (the key was freed and reused) is left alone.
-func TestReplaceKeepsForeignReverseEntry(t *testing.T) {
-	e := dt.NewEnv(t, dt.Options{})
-	e.MustRun(t, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
-	e.MustRun(t, clientRST(e).Frame(), e.Front, dt.XDPTX)
-	fk := dataplane.NewFlowKey(cli, netip.AddrPortFrom(dt.ListenIP, 80), dataplane.DirClient)
-	fv, err := e.DP.LookupFlow(fk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// another pair took the reverse key meanwhile
-	foreign, err := e.DP.TakeFlow(fv.Peer(fk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreign.Generation = fv.Generation + 1000
-	if err := e.DP.PutFlow(fv.Peer(fk), foreign); err != nil {
-		t.Fatal(err)
-	}
-	e.MustRun(t, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
-	got, err := e.DP.LookupFlow(fv.Peer(fk))
-	if err != nil || got.Generation != foreign.Generation {
-		t.Fatalf("foreign reverse entry after the replacing SYN: %+v, %v", got, err)
-	}
-	nv, err := e.DP.LookupFlow(fk)
-	if err != nil || nv.Generation == fv.Generation || nv.Peer(fk) == fv.Peer(fk) {
-		t.Fatalf("replacement pair %+v err %v: want a new generation on another SNAT port", nv, err)
-	}
+// Replacement fixtures (seed "Orderly close and reset"): a new SYN meeting
+// a terminal pair replaces it with a fresh pair (round robin: backend 2,
+// whose SNAT cursor starts at 40000); one meeting a half-closed pair is a
+// retransmission and reuses it. The old reverse entry is removed only if it
+// still belongs to the old pair.
+var replaceFixtures = []fixture{
+	{Name: "new SYN on a time-wait pair creates a fresh pair with a new generation",
+		Given: []seg{syn, clientFIN, backendFIN}, In: newSYN, Action: dt.XDPTX, Out: toB2,
+		Counted: counted{PairsReplaced: 1, PairsCreated: 1}, Closed: closures{ClientFIN: 1},
+		Entries: 2, Pair: pair{Is: replaced, Backend: 1}},
+	{Name: "new SYN on a client-RST pair creates a fresh pair with a new generation",
+		Given: []seg{syn, clientRST}, In: newSYN, Action: dt.XDPTX, Out: toB2,
+		Counted: counted{PairsReplaced: 1, PairsCreated: 1}, Closed: closures{ClientRST: 1},
+		Entries: 2, Pair: pair{Is: replaced, Backend: 1}},
+	{Name: "new SYN on a backend-RST pair creates a fresh pair with a new generation",
+		Given: []seg{syn, backendRST}, In: newSYN, Action: dt.XDPTX, Out: toB2,
+		Counted: counted{PairsReplaced: 1, PairsCreated: 1}, Closed: closures{BackendRST: 1},
+		Entries: 2, Pair: pair{Is: replaced, Backend: 1}},
+	{Name: "SYN on a half-closed pair reuses it",
+		Given: []seg{syn, clientFIN}, In: syn, Action: dt.XDPTX, Out: toB1,
+		Counted: counted{SYNReused: 1},
+		Entries: 2, Pair: pair{Is: kept, Flags: finC}},
+	// The old reverse key was freed and taken by another pair meanwhile:
+	// its entry (another generation) is left alone.
+	{Name: "SYN replacing a terminal pair keeps a foreign reverse entry",
+		Given: []seg{syn, clientRST}, Break: otherReverse, In: syn, Action: dt.XDPTX, Out: toB2,
+		Counted: counted{PairsReplaced: 1, PairsCreated: 1}, Closed: closures{ClientRST: 1},
+		Entries: 3, Pair: pair{Is: replaced, Backend: 1}},
 }
+
+var (
+	// newSYN is the client's SYN of a new connection on the same tuple.
+	newSYN = seg{Flags: dt.SYN, Seq: 90000, MSS: true}
+	// toB2 is the SYN of the fresh pair toward backend 2.
+	toB2 = out{To: toBackend, Backend: 1, Port: 8080, SNAT: 40000}
+)
+
+func TestReplaceFixtures(t *testing.T) { runFixtures(t, replaceFixtures) }

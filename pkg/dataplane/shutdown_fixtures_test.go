@@ -1,161 +1,61 @@
 package dataplane_test
 
 import (
-	"net/netip"
 	"testing"
 
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
 
-// Shutdown fixtures (seed "XLB shutdown behavior"): with the
-// shutdown flag set, every matching non-RST packet — either direction of a
-// known pair, or a new SYN to a listen port — is answered with a RST back to
-// its sender following RFC 793 "Reset Generation" (seq = SEG.ACK when ACK
-// was set, else 0; ack = SEG.SEQ + payload + SYN + FIN), TTL 64, payload
-// and options trimmed, checksums valid. An incoming RST is never answered:
-// it is forwarded on its pair or passed.
+// Shutdown fixtures (seed "XLB shutdown behavior"): with the shutdown flag
+// set, every matching non-RST packet — either direction of a known pair, or
+// a new SYN to a listen port — is answered with a RST back to its sender
+// following RFC 793 "Reset Generation" (seq = SEG.ACK when ACK was set,
+// else 0; ack = SEG.SEQ + payload + SYN + FIN), TTL 64, payload and options
+// trimmed, checksums valid. An incoming RST is never answered: it is
+// forwarded on its pair or passed. The shutdown window creates no state.
+var shutdownFixtures = []fixture{
+	{Name: "client data on a known pair: RST to the client, seq = its ACK",
+		Given: established, Shutdown: shutdownSet,
+		In: seg{Flags: dt.ACK | dt.PSH, Seq: 1001, Ack: 5001, Data: inFlight}, Action: dt.XDPTX, Out: out{To: reset, Seq: 5001, Ack: 1001 + 20},
+		Counted: counted{ShutdownResets: 1}, Entries: 2, Pair: openPair},
+	{Name: "new SYN to a listen port: RST|ACK with ack = seq+1",
+		Shutdown: shutdownSet,
+		In:       seg{CPort: 33005, Flags: dt.SYN, Seq: 1000, MSS: true}, Action: dt.XDPTX, Out: out{To: reset, Seq: 0, Ack: 1001},
+		Counted: counted{ShutdownResets: 1}},
+	{Name: "client FIN with payload: ack counts the payload and the FIN",
+		Given: established, Shutdown: shutdownSet,
+		In: seg{Flags: dt.FIN | dt.ACK | dt.PSH, Seq: 1001, Ack: 5001, Data: inFlight}, Action: dt.XDPTX, Out: out{To: reset, Seq: 5001, Ack: 1001 + 20 + 1},
+		Counted: counted{ShutdownResets: 1}, Entries: 2, Pair: openPair},
+	{Name: "backend packet on a known pair: RST to the backend's address",
+		Given: established, Shutdown: shutdownSet,
+		In: seg{From: backend, Flags: dt.ACK, Seq: 5001, Ack: 1001, Data: inFlight}, Action: dt.XDPTX, Out: out{To: reset, Seq: 1001, Ack: 5001 + 20},
+		Counted: counted{ShutdownResets: 1}, Entries: 2, Pair: openPair},
+	{Name: "client RST on a known pair is forwarded, never answered",
+		Given: established, Shutdown: shutdownSet,
+		In: clientRST, Action: dt.XDPTX, Out: toB1,
+		Counted: counted{ClosedClientRST: 1}, Closed: closures{ClientRST: 1},
+		Entries: 2, Pair: pair{Is: kept, Flags: rstC | closedR, Terminal: true}},
+	{Name: "backend RST on a known pair is forwarded to the client",
+		Given: established, Shutdown: shutdownSet,
+		In: backendRST, Action: dt.XDPTX, Out: toCli,
+		Counted: counted{ClosedBackendRST: 1}, Closed: closures{BackendRST: 1},
+		Entries: 2, Pair: pair{Is: kept, Flags: rstB | initB | closedR, Terminal: true}},
+	{Name: "RST without a pair passes",
+		Shutdown: shutdownSet, In: clientRST, Action: dt.XDPPass},
+	{Name: "ACK without a pair passes: nothing is sent for unknown flows",
+		Shutdown: shutdownSet, In: seg{Flags: dt.ACK, Seq: 1001, Ack: 5001}, Action: dt.XDPPass},
+	{Name: "traffic to other ports still passes",
+		Shutdown: shutdownSet, In: seg{LPort: 22, Flags: dt.SYN, Seq: 1000, MSS: true}, Action: dt.XDPPass},
 
-type shutdownCase struct {
-	name   string
-	setup  func(e *dt.Env) []dt.Segment // sent before the flag is set
-	input  func(e *dt.Env) ([]byte, dt.Iface)
-	action uint32
-	want   func(e *dt.Env) []byte // nil: unchanged
-	resets uint64                 // ShutdownResets delta
+	// Clearing the flag restores normal forwarding (a shutdown abandoned in
+	// tests; the daemon never clears it).
+	{Name: "shutdown flag cleared: a SYN opens a pair again",
+		Shutdown: shutdownCleared,
+		In:       syn, Action: dt.XDPTX, Out: toB1,
+		Counted: counted{PairsCreated: 1}, Entries: 2, Pair: pair{Is: opened}},
 }
 
-// rstTo is the RST XLB must send back to the sender of in.
-func rstTo(e *dt.Env, in dt.Segment, ifc dt.Iface, seq, ack uint32) []byte {
-	return dt.Segment{SrcMAC: ifc.MAC, DstMAC: in.SrcMAC, Src: in.Dst, Dst: in.Src,
-		Seq: seq, Ack: ack, Flags: dt.RST | dt.ACK}.Unpadded()
-}
+// inFlight is a 20-byte payload.
+var inFlight = []byte("some bytes in flight")
 
-func shutdownCases() []shutdownCase {
-	data := []byte("some bytes in flight")
-	return []shutdownCase{
-		{
-			name:  "client data on a known pair: RST to the client, seq = its ACK",
-			setup: clientSYN,
-			input: onFront(func(e *dt.Env) []byte { return cSeg(e, dt.ACK|dt.PSH, 1001, 5001, data).Frame() }),
-			want: func(e *dt.Env) []byte {
-				return rstTo(e, cSeg(e, dt.ACK|dt.PSH, 1001, 5001, data), e.Front, 5001, 1001+uint32(len(data)))
-			},
-			action: dt.XDPTX, resets: 1,
-		},
-		{
-			name:  "new SYN to a listen port: RST|ACK with ack = seq+1",
-			input: onFront(func(e *dt.Env) []byte { return synFrom(e, dt.Client(33005), 80).Frame() }),
-			want: func(e *dt.Env) []byte {
-				return rstTo(e, synFrom(e, dt.Client(33005), 80), e.Front, 0, 1001)
-			},
-			action: dt.XDPTX, resets: 1,
-		},
-		{
-			name:  "client FIN with payload: ack counts the payload and the FIN",
-			setup: clientSYN,
-			input: onFront(func(e *dt.Env) []byte { return cSeg(e, dt.FIN|dt.ACK|dt.PSH, 1001, 5001, data).Frame() }),
-			want: func(e *dt.Env) []byte {
-				return rstTo(e, cSeg(e, dt.FIN|dt.ACK|dt.PSH, 1001, 5001, data), e.Front, 5001, 1001+uint32(len(data))+1)
-			},
-			action: dt.XDPTX, resets: 1,
-		},
-		{
-			name:  "backend packet on a known pair: RST to the backend's address",
-			setup: clientSYN,
-			input: onFront(func(e *dt.Env) []byte { return bSeg(e, dt.ACK, 5001, 1001, data).Frame() }),
-			want: func(e *dt.Env) []byte {
-				return rstTo(e, bSeg(e, dt.ACK, 5001, 1001, data), e.Front, 1001, 5001+uint32(len(data)))
-			},
-			action: dt.XDPTX, resets: 1,
-		},
-		{
-			name:   "client RST on a known pair is forwarded, never answered",
-			setup:  clientSYN,
-			input:  onFront(func(e *dt.Env) []byte { return clientRST(e).Frame() }),
-			want:   func(e *dt.Env) []byte { return e.ToBackend(clientRST(e), b1, firstSNAT).Frame() },
-			action: dt.XDPTX,
-		},
-		{
-			name:   "backend RST on a known pair is forwarded to the client",
-			setup:  clientSYN,
-			input:  onFront(func(e *dt.Env) []byte { return backendRST(e).Frame() }),
-			want:   func(e *dt.Env) []byte { return e.ToClient(backendRST(e), cli, 80).Frame() },
-			action: dt.XDPTX,
-		},
-		{
-			name:   "RST without a pair passes",
-			input:  onFront(func(e *dt.Env) []byte { return clientRST(e).Frame() }),
-			action: dt.XDPPass,
-		},
-		{
-			name:   "ACK without a pair passes: nothing is sent for unknown flows",
-			input:  onFront(func(e *dt.Env) []byte { return cSeg(e, dt.ACK, 1001, 5001, nil).Frame() }),
-			action: dt.XDPPass,
-		},
-		{
-			name:   "traffic to other ports still passes",
-			input:  onFront(func(e *dt.Env) []byte { return synFrom(e, cli, 22).Frame() }),
-			action: dt.XDPPass,
-		},
-	}
-}
-
-func TestShutdownFixtures(t *testing.T) {
-	for _, tc := range shutdownCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			e := dt.NewEnv(t, dt.Options{})
-			if tc.setup != nil {
-				for _, s := range tc.setup(e) {
-					e.MustRun(t, s.Frame(), e.Front, dt.XDPTX)
-				}
-			}
-			if err := e.DP.SetShutdown(true); err != nil {
-				t.Fatal(err)
-			}
-			flowsBefore := len(e.Flows(t))
-			before := e.Counters(t)
-			in, ifc := tc.input(e)
-			act, out, err := e.Run(in, ifc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if act != tc.action {
-				t.Fatalf("action %s, want %s", dt.ActionName(act), dt.ActionName(tc.action))
-			}
-			want := in
-			if tc.want != nil {
-				want = tc.want(e)
-				if err := dt.VerifyChecksums(out); err != nil {
-					t.Fatalf("checksums: %v", err)
-				}
-			}
-			if d := dt.Diff(out, want); d != "" {
-				t.Fatalf("output differs:\n%s", d)
-			}
-			after := e.Counters(t)
-			if got := after.ShutdownResets - before.ShutdownResets; got != tc.resets {
-				t.Fatalf("shutdown resets +%d, want +%d", got, tc.resets)
-			}
-			if after.PairsCreated != before.PairsCreated || len(e.Flows(t)) != flowsBefore {
-				t.Fatalf("the shutdown window created state: pairs +%d, entries %d -> %d",
-					after.PairsCreated-before.PairsCreated, flowsBefore, len(e.Flows(t)))
-			}
-		})
-	}
-}
-
-// Clearing the flag restores normal forwarding (used when a shutdown is
-// abandoned in tests; the daemon never clears it).
-func TestShutdownFlagClears(t *testing.T) {
-	e := dt.NewEnv(t, dt.Options{})
-	if err := e.DP.SetShutdown(true); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.DP.SetShutdown(false); err != nil {
-		t.Fatal(err)
-	}
-	out := e.MustRun(t, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
-	if d := dt.Diff(out, e.ToBackend(synFrom(e, cli, 80), netip.AddrPortFrom(dt.OneArmBackends[0], 8080), 40000).Frame()); d != "" {
-		t.Fatal(d)
-	}
-}
+func TestShutdownFixtures(t *testing.T) { runFixtures(t, shutdownFixtures) }

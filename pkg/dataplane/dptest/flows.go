@@ -26,10 +26,16 @@ func (e *Env) Flows(t testing.TB) map[dataplane.FlowKey]dataplane.FlowValue {
 func (e *Env) Counters(t testing.TB) dataplane.Counters {
 	t.Helper()
 	c, err := e.DP.Counters()
+	return must(t, c, err)
+}
+
+// must returns v, or fails the test when err is not nil.
+func must[T any](t testing.TB, v T, err error) T {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return v
 }
 
 // MustRun runs frame and fails the test unless the action is want.

@@ -20,7 +20,19 @@ const (
 	ACK = 0x10
 )
 
-// Segment describes one Ethernet/IPv4/TCP frame.
+// Proto is what Segment.Frame builds around a segment's addresses and ports.
+type Proto uint8
+
+// Protocols Frame can build. Only TCP carries the TCP fields.
+const (
+	TCP  Proto = iota // Ethernet/IP/TCP (the default); IPv6 when Src is an IPv6 address
+	UDP               // Ethernet/IPv4/UDP with the segment's ports and payload
+	ICMP              // Ethernet/IPv4/ICMP echo request (id 1, sequence 1); ports unused
+	ARP               // broadcast ARP request from SrcMAC and Src's address for Dst's address
+)
+
+// Segment describes one Ethernet/IPv4/TCP frame (or, by Proto, one of the
+// other frames XLB must leave alone).
 type Segment struct {
 	SrcMAC, DstMAC net.HardwareAddr
 	Src, Dst       netip.AddrPort
@@ -31,29 +43,82 @@ type Segment struct {
 	Window         uint16
 	Options        []layers.TCPOption
 	Payload        []byte
+	Proto          Proto
+	// IPOptions grow the IPv4 header past 20 bytes.
+	IPOptions []layers.IPv4Option
+	// MoreFragments and FragOffset (in 8-byte units) make the frame an IPv4
+	// fragment; either clears don't-fragment, which is set otherwise.
+	MoreFragments bool
+	FragOffset    uint16
 }
 
 // Frame serialises the segment with correct lengths and checksums (gopacket).
 func (s Segment) Frame() []byte {
+	if s.Proto == ARP {
+		return serialize(&layers.Ethernet{SrcMAC: s.SrcMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
+			&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4,
+				Operation: layers.ARPRequest, SourceHwAddress: s.SrcMAC, SourceProtAddress: s.Src.Addr().AsSlice(),
+				DstHwAddress: make([]byte, 6), DstProtAddress: s.Dst.Addr().AsSlice()})
+	}
 	ttl := s.TTL
 	if ttl == 0 {
 		ttl = 64
 	}
 	eth := &layers.Ethernet{SrcMAC: s.SrcMAC, DstMAC: s.DstMAC, EthernetType: layers.EthernetTypeIPv4}
-	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: ttl, Id: s.ID, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolTCP,
-		SrcIP: s.Src.Addr().AsSlice(), DstIP: s.Dst.Addr().AsSlice()}
-	tcp := &layers.TCP{SrcPort: layers.TCPPort(s.Src.Port()), DstPort: layers.TCPPort(s.Dst.Port()), Seq: s.Seq, Ack: s.Ack,
-		FIN: s.Flags&FIN != 0, SYN: s.Flags&SYN != 0, RST: s.Flags&RST != 0, PSH: s.Flags&PSH != 0, ACK: s.Flags&ACK != 0,
-		Window: s.Window, Options: s.Options}
-	if err := tcp.SetNetworkLayerForChecksum(ip); err != nil {
-		panic(err)
+	var ip interface {
+		gopacket.NetworkLayer
+		gopacket.SerializableLayer
 	}
+	if s.Src.Addr().Is6() {
+		eth.EthernetType = layers.EthernetTypeIPv6
+		ip = &layers.IPv6{Version: 6, HopLimit: ttl, NextHeader: layers.IPProtocolTCP, SrcIP: s.Src.Addr().AsSlice(), DstIP: s.Dst.Addr().AsSlice()}
+	} else {
+		ip = s.ipv4(ttl)
+	}
+	var l4 gopacket.SerializableLayer
+	switch s.Proto {
+	case UDP:
+		udp := &layers.UDP{SrcPort: layers.UDPPort(s.Src.Port()), DstPort: layers.UDPPort(s.Dst.Port())}
+		check(udp.SetNetworkLayerForChecksum(ip))
+		l4 = udp
+	case ICMP:
+		l4 = &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0), Id: 1, Seq: 1}
+	default:
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(s.Src.Port()), DstPort: layers.TCPPort(s.Dst.Port()), Seq: s.Seq, Ack: s.Ack,
+			FIN: s.Flags&FIN != 0, SYN: s.Flags&SYN != 0, RST: s.Flags&RST != 0, PSH: s.Flags&PSH != 0, ACK: s.Flags&ACK != 0,
+			Window: s.Window, Options: s.Options}
+		check(tcp.SetNetworkLayerForChecksum(ip))
+		l4 = tcp
+	}
+	return serialize(eth, ip, l4, gopacket.Payload(s.Payload))
+}
+
+// ipv4 is the segment's IPv4 header: don't-fragment unless it is a fragment.
+func (s Segment) ipv4(ttl uint8) *layers.IPv4 {
+	proto := map[Proto]layers.IPProtocol{TCP: layers.IPProtocolTCP, UDP: layers.IPProtocolUDP, ICMP: layers.IPProtocolICMPv4}[s.Proto]
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: ttl, Id: s.ID, Flags: layers.IPv4DontFragment, Protocol: proto,
+		SrcIP: s.Src.Addr().AsSlice(), DstIP: s.Dst.Addr().AsSlice(), Options: s.IPOptions, FragOffset: s.FragOffset}
+	switch {
+	case s.MoreFragments:
+		ip.Flags = layers.IPv4MoreFragments
+	case s.FragOffset != 0:
+		ip.Flags = 0
+	}
+	return ip
+}
+
+// serialize builds a frame from layers with lengths and checksums computed.
+func serialize(ls ...gopacket.SerializableLayer) []byte {
 	buf := gopacket.NewSerializeBuffer()
-	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, eth, ip, tcp, gopacket.Payload(s.Payload))
+	check(gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...))
+	return append([]byte(nil), buf.Bytes()...)
+}
+
+// check panics on a frame the fixture itself describes wrongly.
+func check(err error) {
 	if err != nil {
 		panic(err)
 	}
-	return append([]byte(nil), buf.Bytes()...)
 }
 
 // Unpadded cuts a frame to its Ethernet header plus the IPv4 total length,

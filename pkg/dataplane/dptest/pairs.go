@@ -78,10 +78,7 @@ func (e *Env) DeleteFlow(t testing.TB, k dataplane.FlowKey) dataplane.FlowValue 
 func (e *Env) Now(t testing.TB) dataplane.Jiffies {
 	t.Helper()
 	j, err := e.DP.KernelNow()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j
+	return must(t, j, err)
 }
 
 // WaitTick returns once the data path's clock reads later than j, so a
