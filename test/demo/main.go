@@ -11,6 +11,7 @@ import (
 	_ "embed"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"sort"
 	"sync"
@@ -18,12 +19,19 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/test/lab"
 	"github.com/xlbproject/xlb/test/xlbproc"
 )
 
 //go:embed demo.yaml
 var demoConfig string
+
+// service is where demo.yaml makes xlb listen: XLB's address in the lab.
+var service = netip.AddrPortFrom(testnet.XLBFrontIP, 80)
+
+// demoBackends is the number of backends in the lab and in demo.yaml.
+const demoBackends = 3
 
 func main() {
 	binary := flag.String("xlb", "bin/xlb", "path of the xlb binary")
@@ -42,8 +50,10 @@ func run(binary, ctl string, n, parallel int, verbose bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("run as root: the demo creates network namespaces and loads XDP programs")
 	}
-	fmt.Println("== building the one-arm lab: client 192.0.2.20, xlb 192.0.2.10, backends 192.0.2.31-33")
-	l, err := lab.Start(lab.Options{Topology: lab.OneArm})
+	last := testnet.OneArmBackendIP(demoBackends - 1).As4()
+	fmt.Printf("== building the one-arm lab: client %s, xlb %s, backends %s-%d\n",
+		testnet.ClientIP(0), testnet.XLBFrontIP, testnet.OneArmBackendIP(0), last[3])
+	l, err := lab.Start(lab.Options{Topology: lab.OneArm, Backends: demoBackends})
 	if err != nil {
 		return err
 	}
@@ -76,7 +86,7 @@ func run(binary, ctl string, n, parallel int, verbose bool) error {
 	}
 	fmt.Print(indent(grep(proc.Log(), "XDP program attached", "routable backend set published")))
 
-	fmt.Printf("== opening %d connections to 192.0.2.10:80, %d at a time, each echoing 4 KiB\n", n, parallel)
+	fmt.Printf("== opening %d connections to %s, %d at a time, each echoing 4 KiB\n", n, service, parallel)
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, parallel)
@@ -157,10 +167,10 @@ func waitServers(l *lab.Lab, timeout time.Duration) {
 }
 
 // echoOnce sends 4 KiB of random bytes through XLB and checks the echo.
-func echoOnce(client *lab.Host) error {
+func echoOnce(client *testnet.Host) error {
 	msg := make([]byte, 4096)
 	rand.Read(msg)
-	return client.EchoCheck("192.0.2.10:80", msg, 10*time.Second)
+	return client.EchoCheck(service.String(), msg, 10*time.Second)
 }
 
 func grep(log string, subs ...string) string {

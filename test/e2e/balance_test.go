@@ -27,7 +27,7 @@ func TestBalance(t *testing.T) {
 		t.Run(topo.String(), func(t *testing.T) {
 			l := lab.New(t, lab.Options{Topology: topo})
 			p := startXLB(t, l, labConfig(l, ""))
-			snat := netip.MustParseAddr("192.0.2.10")
+			snat := lab.XLBFrontIP
 			if topo == lab.TwoArm {
 				snat = lab.XLBBackIP
 			}

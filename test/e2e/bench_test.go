@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
@@ -35,7 +36,7 @@ func streamOnce(h *lab.Host, addr string, n int) (time.Duration, error) {
 	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
 		return 0, err
 	}
-	got, err := lab.ReadSinkCount(c)
+	got, err := testnet.ReadSinkCount(c)
 	if err != nil {
 		return 0, err
 	}

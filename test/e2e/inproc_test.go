@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
@@ -46,7 +46,7 @@ type inprocOptions struct {
 }
 
 // inprocListen is the listen address of every lab topology.
-var inprocListen = netip.MustParseAddr("192.0.2.10")
+var inprocListen = lab.XLBFrontIP
 
 // startInproc loads, configures and attaches XLB in l's XLB namespace
 // (listen 192.0.2.10, SNAT 192.0.2.10 one-arm or 198.51.100.1 two-arm,
@@ -154,7 +154,7 @@ func inprocNeighbours(l *lab.Lab) error {
 			return fmt.Errorf("inproc: no XLB interface reaches %s", ip)
 		}
 		n := &netlink.Neigh{LinkIndex: out.Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-			IP: net.IP(ip.AsSlice()), HardwareAddr: lab.EndpointMAC(ip)}
+			IP: net.IP(ip.AsSlice()), HardwareAddr: testnet.EndpointMAC(ip)}
 		if err := nl.NeighSet(n); err != nil {
 			return fmt.Errorf("inproc: neighbour %s: %w", ip, err)
 		}

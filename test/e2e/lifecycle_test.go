@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
@@ -45,14 +46,14 @@ const lifecycleStream = 1 << 20
 func streamByte(i int) byte { return byte(i*131 + i>>10) }
 
 // lifecycleHandler is the backends' scripted handler.
-func lifecycleHandler(c *lab.Conn) error {
+func lifecycleHandler(c *testnet.Conn) error {
 	var cmd [1]byte
 	if _, err := io.ReadFull(c, cmd[:]); err != nil {
 		return err
 	}
 	switch cmd[0] {
 	case styleClientFIN, styleClientRST:
-		return lab.Echo(c)
+		return testnet.Echo(c)
 	case styleBackendFIN:
 		_, err := c.Write([]byte("bye\n"))
 		return err // the server closes: FIN
@@ -155,7 +156,7 @@ func lifecycleConn(client *lab.Host, port int, style byte) error {
 		return c.Close() // second FIN
 	case styleBackendRST:
 		got, err := io.ReadAll(c)
-		if !lab.IsReset(err) {
+		if !testnet.IsReset(err) {
 			return fmt.Errorf("backend reset: read %q, %v; want a reset", got, err)
 		}
 		return nil

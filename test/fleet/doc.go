@@ -1,7 +1,9 @@
 // Package fleet runs the Ansible role and playbooks in ansible/ for real
 // against a lab fleet of booted Debian hosts, with live client traffic.
 //
-// The lab (Start, all documentation addresses, every name prefixed):
+// The lab (Start; built on internal/testnet: its address plan, its
+// namespaces and links, every name prefixed; TestNetwork brings up the
+// network alone in about a second):
 //
 //	client 203.0.113.10 ── router ──┬── xlb1 192.0.2.11  (booted Debian container, XLB)
 //	        (cli)        203.0.113.1├── xlb2 192.0.2.12

@@ -6,15 +6,14 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/test/hostlab"
 	"github.com/xlbproject/xlb/test/pkgtest"
 )
@@ -98,7 +97,7 @@ func labVars(hook, report string) map[string]any {
 	backends := []map[string]string{}
 	for i := 0; i < 3; i++ {
 		backends = append(backends, map[string]string{
-			"name": fmt.Sprintf("backend-%d", i+1), "ip": addr4(192, 0, 2, backendBase+i).String(),
+			"name": fmt.Sprintf("backend-%d", i+1), "ip": testnet.OneArmBackendIP(i).String(),
 		})
 	}
 	return map[string]any{
@@ -140,7 +139,7 @@ func TestFleet(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("fleet: needs root (network namespaces, XDP, systemd-nspawn)")
 	}
-	requireTools(t, "ansible-playbook", "systemd-nspawn", "debootstrap", "nsenter", "ethtool", "dpkg-deb")
+	requireTools(t, "ansible-playbook", "systemd-nspawn", "debootstrap", "nsenter", "dpkg-deb")
 	total := time.Now()
 	f := &fleet{t: t, pkgs: map[string]pkgtest.Packages{}, sums: map[string]string{}}
 	f.dir = t.TempDir()
@@ -174,7 +173,7 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.l = l
-	stopSignals := closeOnSignal(l)
+	stopSignals := testnet.CloseOnSignal(l.Close)
 	t.Cleanup(func() {
 		if f.work != nil {
 			f.work.Stop()
@@ -213,27 +212,6 @@ func TestFleet(t *testing.T) {
 		if !t.Run(s.name, s.f) {
 			return
 		}
-	}
-}
-
-// closeOnSignal closes the lab when the test binary is interrupted, so
-// that an interrupted run leaves no containers or namespaces behind.
-func closeOnSignal(l *Lab) (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-done:
-		case sig := <-ch:
-			fmt.Fprintf(os.Stderr, "fleet: %v: removing the lab\n", sig)
-			l.Close()
-			os.Exit(128 + int(sig.(syscall.Signal)))
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
 	}
 }
 
@@ -587,7 +565,7 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 // address nobody holds: xlb starts, but no backend becomes routable.
 func brokenConfig(cfg string) string {
 	for i := 0; i < 3; i++ {
-		cfg = strings.ReplaceAll(cfg, addr4(192, 0, 2, backendBase+i).String(), addr4(192, 0, 2, 201+i).String())
+		cfg = strings.ReplaceAll(cfg, testnet.OneArmBackendIP(i).String(), netip.AddrFrom4([4]byte{192, 0, 2, byte(201 + i)}).String())
 	}
 	return "# fleet test: the same service with backends nobody holds\n" + cfg
 }

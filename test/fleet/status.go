@@ -22,7 +22,7 @@ func (h *Host) Get(path string) (int, []byte, error) {
 	tr := &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			return dialIn(ctx, h.Path, addr)
+			return h.Dial(ctx, addr)
 		},
 	}
 	defer tr.CloseIdleConnections()

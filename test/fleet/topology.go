@@ -2,34 +2,29 @@ package fleet
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/test/hostlab"
-	"github.com/xlbproject/xlb/test/lab"
 )
 
-// Addresses and timers of the lab (documentation ranges only).
+// Addresses of the lab (testnet's address plan: documentation ranges only).
 var (
-	VIP         = netip.MustParseAddr("198.51.100.10") // the shared service address
-	ClientIP    = netip.MustParseAddr("203.0.113.10")
-	RouterFront = netip.MustParseAddr("203.0.113.1") // router, client side
-	RouterBack  = netip.MustParseAddr("192.0.2.1")   // router, XLB hosts' segment
-	hostBase    = 11                                 // xlb1 192.0.2.11, …
-	backendBase = 31                                 // backend1 192.0.2.31, …
+	VIP         = testnet.ServiceIP // the shared service address
+	ClientIP    = testnet.OuterClientIP
+	RouterFront = testnet.OuterRouterIP // router, client side
+	RouterBack  = testnet.RouterIP      // router, XLB hosts' segment
 )
 
+// Ports, the router's nexthop group and the timers of the lab.
 const (
 	ServicePort = 80
 	BackendPort = 8080
@@ -61,17 +56,16 @@ type Options struct {
 	Prefix   string // names start with it; empty: "xf" + 6 random hex digits
 	Rootfs   string // hostlab root filesystem for the hosts
 	Logf     func(format string, args ...any)
+
+	// networkOnly, set by tests only, stops Start after the network and
+	// the backends' servers: no holder process, no containers.
+	networkOnly bool
 }
 
-// NS is a network namespace of the lab.
-type NS struct {
-	Name string // PREFIX-role
-	Path string // /run/netns/Name
-}
-
-// Host is an XLB host: a booted container in its own namespace.
+// Host is an XLB host: a booted container in its own namespace
+// (PREFIX-xINDEX).
 type Host struct {
-	NS
+	*testnet.Host
 	Index     int        // 1…
 	Inventory string     // xlb1, …
 	Addr      netip.Addr // 192.0.2.10+Index
@@ -79,64 +73,27 @@ type Host struct {
 	Container *hostlab.Container
 }
 
-// Backend is a backend namespace with its banner-and-echo server.
+// Backend is a backend namespace (PREFIX-bINDEX) with its banner-and-echo
+// server.
 type Backend struct {
-	NS
+	*testnet.Host
 	Addr   netip.Addr
-	Server *Server
+	Server *testnet.Server
 }
 
 // Lab is a running fleet lab. Close removes all of it.
 type Lab struct {
 	Prefix   string
-	LAN      NS
-	Router   NS
-	Client   NS
+	LAN      *testnet.Host // the bridge all but the client hang on
+	Router   *testnet.Host
+	Client   *testnet.Host
 	Hosts    []*Host
 	Backends []*Backend
 	// HolderPID is a process sleeping in the router's namespace (and the
 	// host's other namespaces): Ansible's nsenter target for the router.
 	HolderPID int
 
-	logf    func(string, ...any)
-	holder  *exec.Cmd
-	mu      sync.Mutex
-	undo    []func() error
-	closeMu sync.Mutex
-	closed  bool
-}
-
-func randomPrefix() string {
-	var b [3]byte
-	rand.Read(b[:])
-	return "xf" + hex.EncodeToString(b[:])
-}
-
-func (l *Lab) ns(role string) NS {
-	name := l.Prefix + "-" + role
-	return NS{Name: name, Path: filepath.Join("/run/netns", name)}
-}
-
-// onClose registers f to run in Close, in reverse order of registration.
-func (l *Lab) onClose(f func() error) {
-	l.mu.Lock()
-	l.undo = append(l.undo, f)
-	l.mu.Unlock()
-}
-
-// ip runs `ip ARGS` on the host.
-func (l *Lab) ip(args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := run(ctx, "ip", args...)
-	return err
-}
-
-// inNS runs a command inside a namespace (network namespace only).
-func inNS(ns NS, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return run(ctx, "nsenter", append([]string{"--net=" + ns.Path, "--", name}, args...)...)
+	net *testnet.Topology
 }
 
 // Start builds the lab and boots the hosts. On error everything created
@@ -148,193 +105,158 @@ func Start(o Options) (*Lab, error) {
 	if o.Backends == 0 {
 		o.Backends = 3
 	}
-	if o.Hosts < 1 || o.Hosts > 9 || o.Backends < 1 || o.Backends > 9 {
+	if o.Hosts < 1 || o.Hosts > testnet.MaxHosts || o.Backends < 1 || o.Backends > 9 {
 		return nil, fmt.Errorf("fleet: %d hosts and %d backends; want 1…9 of each", o.Hosts, o.Backends)
 	}
 	if o.Prefix == "" {
-		o.Prefix = randomPrefix()
+		p, err := testnet.RandomPrefix("xf")
+		if err != nil {
+			return nil, err
+		}
+		o.Prefix = p
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	l := &Lab{Prefix: o.Prefix, logf: o.Logf}
-	l.LAN, l.Router, l.Client = l.ns("lan"), l.ns("rtr"), l.ns("cli")
-	for i := 1; i <= o.Hosts; i++ {
-		l.Hosts = append(l.Hosts, &Host{
-			NS: l.ns("x" + strconv.Itoa(i)), Index: i, Inventory: "xlb" + strconv.Itoa(i),
-			Addr: addr4(192, 0, 2, hostBase-1+i), NexthopID: 10 + i,
-		})
+	tn, err := testnet.New(testnet.Config{Prefix: o.Prefix})
+	if err != nil {
+		return nil, err
 	}
-	for i := 1; i <= o.Backends; i++ {
-		l.Backends = append(l.Backends, &Backend{NS: l.ns("b" + strconv.Itoa(i)), Addr: addr4(192, 0, 2, backendBase-1+i)})
+	l := &Lab{Prefix: o.Prefix, net: tn}
+	steps := []testnet.Step{
+		{Name: "namespaces", Run: func() error { return l.buildNamespaces(o.Hosts, o.Backends) }},
+		{Name: "links", Run: l.buildLinks},
+		{Name: "xdp", Run: l.buildXDP},
+		{Name: "router", Run: l.buildRouter},
+		{Name: "servers", Run: l.buildServers},
 	}
-	steps := []struct {
-		name string
-		f    func() error
-	}{
-		{"namespaces", l.buildNamespaces},
-		{"links", l.buildLinks},
-		{"xdp", l.buildXDP},
-		{"router", l.buildRouter},
-		{"servers", l.buildServers},
-		{"holder", l.startHolder},
-		{"containers", func() error { return l.bootHosts(o.Rootfs) }},
+	if !o.networkOnly {
+		steps = append(steps,
+			testnet.Step{Name: "holder", Run: l.startHolder},
+			testnet.Step{Name: "containers", Run: func() error { return l.bootHosts(o.Rootfs) }})
 	}
-	for _, s := range steps {
-		start := time.Now()
-		if err := s.f(); err != nil {
-			return nil, errors.Join(fmt.Errorf("fleet %s: %s: %w", l.Prefix, s.name, err), l.Close())
-		}
-		l.logf("fleet %s: %s in %s", l.Prefix, s.name, time.Since(start).Round(10*time.Millisecond))
+	err = tn.Build(steps, func(step string, took time.Duration) error {
+		o.Logf("fleet %s: %s in %s", l.Prefix, step, took.Round(10*time.Millisecond))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet %w", err)
 	}
 	return l, nil
 }
 
-func addr4(a, b, c, d int) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(a), byte(b), byte(c), byte(d)})
+// buildNamespaces creates every namespace (IPv6 off) and the bridge in
+// PREFIX-lan.
+func (l *Lab) buildNamespaces(hosts, backends int) error {
+	var err error
+	add := func(role string) *testnet.Host {
+		var h *testnet.Host
+		if err == nil {
+			h, err = l.net.AddHost(role)
+		}
+		return h
+	}
+	l.LAN, l.Router, l.Client = add("lan"), add("rtr"), add("cli")
+	for i := 1; i <= hosts; i++ {
+		l.Hosts = append(l.Hosts, &Host{
+			Host: add("x" + strconv.Itoa(i)), Index: i, Inventory: "xlb" + strconv.Itoa(i),
+			Addr: testnet.HostIP(i - 1), NexthopID: 10 + i,
+		})
+	}
+	for i := 1; i <= backends; i++ {
+		l.Backends = append(l.Backends, &Backend{Host: add("b" + strconv.Itoa(i)), Addr: testnet.OneArmBackendIP(i - 1)})
+	}
+	if err != nil {
+		return err
+	}
+	return l.net.AddBridge(l.LAN, "br", nil)
 }
 
-func (l *Lab) all() []NS {
-	nss := []NS{l.LAN, l.Router, l.Client}
-	for _, h := range l.Hosts {
-		nss = append(nss, h.NS)
-	}
-	for _, b := range l.Backends {
-		nss = append(nss, b.NS)
-	}
-	return nss
-}
-
-func (l *Lab) buildNamespaces() error {
-	for _, ns := range l.all() {
-		if _, err := os.Lstat(ns.Path); err == nil {
-			return fmt.Errorf("namespace %s exists already", ns.Name)
-		}
-		if err := l.ip("netns", "add", ns.Name); err != nil {
-			return err
-		}
-		name := ns.Name
-		l.onClose(func() error { return l.ip("netns", "delete", name) })
-		if err := l.ip("-n", ns.Name, "link", "set", "lo", "up"); err != nil {
-			return err
-		}
-		// IPv4 only: no router solicitations or DAD in the lab.
-		if _, err := inNS(ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
-			return err
-		}
-	}
-	return l.ip("-n", l.LAN.Name, "link", "add", "br0", "up", "type", "bridge")
-}
-
-// veth creates a pair: inner end ifname in ns (with addr/24 if valid),
-// outer end PREFIX-tag in the LAN namespace on the bridge.
-func (l *Lab) lanPort(ns NS, ifname, tag string, addr netip.Addr) error {
-	port := l.Prefix + "-" + tag
-	steps := [][]string{
-		{"-n", l.LAN.Name, "link", "add", port, "type", "veth", "peer", "name", ifname, "netns", ns.Name},
-		{"-n", l.LAN.Name, "link", "set", port, "master", "br0", "up"},
-		{"-n", ns.Name, "address", "add", addr.String() + "/24", "dev", ifname},
-		{"-n", ns.Name, "link", "set", ifname, "up"},
-	}
-	for _, s := range steps {
-		if err := l.ip(s...); err != nil {
-			return err
-		}
-	}
-	_, err := inNS(ns, "ethtool", "-K", ifname, "tx", "off")
-	return err
-}
-
+// buildLinks joins the client and the router directly and everything else
+// to the bridge, sets the default routes and turns TX checksum offload off
+// on every endpoint.
 func (l *Lab) buildLinks() error {
-	// Client <-> router, a direct pair.
-	for _, s := range [][]string{
-		{"-n", l.Router.Name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", l.Client.Name},
-		{"-n", l.Router.Name, "address", "add", RouterFront.String() + "/24", "dev", "eth0"},
-		{"-n", l.Router.Name, "link", "set", "eth0", "up"},
-		{"-n", l.Client.Name, "address", "add", ClientIP.String() + "/24", "dev", "eth0"},
-		{"-n", l.Client.Name, "link", "set", "eth0", "up"},
-		{"-n", l.Client.Name, "route", "add", "default", "via", RouterFront.String()},
-	} {
-		if err := l.ip(s...); err != nil {
-			return err
-		}
+	outer := func(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, testnet.OuterNet.Bits()) }
+	front := func(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, testnet.FrontNet.Bits()) }
+	if err := l.net.Pair(l.Router, "eth0", outer(RouterFront), l.Client, "eth0", outer(ClientIP)); err != nil {
+		return err
 	}
-	for _, ns := range []NS{l.Router, l.Client} {
-		if _, err := inNS(ns, "ethtool", "-K", "eth0", "tx", "off"); err != nil {
-			return err
-		}
+	if err := l.Client.AddDefaultRoute("eth0", RouterFront); err != nil {
+		return err
 	}
-	// Router, hosts and backends on the bridge.
-	if err := l.lanPort(l.Router, "eth1", "r", RouterBack); err != nil {
+	if _, err := l.net.Attach(l.Router, "eth1", front(RouterBack), l.LAN, "r"); err != nil {
 		return err
 	}
 	for _, h := range l.Hosts {
-		if err := l.lanPort(h.NS, "eth0", "x"+strconv.Itoa(h.Index), h.Addr); err != nil {
+		if _, err := l.net.Attach(h.Host, "eth0", front(h.Addr), l.LAN, hostPort(h)); err != nil {
 			return err
 		}
-		if err := l.ip("-n", h.Name, "route", "add", "default", "via", RouterBack.String()); err != nil {
+		if err := h.AddDefaultRoute("eth0", RouterBack); err != nil {
 			return err
 		}
 	}
 	for i, b := range l.Backends {
-		if err := l.lanPort(b.NS, "eth0", "b"+strconv.Itoa(i+1), b.Addr); err != nil {
+		if _, err := l.net.Attach(b.Host, "eth0", front(b.Addr), l.LAN, "b"+strconv.Itoa(i+1)); err != nil {
+			return err
+		}
+	}
+	for _, h := range l.net.Hosts() {
+		var names []string
+		for _, i := range h.Ifaces {
+			names = append(names, i.Name)
+		}
+		if err := h.SetTxChecksum(false, names...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// hostPort is the tag of the bridge port facing XLB host h.
+func hostPort(h *Host) string { return "x" + strconv.Itoa(h.Index) }
 
 // buildXDP attaches a native XDP_PASS program to the bridge ports facing
 // the XLB hosts: native XDP_TX out of a veth is delivered only when the
 // peer has a native XDP program (LAB-NOTES).
 func (l *Lab) buildXDP() error {
-	prog, err := lab.LoadXDPPass()
-	if err != nil {
-		return err
-	}
-	defer prog.Close()
 	var names []string
-	for _, x := range l.Hosts {
-		names = append(names, l.Prefix+"-x"+strconv.Itoa(x.Index))
-	}
-	// netlink's package-level calls use the calling thread's namespace.
-	return inNetns(l.LAN.Path, func() error { return lab.AttachXDPPass(prog, names...) })
-}
-
-func (l *Lab) buildRouter() error {
-	if _, err := inNS(l.Router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
-		return err
-	}
-	var members string
 	for _, h := range l.Hosts {
-		if err := l.ip("-n", l.Router.Name, "nexthop", "add", "id", strconv.Itoa(h.NexthopID), "via", h.Addr.String(), "dev", "eth1"); err != nil {
-			return err
-		}
-		if members != "" {
-			members += "/"
-		}
-		members += fmt.Sprintf("%d,%d", h.NexthopID, Weight)
+		names = append(names, l.net.LinkName(hostPort(h)))
 	}
-	for _, s := range [][]string{
-		{"-n", l.Router.Name, "nexthop", "add", "id", strconv.Itoa(GroupID), "group", members, "type", "resilient",
-			"buckets", strconv.Itoa(Buckets), "idle_timer", strconv.Itoa(IdleTimer), "unbalanced_timer", "0"},
-		{"-n", l.Router.Name, "route", "add", VIP.String() + "/32", "nhid", strconv.Itoa(GroupID)},
-	} {
-		if err := l.ip(s...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return l.LAN.AttachXDPPass(names...)
 }
 
+// BackendKeepAlive is the backends' TCP keepalive: a connection idle for
+// 4 s (longer than LongLivedInterval, so live long-lived connections are
+// never probed) is probed every second. It is how a backend learns that a
+// client vanished: a long-lived connection that a drain moved to another
+// host is reset there, and the backend's socket would otherwise stay
+// ESTABLISHED. Such a leftover matters when a restarted XLB hands out its
+// 4-tuple again (it starts its SNAT cursors at random points, which makes
+// that rare): a SYN on it draws a challenge ACK, a reset and a SYN
+// retransmission. The rolling upgrade's connection wait ends
+// when the drained host's pairs are gone, that is when the backends'
+// probes have cleared them.
+var BackendKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 4 * time.Second, Interval: time.Second, Count: 3}
+
+// buildServers starts each backend's server: on accept it sends one banner
+// line naming itself and the peer address it sees (the XLB host's SNAT
+// address, so a client learns which host carries its connection), then
+// echoes.
 func (l *Lab) buildServers() error {
 	for _, b := range l.Backends {
-		s, err := Serve(b.Path, fmt.Sprintf("%s:%d", b.Addr, BackendPort))
+		addr := netip.AddrPortFrom(b.Addr, BackendPort).String()
+		banner := func(c *testnet.Conn) error {
+			if _, err := fmt.Fprintf(c, "xlb-fleet backend=%s peer=%s\n", addr, c.Remote()); err != nil {
+				return err
+			}
+			return testnet.Echo(c)
+		}
+		s, err := b.ServeWith(net.ListenConfig{KeepAliveConfig: BackendKeepAlive}, addr, banner)
 		if err != nil {
 			return err
 		}
 		b.Server = s
-		l.onClose(s.Close)
 	}
 	return nil
 }
@@ -342,14 +264,13 @@ func (l *Lab) buildServers() error {
 // startHolder starts a process in the router's network namespace (all
 // its other namespaces are the host's) for Ansible's nsenter connection.
 func (l *Lab) startHolder() error {
-	cmd := exec.Command("nsenter", "--net="+l.Router.Path, "--", "sleep", "infinity")
+	cmd := l.Router.Command(context.Background(), "sleep", "infinity")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	l.holder = cmd
 	l.HolderPID = cmd.Process.Pid // nsenter execs sleep: same process
-	l.onClose(func() error {
+	l.net.OnClose(func() error {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return nil
@@ -363,7 +284,7 @@ func (l *Lab) startHolder() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("holder process %d did not enter %s", l.HolderPID, l.Router.Name)
+	return fmt.Errorf("holder process %d did not enter %s", l.HolderPID, l.Router.NS)
 }
 
 func (l *Lab) bootHosts(rootfs string) error {
@@ -381,7 +302,7 @@ func (l *Lab) bootHosts(rootfs string) error {
 				return
 			}
 			h.Container = c
-			l.onClose(c.Close)
+			l.net.OnClose(c.Close)
 		}()
 	}
 	wg.Wait()
@@ -390,8 +311,12 @@ func (l *Lab) bootHosts(rootfs string) error {
 	}
 	// systemd in the container may take lo down while it boots.
 	for _, h := range l.Hosts {
-		if err := l.ip("-n", h.Name, "link", "set", "lo", "up"); err != nil {
-			return err
+		lo, err := h.Netlink().LinkByName("lo")
+		if err == nil {
+			err = h.Netlink().LinkSetUp(lo)
+		}
+		if err != nil {
+			return fmt.Errorf("lo up in %s: %w", h.NS, err)
 		}
 	}
 	return nil
@@ -404,75 +329,9 @@ func (h *Host) Exec(args ...string) (string, error) {
 	return h.Container.Exec(ctx, nil, args...)
 }
 
-// Close stops the containers and the servers and removes every namespace.
-// It is idempotent.
-func (l *Lab) Close() error {
-	l.closeMu.Lock()
-	defer l.closeMu.Unlock()
-	if l.closed {
-		return nil
-	}
-	l.closed = true
-	l.mu.Lock()
-	undo := l.undo
-	l.undo = nil
-	l.mu.Unlock()
-	var errs []error
-	for i := len(undo) - 1; i >= 0; i-- {
-		errs = append(errs, undo[i]())
-	}
-	return errors.Join(errs...)
-}
-
-// Member is one entry of the router's nexthop group.
-type Member struct {
-	ID     int `json:"id"`
-	Weight int `json:"weight"`
-}
-
-// Group reads the router's nexthop group: its members and idle timer.
-func (l *Lab) Group() ([]Member, int, error) {
-	out, err := inNS(l.Router, "ip", "-j", "nexthop", "show", "id", strconv.Itoa(GroupID))
-	if err != nil {
-		return nil, 0, err
-	}
-	var g []struct {
-		Group     []Member `json:"group"`
-		Resilient struct {
-			IdleTimer int `json:"idle_timer"`
-		} `json:"resilient_args"`
-	}
-	if err := json.Unmarshal([]byte(out), &g); err != nil || len(g) != 1 {
-		return nil, 0, fmt.Errorf("nexthop group %d: %v: %s", GroupID, err, out)
-	}
-	for i := range g[0].Group {
-		if g[0].Group[i].Weight == 0 {
-			g[0].Group[i].Weight = 1 // ip -j omits weight 1
-		}
-	}
-	return g[0].Group, g[0].Resilient.IdleTimer, nil
-}
-
-// Buckets counts the group's buckets per nexthop id.
-func (l *Lab) Buckets() (map[int]int, error) {
-	out, err := inNS(l.Router, "ip", "-j", "nexthop", "bucket", "show", "id", strconv.Itoa(GroupID))
-	if err != nil {
-		return nil, err
-	}
-	var bs []struct {
-		Bucket struct {
-			NHID int `json:"nhid"`
-		} `json:"bucket"`
-	}
-	if err := json.Unmarshal([]byte(out), &bs); err != nil {
-		return nil, err
-	}
-	m := map[int]int{}
-	for _, b := range bs {
-		m[b.Bucket.NHID]++
-	}
-	return m, nil
-}
+// Close stops the containers, the holder and the servers and removes every
+// namespace. It is idempotent.
+func (l *Lab) Close() error { return l.net.Close() }
 
 // HostByAddr returns the XLB host with address a, or nil.
 func (l *Lab) HostByAddr(a netip.Addr) *Host {

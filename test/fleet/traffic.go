@@ -12,95 +12,6 @@ import (
 	"time"
 )
 
-// Server is a backend's TCP server: on accept it sends one banner line
-// naming itself and the peer address it sees (the XLB host's SNAT address,
-// so a client learns which host carries its connection), then echoes.
-type Server struct {
-	ln       net.Listener
-	addr     string
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-	accepted int
-	closed   bool
-}
-
-// BackendKeepAlive is the backends' TCP keepalive: a connection idle for
-// 4 s (longer than LongLivedInterval, so live long-lived connections are
-// never probed) is probed every second. It is how a backend learns that a
-// client vanished: a long-lived connection that a drain moved to another
-// host is reset there, and the backend's socket would otherwise stay
-// ESTABLISHED. Such a leftover matters when a restarted XLB hands out its
-// 4-tuple again (it starts its SNAT cursors at random points, which makes
-// that rare): a SYN on it draws a challenge ACK, a reset and a SYN
-// retransmission. The rolling upgrade's connection wait ends
-// when the drained host's pairs are gone, that is when the backends'
-// probes have cleared them.
-var BackendKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 4 * time.Second, Interval: time.Second, Count: 3}
-
-// Serve starts a server on addr inside the namespace at nsPath.
-func Serve(nsPath, addr string) (*Server, error) {
-	ln, err := listenIn(nsPath, addr, BackendKeepAlive)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{ln: ln, addr: addr, conns: map[net.Conn]struct{}{}}
-	s.wg.Add(1)
-	go s.accept()
-	return s, nil
-}
-
-func (s *Server) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return
-		}
-		s.conns[c] = struct{}{}
-		s.accepted++
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() {
-				s.mu.Lock()
-				delete(s.conns, c)
-				s.mu.Unlock()
-				c.Close()
-			}()
-			fmt.Fprintf(c, "xlb-fleet backend=%s peer=%s\n", s.addr, c.RemoteAddr())
-			io.Copy(c, c)
-		}()
-	}
-}
-
-// Accepted counts the connections accepted so far.
-func (s *Server) Accepted() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.accepted
-}
-
-// Close stops the server and closes its connections.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	err := s.ln.Close()
-	s.wg.Wait()
-	return err
-}
-
 // conn is a client connection through the service that has read its
 // banner: Host is the XLB host that carries it.
 type conn struct {
@@ -114,7 +25,7 @@ type conn struct {
 // dialService opens a connection to the service from the client namespace
 // and reads the banner.
 func (l *Lab) dialService(ctx context.Context) (*conn, error) {
-	c, err := dialIn(ctx, l.Client.Path, fmt.Sprintf("%s:%d", VIP, ServicePort))
+	c, err := l.Client.DialFrom(ctx, 0, netip.AddrPortFrom(VIP, ServicePort).String())
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

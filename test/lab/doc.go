@@ -1,13 +1,13 @@
-// Package lab builds throw-away network topologies out of Linux network
-// namespaces, veth pairs and bridges for XLB's end-to-end tests,
-// benchmarks and `make demo` (DESIGN §7).
+// Package lab builds the two throw-away network shapes of XLB's end-to-end
+// tests, benchmarks and `make demo` (DESIGN §7) on internal/testnet, which
+// owns the namespaces, links, servers and cleanup.
 //
 // A Lab is built by Start (or New in tests) from Options and removed by
 // (*Lab).Close. Every namespace and every link the lab creates has a name
 // that starts with Options.Prefix, so leftovers from a crash are easy to
-// recognise and CleanupStale removes them.
+// recognise and testnet.CleanupStale removes them.
 //
-// Shapes (addresses are fixed; MACs are derived from them):
+// Shapes (addresses from testnet's plan; MACs are derived from them):
 //
 //	OneArm:  client 192.0.2.20 (+.21, .22 …), xlb 192.0.2.10 (eth0),
 //	         backends 192.0.2.31, .32, .33 …, all on one bridge in "lan".
@@ -24,5 +24,6 @@
 // TX checksum offload off. The XLB namespace gets no XDP program: the
 // daemon under test attaches its own.
 //
-// Backends run an echo server and a sink server (see Server and Handler).
+// Backends run an echo server and a sink server (testnet.Echo and
+// testnet.Sink).
 package lab

@@ -1,12 +1,19 @@
 package lab
 
 import (
-	"errors"
 	"net/netip"
-	"os"
-	"sync"
 	"testing"
+
+	"github.com/xlbproject/xlb/internal/testnet"
 )
+
+// Host is one namespace of a lab: a client, the XLB host, a backend, or a
+// bridge ("lan") namespace. Name is its role: "client1", "xlb",
+// "backend2", "lan", "lan-front", "lan-back".
+type Host = testnet.Host
+
+// Iface is one endpoint interface of a Host.
+type Iface = testnet.Iface
 
 // Lab is a built topology. Fields are read-only after Start returns.
 type Lab struct {
@@ -19,18 +26,15 @@ type Lab struct {
 	Backends []*Backend // in address order
 	LANs     []*Host    // bridge namespaces: [lan] or [lan-front, lan-back]
 
-	hosts []*Host // every namespace created, in creation order
-
-	closeOnce sync.Once
-	closeErr  error
+	net *testnet.Topology
 }
 
 // Backend is a backend host with its echo and sink servers (nil when
 // disabled in Options).
 type Backend struct {
 	*Host
-	Echo *Server
-	Sink *Server
+	Echo *testnet.Server
+	Sink *testnet.Server
 }
 
 // Client is the first client.
@@ -38,7 +42,7 @@ func (l *Lab) Client() *Host { return l.Clients[0] }
 
 // Hosts returns every namespace of the lab: bridge namespaces, clients,
 // XLB, backends.
-func (l *Lab) Hosts() []*Host { return append([]*Host(nil), l.hosts...) }
+func (l *Lab) Hosts() []*Host { return l.net.Hosts() }
 
 // EchoAddr is "IP:port" of backend i's echo server (i counts from 0), or
 // "" when the echo server is disabled.
@@ -48,21 +52,29 @@ func (l *Lab) EchoAddr(i int) string { return serverAddr(l.Backends[i], l.Backen
 // "" when the sink server is disabled.
 func (l *Lab) SinkAddr(i int) string { return serverAddr(l.Backends[i], l.Backends[i].Sink) }
 
-func serverAddr(b *Backend, s *Server) string {
+func serverAddr(b *Backend, s *testnet.Server) string {
 	if s == nil {
 		return ""
 	}
 	return netip.AddrPortFrom(b.IP(), s.Addr().Port()).String()
 }
 
+// servers are the backend's echo and sink servers that run.
+func (b *Backend) servers() []*testnet.Server {
+	var ss []*testnet.Server
+	for _, s := range []*testnet.Server{b.Echo, b.Sink} {
+		if s != nil {
+			ss = append(ss, s)
+		}
+	}
+	return ss
+}
+
 // Stats merges the statistics of the backend's echo and sink servers
 // (Conns: echo's first, then sink's).
-func (b *Backend) Stats() Stats {
-	st := Stats{Remotes: map[netip.Addr]int{}}
-	for _, s := range []*Server{b.Echo, b.Sink} {
-		if s == nil {
-			continue
-		}
+func (b *Backend) Stats() testnet.Stats {
+	st := testnet.Stats{Remotes: map[netip.Addr]int{}}
+	for _, s := range b.servers() {
 		o := s.Stats()
 		st.Accepted += o.Accepted
 		st.Completed += o.Completed
@@ -82,10 +94,8 @@ func (b *Backend) Stats() Stats {
 
 // ResetStats zeroes the statistics of the backend's echo and sink servers.
 func (b *Backend) ResetStats() {
-	for _, s := range []*Server{b.Echo, b.Sink} {
-		if s != nil {
-			s.ResetStats()
-		}
+	for _, s := range b.servers() {
+		s.ResetStats()
 	}
 }
 
@@ -104,9 +114,13 @@ func Start(opts Options) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lab{Prefix: o.Prefix, Topology: o.Topology, Options: o}
+	tn, err := testnet.New(testnet.Config{Prefix: o.Prefix, IPv6: o.IPv6})
+	if err != nil {
+		return nil, err
+	}
+	l := &Lab{Prefix: o.Prefix, Topology: o.Topology, Options: o, net: tn}
 	if err := l.build(); err != nil {
-		return nil, errors.Join(err, l.Close())
+		return nil, err
 	}
 	return l, nil
 }
@@ -116,9 +130,7 @@ func Start(opts Options) (*Lab, error) {
 // built.
 func New(t testing.TB, opts Options) *Lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("lab: needs root (network namespaces, veth, XDP); run the tests as root")
-	}
+	testnet.RequireRoot(t)
 	l, err := Start(opts)
 	if err != nil {
 		t.Fatalf("lab: %v", err)
@@ -130,3 +142,9 @@ func New(t testing.TB, opts Options) *Lab {
 	})
 	return l
 }
+
+// Close stops the backend servers and removes every namespace the lab
+// created (their links go with them). It is idempotent. Processes started
+// with Host.Command keep their namespace alive (nameless) until they exit:
+// stop them first.
+func (l *Lab) Close() error { return l.net.Close() }

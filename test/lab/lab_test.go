@@ -10,14 +10,14 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
+
+	"github.com/xlbproject/xlb/internal/testnet"
 )
 
 // Generous bounds: the machine is shared and noisy. Nothing here asserts
@@ -26,13 +26,6 @@ const (
 	waitLong = 30 * time.Second
 	payload  = 64 << 10
 )
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-}
 
 func longCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
@@ -85,7 +78,7 @@ func sinkRoundTrip(t *testing.T, h *Host, addr string, n int) {
 		t.Fatal(err)
 	}
 	c.(*net.TCPConn).CloseWrite()
-	got, err := ReadSinkCount(c)
+	got, err := testnet.ReadSinkCount(c)
 	if err != nil || got != uint64(n) {
 		t.Fatalf("sink %s: count %d, %v; want %d", addr, got, err, n)
 	}
@@ -103,7 +96,7 @@ func commonPrefix(a, b []byte) int {
 }
 
 // waitServerIdle waits for the connections WaitTCP made, then zeroes stats.
-func waitServerIdle(t *testing.T, s *Server, n int) {
+func waitServerIdle(t *testing.T, s *testnet.Server, n int) {
 	t.Helper()
 	if _, err := s.WaitCompleted(longCtx(t), n); err != nil {
 		t.Fatal(err)
@@ -115,21 +108,8 @@ func waitServerIdle(t *testing.T, s *Server, n int) {
 // namespace and no link in the root namespace.
 func checkGone(t *testing.T, prefix string) {
 	t.Helper()
-	names, err := StaleNamespaces(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(names) != 0 {
-		t.Errorf("namespaces left behind: %v", names)
-	}
-	links, err := netlink.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Name, prefix) {
-			t.Errorf("link left in root namespace: %s", l.Attrs().Name)
-		}
+	if left, err := testnet.Leftovers(prefix); err != nil || len(left) > 0 {
+		t.Errorf("left behind: %v, %v", left, err)
 	}
 }
 
@@ -147,7 +127,7 @@ func checkShape(t *testing.T, l *Lab) {
 			if !strings.HasPrefix(i.Peer, l.Prefix+"-") || len(i.Peer) > 15 {
 				t.Errorf("peer link name %q", i.Peer)
 			}
-			if !bytes.Equal(i.MAC, EndpointMAC(i.Addr.Addr())) {
+			if !bytes.Equal(i.MAC, testnet.EndpointMAC(i.Addr.Addr())) {
 				t.Errorf("%s/%s: MAC %v", h.Name, i.Name, i.MAC)
 			}
 			link, err := h.Netlink().LinkByName(i.Name)
@@ -191,7 +171,7 @@ func TestOneArm(t *testing.T) {
 		if want := netip.AddrFrom4([4]byte{192, 0, 2, byte(31 + i)}); b.IP() != want {
 			t.Fatalf("backend %d at %v, want %v", i, b.IP(), want)
 		}
-		if err := WaitTCP(client, l.EchoAddr(i), waitLong); err != nil {
+		if err := testnet.WaitTCP(client, l.EchoAddr(i), waitLong); err != nil {
 			t.Fatal(err)
 		}
 		waitServerIdle(t, b.Echo, 1)
@@ -254,7 +234,7 @@ func TestTwoArm(t *testing.T) {
 	// XLB does not forward without the daemon: test XLB→backend and
 	// backend→backend.
 	for i := range l.Backends {
-		if err := WaitTCP(l.XLB, l.EchoAddr(i), waitLong); err != nil {
+		if err := testnet.WaitTCP(l.XLB, l.EchoAddr(i), waitLong); err != nil {
 			t.Fatal(err)
 		}
 		echoRoundTrip(t, l.XLB, l.EchoAddr(i))
@@ -286,10 +266,10 @@ func checkDefaultRoute(t *testing.T, h *Host, gw string) {
 }
 
 func TestConstructionFailureLeavesNothing(t *testing.T) {
-	requireRoot(t)
+	testnet.RequireRoot(t)
 	for _, step := range []string{"namespaces", "bridges", "links", "xdp", "offload", "routes", "servers"} {
 		t.Run(step, func(t *testing.T) {
-			prefix, _ := RandomPrefix()
+			prefix, _ := testnet.RandomPrefix("xl")
 			l, err := Start(Options{Topology: TwoArm, Prefix: prefix, failAt: step})
 			if err == nil || l != nil {
 				t.Fatalf("Start with injected failure after %s: lab %v, err %v", step, l, err)
@@ -327,145 +307,9 @@ func TestPrefixCollisionKeepsOtherLab(t *testing.T) {
 			t.Errorf("first lab lost %s: %v", h.NS, err)
 		}
 	}
-	if err := WaitTCP(first.Client(), first.EchoAddr(0), waitLong); err != nil {
+	if err := testnet.WaitTCP(first.Client(), first.EchoAddr(0), waitLong); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func TestServerSurvivesResetsAndCloses(t *testing.T) {
-	requireRoot(t)
-	base := runtime.NumGoroutine()
-	l := New(t, Options{Backends: 1})
-	b := l.Backends[0]
-	if err := WaitTCP(l.Client(), l.EchoAddr(0), waitLong); err != nil {
-		t.Fatal(err)
-	}
-	waitServerIdle(t, b.Echo, 1)
-
-	// The client resets the connection mid-stream.
-	c, err := l.Client().Dial(longCtx(t), l.EchoAddr(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Write(make([]byte, 1000))
-	c.(*net.TCPConn).SetLinger(0)
-	c.Close()
-	st, err := b.Echo.WaitCompleted(longCtx(t), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Resets != 1 || st.Errors != 0 || !st.Conns[0].Reset {
-		t.Errorf("after client RST: %+v", st)
-	}
-
-	// The server still serves.
-	echoRoundTrip(t, l.Client(), l.EchoAddr(0))
-
-	// A custom handler: the backend sends 5 bytes and closes first.
-	hello, err := b.Serve(":9000", func(c *Conn) error {
-		_, err := c.Write([]byte("hello"))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc, err := l.Client().Dial(longCtx(t), netip.AddrPortFrom(b.IP(), 9000).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc.SetDeadline(time.Now().Add(waitLong))
-	if got, err := io.ReadAll(hc); err != nil || string(got) != "hello" {
-		t.Errorf("custom handler: %q, %v", got, err)
-	}
-	hc.Close()
-	if st, err := hello.WaitCompleted(longCtx(t), 1); err != nil || st.BytesOut != 5 {
-		t.Errorf("custom handler stats %+v, %v", st, err)
-	}
-
-	// Idle connections left open must not keep Close from finishing or
-	// leak goroutines.
-	for range 3 {
-		c, err := l.Client().DialFrom(longCtx(t), 0, l.SinkAddr(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkGone(t, l.Prefix)
-	deadline := time.Now().Add(waitLong)
-	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > base {
-		t.Errorf("%d goroutines after Close, %d before the lab", n, base)
-	}
-}
-
-func TestDoSwitchesAndRestores(t *testing.T) {
-	l := New(t, Options{Backends: 1})
-	h := l.XLB
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-
-	sentinel := errors.New("sentinel")
-	err = h.Do(func() error {
-		cur, err := netns.Get()
-		if err != nil {
-			return err
-		}
-		defer cur.Close()
-		if !cur.Equal(h.handle) {
-			return errors.New("Do ran outside the host's namespace")
-		}
-		// Nested Do into another namespace.
-		return errors.Join(l.Client().Do(func() error {
-			cur, err := netns.Get()
-			if err != nil {
-				return err
-			}
-			defer cur.Close()
-			if !cur.Equal(l.Client().handle) {
-				return errors.New("nested Do ran outside the client's namespace")
-			}
-			return nil
-		}), sentinel)
-	})
-	if !errors.Is(err, sentinel) || strings.Contains(err.Error(), "outside") {
-		t.Fatalf("Do: %v", err)
-	}
-	func() {
-		defer func() {
-			if v := recover(); v != "boom" {
-				t.Errorf("panic in Do: recovered %v", v)
-			}
-		}()
-		h.Do(func() error { panic("boom") })
-	}()
-	cur, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
-	if !cur.Equal(orig) {
-		t.Fatal("caller's thread changed namespace")
-	}
-	// A fresh locked thread starts in the root namespace too.
-	onLockedThread(func() error {
-		c, err := netns.Get()
-		if err == nil && !c.Equal(orig) {
-			t.Error("a later locked thread is not in the original namespace")
-		}
-		c.Close()
-		return nil
-	})
 }
 
 func TestCommandRunsInNamespace(t *testing.T) {
@@ -480,34 +324,4 @@ func TestCommandRunsInNamespace(t *testing.T) {
 	if !strings.Contains(string(out), "eth1:") || strings.Contains(string(out), l.Prefix) {
 		t.Errorf("xlb's /proc/self/net/dev:\n%s", out)
 	}
-}
-
-func TestCleanupStale(t *testing.T) {
-	requireRoot(t)
-	prefix, _ := RandomPrefix()
-	t.Cleanup(func() { CleanupStale(prefix) })
-	for _, n := range []string{"-a", "-b"} {
-		h, err := createNamespace(prefix+n, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Close()
-	}
-	// A leftover link in the root namespace (this kernel has no dummy).
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: prefix + "-d"}, PeerName: prefix + "-e"}
-	if err := netlink.LinkAdd(veth); err != nil {
-		t.Fatal(err)
-	}
-	if names, _ := StaleNamespaces(prefix); len(names) != 2 {
-		t.Fatalf("stale namespaces %v", names)
-	}
-	for _, bad := range []string{"", "x", "../x"} {
-		if err := CleanupStale(bad); err == nil {
-			t.Errorf("CleanupStale(%q) accepted", bad)
-		}
-	}
-	if err := CleanupStale(prefix); err != nil {
-		t.Fatal(err)
-	}
-	checkGone(t, prefix)
 }

@@ -1,9 +1,9 @@
 package lab
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+
+	"github.com/xlbproject/xlb/internal/testnet"
 )
 
 // Topology selects the shape of a lab.
@@ -28,11 +28,11 @@ func (t Topology) String() string {
 	return fmt.Sprintf("Topology(%d)", int(t))
 }
 
-// Limits on Options.
+// Limits on Options, from testnet's address plan and link names.
 const (
-	MaxClients   = 10 // clients take .20 … .29
-	MaxBackends  = 64 // backends take .31 … (one-arm) or .11 … (two-arm)
-	MaxPrefixLen = 11 // the longest link name is PREFIX + "-" + 3 chars ≤ 15
+	MaxClients   = testnet.MaxClients   // clients take .20 … .29
+	MaxBackends  = testnet.MaxBackends  // backends take .31 … (one-arm) or .11 … (two-arm)
+	MaxPrefixLen = testnet.MaxPrefixLen // the longest link name is PREFIX + "-" + 3 chars ≤ 15
 )
 
 // Default values for zero Options fields.
@@ -96,37 +96,11 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("lab: echo and sink share port %d", o.EchoPort)
 	}
 	if o.Prefix == "" {
-		p, err := RandomPrefix()
+		p, err := testnet.RandomPrefix("xl")
 		if err != nil {
 			return o, err
 		}
 		o.Prefix = p
 	}
-	if err := ValidatePrefix(o.Prefix); err != nil {
-		return o, err
-	}
-	return o, nil
-}
-
-// RandomPrefix returns "xl" followed by 6 random lowercase hex digits.
-func RandomPrefix() (string, error) {
-	var b [3]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("lab: random prefix: %w", err)
-	}
-	return "xl" + hex.EncodeToString(b[:]), nil
-}
-
-// ValidatePrefix reports whether p can start lab namespace and link names:
-// 1…MaxPrefixLen characters from [a-z0-9].
-func ValidatePrefix(p string) error {
-	if p == "" || len(p) > MaxPrefixLen {
-		return fmt.Errorf("lab: prefix %q: want 1…%d characters", p, MaxPrefixLen)
-	}
-	for _, c := range p {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return fmt.Errorf("lab: prefix %q: only [a-z0-9] allowed", p)
-		}
-	}
-	return nil
+	return o, testnet.ValidatePrefix(o.Prefix)
 }

@@ -1,50 +1,39 @@
-// Package xlbproc runs the real xlb daemon binary inside a lab namespace
-// for end-to-end tests and the demo: build it, write its config, start it,
-// wait until it balances, stop it with a signal and collect its log.
+// Package xlbproc runs the real xlb daemon binary inside a test namespace
+// (a testnet.Host, e.g. a lab's XLB host) for end-to-end tests and the
+// demo: build it, write its config, start it, wait until it balances, stop
+// it with a signal and collect its log.
 package xlbproc
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/xlbproject/xlb/test/lab"
+	"github.com/xlbproject/xlb/internal/testnet"
 )
 
-// Build compiles cmd/xlb (and any other main package path given) into dir
-// and returns the binary's path. XLB_BINARY, when set, is used instead.
+// daemonPackage is the import path of the xlb daemon.
+const daemonPackage = "github.com/xlbproject/xlb/cmd/xlb"
+
+// Build compiles cmd/xlb into dir and returns the binary's path; the
+// caller's working directory must be inside this module (as it is for
+// `go test`). XLB_BINARY, when set, is used instead.
 func Build(dir string) (string, error) {
 	if p := os.Getenv("XLB_BINARY"); p != "" {
 		return filepath.Abs(p)
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
 	out := filepath.Join(dir, "xlb")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/xlb")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/xlb: %v\n%s", err, b)
+	if b, err := exec.Command("go", "build", "-o", out, daemonPackage).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", daemonPackage, err, b)
 	}
 	return out, nil
-}
-
-func moduleRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("cannot locate the module root")
-	}
-	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // Proc is a running xlb daemon.
@@ -52,7 +41,9 @@ type Proc struct {
 	Cmd    *exec.Cmd
 	Config string // path of the config file
 	log    *syncBuffer
-	done   chan struct{}
+	// exited is done once the process has exited; err is then cmd.Wait's
+	// result.
+	exited context.Context
 	err    error
 }
 
@@ -88,20 +79,22 @@ type Options struct {
 }
 
 // Start writes config into dir and starts binary inside host's namespace.
-func Start(host *lab.Host, binary, dir, config string, o Options) (*Proc, error) {
+func Start(host *testnet.Host, binary, dir, config string, o Options) (*Proc, error) {
 	path := filepath.Join(dir, "xlb.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
 	args := append([]string{"--config", path}, o.Args...)
 	cmd := host.Command(context.Background(), binary, args...)
-	p := &Proc{Cmd: cmd, Config: path, log: &syncBuffer{tee: o.Tee}, done: make(chan struct{})}
+	exited, markExited := context.WithCancel(context.Background())
+	p := &Proc{Cmd: cmd, Config: path, log: &syncBuffer{tee: o.Tee}, exited: exited}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.Env = append(os.Environ(), o.Env...)
 	if err := cmd.Start(); err != nil {
+		markExited()
 		return nil, fmt.Errorf("start xlb: %w", err)
 	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
+	go func() { p.err = cmd.Wait(); markExited() }()
 	return p, nil
 }
 
@@ -109,14 +102,7 @@ func Start(host *lab.Host, binary, dir, config string, o Options) (*Proc, error)
 func (p *Proc) Log() string { return p.log.String() }
 
 // Exited reports whether the process has exited.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Proc) Exited() bool { return p.exited.Err() != nil }
 
 // WaitLog polls the log until it contains s, the process exits, or timeout.
 func (p *Proc) WaitLog(s string, timeout time.Duration) error {
@@ -142,10 +128,10 @@ func (p *Proc) Signal(sig syscall.Signal) error { return p.Cmd.Process.Signal(si
 // code; on timeout the process is killed and an error returned.
 func (p *Proc) Wait(timeout time.Duration) (int, error) {
 	select {
-	case <-p.done:
+	case <-p.exited.Done():
 	case <-time.After(timeout):
 		p.Cmd.Process.Kill()
-		<-p.done
+		<-p.exited.Done()
 		return -1, fmt.Errorf("xlb did not exit within %s:\n%s", timeout, p.Log())
 	}
 	return p.Cmd.ProcessState.ExitCode(), nil
@@ -166,6 +152,6 @@ func (p *Proc) Stop(timeout time.Duration) (int, error) {
 func (p *Proc) Kill() {
 	if !p.Exited() {
 		p.Cmd.Process.Kill()
-		<-p.done
+		<-p.exited.Done()
 	}
 }

@@ -7,31 +7,24 @@ package dptest
 import (
 	"net"
 	"net/netip"
+
+	"github.com/xlbproject/xlb/internal/testnet"
 )
 
-// Addresses of the fixture topology (documentation ranges only).
+// Addresses of the fixture topology, from testnet's address plan (the
+// lab's: documentation ranges only).
 var (
-	ClientIP  = netip.MustParseAddr("192.0.2.20")
-	Client2IP = netip.MustParseAddr("192.0.2.21")
-	ListenIP  = netip.MustParseAddr("192.0.2.10")
+	ClientIP  = testnet.ClientIP(0)
+	Client2IP = testnet.ClientIP(1)
+	ListenIP  = testnet.XLBFrontIP
 	// OneArmBackends share the client's subnet; XLB answers with XDP_TX.
-	OneArmBackends = []netip.Addr{
-		netip.MustParseAddr("192.0.2.31"),
-		netip.MustParseAddr("192.0.2.32"),
-		netip.MustParseAddr("192.0.2.33"),
-	}
+	OneArmBackends = []netip.Addr{testnet.OneArmBackendIP(0), testnet.OneArmBackendIP(1), testnet.OneArmBackendIP(2)}
 	// BackIP is XLB's address on the backend-side interface (two-arm SNAT address).
-	BackIP = netip.MustParseAddr("198.51.100.1")
+	BackIP = testnet.XLBBackIP
 	// TwoArmBackends sit behind the second interface; XLB redirects to it.
-	TwoArmBackends = []netip.Addr{
-		netip.MustParseAddr("198.51.100.11"),
-		netip.MustParseAddr("198.51.100.12"),
-		netip.MustParseAddr("198.51.100.13"),
-	}
+	TwoArmBackends = []netip.Addr{testnet.TwoArmBackendIP(0), testnet.TwoArmBackendIP(1), testnet.TwoArmBackendIP(2)}
 )
 
-// MAC derives the fixture's deterministic MAC for an IPv4 address: 02:00 followed by the address bytes.
-func MAC(ip netip.Addr) net.HardwareAddr {
-	b := ip.As4()
-	return net.HardwareAddr{0x02, 0x00, b[0], b[1], b[2], b[3]}
-}
+// MAC derives the fixture's deterministic MAC for an IPv4 address:
+// 02:00 followed by the address bytes (testnet.EndpointMAC, as in the lab).
+func MAC(ip netip.Addr) net.HardwareAddr { return testnet.EndpointMAC(ip) }

@@ -48,22 +48,26 @@ func (e *Env) Run(frame []byte, ingress Iface) (uint32, []byte, error) {
 // RunProgram is Run for any XDP program (the benchmark floor, for one).
 func (e *Env) RunProgram(prog *ebpf.Program, frame []byte, ingress Iface) (uint32, []byte, error) {
 	var ret uint32
-	out := make([]byte, len(frame)+256)
+	var out []byte
 	err := e.Do(func() error {
-		opts := ebpf.RunOptions{Data: frame, DataOut: out, Repeat: 1, Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ingress.Index)}}
 		var err error
-		ret, err = prog.Run(&opts)
-		out = opts.DataOut
+		ret, out, err = runOnce(prog, frame, ingress)
 		return err
 	})
 	return ret, out, err
 }
 
-// BenchHere is Bench for callers already inside Do.
-func (e *Env) BenchHere(prog *ebpf.Program, frame []byte, ingress Iface, repeat int) (float64, uint32, error) {
-	opts := ebpf.RunOptions{Data: frame, Repeat: uint32(repeat), Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ingress.Index)}}
-	r, total, err := runTimed(prog, &opts)
-	return float64(total) / float64(repeat), r, err
+// RunHere is Run for callers already inside Do (many frames, one thread
+// switch). Calling it outside Do runs in the wrong namespace.
+func (e *Env) RunHere(frame []byte, ingress Iface) (uint32, []byte, error) {
+	return runOnce(e.DP.Program(), frame, ingress)
+}
+
+// runOnce runs prog once on frame in the calling thread's namespace.
+func runOnce(prog *ebpf.Program, frame []byte, ingress Iface) (uint32, []byte, error) {
+	opts := ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256), Repeat: 1, Context: xdpContext(frame, ingress)}
+	ret, err := prog.Run(&opts)
+	return ret, opts.DataOut, err
 }
 
 // Bench runs prog repeat times on frame inside the namespace and returns the
@@ -72,19 +76,21 @@ func (e *Env) Bench(prog *ebpf.Program, frame []byte, ingress Iface, repeat int)
 	var ret uint32
 	var ns float64
 	err := e.Do(func() error {
-		opts := ebpf.RunOptions{Data: frame, Repeat: uint32(repeat), Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ingress.Index)}}
-		r, total, err := runTimed(prog, &opts)
-		ret, ns = r, float64(total)/float64(repeat)
+		var err error
+		ns, ret, err = e.BenchHere(prog, frame, ingress, repeat)
 		return err
 	})
 	return ns, ret, err
 }
 
-// RunHere is Run for callers already inside Do (many frames, one thread
-// switch). Calling it outside Do runs in the wrong namespace.
-func (e *Env) RunHere(frame []byte, ingress Iface) (uint32, []byte, error) {
-	out := make([]byte, len(frame)+256)
-	opts := ebpf.RunOptions{Data: frame, DataOut: out, Repeat: 1, Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ingress.Index)}}
-	ret, err := e.DP.Program().Run(&opts)
-	return ret, opts.DataOut, err
+// BenchHere is Bench for callers already inside Do.
+func (e *Env) BenchHere(prog *ebpf.Program, frame []byte, ingress Iface, repeat int) (float64, uint32, error) {
+	opts := ebpf.RunOptions{Data: frame, Repeat: uint32(repeat), Context: xdpContext(frame, ingress)}
+	r, total, err := runTimed(prog, &opts)
+	return float64(total) / float64(repeat), r, err
+}
+
+// xdpContext is the xdp_md of frame arriving on ingress.
+func xdpContext(frame []byte, ingress Iface) xdpMD {
+	return xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ingress.Index)}
 }

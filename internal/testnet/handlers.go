@@ -1,4 +1,4 @@
-package lab
+package testnet
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package lab
+package testnet
 
 import (
 	"context"
@@ -119,9 +119,16 @@ type Server struct {
 }
 
 // Serve starts handler on addr (":port" or "ip:port") inside h's
-// namespace. Closing the lab closes the server.
+// namespace. Closing the topology closes the server.
 func (h *Host) Serve(addr string, handler Handler) (*Server, error) {
-	ln, err := h.Listen(addr)
+	return h.ServeWith(net.ListenConfig{}, addr, handler)
+}
+
+// ServeWith is Serve with the listener (and so every accepted connection)
+// configured by lc, e.g. lc.KeepAliveConfig for the backends' TCP
+// keepalive.
+func (h *Host) ServeWith(lc net.ListenConfig, addr string, handler Handler) (*Server, error) {
+	ln, err := h.listen(lc, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +251,7 @@ func (s *Server) WaitCompleted(ctx context.Context, n int) (Stats, error) {
 	}
 	st := s.snapshot()
 	if st.Completed < n {
-		return st, fmt.Errorf("lab: %d of %d connections completed on %v: %w", st.Completed, n, s.Addr(), ctx.Err())
+		return st, fmt.Errorf("testnet: %d of %d connections completed on %v: %w", st.Completed, n, s.Addr(), ctx.Err())
 	}
 	return st, nil
 }

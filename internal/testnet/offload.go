@@ -1,4 +1,4 @@
-package lab
+package testnet
 
 import (
 	"fmt"
@@ -26,11 +26,11 @@ type ifreqData struct {
 
 func ethtoolValueIoctl(ifname string, cmd, data uint32) (uint32, error) {
 	if len(ifname) >= unix.IFNAMSIZ {
-		return 0, fmt.Errorf("lab: interface name %q too long", ifname)
+		return 0, fmt.Errorf("testnet: interface name %q too long", ifname)
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return 0, fmt.Errorf("lab: ethtool socket: %w", err)
+		return 0, fmt.Errorf("testnet: ethtool socket: %w", err)
 	}
 	defer unix.Close(fd)
 	v := &ethtoolValue{cmd: cmd, data: data}
@@ -40,20 +40,28 @@ func ethtoolValueIoctl(ifname string, cmd, data uint32) (uint32, error) {
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
 	runtime.KeepAlive(v)
 	if errno != 0 {
-		return 0, fmt.Errorf("lab: ethtool ioctl %#x on %s: %w", cmd, ifname, errno)
+		return 0, fmt.Errorf("testnet: ethtool ioctl %#x on %s: %w", cmd, ifname, errno)
 	}
 	return v.data, nil
 }
 
-// setTxChecksum turns TX checksum offload on or off for ifname in the
-// calling thread's namespace (`ethtool -K IF tx on|off`).
-func setTxChecksum(ifname string, on bool) error {
+// SetTxChecksum turns TX checksum offload on or off for the named
+// interfaces of h (`ethtool -K IF tx on|off`; the kernel drops TSO with
+// it). Test endpoints turn it off, so no frame leaves with a partial
+// checksum that an XDP rewrite would turn into a wrong one.
+func (h *Host) SetTxChecksum(on bool, ifnames ...string) error {
 	var d uint32
 	if on {
 		d = 1
 	}
-	_, err := ethtoolValueIoctl(ifname, unix.ETHTOOL_STXCSUM, d)
-	return err
+	return h.Do(func() error {
+		for _, name := range ifnames {
+			if _, err := ethtoolValueIoctl(name, unix.ETHTOOL_STXCSUM, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // TxChecksum reports whether TX checksum offload is on for the named
