@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/hostnet"
 )
 
 // State of a backend as the status API reports it (DESIGN §3).
@@ -32,8 +33,8 @@ type Status struct {
 	Name       string
 	IP         netip.Addr
 	State      State
-	Reason     string // why it is unreachable; empty otherwise
-	Route      Route  // valid when routable
+	Reason     string        // why it is unreachable; empty otherwise
+	Route      hostnet.Route // valid when routable
 	Discovered bool
 
 	warned bool // unreachability logged since it was last routable
@@ -62,7 +63,7 @@ type Options struct {
 // routable set (ordered by id) whenever it changes.
 type Manager struct {
 	prov     Provider
-	res      *Resolver
+	res      *hostnet.Resolver
 	pub      Publisher
 	opts     Options
 	reg      *registry
@@ -76,7 +77,7 @@ type Manager struct {
 }
 
 // NewManager wires a provider, a resolver and a publisher.
-func NewManager(p Provider, r *Resolver, pub Publisher, o Options) *Manager {
+func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Manager {
 	if o.RetryInterval == 0 {
 		o.RetryInterval = time.Second
 	}
@@ -197,7 +198,7 @@ func (m *Manager) resolveAll(ctx context.Context, full bool) {
 		for _, ip := range m.candidates(full) {
 			route, err := m.res.Resolve(ip)
 			m.record(ip, route, err)
-			if errors.Is(err, ErrNeighbourPending) {
+			if errors.Is(err, hostnet.ErrNeighbourPending) {
 				pending = true
 			}
 		}
@@ -232,7 +233,7 @@ func (m *Manager) candidates(full bool) []netip.Addr {
 // a next hop that never answers ARP alternates between "pending" and
 // "failed" every few seconds while the kernel retries, and that is one
 // story, not a new one every time.
-func (m *Manager) record(ip netip.Addr, route Route, err error) {
+func (m *Manager) record(ip netip.Addr, route hostnet.Route, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.backends[ip]
@@ -248,7 +249,7 @@ func (m *Manager) record(ip netip.Addr, route Route, err error) {
 		return
 	}
 	s.State, s.Reason = Unreachable, err.Error()
-	if errors.Is(err, ErrNeighbourPending) {
+	if errors.Is(err, hostnet.ErrNeighbourPending) {
 		log.WithError(err).Debug("backend not routable yet; retrying")
 		return
 	}

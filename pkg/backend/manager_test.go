@@ -16,6 +16,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/hostnet"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
@@ -44,7 +45,7 @@ func (r *recorder) last() []dataplane.BackendRef {
 func TestManagerResolvesAndPublishes(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	h := l.XLB.Netlink()
-	res := NewResolver(h, l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
+	res := hostnet.NewResolver(h, l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
 	missing := netip.MustParseAddr("192.0.2.99") // on-link, but nobody answers ARP
 	cfg := []config.Backend{}
 	for i, b := range l.Backends {
@@ -115,16 +116,6 @@ func TestManagerResolvesAndPublishes(t *testing.T) {
 	}
 }
 
-func TestResolverRejectsUnattachedInterface(t *testing.T) {
-	l := lab.New(t, lab.Options{Topology: lab.TwoArm})
-	front, _ := l.XLB.Iface("eth0")
-	res := NewResolver(l.XLB.Netlink(), lab.XLBBackIP, map[int]string{front.Index: "eth0"})
-	_, err := res.Resolve(l.Backends[0].IP())
-	if err == nil || err.Error() != "routed via eth1, which XLB is not attached to" {
-		t.Fatalf("err %v", err)
-	}
-}
-
 func TestRegistryReusesOnlyFreeIDs(t *testing.T) {
 	inUse := map[uint32]bool{}
 	r := newRegistry(func(id uint32) bool { return inUse[id] })
@@ -158,8 +149,8 @@ func TestUnreachableLoggedOnce(t *testing.T) {
 	m.apply([]Backend{{Name: "ghost", IP: ip}})
 	failed := errors.New("next hop 192.0.2.99 on eth0 does not answer ARP")
 	for i := 0; i < 5; i++ {
-		m.record(ip, Route{}, ErrNeighbourPending)
-		m.record(ip, Route{}, failed)
+		m.record(ip, hostnet.Route{}, hostnet.ErrNeighbourPending)
+		m.record(ip, hostnet.Route{}, failed)
 	}
 	warnings := func() int {
 		n := 0
@@ -176,8 +167,8 @@ func TestUnreachableLoggedOnce(t *testing.T) {
 	if s := m.Snapshot()[0]; s.State != Unreachable || s.Reason != failed.Error() {
 		t.Fatalf("status %+v", s)
 	}
-	m.record(ip, Route{Interface: "eth0", NextHop: ip}, nil)
-	m.record(ip, Route{}, failed)
+	m.record(ip, hostnet.Route{Interface: "eth0", NextHop: ip}, nil)
+	m.record(ip, hostnet.Route{}, failed)
 	if n := warnings(); n != 2 {
 		t.Fatalf("%d warnings after routable and unreachable again, want 2", n)
 	}

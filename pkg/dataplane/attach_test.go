@@ -5,6 +5,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
@@ -58,7 +59,7 @@ func TestAttachModes(t *testing.T) {
 // at the bottom of the SNAT range (a restarted daemon would reuse its
 // predecessor's ports first).
 func TestRandomSNATCursors(t *testing.T) {
-	dt.RequireRoot(t)
+	testnet.RequireRoot(t)
 	starts := map[uint32]bool{}
 	for i := 0; i < 3; i++ {
 		dp, err := dataplane.Load(dataplane.Options{MaxConnections: 16, RandomSNATCursors: true})

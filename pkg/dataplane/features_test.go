@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
@@ -87,7 +88,7 @@ func attachment(t *testing.T, e *dt.Env, ifname string) dataplane.Attachment {
 // The probes report every feature with a path that matches its state, and
 // the XDP link stays unknown until the first attach settles it.
 func TestFeaturesProbed(t *testing.T) {
-	dt.RequireRoot(t)
+	testnet.RequireRoot(t)
 	dp, err := dataplane.Load(dataplane.Options{MaxConnections: 16})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +242,7 @@ const (
 // Capabilities are per thread, so the test drops them on a locked thread
 // that dies with its goroutine.
 func TestLoadsWithoutPerfmon(t *testing.T) {
-	dt.RequireRoot(t)
+	testnet.RequireRoot(t)
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine

@@ -1,8 +1,9 @@
-// Package hostnet resolves the host-level facts XLB needs at startup: the
-// listen address when `listen: auto`, the interfaces to attach to, the SNAT
-// address when `snat.ip: auto`, and the kernel settings XLB owns while it
-// runs (reserved SNAT ports). Everything is read through netlink in the
-// calling thread's network namespace.
+// Package hostnet is XLB's view of the host's network: the addresses
+// `auto` resolves to (addrs.go), the sysctls XLB changes and the journal
+// that restores them even after a crash (sysctl.go, ports.go, journal.go),
+// the one-instance-per-namespace lock (lock.go), and backend routes and
+// kernel-managed neighbours (resolver.go). Everything acts on the calling
+// thread's network namespace, or on the namespace of a netlink handle.
 package hostnet
 
 import (

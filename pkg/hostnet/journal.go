@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultJournalDir is where the journal lives: /run survives a crash of
@@ -54,14 +50,11 @@ type Neighbour struct {
 // OpenJournal opens or creates the journal for the caller's network
 // namespace in dir.
 func OpenJournal(dir string) (*Journal, error) {
-	cookie, err := netnsCookie()
+	path, err := namespaceFile(dir, "host-netns-%d.json")
 	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("host settings journal: %w", err)
 	}
-	j := &Journal{path: filepath.Join(dir, fmt.Sprintf("host-netns-%d.json", cookie))}
+	j := &Journal{path: path}
 	b, err := os.ReadFile(j.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -161,16 +154,6 @@ func (j *Journal) Set(path, value string) error {
 	return nil
 }
 
-// Original returns the recorded original value of a sysctl, or its current
-// value when it has not been changed.
-func (j *Journal) Original(path string) (string, error) {
-	if v, ok := j.data.Sysctls[path]; ok {
-		return v, nil
-	}
-	cur, err := os.ReadFile(path)
-	return strings.TrimSpace(string(cur)), err
-}
-
 // Restore writes every original sysctl value back and removes the journal.
 // The caller removes the recorded neighbours first.
 func (j *Journal) Restore() error {
@@ -203,73 +186,4 @@ func (j *Journal) save() error {
 		return fmt.Errorf("host settings journal: %w", err)
 	}
 	return nil
-}
-
-// NetnsLock is the instance lock of one network namespace.
-type NetnsLock struct {
-	f    *os.File
-	path string
-}
-
-// LockNetns takes the instance lock of the caller's network namespace in
-// dir: one XLB per namespace, since two would share the sysctls,
-// neighbours and interfaces and each would undo the other's settings on
-// stop. The lock (flock) lasts until Release or the end of the process,
-// crash included.
-func LockNetns(dir string) (*NetnsLock, error) {
-	cookie, err := netnsCookie()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("instance lock: %w", err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("netns-%d.lock", cookie))
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("instance lock: %w", err)
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("another xlb is running in this network namespace (lock %s held); one instance per network namespace", path)
-			}
-			return nil, fmt.Errorf("instance lock %s: %w", path, err)
-		}
-		// The holder before us may have removed the file between our open
-		// and our flock: then we hold a lock on a file nobody else can
-		// find. Retry on the file now at the path.
-		var held, named unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &named) == nil && held.Ino == named.Ino {
-			return &NetnsLock{f: f, path: path}, nil
-		}
-		f.Close()
-	}
-}
-
-// Release removes the lock file and releases the lock.
-func (l *NetnsLock) Release() error {
-	err := os.Remove(l.path)
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// netnsCookie returns the caller's network namespace cookie (SO_NETNS_COOKIE).
-func netnsCookie() (uint64, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("netns cookie: %w", err)
-	}
-	defer unix.Close(fd)
-	var cookie uint64
-	l := uint32(8)
-	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_NETNS_COOKIE,
-		uintptr(unsafe.Pointer(&cookie)), uintptr(unsafe.Pointer(&l)), 0)
-	if errno != 0 {
-		return 0, fmt.Errorf("netns cookie: %w", errno)
-	}
-	return cookie, nil
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 )
 
-const reservedPortsPath = "/proc/sys/net/ipv4/ip_local_reserved_ports"
-
 // portRange is an inclusive range of ports.
 type portRange struct{ lo, hi int }
 
@@ -62,14 +60,11 @@ func formatPortList(rs []portRange) string {
 	return strings.Join(parts, ",")
 }
 
-// ReservedPortsSysctl is net.ipv4.ip_local_reserved_ports.
-const ReservedPortsSysctl = reservedPortsPath
-
 // ReservePorts adds lo-hi to net.ipv4.ip_local_reserved_ports so host
 // sockets never pick an ephemeral port XLB uses for SNAT (DESIGN §1). The
 // journal records the original list; Journal.Restore writes it back.
 func ReservePorts(j *Journal, lo, hi uint16) error {
-	return reservePortsAt(j, reservedPortsPath, lo, hi)
+	return reservePortsAt(j, reservedPortsSysctl, lo, hi)
 }
 
 func reservePortsAt(j *Journal, path string, lo, hi uint16) error {

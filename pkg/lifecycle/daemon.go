@@ -15,9 +15,17 @@ import (
 	"github.com/xlbproject/xlb/pkg/buildinfo"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/configwatch"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/instance"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
+
+// disableFeaturesEnv names the environment variable that turns optional
+// kernel features off, comma-separated (dataplane.AllFeatures), as if the
+// host refused them: for hosts where a feature misbehaves, and for tests of
+// the fallbacks.
+const disableFeaturesEnv = "XLB_DISABLE_FEATURES"
 
 // cleanupMargin is what the shutdown announces to systemd on top of
 // shutdown_timeout for detaching and releasing everything.
@@ -45,11 +53,11 @@ type runner struct {
 	log    *logrus.Logger
 	store  *snapshot.Store
 	notify *Notifier
-	inst   *Instance
+	inst   *instance.Instance
 	loop   *maintenance.Loop
 	lis    *listeners
 	// current is inst for readers on other goroutines (metrics scrapes).
-	current atomic.Pointer[Instance]
+	current atomic.Pointer[instance.Instance]
 	// storeMu serialises snapshot updates from the main, maintenance and
 	// config-watch goroutines.
 	storeMu sync.Mutex
@@ -99,7 +107,11 @@ func (d *runner) run(ctx context.Context) error {
 	defer cancelStart()
 	go d.signals(stopCh, cancelStart)
 
-	inst, err := Start(startCtx, d.cfg, d.log)
+	disable, err := dataplane.ParseFeatures(os.Getenv(disableFeaturesEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", disableFeaturesEnv, err)
+	}
+	inst, err := instance.Start(startCtx, d.cfg, instance.Options{Log: d.log, Disable: disable})
 	if err != nil {
 		if startCtx.Err() != nil {
 			// a stop signal during startup: Start undid what it had done
@@ -177,7 +189,7 @@ func (d *runner) publishInstance() {
 	}
 	d.update(func(s *snapshot.Snapshot) {
 		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, r.SNAT, ports, r.Interfaces
-		s.Attached = d.inst.AttachedModes()
+		s.Attached = d.inst.DP.Attachments()
 		s.Features = d.inst.DP.Features()
 		s.Provider = d.inst.Backends.ProviderName()
 		s.Backends = d.inst.Backends.Snapshot()

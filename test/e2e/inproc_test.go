@@ -3,17 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"github.com/vishvananda/netlink"
 
-	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/instance"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
 )
@@ -38,80 +38,56 @@ const maxSamples = 1 << 14
 
 // inprocOptions shape an inprocXLB. Zero values take the defaults noted.
 type inprocOptions struct {
-	MaxConnections uint32              // default 65536
-	Ports          []dataplane.PortMap // default 80->8080
-	Interval       time.Duration       // maintenance interval, default 50 ms
-	OrphanTTL      time.Duration       // default maintenance.DefaultOrphanTTL
-	Disable        []dataplane.Feature // optional kernel features to turn off (fallback paths)
+	Interval  time.Duration       // maintenance interval, default 50 ms
+	OrphanTTL time.Duration       // default maintenance.DefaultOrphanTTL
+	Disable   []dataplane.Feature // optional kernel features to turn off (fallback paths)
 }
 
-// inprocListen is the listen address of every lab topology.
-var inprocListen = lab.XLBFrontIP
-
-// startInproc loads, configures and attaches XLB in l's XLB namespace
-// (listen 192.0.2.10, SNAT 192.0.2.10 one-arm or 198.51.100.1 two-arm,
-// range 40000-59999, backends with ids 0..n-1 in lab order) and runs the
-// maintenance loop.
+// startInproc brings an instance up in l's XLB namespace through
+// pkg/instance, as the daemon does, with the config the daemon tests run
+// (labConfig: listen 192.0.2.10:80 to backends :8080, SNAT 192.0.2.10
+// one-arm or 198.51.100.1 two-arm, range 40000-59999, native XDP), and runs
+// the maintenance loop on a clock the test controls.
 func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 	t.Helper()
-	if o.MaxConnections == 0 {
-		o.MaxConnections = 65536
-	}
-	if len(o.Ports) == 0 {
-		o.Ports = []dataplane.PortMap{{Local: 80, Remote: 8080}}
-	}
 	if o.Interval == 0 {
 		o.Interval = 50 * time.Millisecond
 	}
-	dp, err := dataplane.Load(dataplane.Options{MaxConnections: o.MaxConnections, Disable: o.Disable})
+	// the config the daemon tests run, parsed as the daemon parses it
+	cfg, _, err := config.Parse([]byte(labConfig(l, "")), "inproc xlb.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &inprocXLB{DP: dp}
-	t.Cleanup(func() {
-		if err := l.XLB.Do(dp.Close); err != nil {
-			t.Errorf("inproc: close data path: %v", err)
-		}
-	})
-	snat, ifaces := inprocListen, []string{"eth0"}
-	if l.Topology == lab.TwoArm {
-		snat, ifaces = lab.XLBBackIP, []string{"eth0", "eth1"}
-	}
-	if err := dp.Configure(dataplane.Settings{Listen: inprocListen, SNAT: snat, SNATPortLo: 40000, SNATPortHi: 59999, Ports: o.Ports}); err != nil {
-		t.Fatal(err)
-	}
-	refs := make([]dataplane.BackendRef, len(l.Backends))
-	ids := make([]uint32, len(l.Backends))
-	for i, b := range l.Backends {
-		refs[i], ids[i] = dataplane.BackendRef{ID: uint32(i), IP: b.IP()}, uint32(i)
-	}
-	if err := dp.SetRoutable(refs); err != nil {
-		t.Fatal(err)
-	}
-	// Permanent neighbours for every lab endpoint, so bpf_fib_lookup
-	// resolves the first SYN (the daemon keeps them resolved with netlink).
-	if err := inprocNeighbours(l); err != nil {
-		t.Fatal(err)
-	}
-	err = l.XLB.Do(func() error {
-		if _, err := dataplane.EnableFIBLookups(); err != nil {
-			return err
-		}
-		for _, ifc := range ifaces {
-			if _, err := dp.Attach(ifc, dataplane.ModeNative); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	x.Clock = maintenance.NewOffsetClock(maintenance.KernelClock(dp))
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	log.SetOutput(&testLogWriter{t: t})
+	// The daemon's bring-up (pkg/instance), in the lab's XLB namespace:
+	// journalled sysctls, managed neighbours, backend discovery running.
+	var inst *instance.Instance
+	err = l.XLB.Do(func() error {
+		var err error
+		inst, err = instance.Start(context.Background(), cfg, instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.XLB.Do(inst.Stop); err != nil {
+			t.Errorf("inproc: stop the instance: %v", err)
+		}
+	})
+	dp := inst.DP
+	x := &inprocXLB{DP: dp}
+	var ids []uint32
+	for _, b := range inst.Backends.Snapshot() {
+		if b.State != backend.Routable {
+			t.Fatalf("inproc: backend %s is %s after the instance synced: %s", b.IP, b.State, b.Reason)
+		}
+		ids = append(ids, b.ID)
+	}
+
+	x.Clock = maintenance.NewOffsetClock(maintenance.KernelClock(dp))
 	loop, err := maintenance.New(dp, maintenance.Options{
 		OrphanTTL: o.OrphanTTL, Interval: o.Interval, Clock: x.Clock, Log: log,
 		BackendIDs: func() []uint32 { return ids },
@@ -134,32 +110,6 @@ func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 		log.SetOutput(discard{})
 	})
 	return x
-}
-
-func inprocNeighbours(l *lab.Lab) error {
-	hosts := append([]*lab.Host(nil), l.Clients...)
-	for _, b := range l.Backends {
-		hosts = append(hosts, b.Host)
-	}
-	nl := l.XLB.Netlink()
-	for _, h := range hosts {
-		ip := h.IP()
-		var out *lab.Iface
-		for i := range l.XLB.Ifaces {
-			if l.XLB.Ifaces[i].Addr.Contains(ip) {
-				out = &l.XLB.Ifaces[i]
-			}
-		}
-		if out == nil {
-			return fmt.Errorf("inproc: no XLB interface reaches %s", ip)
-		}
-		n := &netlink.Neigh{LinkIndex: out.Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-			IP: net.IP(ip.AsSlice()), HardwareAddr: testnet.EndpointMAC(ip)}
-		if err := nl.NeighSet(n); err != nil {
-			return fmt.Errorf("inproc: neighbour %s: %w", ip, err)
-		}
-	}
-	return nil
 }
 
 // Advance jumps the loop's clock forward by d.

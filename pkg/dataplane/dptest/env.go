@@ -1,16 +1,20 @@
 package dptest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/instance"
 )
 
 // Iface is one fixture interface.
@@ -41,27 +45,22 @@ type Options struct {
 // veth ends whose peers stay in the same anonymous namespace. Neighbours of
 // the client, second client and all backends are permanent with MAC(ip).
 type Env struct {
+	// Instance is the instance brought up by pkg/instance; DP is its
+	// data path.
+	Instance *instance.Instance
 	DP       *dataplane.Dataplane
 	Front    Iface
 	Back     Iface
 	SNAT     netip.Addr
 	Backends []netip.Addr
 	Settings dataplane.Settings
-	runner   nsRunner
-}
-
-// RequireRoot skips the test when not running as root (BPF and netns need it).
-func RequireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs and creates network namespaces")
-	}
+	ns       netns.NsHandle
 }
 
 // NewEnv builds the environment and registers its cleanup with t.
 func NewEnv(t testing.TB, o Options) *Env {
 	t.Helper()
-	RequireRoot(t)
+	testnet.RequireRoot(t)
 	if o.MaxConnections == 0 {
 		o.MaxConnections = 1024
 	}
@@ -78,68 +77,73 @@ func NewEnv(t testing.TB, o Options) *Env {
 	if len(o.Backends) > 0 {
 		e.Backends = o.Backends
 	}
-	ns, err := newAnonNS()
+	ns, err := testnet.NewAnon()
 	if err != nil {
 		t.Fatalf("dptest: %v", err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	e.runner = nsRunner{ns: ns}
+	e.ns = ns
 	// No IPv6 on the fixture links: the kernel's duplicate address
 	// detection and router solicitations would otherwise reach the
 	// attached program and move its counters under a fixture's feet.
-	err = e.Do(func() error {
-		for _, k := range []string{"all", "default"} {
-			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0o644); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := e.Do(testnet.DisableIPv6); err != nil {
 		t.Fatalf("dptest: disable IPv6: %v", err)
 	}
 	if err := e.buildNet(ns); err != nil {
 		t.Fatalf("dptest: build namespace: %v", err)
 	}
-	dp, err := dataplane.Load(dataplane.Options{MaxConnections: o.MaxConnections, Disable: o.Disable})
+	// The instance comes up exactly as the daemon brings it up
+	// (pkg/instance): journalled sysctls, reserved SNAT ports, the program
+	// attached to both interfaces (generic mode: no traffic flows here)
+	// so both are in the redirect map, backends resolved through their
+	// permanent neighbours. Then discovery stops: the fixtures own the
+	// routable set, ids 0..n-1 in Options.Backends order.
+	cfg := config.Default()
+	cfg.Listen = config.Listen{IP: ListenIP}
+	cfg.SNAT = config.SNAT{IP: e.SNAT, PortLo: o.SNATPortLo, PortHi: o.SNATPortHi}
+	cfg.Interfaces = []string{e.Front.Name, e.Back.Name}
+	cfg.XDPMode = config.XDPModeGeneric
+	cfg.FlowTable.MaxConnections = o.MaxConnections
+	cfg.Ports = nil
+	for _, p := range o.Ports {
+		cfg.Ports = append(cfg.Ports, config.PortMapping{LocalPort: p.Local, RemotePort: p.Remote})
+	}
+	static := &config.StaticProvider{}
+	for i, b := range e.Backends {
+		static.Backends = append(static.Backends, config.Backend{Name: fmt.Sprintf("backend-%d", i), IP: b})
+	}
+	cfg.Provider = config.Provider{Static: static}
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	iopts := instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable, FixedSNATCursors: true}
+	err = e.Do(func() error {
+		in, err := instance.Start(context.Background(), cfg, iopts)
+		e.Instance = in
+		return err
+	})
 	if err != nil {
-		t.Fatalf("dptest: %v", err)
+		t.Fatalf("dptest: start the instance: %v", err)
 	}
-	e.DP = dp
-	t.Cleanup(func() { e.Do(func() error { return dp.Close() }) })
+	t.Cleanup(func() {
+		if err := e.Do(e.Instance.Stop); err != nil {
+			t.Errorf("dptest: stop the instance: %v", err)
+		}
+	})
+	e.Instance.StopDiscovery()
+	e.DP = e.Instance.DP
 	e.Settings = dataplane.Settings{Listen: ListenIP, SNAT: e.SNAT, SNATPortLo: o.SNATPortLo, SNATPortHi: o.SNATPortHi, Ports: o.Ports}
-	if err := dp.Configure(e.Settings); err != nil {
-		t.Fatalf("dptest: %v", err)
-	}
 	refs := make([]dataplane.BackendRef, len(e.Backends))
 	for i, b := range e.Backends {
 		refs[i] = dataplane.BackendRef{ID: uint32(i), IP: b}
 	}
-	if err := dp.SetRoutable(refs); err != nil {
-		t.Fatalf("dptest: %v", err)
-	}
-	// Attach (generic mode: no traffic flows here) so both interfaces are
-	// in the redirect map exactly as in production, and enable forwarding on
-	// lo for bpf_fib_lookup as the daemon does.
-	err = e.Do(func() error {
-		if _, err := dataplane.EnableFIBLookups(); err != nil {
-			return err
-		}
-		for _, ifc := range []string{e.Front.Name, e.Back.Name} {
-			if _, err := dp.Attach(ifc, dataplane.ModeGeneric); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := e.DP.SetRoutable(refs); err != nil {
 		t.Fatalf("dptest: %v", err)
 	}
 	return e
 }
 
 // Do runs fn inside the fixture namespace.
-func (e *Env) Do(fn func() error) error { return e.runner.do(fn) }
+func (e *Env) Do(fn func() error) error { return testnet.In(e.ns, fn) }
 
 func (e *Env) buildNet(ns netns.NsHandle) error {
 	h, err := netlink.NewHandleAt(ns)
@@ -154,42 +158,24 @@ func (e *Env) buildNet(ns netns.NsHandle) error {
 	if err := h.LinkSetUp(lo); err != nil {
 		return err
 	}
-	mk := func(name, peer string, ip netip.Addr, bits int, neighbours []netip.Addr) (Iface, error) {
-		mac := MAC(ip)
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: mac}, PeerName: peer}
-		if err := h.LinkAdd(veth); err != nil {
-			return Iface{}, fmt.Errorf("add veth %s: %w", name, err)
-		}
-		for _, n := range []string{name, peer} {
-			l, err := h.LinkByName(n)
-			if err != nil {
-				return Iface{}, err
-			}
-			if err := h.LinkSetUp(l); err != nil {
-				return Iface{}, err
-			}
-		}
-		l, err := h.LinkByName(name)
+	mk := func(name, peer string, ip netip.Addr, neighbours []netip.Addr) (Iface, error) {
+		idx, err := testnet.AddVeth(testnet.VethEnd{Netlink: h, Name: name, MAC: MAC(ip), Addr: netip.PrefixFrom(ip, 24)}, testnet.VethEnd{Name: peer})
 		if err != nil {
 			return Iface{}, err
 		}
-		addr := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(bits, 32)}}
-		if err := h.AddrAdd(l, addr); err != nil {
-			return Iface{}, fmt.Errorf("address %s: %w", ip, err)
-		}
 		for _, n := range neighbours {
-			err := h.NeighAdd(&netlink.Neigh{LinkIndex: l.Attrs().Index, State: netlink.NUD_PERMANENT, IP: n.AsSlice(), HardwareAddr: MAC(n), Family: netlink.FAMILY_V4})
+			err := h.NeighAdd(&netlink.Neigh{LinkIndex: idx.A, State: netlink.NUD_PERMANENT, IP: n.AsSlice(), HardwareAddr: MAC(n), Family: netlink.FAMILY_V4})
 			if err != nil {
 				return Iface{}, fmt.Errorf("neighbour %s: %w", n, err)
 			}
 		}
-		return Iface{Name: name, Index: l.Attrs().Index, IP: ip, MAC: mac}, nil
+		return Iface{Name: name, Index: idx.A, IP: ip, MAC: MAC(ip)}, nil
 	}
 	front := append([]netip.Addr{ClientIP, Client2IP}, OneArmBackends...)
-	if e.Front, err = mk("xf0", "xf1", ListenIP, 24, front); err != nil {
+	if e.Front, err = mk("xf0", "xf1", ListenIP, front); err != nil {
 		return err
 	}
-	if e.Back, err = mk("xb0", "xb1", BackIP, 24, TwoArmBackends); err != nil {
+	if e.Back, err = mk("xb0", "xb1", BackIP, TwoArmBackends); err != nil {
 		return err
 	}
 	return nil

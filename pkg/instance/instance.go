@@ -1,17 +1,23 @@
-// Package lifecycle runs one XLB instance: it resolves the config against
-// the host, loads and attaches the data path, starts backend discovery, and
-// undoes all of it on the way out.
-package lifecycle
+// Package instance brings one XLB instance up on the host and takes it
+// down: it resolves the config against the host, takes the network
+// namespace's instance lock, journals and applies the host settings
+// (pkg/hostnet), loads, configures and attaches the data path
+// (pkg/dataplane), and starts backend discovery (pkg/backend). Stop undoes
+// all of it in reverse order.
+//
+// It is the only wiring of an instance: the daemon (pkg/daemon), the
+// in-process end-to-end tests and the packet fixtures (dataplane/dptest) all
+// call Start, so the tests exercise the bring-up operators run.
+package instance
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"sync"
 
 	"github.com/sirupsen/logrus"
+	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
@@ -19,11 +25,21 @@ import (
 	"github.com/xlbproject/xlb/pkg/hostnet"
 )
 
-// DisableFeaturesEnv names the environment variable that turns optional
-// kernel features off, comma-separated (dataplane.AllFeatures), as if the
-// host refused them: for hosts where a feature misbehaves, and for tests of
-// the fallbacks.
-const DisableFeaturesEnv = "XLB_DISABLE_FEATURES"
+// Options shape Start. The zero value is what the daemon runs.
+type Options struct {
+	// Log receives the bring-up's log lines; nil: logrus's standard logger.
+	Log logrus.FieldLogger
+	// JournalDir holds the instance lock and the host settings journal of
+	// the caller's network namespace; "": hostnet.DefaultJournalDir.
+	JournalDir string
+	// Disable turns optional kernel features off as if the host refused
+	// them (the daemon reads XLB_DISABLE_FEATURES into it).
+	Disable []dataplane.Feature
+	// FixedSNATCursors starts every CPU's SNAT port cursor at the low end
+	// of the range instead of a random point, so that packet fixtures can
+	// predict the port a new pair takes.
+	FixedSNATCursors bool
+}
 
 // Instance is a started XLB instance.
 type Instance struct {
@@ -31,8 +47,9 @@ type Instance struct {
 	Resolved Resolved
 	DP       *dataplane.Dataplane
 	Backends *backend.Manager
-	Resolver *backend.Resolver
+	Resolver *hostnet.Resolver
 
+	opts     Options
 	log      logrus.FieldLogger
 	cancel   context.CancelFunc // stops discovery
 	wg       sync.WaitGroup
@@ -41,15 +58,27 @@ type Instance struct {
 	stopErr  error
 }
 
-// Start brings an instance up to "attached and discovering": host values
-// resolved, SNAT ports reserved, FIB lookups enabled, program loaded and
-// attached to every interface, backend provider started. On error,
-// everything already done is undone.
-func Start(ctx context.Context, c *config.Config, log logrus.FieldLogger) (*Instance, error) {
-	in := &Instance{Config: c, log: log}
+// Start brings an instance up to "attached and discovering" in the
+// caller's network namespace: host values resolved, SNAT ports reserved,
+// FIB lookups enabled, program loaded and attached to every interface,
+// backend provider started and its first set published. It returns when
+// the provider has synced, or with ctx's error when ctx ends first. On
+// error, everything already done is undone.
+//
+// Start and Stop touch the calling thread's network namespace (sysctls
+// under /proc/sys, the instance lock); the goroutines Start leaves running
+// reach the host through netlink sockets opened in that namespace.
+func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) {
+	if o.Log == nil {
+		o.Log = logrus.StandardLogger()
+	}
+	if o.JournalDir == "" {
+		o.JournalDir = hostnet.DefaultJournalDir
+	}
+	in := &Instance{Config: c, opts: o, log: o.Log}
 	if err := in.start(ctx); err != nil {
 		if serr := in.Stop(); serr != nil {
-			log.WithError(serr).Error("cleanup after failed start")
+			in.log.WithError(serr).Error("cleanup after failed start")
 		}
 		return nil, err
 	}
@@ -68,12 +97,12 @@ func (in *Instance) start(ctx context.Context) error {
 	in.Resolved = r
 	in.log.WithFields(logrus.Fields{"listen": r.Listen, "snat": r.SNAT, "interfaces": r.Interfaces}).Info("resolved host settings")
 
-	lock, err := hostnet.LockNetns(hostnet.DefaultJournalDir)
+	lock, err := hostnet.LockNetns(in.opts.JournalDir)
 	if err != nil {
 		return err
 	}
 	in.undo = append(in.undo, lock.Release)
-	j, err := hostnet.OpenJournal(hostnet.DefaultJournalDir)
+	j, err := hostnet.OpenJournal(in.opts.JournalDir)
 	if err != nil {
 		return err
 	}
@@ -83,13 +112,9 @@ func (in *Instance) start(ctx context.Context) error {
 
 	// The data path first: its required features are checked (and the
 	// optional ones probed) before anything on the host changes.
-	disable, err := dataplane.ParseFeatures(os.Getenv(DisableFeaturesEnv))
-	if err != nil {
-		return fmt.Errorf("%s: %w", DisableFeaturesEnv, err)
-	}
 	dp, err := dataplane.Load(dataplane.Options{
-		MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: true,
-		Disable: disable, StaleXDP: j.XDPPrograms(),
+		MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: !in.opts.FixedSNATCursors,
+		Disable: in.opts.Disable, StaleXDP: j.XDPPrograms(),
 	})
 	if err != nil {
 		return err
@@ -102,7 +127,7 @@ func (in *Instance) start(ctx context.Context) error {
 	if err := hostnet.ReservePorts(j, c.SNAT.PortLo, c.SNAT.PortHi); err != nil {
 		return err
 	}
-	if err := j.Set(dataplane.FIBLookupSysctl, "1"); err != nil {
+	if err := j.Set(hostnet.FIBLookupSysctl, "1"); err != nil {
 		return err
 	}
 	settings := dataplane.Settings{Listen: r.Listen, SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
@@ -136,7 +161,14 @@ func (in *Instance) start(ctx context.Context) error {
 	}
 	in.log.WithField("features", dp.Features().Summary()).Info("kernel features probed")
 
-	in.Resolver = backend.NewResolver(nil, r.SNAT, attached)
+	// A handle opened here stays in this network namespace whichever
+	// thread the backend manager later runs on.
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	in.undo = append(in.undo, func() error { nl.Close(); return nil })
+	in.Resolver = hostnet.NewResolver(nl, r.SNAT, attached)
 	in.Resolver.OnManaged = j.AddNeighbour
 	for _, n := range j.Neighbours() {
 		in.Resolver.Adopt(n.Interface, n.IP)
@@ -160,21 +192,6 @@ func (in *Instance) start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return nil
-}
-
-// AttachedModes lists interface → attach mode, sorted by interface.
-func (in *Instance) AttachedModes() []dataplane.Attachment {
-	as := in.DP.Attachments()
-	slices.SortFunc(as, func(a, b dataplane.Attachment) int {
-		if a.Interface < b.Interface {
-			return -1
-		}
-		if a.Interface > b.Interface {
-			return 1
-		}
-		return 0
-	})
-	return as
 }
 
 // StopDiscovery stops the backend provider and resolution loop and waits
