@@ -12,14 +12,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/buildinfo"
 	"github.com/xlbproject/xlb/pkg/config"
-	"github.com/xlbproject/xlb/pkg/lifecycle"
+	"github.com/xlbproject/xlb/pkg/daemon"
 )
 
 const usage = `Usage:
@@ -73,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xlb: %v\n", err)
 		return 2
 	}
-	if err := daemon(*cfgPath, log); err != nil {
+	if err := serve(*cfgPath, log); err != nil {
 		log.WithError(err).Error("xlb failed")
 		return 1
 	}
@@ -146,8 +144,9 @@ func newLogger(w io.Writer, level, format string) (*logrus.Logger, error) {
 	return log, nil
 }
 
-// daemon runs the instance until SIGTERM or SIGINT.
-func daemon(cfgPath string, log *logrus.Logger) error {
+// serve runs the daemon (pkg/daemon) with the config at cfgPath until a
+// stop signal.
+func serve(cfgPath string, log *logrus.Logger) error {
 	cfg, warnings, err := config.Load(cfgPath)
 	for _, w := range warnings {
 		log.Warn(w)
@@ -156,8 +155,5 @@ func daemon(cfgPath string, log *logrus.Logger) error {
 		return err
 	}
 	log.WithFields(logrus.Fields{"version": buildinfo.Version, "config": cfgPath}).Info("starting xlb")
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	return lifecycle.Run(context.Background(), cfg, lifecycle.Options{ConfigPath: cfgPath, Log: log, Signals: sigs})
+	return daemon.Run(context.Background(), cfg, daemon.Options{ConfigPath: cfgPath, Log: log})
 }

@@ -62,9 +62,9 @@ func (c *client) fetch(ctx context.Context) ([]byte, error) {
 	}
 	switch {
 	case res.StatusCode == http.StatusUnauthorized && c.user == "":
-		return nil, fmt.Errorf("GET %s: %s: the admin listener requires auth; pass --user and set XLB_ADMIN_PASSWORD", c.url, res.Status)
+		return nil, fmt.Errorf("GET %s: %s: the admin listener requires auth; pass --user and set %s", c.url, res.Status, api.EnvAdminPassword)
 	case res.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("GET %s: %s: user %q or XLB_ADMIN_PASSWORD rejected", c.url, res.Status, c.user)
+		return nil, fmt.Errorf("GET %s: %s: user %q or %s rejected", c.url, res.Status, c.user, api.EnvAdminPassword)
 	case res.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("GET %s: %s: %s", c.url, res.Status, firstLine(body))
 	case len(body) > maxBody:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // options are the command line flags.
@@ -24,7 +26,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("xlbctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run prints errors and usage itself
 	fs.StringVar(&o.admin, "admin", "http://127.0.0.1:9090", "admin listener `URL` (config admin.address:admin.port)")
-	fs.StringVar(&o.user, "user", "", "HTTP Basic user `NAME` (config admin.auth.username); the password is read from "+passwordEnv)
+	fs.StringVar(&o.user, "user", "", "HTTP Basic user `NAME` (config admin.auth.username); the password is read from "+api.EnvAdminPassword)
 	fs.BoolVar(&o.json, "json", false, "print the status document as the API returns it (status still exits 2 when not ready)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "timeout of each request")
 	fs.DurationVar(&o.interval, "interval", time.Second, "top: time between refreshes")
@@ -62,7 +64,7 @@ Flags (before or after the command):
 	})
 	fmt.Fprint(w, `
 Environment:
-  `+passwordEnv+`  password for --user
+  `+api.EnvAdminPassword+`  password for --user
 
 Exit codes: 0 ok, 1 error (connection, HTTP status, decoding, usage), 2 not ready (status).
 `)

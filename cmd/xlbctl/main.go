@@ -29,8 +29,6 @@ const (
 	exitNotReady = 2
 )
 
-const passwordEnv = "XLB_ADMIN_PASSWORD"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
@@ -58,8 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	var pass string
 	if o.user != "" {
-		if pass = getenv(passwordEnv); pass == "" {
-			return fail(stderr, fmt.Errorf("--user %s given but %s is empty", o.user, passwordEnv))
+		if pass = getenv(api.EnvAdminPassword); pass == "" {
+			return fail(stderr, fmt.Errorf("--user %s given but %s is empty", o.user, api.EnvAdminPassword))
 		}
 	}
 	c, err := newClient(o.admin, o.user, pass, o.timeout)

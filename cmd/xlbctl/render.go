@@ -116,7 +116,7 @@ func readiness(r api.Readiness) string {
 	if r.Ready {
 		return "ready"
 	}
-	return "NOT READY (" + orDash(r.Reason) + ")"
+	return "NOT READY (" + orDash(string(r.Reason)) + ")"
 }
 
 func listen(l api.Listen) string {
@@ -169,13 +169,18 @@ func kernelFeatures(fs []api.Feature) string {
 	return strings.Join(off, "; ")
 }
 
-// backendCounts summarises states: "3 routable, 1 draining, 1 unreachable".
+// backendCounts summarises states in api.BackendStates order:
+// "3 routable, 1 draining, 1 unreachable".
 func backendCounts(bs []api.Backend) string {
-	n := map[string]int{}
+	n := map[api.BackendState]int{}
 	for _, b := range bs {
 		n[b.State]++
 	}
-	return fmt.Sprintf("%d routable, %d draining, %d unreachable", n["routable"], n["draining"], n["unreachable"])
+	parts := make([]string, 0, len(n))
+	for _, st := range api.BackendStates() {
+		parts = append(parts, fmt.Sprintf("%d %s", n[st], st))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func provider(p api.Provider) string {

@@ -12,16 +12,20 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
-// State of a backend as the status API reports it (DESIGN §3).
+// State of a backend in the manager. The status API and the metrics do
+// not show it as such: snapshot.Snapshot.BackendState maps it, with the
+// backend's pairs, to an api.BackendState (DESIGN §3). The words shared
+// with the API are the API's constants.
 type State string
 
 const (
 	// Routable: discovered, route and neighbour resolved, eligible for new connections.
-	Routable State = "routable"
+	Routable = State(api.Routable)
 	// Unreachable: discovered, but no usable route or neighbour yet; retried.
-	Unreachable State = "unreachable"
+	Unreachable = State(api.Unreachable)
 	// Departed: no longer discovered; pairs may still reference it (the
 	// status API shows it as draining while they do).
 	Departed State = "departed"

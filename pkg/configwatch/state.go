@@ -8,15 +8,34 @@ import (
 	"strings"
 
 	"github.com/xlbproject/xlb/pkg/config"
-	"github.com/xlbproject/xlb/pkg/snapshot"
 )
+
+// State is what the watcher knows about the config file on disk compared
+// with the loaded config (DESIGN §1, last paragraph). The daemon publishes
+// the latest one in snapshot.Snapshot.Config; the status document's config
+// object and the xlb_config_* metrics show it. Treat it as read-only once
+// delivered (ChangedKeys is shared).
+type State struct {
+	// Path is the config file's path as the daemon was given it.
+	Path string
+	// RestartRequired is true when the file on disk is valid and differs
+	// from the loaded config; ChangedKeys names the differing top-level
+	// keys (config.Diff).
+	RestartRequired bool
+	ChangedKeys     []string
+	// Invalid holds the validation error of the file on disk when it does
+	// not parse (then RestartRequired is false); Missing is true when the
+	// file was deleted.
+	Invalid string
+	Missing bool
+}
 
 // applyHint tells the operator how to apply a changed file. Until hot
 // upgrade (DESIGN §6, systemctl reload) exists, only a restart applies it.
 const applyHint = "restart xlb to apply (systemctl restart xlb)"
 
 // deliver logs and hands on a new state.
-func (w *Watcher) deliver(st snapshot.ConfigState) {
+func (w *Watcher) deliver(st State) {
 	w.report(st)
 	w.last = st
 	if w.onChange != nil {
@@ -26,8 +45,8 @@ func (w *Watcher) deliver(st snapshot.ConfigState) {
 
 // evaluate reads and validates the file and compares it with the loaded
 // config (config.Diff).
-func (w *Watcher) evaluate() snapshot.ConfigState {
-	st := snapshot.ConfigState{Path: w.path}
+func (w *Watcher) evaluate() State {
+	st := State{Path: w.path}
 	onDisk, _, err := config.Load(w.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -43,7 +62,7 @@ func (w *Watcher) evaluate() snapshot.ConfigState {
 }
 
 // report logs one line for a new state.
-func (w *Watcher) report(st snapshot.ConfigState) {
+func (w *Watcher) report(st State) {
 	name := filepath.Base(w.path)
 	log := w.log.WithField("path", w.path)
 	switch {
@@ -58,7 +77,7 @@ func (w *Watcher) report(st snapshot.ConfigState) {
 	}
 }
 
-func equal(a, b snapshot.ConfigState) bool {
+func equal(a, b State) bool {
 	return a.Path == b.Path && a.RestartRequired == b.RestartRequired && a.Invalid == b.Invalid &&
 		a.Missing == b.Missing && slices.Equal(a.ChangedKeys, b.ChangedKeys)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/config"
-	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
 // Debounce is how long the directory must stay quiet after an event before
@@ -36,13 +35,13 @@ const (
 
 // Watcher watches one config file. Create it with New and run it with Run.
 type Watcher struct {
-	path     string // as given, reported in ConfigState.Path
+	path     string // as given, reported in State.Path
 	abs      string // absolute path of the file
 	loaded   *config.Config
 	log      logrus.FieldLogger
-	onChange func(snapshot.ConfigState)
+	onChange func(State)
 
-	last  snapshot.ConfigState
+	last  State
 	ready chan struct{} // closed once the directory watch is in place
 }
 
@@ -52,7 +51,7 @@ type Watcher struct {
 // onChange receives each new state (nil: state only logged); it is called
 // from Run's goroutine, once per distinct state. The initial state is clean
 // (Path set, nothing else) and is not delivered.
-func New(path string, loaded *config.Config, log logrus.FieldLogger, onChange func(snapshot.ConfigState)) *Watcher {
+func New(path string, loaded *config.Config, log logrus.FieldLogger, onChange func(State)) *Watcher {
 	if log == nil {
 		log = logrus.StandardLogger()
 	}
@@ -61,7 +60,7 @@ func New(path string, loaded *config.Config, log logrus.FieldLogger, onChange fu
 		abs = filepath.Clean(path)
 	}
 	return &Watcher{path: path, abs: abs, loaded: loaded, log: log, onChange: onChange,
-		last: snapshot.ConfigState{Path: path}, ready: make(chan struct{})}
+		last: State{Path: path}, ready: make(chan struct{})}
 }
 
 // Run watches until ctx ends and then returns nil; call it once. It returns
@@ -90,7 +89,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 	timer := time.NewTimer(0) // the first check catches edits made since the file was loaded
 	pending, burstStart := true, time.Now()
-	var candidate *snapshot.ConfigState // a new state read once, awaiting confirmation
+	var candidate *State // a new state read once, awaiting confirmation
 	schedule := func() {
 		switch {
 		case !pending:

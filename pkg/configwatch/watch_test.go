@@ -13,7 +13,6 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/xlbproject/xlb/pkg/config"
-	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
 // Config files used by the tests.
@@ -61,7 +60,7 @@ type harness struct {
 	t      *testing.T
 	path   string
 	hook   *logtest.Hook
-	states chan snapshot.ConfigState
+	states chan State
 	w      *Watcher
 	seen   int // log entries already matched
 }
@@ -83,8 +82,8 @@ func startAt(t *testing.T, path string) *harness {
 	}
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
-	h := &harness{t: t, path: path, hook: hook, states: make(chan snapshot.ConfigState, 16)}
-	h.w = New(path, loaded, log, func(st snapshot.ConfigState) { h.states <- st })
+	h := &harness{t: t, path: path, hook: hook, states: make(chan State, 16)}
+	h.w = New(path, loaded, log, func(st State) { h.states <- st })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.w.Run(ctx) }()
@@ -105,7 +104,7 @@ func startAt(t *testing.T, path string) *harness {
 }
 
 // next returns the next delivered state.
-func (h *harness) next() snapshot.ConfigState {
+func (h *harness) next() State {
 	h.t.Helper()
 	select {
 	case st := <-h.states:
@@ -116,7 +115,7 @@ func (h *harness) next() snapshot.ConfigState {
 	case <-time.After(wait):
 		h.t.Fatalf("no state delivered within %v", wait)
 	}
-	return snapshot.ConfigState{}
+	return State{}
 }
 
 // logged requires exactly one new log entry since the last call, at level,
@@ -160,14 +159,14 @@ func renameOver(t *testing.T, path, content string) {
 	}
 }
 
-func wantRestart(t *testing.T, st snapshot.ConfigState, keys ...string) {
+func wantRestart(t *testing.T, st State, keys ...string) {
 	t.Helper()
 	if !st.RestartRequired || !slices.Equal(st.ChangedKeys, keys) || st.Invalid != "" || st.Missing {
 		t.Errorf("state %+v, want restart required with keys %v", st, keys)
 	}
 }
 
-func wantClean(t *testing.T, st snapshot.ConfigState) {
+func wantClean(t *testing.T, st State) {
 	t.Helper()
 	if st.RestartRequired || len(st.ChangedKeys) != 0 || st.Invalid != "" || st.Missing {
 		t.Errorf("state %+v, want clean", st)
@@ -270,9 +269,9 @@ func TestChangeBeforeWatchStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeInPlace(t, path, portsChanged)
-	states := make(chan snapshot.ConfigState, 4)
+	states := make(chan State, 4)
 	log, hook := logtest.NewNullLogger()
-	w := New(path, loaded, log, func(st snapshot.ConfigState) { states <- st })
+	w := New(path, loaded, log, func(st State) { states <- st })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()

@@ -3,12 +3,10 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
-
-// backendStates are the values of xlb_backend_state{state}, in the order
-// of precedence used when two listed backends share a name.
-var backendStates = []string{"routable", "draining", "unreachable"}
 
 // backendsCollector exports the backend set (from the backend manager,
 // with Snapshot.BackendState's rules; DESIGN §3) and each listed backend's
@@ -19,68 +17,73 @@ var backendStates = []string{"routable", "draining", "unreachable"}
 // are summed into one series; ids seen in the flow map that the backend
 // manager does not know have no name and are left out.
 type backendsCollector struct {
-	store *snapshot.Store
+	descs
 
-	count, state                 *prometheus.Desc
-	active, timewait, opened     *prometheus.Desc
-	sentBytes, receivedBytes     *prometheus.Desc
-	sentPackets, receivedPackets *prometheus.Desc
+	count, state *prometheus.Desc
+	// traffic are the per-backend series taken from the sample.
+	traffic []backendSeries
 }
 
-func newBackendsCollector(store *snapshot.Store) *backendsCollector {
-	b := []string{"backend"}
-	return &backendsCollector{
-		store: store,
-		count: prometheus.NewDesc("xlb_backends",
-			"Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.",
-			[]string{"state"}, nil),
-		state: prometheus.NewDesc("xlb_backend_state",
-			"State of each listed backend as the status API reports it: 1 for the current state (routable, draining, unreachable), 0 for the others.",
-			[]string{"backend", "state"}, nil),
-		active: prometheus.NewDesc("xlb_backend_connections_active",
-			"Connections to the backend open or half-closed, as of the latest maintenance cycle.",
-			b, nil),
-		timewait: prometheus.NewDesc("xlb_backend_connections_timewait",
-			"Closed connections to the backend kept for the 60 s time-wait interval, as of the latest maintenance cycle.",
-			b, nil),
-		opened: prometheus.NewDesc("xlb_backend_connections_opened_total",
-			"Connections (pairs) the data path created toward the backend, as of the latest maintenance cycle.",
-			b, nil),
-		sentBytes: prometheus.NewDesc("xlb_backend_sent_bytes_total",
-			"IPv4 bytes (headers included) forwarded from clients to the backend, as of the latest maintenance cycle.",
-			b, nil),
-		receivedBytes: prometheus.NewDesc("xlb_backend_received_bytes_total",
-			"IPv4 bytes (headers included) forwarded from the backend to clients, as of the latest maintenance cycle.",
-			b, nil),
-		sentPackets: prometheus.NewDesc("xlb_backend_sent_packets_total",
-			"Packets forwarded from clients to the backend, as of the latest maintenance cycle.",
-			b, nil),
-		receivedPackets: prometheus.NewDesc("xlb_backend_received_packets_total",
-			"Packets forwarded from the backend to clients, as of the latest maintenance cycle.",
-			b, nil),
+// backendSeries is one per-backend series: its type and its value in a
+// name's summed maintenance.BackendSample.
+type backendSeries struct {
+	desc  *prometheus.Desc
+	typ   prometheus.ValueType
+	value func(*maintenance.BackendSample) uint64
+}
+
+func newBackendsCollector() *backendsCollector {
+	c := &backendsCollector{}
+	c.count = c.add("xlb_backends", "Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.", "state")
+	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, draining, unreachable), 0 for the others.", "backend", "state")
+	type B = maintenance.BackendSample
+	for _, s := range []struct {
+		name, help string
+		typ        prometheus.ValueType
+		value      func(*B) uint64
+	}{
+		{"xlb_backend_connections_active", "Connections to the backend open or half-closed, as of the latest maintenance cycle.",
+			prometheus.GaugeValue, func(b *B) uint64 { return b.Active }},
+		{"xlb_backend_connections_timewait", "Closed connections to the backend kept for the 60 s time-wait interval, as of the latest maintenance cycle.",
+			prometheus.GaugeValue, func(b *B) uint64 { return b.TimeWait }},
+		{"xlb_backend_connections_opened_total", "Connections (pairs) the data path created toward the backend, as of the latest maintenance cycle.",
+			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.Opened }},
+		{"xlb_backend_sent_bytes_total", "IPv4 bytes (headers included) forwarded from clients to the backend, as of the latest maintenance cycle.",
+			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.SentBytes }},
+		{"xlb_backend_received_bytes_total", "IPv4 bytes (headers included) forwarded from the backend to clients, as of the latest maintenance cycle.",
+			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.ReceivedBytes }},
+		{"xlb_backend_sent_packets_total", "Packets forwarded from clients to the backend, as of the latest maintenance cycle.",
+			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.SentPackets }},
+		{"xlb_backend_received_packets_total", "Packets forwarded from the backend to clients, as of the latest maintenance cycle.",
+			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.ReceivedPackets }},
+	} {
+		c.traffic = append(c.traffic, backendSeries{desc: c.add(s.name, s.help, "backend"), typ: s.typ, value: s.value})
 	}
+	return c
 }
 
-// Describe implements prometheus.Collector.
-func (c *backendsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.count, c.state, c.active, c.timewait, c.opened,
-		c.sentBytes, c.receivedBytes, c.sentPackets, c.receivedPackets} {
-		ch <- d
-	}
-}
-
-// backendTotals is one backend name's share of a snapshot.
+// backendTotals is one backend name's share of a snapshot: the state it
+// shows and its backends' samples summed.
 type backendTotals struct {
-	state                                    string
-	active, timewait, opened                 uint64
-	sentBytes, receivedBytes, sentPk, recvPk uint64
+	state api.BackendState
+	sum   maintenance.BackendSample
 }
 
-// Collect implements prometheus.Collector.
-func (c *backendsCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.store.Load()
+// add sums one backend's sample into t.
+func (t *backendTotals) add(b maintenance.BackendSample) {
+	t.sum.Active += b.Active
+	t.sum.TimeWait += b.TimeWait
+	t.sum.Stats.Opened += b.Stats.Opened
+	t.sum.Stats.SentBytes += b.Stats.SentBytes
+	t.sum.Stats.ReceivedBytes += b.Stats.ReceivedBytes
+	t.sum.Stats.SentPackets += b.Stats.SentPackets
+	t.sum.Stats.ReceivedPackets += b.Stats.ReceivedPackets
+}
+
+// update implements collector.
+func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Metric) error {
 	if s == nil {
-		return
+		return errNoData
 	}
 	var discovered, routable, draining int
 	var names []string
@@ -94,9 +97,9 @@ func (c *backendsCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		switch state {
-		case "routable":
+		case api.Routable:
 			routable++
-		case "draining":
+		case api.Draining:
 			draining++
 		}
 		t := byName[b.Name]
@@ -109,49 +112,35 @@ func (c *backendsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {
-				t.active += bs.Active
-				t.timewait += bs.TimeWait
-				t.opened += bs.Stats.Opened
-				t.sentBytes += bs.Stats.SentBytes
-				t.receivedBytes += bs.Stats.ReceivedBytes
-				t.sentPk += bs.Stats.SentPackets
-				t.recvPk += bs.Stats.ReceivedPackets
+				t.add(bs)
 			}
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(discovered), "discovered")
-	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(routable), "routable")
-	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(draining), "draining")
+	gauge(ch, c.count, float64(discovered), "discovered")
+	gauge(ch, c.count, float64(routable), string(api.Routable))
+	gauge(ch, c.count, float64(draining), string(api.Draining))
 	for _, name := range names {
 		t := byName[name]
-		for _, st := range backendStates {
-			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, boolValue(t.state == st), name, st)
+		for _, st := range api.BackendStates() {
+			gauge(ch, c.state, boolValue(t.state == st), name, string(st))
 		}
 		if s.Sample == nil {
 			continue
 		}
-		gauge := func(d *prometheus.Desc, v uint64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), name)
+		for _, series := range c.traffic {
+			ch <- prometheus.MustNewConstMetric(series.desc, series.typ, float64(series.value(&t.sum)), name)
 		}
-		counter := func(d *prometheus.Desc, v uint64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), name)
-		}
-		gauge(c.active, t.active)
-		gauge(c.timewait, t.timewait)
-		counter(c.opened, t.opened)
-		counter(c.sentBytes, t.sentBytes)
-		counter(c.receivedBytes, t.receivedBytes)
-		counter(c.sentPackets, t.sentPk)
-		counter(c.receivedPackets, t.recvPk)
 	}
+	return nil
 }
 
-// rank orders backend states by precedence (lower wins).
-func rank(state string) int {
-	for i, s := range backendStates {
+// rank orders backend states by precedence (lower wins;
+// api.BackendStates).
+func rank(state api.BackendState) int {
+	for i, s := range api.BackendStates() {
 		if s == state {
 			return i
 		}
 	}
-	return len(backendStates)
+	return len(api.BackendStates())
 }

@@ -1,15 +1,15 @@
 // Package metrics serves XLB's Prometheus exposition (DESIGN §4) on its own
 // listener, node_exporter style: /metrics and a small landing page at /.
 //
-// Collectors, one per concern, build every series at scrape time from two
-// sources and never touch BPF maps themselves (DESIGN §8):
+// Every XLB series is built at scrape time from one input, the latest
+// published *snapshot.Snapshot; no collector touches a BPF map or the
+// instance (DESIGN §8). The status API reads the same snapshot, so both
+// show the same value of every counter. Each scrape loads the snapshot
+// once and hands it to every collector, one per concern (instance,
+// connections, maintenance, backends, dataplane), each with an
+// Update(ch) error in the manner of node_exporter's collectors.
 //
-//   - the latest published *snapshot.Snapshot (lifecycle, attachments,
-//     config watch, backend set and the maintenance sample), and
-//   - a CountersFunc supplied by the daemon that sums the data path's
-//     per-CPU counters (DESIGN §5) at scrape time.
-//
-// Which source feeds which series:
+// Which part of the snapshot feeds which series:
 //
 //   - Connection and pair series (xlb_connections_*, xlb_flow_map_*,
 //     per-backend traffic xlb_backend_*_total and
@@ -18,18 +18,15 @@
 //     xlb_connections_closed_total in the same scrape (DESIGN §4 counting
 //     rule: the data path counts the closure at the packet that makes the
 //     pair terminal, and the sample reads the counters the gauges are
-//     derived from together), and so that they agree with the status API,
-//     which shows the same sample.
+//     derived from together).
 //   - Data-path event counters (xlb_xdp_actions_total,
 //     xlb_snat_port_exhausted_total, xlb_shutdown_resets_total, ...) come
-//     from CountersFunc, so they keep moving when no maintenance cycle runs
-//     (during the shutdown window). When Options.Counters is nil they come
-//     from the sample's copy instead (up to one cycle old). The source is
-//     fixed per Server, so a counter never goes backwards by switching
-//     source. When CountersFunc fails, these series are left out of that
-//     scrape and xlb_scrape_collector_success{collector="dataplane"} is 0;
-//     when it returns ErrNoDataplane (not loaded yet, or closed) they are
-//     left out quietly.
+//     from Snapshot.Counters, the daemon's latest read: each maintenance
+//     cycle reads them with its sample, and while no cycle runs (the
+//     shutdown window) the daemon reads them each second, so they keep
+//     moving then. When the latest read failed (Snapshot.CountersError),
+//     these series are left out and
+//     xlb_scrape_collector_success{collector="dataplane"} is 0.
 //   - Maintenance health (xlb_maintenance_cycles_total,
 //     xlb_maintenance_errors_total, xlb_maintenance_failing,
 //     xlb_maintenance_sample_age_seconds) comes from the sample as well
@@ -44,22 +41,34 @@
 //     xlb_maintenance_timewait_scheduled (pairs waiting in the loop's
 //     time-wait schedule) and xlb_maintenance_walk_passes_total (complete
 //     passes of the incremental walk, maintenance.Sample.Walk).
+//   - xlb_maintenance_duration_seconds is the histogram of successful
+//     cycles' durations the snapshot keeps (Snapshot.MaintenanceDurations,
+//     cumulative bucket counts exported as a constant histogram).
 //   - xlb_flow_pair_invariant_violations_total is the data path's count of
 //     FIN/RST packets on lone entries plus the reaper's count of lone
 //     entries it removed (maintenance.Sample.InvariantRepairs), both since
 //     the flow map was created.
+//   - xlb_scrape_collector_success{collector} is 1 for each collector that
+//     exported its series from the snapshot and 0 for one whose source the
+//     snapshot records as unreadable (only the data-path counters can be:
+//     the failure is logged once as a warning, the recovery as info). A
+//     collector whose source is not in the snapshot yet has no success
+//     series.
 //
-// Before anything is published only xlb_build_info, the histogram and the
-// standard go_* / process_* / promhttp_* series exist. Once a snapshot is
-// published but before the first maintenance sample, what the instance
-// already knows is exported (xlb_service_info, xlb_lifecycle_state,
-// xlb_ready, xlb_xdp_attached, xlb_config_*, xlb_backends,
-// xlb_backend_state and the data-path counters); the sample-derived series
-// are absent rather than zero, so a dashboard does not mistake "not
-// measured yet" for "no connections".
+// Before anything is published only xlb_build_info, the (empty) histogram
+// and the standard go_* / process_* / promhttp_* series exist; the daemon
+// publishes its first snapshot before it opens the listener. Once a
+// snapshot is published but before the first maintenance sample, what the
+// instance already knows is exported (xlb_service_info,
+// xlb_lifecycle_state, xlb_ready, xlb_xdp_attached, xlb_config_*,
+// xlb_backends and xlb_backend_state); the sample-derived series and the
+// data-path counters, which the first cycle reads, are absent rather than
+// zero, so a dashboard does not mistake "not measured yet" for "no
+// connections".
 //
 // Labels are bounded: backend is the backend's configured (or discovered)
-// name, interface an XDP interface name; no label ever carries a client
-// address. A backend whose configured name was left out of xlb.yaml is
-// named by its IP (pkg/config), which is a backend address, not a client's.
+// name, interface an XDP interface name, state one of the words of
+// pkg/status/api; no label ever carries a client address. A backend whose
+// configured name was left out of xlb.yaml is named by its IP
+// (pkg/config), which is a backend address, not a client's.
 package metrics

@@ -16,9 +16,11 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // fixtureNow is the scrape time of the fixtures.
@@ -59,8 +61,9 @@ func fixtureSample() *maintenance.Sample {
 	}
 }
 
-// liveCounters are what the fixture CountersFunc returns: other values
-// than the sample's copy, so the source of each series is visible.
+// liveCounters are the snapshot's latest counter read (Snapshot.Counters),
+// with other values than the sample's copy, as after a read in the
+// shutdown window, so the source of each series is visible.
 var liveCounters = dataplane.Counters{
 	Actions: [5]uint64{1, 71, 72, 73, 74}, PairsCreated: 40, SNATExhausted: 75,
 	TableFull: 76, NoBackend: 77, FIBMiss: 78, SYNReused: 79, PairsReplaced: 80,
@@ -73,9 +76,10 @@ var liveCounters = dataplane.Counters{
 // so it is not listed.
 func fixtureSnapshot() *snapshot.Snapshot {
 	ip := netip.MustParseAddr
+	counters := liveCounters
 	return &snapshot.Snapshot{
 		Name: "web-lb", Version: "v1.2.3", Revision: "abc",
-		Lifecycle: snapshot.Running,
+		Lifecycle: api.Running,
 		StartedAt: fixtureNow.Add(-time.Hour),
 		Listen:    ip("192.0.2.10"),
 		Ports:     []snapshot.PortMap{{LocalPort: 80, RemotePort: 8080}},
@@ -88,6 +92,7 @@ func fixtureSnapshot() *snapshot.Snapshot {
 		Interfaces:     []string{"eth0", "eth1"},
 		Sample:         fixtureSample(),
 		SampleInterval: time.Second,
+		Counters:       &counters,
 		Provider:       "static",
 		Backends: []backend.Status{
 			{ID: 0, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
@@ -95,23 +100,21 @@ func fixtureSnapshot() *snapshot.Snapshot {
 			{ID: 2, Name: "backend-3", IP: ip("198.51.100.13"), State: backend.Departed},
 			{ID: 3, Name: "backend-4", IP: ip("198.51.100.14"), State: backend.Departed},
 		},
-		Config: snapshot.ConfigState{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports"}},
+		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports"}},
 	}
 }
 
 // testServer is a Server over store with the fixture clock and a test log.
-func testServer(t *testing.T, store *snapshot.Store, counters CountersFunc) (*Server, *logtest.Hook) {
+func testServer(t *testing.T, store *snapshot.Store) (*Server, *logtest.Hook) {
 	t.Helper()
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
-	srv, err := New(Options{Store: store, Counters: counters, Log: log, Now: func() time.Time { return fixtureNow }})
+	srv, err := New(Options{Store: store, Log: log, Now: func() time.Time { return fixtureNow }})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return srv, hook
 }
-
-func liveCountersFunc() (dataplane.Counters, error) { return liveCounters, nil }
 
 // get fetches path from h over a real HTTP connection.
 func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {

@@ -57,7 +57,7 @@ var designMetrics = []struct {
 func TestScrapeHasEveryDesignMetric(t *testing.T) {
 	var store snapshot.Store
 	store.Publish(fixtureSnapshot())
-	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
 	for _, want := range designMetrics {
 		f, ok := fams[want.name]
@@ -117,7 +117,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	var store snapshot.Store
 	snap := fixtureSnapshot()
 	store.Publish(snap)
-	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
 	x := snap.Sample
 	type L = map[string]string
@@ -161,14 +161,14 @@ func TestValuesMatchSnapshot(t *testing.T) {
 		check("xlb_backend_sent_packets_total", b, float64(bs.Stats.SentPackets))
 		check("xlb_backend_received_packets_total", b, float64(bs.Stats.ReceivedPackets))
 		state, _ := snap.BackendState(snap.Backends[i])
-		for _, st := range backendStates {
-			check("xlb_backend_state", L{"backend": name, "state": st}, boolValue(st == state))
+		for _, st := range []string{"routable", "draining", "unreachable"} {
+			check("xlb_backend_state", L{"backend": name, "state": st}, boolValue(st == string(state)))
 		}
 	}
 	if _, ok := find(fams, "xlb_backend_connections_active", L{"backend": "backend-4"}); ok {
 		t.Errorf("backend-4 (departed, no pairs) is exported")
 	}
-	// From the live counters (CountersFunc), not the sample's copy.
+	// From the latest counter read (Snapshot.Counters), not the sample's copy.
 	for i, a := range xdpActions {
 		check("xlb_xdp_actions_total", L{"action": a}, float64(liveCounters.Actions[i]))
 	}
@@ -200,7 +200,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 func TestExpositionText(t *testing.T) {
 	var store snapshot.Store
 	store.Publish(fixtureSnapshot())
-	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv, _ := testServer(t, &store)
 	want := `
 # HELP xlb_backends Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.
 # TYPE xlb_backends gauge
@@ -226,7 +226,7 @@ xlb_maintenance_timewait_scheduled 24
 # TYPE xlb_maintenance_walk_passes_total counter
 xlb_maintenance_walk_passes_total 25
 `
-	if err := testutil.GatherAndCompare(srv.Registry(), strings.NewReader(want), "xlb_backends", "xlb_connections_closed_total",
+	if err := testutil.GatherAndCompare(srv.reg, strings.NewReader(want), "xlb_backends", "xlb_connections_closed_total",
 		"xlb_close_events_lost_total", "xlb_close_events_total", "xlb_maintenance_timewait_scheduled", "xlb_maintenance_walk_passes_total"); err != nil {
 		t.Error(err)
 	}
@@ -245,7 +245,7 @@ func TestMaintenanceFailing(t *testing.T) {
 	}
 	snap.Sample = &smp
 	store.Publish(snap)
-	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv, _ := testServer(t, &store)
 	want := `
 # HELP xlb_maintenance_errors_total Failed maintenance cycles (clock, close event, flow map or counter read, or reaper run refused) since this process started its maintenance loop. The data path keeps forwarding; pairs are not cleaned up until a cycle succeeds.
 # TYPE xlb_maintenance_errors_total counter
@@ -263,7 +263,7 @@ xlb_ready 1
 # TYPE xlb_connections_active gauge
 xlb_connections_active 7
 `
-	if err := testutil.GatherAndCompare(srv.Registry(), strings.NewReader(want),
+	if err := testutil.GatherAndCompare(srv.reg, strings.NewReader(want),
 		"xlb_maintenance_errors_total", "xlb_maintenance_failing", "xlb_maintenance_cycles_total", "xlb_ready", "xlb_connections_active"); err != nil {
 		t.Error(err)
 	}
@@ -273,7 +273,7 @@ xlb_connections_active 7
 	noSample := fixtureSnapshot()
 	noSample.Sample = nil
 	empty.Publish(noSample)
-	srv, _ = testServer(t, &empty, liveCountersFunc)
+	srv, _ = testServer(t, &empty)
 	fams, _ := scrape(t, srv)
 	for _, name := range []string{"xlb_maintenance_errors_total", "xlb_maintenance_failing",
 		"xlb_close_events_total", "xlb_close_events_lost_total", "xlb_maintenance_walk_passes_total", "xlb_maintenance_timewait_scheduled"} {
@@ -286,9 +286,9 @@ xlb_connections_active 7
 func TestNoLabelValueIsAnAddress(t *testing.T) {
 	var store snapshot.Store
 	snap := fixtureSnapshot()
+	snap.AddSample(snap.Sample)
 	store.Publish(snap)
-	srv, _ := testServer(t, &store, liveCountersFunc)
-	srv.ObserveMaintenance(snap.Sample.Duration)
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
 	addrs := []string{snap.Listen.String(), snap.SNAT.String()}
 	for _, b := range snap.Backends {
@@ -314,12 +314,24 @@ func TestNoLabelValueIsAnAddress(t *testing.T) {
 	}
 }
 
+// TestMaintenanceHistogram: the histogram is the snapshot's, which counts
+// successful cycles only (Snapshot.AddSample).
 func TestMaintenanceHistogram(t *testing.T) {
 	var store snapshot.Store
-	store.Publish(fixtureSnapshot())
-	srv, _ := testServer(t, &store, liveCountersFunc)
-	srv.ObserveMaintenance(3_000_000)  // 3 ms
-	srv.ObserveMaintenance(20_000_000) // 20 ms
+	snap := fixtureSnapshot()
+	ok := *snap.Sample
+	failed := ok
+	failed.Maintenance = maintenance.Maintenance{Errors: 22, ConsecutiveFailures: 1, FailingSince: ok.Time, LastError: "maintenance: read clock: EPERM"}
+	for _, d := range []struct {
+		smp maintenance.Sample
+		dur time.Duration
+	}{{ok, 3 * time.Millisecond}, {failed, 7 * time.Second}, {ok, 20 * time.Millisecond}} {
+		smp := d.smp
+		smp.Duration = d.dur
+		snap.AddSample(&smp)
+	}
+	store.Publish(snap)
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
 	f := fams["xlb_maintenance_duration_seconds"]
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM || len(f.GetMetric()) != 1 {
@@ -349,8 +361,8 @@ func TestMaintenanceHistogram(t *testing.T) {
 func TestLint(t *testing.T) {
 	var store snapshot.Store
 	store.Publish(fixtureSnapshot())
-	srv, _ := testServer(t, &store, liveCountersFunc)
-	problems, err := testutil.GatherAndLint(srv.Registry())
+	srv, _ := testServer(t, &store)
+	problems, err := testutil.GatherAndLint(srv.reg)
 	if err != nil {
 		t.Fatal(err)
 	}

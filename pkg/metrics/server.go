@@ -18,15 +18,9 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// Store holds the snapshots the instance publishes. Required.
+	// Store holds the snapshots the daemon publishes, the only input of
+	// every XLB series. Required.
 	Store *snapshot.Store
-	// Counters reads the data path's per-CPU counters at scrape time;
-	// (*dataplane.Dataplane).Counters. Optional: without it the data-path
-	// counters come from the latest maintenance sample.
-	Counters CountersFunc
-	// Address is where ListenAndServe listens, "host:port" (DESIGN §1
-	// metrics.address and metrics.port, e.g. "0.0.0.0:9642").
-	Address string
 	// Log receives scrape errors and listener messages; default the
 	// logrus standard logger.
 	Log logrus.FieldLogger
@@ -37,11 +31,10 @@ type Options struct {
 // Server is the metrics listener: /metrics (the XLB collectors plus the
 // standard Go, process and promhttp collectors) and a landing page at /.
 type Server struct {
-	reg         *prometheus.Registry
-	maintenance prometheus.Histogram
-	handler     http.Handler
-	srv         *http.Server
-	opts        Options
+	reg     *prometheus.Registry
+	handler http.Handler
+	srv     *http.Server
+	opts    Options
 }
 
 // New builds the registry and the HTTP handler. It does not listen.
@@ -55,13 +48,16 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{reg: prometheus.NewRegistry(), maintenance: newMaintenanceHistogram(), opts: o}
+	s := &Server{reg: prometheus.NewRegistry(), opts: o}
+	xlb := newCollectorSet(o.Store, o.Log,
+		&source{name: "instance", what: "instance state", c: newInstanceCollector(o.Now)},
+		&source{name: "connections", what: "maintenance sample", c: newConnectionsCollector()},
+		&source{name: "maintenance", what: "maintenance sample", c: newMaintenanceCollector(o.Now)},
+		&source{name: "backends", what: "backend set", c: newBackendsCollector()},
+		&source{name: "dataplane", what: "data path counters", c: newDataplaneCollector()},
+	)
 	for _, c := range []prometheus.Collector{
-		newInstanceCollector(o.Store, o.Now),
-		newConnectionsCollector(o.Store, o.Now),
-		newBackendsCollector(o.Store),
-		newDataplaneCollector(o.Store, o.Counters, o.Log),
-		s.maintenance,
+		xlb,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -93,15 +89,6 @@ func New(o Options) (*Server, error) {
 // embedding in another listener.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Registry is the registry behind /metrics.
-func (s *Server) Registry() *prometheus.Registry { return s.reg }
-
-// ObserveMaintenance records one maintenance cycle's wall-clock duration
-// in xlb_maintenance_duration_seconds. The daemon calls it once per
-// successful cycle (from maintenance.Options.OnSample with
-// Sample.Duration); it is safe for concurrent use.
-func (s *Server) ObserveMaintenance(d time.Duration) { s.maintenance.Observe(d.Seconds()) }
-
 // Serve serves on ln until Shutdown; it returns nil after Shutdown and the
 // listener's error otherwise. ln is closed on return.
 func (s *Server) Serve(ln net.Listener) error {
@@ -110,28 +97,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil
-}
-
-// ListenAndServe listens on Options.Address and serves until ctx ends,
-// then shuts down gracefully (at most 5 s for scrapes in flight). It
-// returns at once with the error when the address cannot be bound.
-func (s *Server) ListenAndServe(ctx context.Context) error {
-	if s.opts.Address == "" {
-		return errors.New("metrics: Options.Address is empty")
-	}
-	ln, err := net.Listen("tcp", s.opts.Address)
-	if err != nil {
-		return fmt.Errorf("metrics: listen: %w", err)
-	}
-	stop := context.AfterFunc(ctx, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(sctx); err != nil {
-			s.opts.Log.WithError(err).Warn("metrics listener shutdown")
-		}
-	})
-	defer stop()
-	return s.Serve(ln)
 }
 
 // Shutdown stops the listener gracefully: no new scrapes, and waits for

@@ -14,7 +14,7 @@ import (
 func TestLandingPage(t *testing.T) {
 	var store snapshot.Store
 	store.Publish(fixtureSnapshot())
-	srv, _ := testServer(t, &store, nil)
+	srv, _ := testServer(t, &store)
 	resp, body := get(t, srv.Handler(), "/")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /: status %d", resp.StatusCode)
@@ -34,7 +34,7 @@ func TestLandingPage(t *testing.T) {
 
 func TestServeAndShutdown(t *testing.T) {
 	var store snapshot.Store
-	srv, _ := testServer(t, &store, nil)
+	srv, _ := testServer(t, &store)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -56,42 +56,6 @@ func TestServeAndShutdown(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("Serve after Shutdown: %v, want nil", err)
-	}
-}
-
-func TestListenAndServeStopsWithContext(t *testing.T) {
-	var store snapshot.Store
-	srv, err := New(Options{Store: &store, Address: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ListenAndServe(ctx) }()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("ListenAndServe: %v, want nil", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("ListenAndServe did not return after the context ended")
-	}
-}
-
-func TestListenAndServeReportsBindError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var store snapshot.Store
-	srv, err := New(Options{Store: &store, Address: ln.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.ListenAndServe(context.Background()); err == nil {
-		t.Error("ListenAndServe on a bound port: nil error")
 	}
 }
 

@@ -2,13 +2,15 @@ package metrics
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // sampleDerived are the series that exist only once a maintenance sample
@@ -28,11 +30,11 @@ var sampleDerived = []string{
 func TestBeforeFirstSample(t *testing.T) {
 	snap := fixtureSnapshot()
 	snap.Sample = nil
-	snap.Lifecycle = snapshot.Starting
-	snap.Config = snapshot.ConfigState{Path: snap.Config.Path}
+	snap.Lifecycle = api.Starting
+	snap.Config = configwatch.State{Path: snap.Config.Path}
 	var store snapshot.Store
 	store.Publish(snap)
-	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
 	for _, name := range sampleDerived {
 		if _, ok := fams[name]; ok {
@@ -66,7 +68,7 @@ func TestBeforeFirstSample(t *testing.T) {
 
 func TestNothingPublished(t *testing.T) {
 	var store snapshot.Store
-	srv, _ := testServer(t, &store, nil)
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
 	if _, ok := fams["xlb_build_info"]; !ok {
 		t.Error("xlb_build_info missing")
@@ -85,16 +87,15 @@ func TestNothingPublished(t *testing.T) {
 	}
 }
 
+// A failed counter read (Snapshot.CountersError) leaves the data-path
+// series out with xlb_scrape_collector_success 0, warns once and says when
+// the counters are back.
 func TestCountersErrorLeavesThemOut(t *testing.T) {
 	var store snapshot.Store
-	store.Publish(fixtureSnapshot())
-	fail := true
-	srv, hook := testServer(t, &store, func() (dataplane.Counters, error) {
-		if fail {
-			return dataplane.Counters{}, errors.New("map gone")
-		}
-		return liveCounters, nil
-	})
+	failed := fixtureSnapshot()
+	failed.SetCounters(dataplane.Counters{}, errors.New("map gone"))
+	store.Publish(failed)
+	srv, hook := testServer(t, &store)
 	for range 2 {
 		fams, _ := scrape(t, srv)
 		if got := value(t, fams, "xlb_scrape_collector_success", map[string]string{"collector": "dataplane"}); got != 0 {
@@ -108,19 +109,31 @@ func TestCountersErrorLeavesThemOut(t *testing.T) {
 		if _, ok := fams["xlb_connections_active"]; !ok {
 			t.Error("sample series missing when only the counters fail")
 		}
+		if got := value(t, fams, "xlb_scrape_collector_success", map[string]string{"collector": "connections"}); got != 1 {
+			t.Errorf("connections success = %v, want 1", got)
+		}
 	}
-	fail = false
+	store.Publish(fixtureSnapshot())
 	fams, _ := scrape(t, srv)
 	if got := value(t, fams, "xlb_shutdown_resets_total", nil); got != float64(liveCounters.ShutdownResets) {
 		t.Errorf("after recovery xlb_shutdown_resets_total = %v", got)
+	}
+	if got := value(t, fams, "xlb_scrape_collector_success", map[string]string{"collector": "dataplane"}); got != 1 {
+		t.Errorf("after recovery success = %v, want 1", got)
 	}
 	var warns, infos int
 	for _, e := range hook.AllEntries() {
 		switch e.Level {
 		case logrus.WarnLevel:
 			warns++
+			if e.Message != "metrics: cannot read the data path counters; their series are left out until the read succeeds" || e.Data[logrus.ErrorKey].(error).Error() != "map gone" {
+				t.Errorf("warning %q %v", e.Message, e.Data)
+			}
 		case logrus.InfoLevel:
 			infos++
+			if e.Message != "metrics: data path counters readable again" {
+				t.Errorf("info %q", e.Message)
+			}
 		}
 	}
 	if warns != 1 || infos != 1 {
@@ -128,21 +141,68 @@ func TestCountersErrorLeavesThemOut(t *testing.T) {
 	}
 }
 
-func TestCountersFromSampleWithoutFunc(t *testing.T) {
+// Every XLB collector reports its success once a snapshot is published;
+// one whose source is not there yet (here the sample) reports nothing.
+func TestCollectorSuccess(t *testing.T) {
 	var store snapshot.Store
-	snap := fixtureSnapshot()
-	store.Publish(snap)
-	srv, _ := testServer(t, &store, nil)
+	store.Publish(fixtureSnapshot())
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	c := snap.Sample.Counters
-	if got := value(t, fams, "xlb_snat_port_exhausted_total", nil); got != float64(c.SNATExhausted) {
-		t.Errorf("xlb_snat_port_exhausted_total = %v, want %d", got, c.SNATExhausted)
+	collectors := []string{"instance", "connections", "maintenance", "backends", "dataplane"}
+	for _, name := range collectors {
+		if got := value(t, fams, "xlb_scrape_collector_success", map[string]string{"collector": name}); got != 1 {
+			t.Errorf("%s success = %v, want 1", name, got)
+		}
 	}
-	if got := value(t, fams, "xlb_flow_pair_invariant_violations_total", nil); got != float64(c.InvariantViolations+snap.Sample.InvariantRepairs) {
-		t.Errorf("xlb_flow_pair_invariant_violations_total = %v", got)
+	if n := len(fams["xlb_scrape_collector_success"].GetMetric()); n != len(collectors) {
+		t.Errorf("%d success series, want %d", n, len(collectors))
 	}
-	if _, ok := fams["xlb_scrape_collector_success"]; ok {
-		t.Error("xlb_scrape_collector_success exported without a CountersFunc")
+	noSample := fixtureSnapshot()
+	noSample.Sample, noSample.Counters = nil, nil
+	store.Publish(noSample)
+	fams, _ = scrape(t, srv)
+	for _, name := range []string{"connections", "dataplane"} {
+		if _, ok := find(fams, "xlb_scrape_collector_success", map[string]string{"collector": name}); ok {
+			t.Errorf("%s reports success before its source exists", name)
+		}
+	}
+}
+
+// The status document and the metrics show the same counters: both read
+// the snapshot's latest counter read, also when it is newer than the
+// sample (the shutdown window, when no cycle runs).
+func TestSameCountersAsStatus(t *testing.T) {
+	snap := fixtureSnapshot()
+	snap.AddSample(snap.Sample)
+	during := liveCounters
+	during.ShutdownResets += 1000
+	snap.SetCounters(during, nil)
+	snap.Lifecycle = api.ShuttingDown
+	var store snapshot.Store
+	store.Publish(snap)
+	srv, _ := testServer(t, &store)
+	fams, _ := scrape(t, srv)
+	doc := status.Build(snap, fixtureNow)
+	c := doc.Dataplane.Counters
+	for name, want := range map[string]uint64{
+		"xlb_shutdown_resets_total":     c.ShutdownResetsTotal,
+		"xlb_snat_port_exhausted_total": c.SNATPortExhaustedTotal,
+		"xlb_flow_table_full_total":     c.TableFullTotal,
+		"xlb_no_backend_resets_total":   c.NoBackendTotal,
+		"xlb_fib_miss_total":            c.FIBMissTotal,
+		"xlb_syn_retransmits_total":     c.SYNReusedTotal,
+		"xlb_flow_pairs_replaced_total": c.PairsReplacedTotal,
+		"xlb_ttl_exceeded_total":        c.TTLExceededTotal,
+	} {
+		if got := value(t, fams, name, nil); got != float64(want) {
+			t.Errorf("%s = %v, status says %d", name, got, want)
+		}
+	}
+	if got := value(t, fams, "xlb_xdp_actions_total", map[string]string{"action": "tx"}); got != float64(c.XDPActions.TX) {
+		t.Errorf("tx = %v, status says %d", got, c.XDPActions.TX)
+	}
+	if c.ShutdownResetsTotal != during.ShutdownResets {
+		t.Errorf("status shutdown resets %d, want the latest read %d", c.ShutdownResetsTotal, during.ShutdownResets)
 	}
 }
 
@@ -153,7 +213,7 @@ func TestBackendsSharingANameAreSummed(t *testing.T) {
 	snap.Backends[2].Name = "backend-1" // draining, id 2
 	var store snapshot.Store
 	store.Publish(snap)
-	srv, _ := testServer(t, &store, liveCountersFunc)
+	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
 	b := map[string]string{"backend": "backend-1"}
 	x := snap.Sample
@@ -171,20 +231,21 @@ func TestBackendsSharingANameAreSummed(t *testing.T) {
 	}
 }
 
-// Before the data path is loaded the counters are absent, quietly.
+// Before the first counter read the counters are absent, quietly.
 func TestNoDataplaneYet(t *testing.T) {
 	var store snapshot.Store
 	snap := fixtureSnapshot()
-	snap.Sample = nil
+	snap.Sample, snap.Counters = nil, nil
 	store.Publish(snap)
-	srv, hook := testServer(t, &store, func() (dataplane.Counters, error) {
-		return dataplane.Counters{}, fmt.Errorf("starting: %w", ErrNoDataplane)
-	})
+	srv, hook := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	for _, name := range []string{"xlb_xdp_actions_total", "xlb_shutdown_resets_total", "xlb_scrape_collector_success"} {
+	for _, name := range []string{"xlb_xdp_actions_total", "xlb_shutdown_resets_total"} {
 		if _, ok := fams[name]; ok {
 			t.Errorf("%s exported without a data path", name)
 		}
+	}
+	if _, ok := find(fams, "xlb_scrape_collector_success", map[string]string{"collector": "dataplane"}); ok {
+		t.Error("xlb_scrape_collector_success{collector=\"dataplane\"} exported before the first read")
 	}
 	if n := len(hook.AllEntries()); n != 0 {
 		t.Errorf("%d log entries, want none: %v", n, hook.AllEntries())

@@ -1,8 +1,10 @@
 // Package snapshot is the one-way hand-off from the running instance to the
-// status API and the metrics: the lifecycle publishes an immutable Snapshot
-// whenever something changes (state, maintenance sample, backend set,
-// config watch), and readers load the latest one. Readers never touch BPF
-// maps or the instance's internals (DESIGN §3, §4, §8).
+// status API and the metrics: the daemon publishes an immutable Snapshot
+// whenever something changes (state, maintenance sample, data-path
+// counters, backend set, config watch), and readers load the latest one.
+// Readers never touch BPF maps or the instance's internals (DESIGN §3, §4,
+// §8). Everything the status document and the metrics show is in it, so
+// both show the same value of every counter.
 package snapshot
 
 import (
@@ -11,45 +13,16 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
-)
-
-// Lifecycle states (DESIGN §3).
-const (
-	Starting     = "starting"
-	Running      = "running"
-	ShuttingDown = "shutting_down"
-)
-
-// Readiness reasons, stable strings for /readyz (DESIGN §3).
-const (
-	ReasonStarting                 = "starting"
-	ReasonShuttingDown             = "shutting_down"
-	ReasonAwaitingDataplaneSample  = "awaiting_dataplane_sample"
-	ReasonDataplaneSampleStale     = "dataplane_sample_stale"
-	ReasonBackendProviderUnhealthy = "backend_provider_unhealthy"
-	ReasonNoRoutableBackends       = "no_routable_backends"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // PortMap is one listen port mapping.
 type PortMap struct {
 	LocalPort  uint16
 	RemotePort uint16
-}
-
-// ConfigState is what the config watcher knows about the file on disk.
-type ConfigState struct {
-	Path string
-	// RestartRequired is true when the file on disk is valid and differs
-	// from the loaded config; ChangedKeys names the differing top-level keys.
-	RestartRequired bool
-	ChangedKeys     []string
-	// Invalid holds the validation error of the file on disk when it does
-	// not parse (then RestartRequired is false); Missing is true when the
-	// file was deleted.
-	Invalid string
-	Missing bool
 }
 
 // Snapshot is everything the status API and metrics show. Treat it as
@@ -59,7 +32,7 @@ type Snapshot struct {
 	Version  string
 	Revision string
 
-	Lifecycle string    // Starting, Running or ShuttingDown
+	Lifecycle api.Lifecycle
 	StartedAt time.Time // process start
 	// ShutdownDeadline is when the shutdown window ends (zero before).
 	ShutdownDeadline time.Time
@@ -77,110 +50,27 @@ type Snapshot struct {
 	// Sample is the latest maintenance sample (nil before the first
 	// successful cycle; afterwards every cycle's, failed or not:
 	// Sample.Maintenance says which); SampleInterval is the loop's
-	// period, used to judge staleness.
+	// period, used to judge staleness. Set with AddSample.
 	Sample         *maintenance.Sample
 	SampleInterval time.Duration
+	// MaintenanceDurations are the wall-clock durations of the successful
+	// maintenance cycles since the loop started (AddSample).
+	MaintenanceDurations DurationHistogram
+
+	// Counters are the data path's global counters summed over CPUs, as
+	// last read: with each maintenance sample (AddSample) and, while no
+	// cycle runs, by the daemon each second of the shutdown window
+	// (SetCounters). Nil before the first read. CountersError is the
+	// latest read's error ("" when it succeeded); Counters then keep the
+	// latest successful read.
+	Counters      *dataplane.Counters
+	CountersError string
 
 	Provider      string // "static", "kubernetes"
 	ProviderError string // non-empty while the provider is unhealthy
 	Backends      []backend.Status
 
-	Config ConfigState
-}
-
-// SampleAge is how old the sample is at now (0 without a sample).
-func (s *Snapshot) SampleAge(now time.Time) time.Duration {
-	if s.Sample == nil {
-		return 0
-	}
-	return now.Sub(s.Sample.Time)
-}
-
-// StaleAfter is the sample age from which readiness reports
-// dataplane_sample_stale: three missed cycles, never under 5 s, and never
-// under five cycle durations (a cycle that overruns the interval is
-// followed by the next after a tenth of it, maintenance.Loop.Run, so slow
-// cycles alone must not read as a stopped loop). Failed cycles publish
-// samples too, so only a maintenance loop that stopped or hangs lets a
-// sample age past it.
-func (s *Snapshot) StaleAfter() time.Duration {
-	d := max(3*s.SampleInterval, 5*time.Second)
-	if s.Sample != nil {
-		d = max(d, 5*s.Sample.Duration)
-	}
-	return d
-}
-
-// SampleStale reports whether the maintenance loop has stopped publishing:
-// a sample exists and is older than StaleAfter. Readiness reports it as
-// dataplane_sample_stale, and the daemon withholds the systemd watchdog
-// ping while it holds.
-func (s *Snapshot) SampleStale(now time.Time) bool {
-	return s.Sample != nil && s.SampleAge(now) > s.StaleAfter()
-}
-
-// Routable counts discovered backends the data path may pick.
-func (s *Snapshot) Routable() int {
-	n := 0
-	for _, b := range s.Backends {
-		if b.Discovered && b.State == backend.Routable {
-			n++
-		}
-	}
-	return n
-}
-
-// Readiness decides /readyz: ready, or the first reason that applies in
-// this order: shutting_down, starting, awaiting_dataplane_sample,
-// dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends.
-//
-// Failing maintenance cycles do not make the instance unready: the data
-// path forwards every packet without the loop, which only cleans up pairs
-// and refreshes figures, and taking the instance out of rotation would
-// not mend it. Such cycles still publish fresh samples (with
-// Sample.Maintenance.Failing), so readiness stays ready; they show in the
-// status API's maintenance object and in xlb_maintenance_failing and
-// xlb_maintenance_errors_total instead. dataplane_sample_stale means
-// samples stopped: the loop stopped or a cycle hangs.
-func (s *Snapshot) Readiness(now time.Time) (bool, string) {
-	switch {
-	case s.Lifecycle == ShuttingDown:
-		return false, ReasonShuttingDown
-	case s.Lifecycle != Running:
-		return false, ReasonStarting
-	case s.Sample == nil:
-		return false, ReasonAwaitingDataplaneSample
-	case s.SampleStale(now):
-		return false, ReasonDataplaneSampleStale
-	case s.ProviderError != "":
-		return false, ReasonBackendProviderUnhealthy
-	case s.Routable() == 0:
-		return false, ReasonNoRoutableBackends
-	}
-	return true, ""
-}
-
-// BackendState is the state the status API reports for a backend
-// (DESIGN §3): routable; draining when it is no longer routable (left
-// discovery or became unreachable) but pairs still reference it;
-// unreachable when discovered but not routable and idle. A departed backend
-// without pairs is not listed (ok false).
-func (s *Snapshot) BackendState(b backend.Status) (state string, ok bool) {
-	var active uint64
-	if s.Sample != nil {
-		if bs, found := s.Sample.Backend(b.ID); found {
-			active = bs.Active + bs.TimeWait
-		}
-	}
-	switch {
-	case b.Discovered && b.State == backend.Routable:
-		return "routable", true
-	case active > 0:
-		return "draining", true
-	case b.Discovered:
-		return "unreachable", true
-	}
-	return "", false
+	Config configwatch.State
 }
 
 // Store holds the latest snapshot.

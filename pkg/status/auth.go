@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-)
 
-// PasswordEnv is the environment variable that holds the admin password
-// (DESIGN §1: the password never comes from the config file).
-const PasswordEnv = "XLB_ADMIN_PASSWORD"
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
 
 // PasswordFromEnv returns the admin password for username (config
 // admin.auth.username). Without a username auth is off and it returns "".
@@ -21,12 +19,12 @@ func PasswordFromEnv(username string) (string, error) {
 	if username == "" {
 		return "", nil
 	}
-	pw, set := os.LookupEnv(PasswordEnv)
+	pw, set := os.LookupEnv(api.EnvAdminPassword)
 	switch {
 	case !set:
-		return "", fmt.Errorf("status: admin.auth.username is %q but %s is not set; export the admin password in %s", username, PasswordEnv, PasswordEnv)
+		return "", fmt.Errorf("status: admin.auth.username is %q but %s is not set; export the admin password in %s", username, api.EnvAdminPassword, api.EnvAdminPassword)
 	case pw == "":
-		return "", fmt.Errorf("status: admin.auth.username is %q but %s is empty; export the admin password in %s", username, PasswordEnv, PasswordEnv)
+		return "", fmt.Errorf("status: admin.auth.username is %q but %s is empty; export the admin password in %s", username, api.EnvAdminPassword, api.EnvAdminPassword)
 	}
 	return pw, nil
 }
@@ -48,7 +46,7 @@ func ListenerWarnings(addr netip.Addr, authOn bool) []string {
 	return []string{fmt.Sprintf(
 		"admin listener on non-loopback address %s has NO authentication: "+
 			"anyone who can reach it sees backend names, addresses and traffic counts; "+
-			"bind admin.address to 127.0.0.1, or set admin.auth.username with %s and put a TLS proxy in front", addr, PasswordEnv)}
+			"bind admin.address to 127.0.0.1, or set admin.auth.username with %s and put a TLS proxy in front", addr, api.EnvAdminPassword)}
 }
 
 // basicAuth guards next with HTTP Basic auth. Username and password are

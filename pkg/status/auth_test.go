@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 func TestAuth(t *testing.T) {
@@ -60,8 +61,8 @@ func TestNewRejectsBadAuth(t *testing.T) {
 	if _, err := New(Options{Store: store, Username: "op:er", Password: "x"}); err == nil {
 		t.Error("username with ':' accepted")
 	}
-	if _, err := New(Options{Store: store, Username: "operator"}); err == nil || !strings.Contains(err.Error(), PasswordEnv) {
-		t.Errorf("username without password: err = %v, want one naming %s", err, PasswordEnv)
+	if _, err := New(Options{Store: store, Username: "operator"}); err == nil || !strings.Contains(err.Error(), api.EnvAdminPassword) {
+		t.Errorf("username without password: err = %v, want one naming %s", err, api.EnvAdminPassword)
 	}
 	if _, err := New(Options{}); err == nil {
 		t.Error("nil Store accepted")
@@ -69,22 +70,22 @@ func TestNewRejectsBadAuth(t *testing.T) {
 }
 
 func TestPasswordFromEnv(t *testing.T) {
-	t.Setenv(PasswordEnv, "")
+	t.Setenv(api.EnvAdminPassword, "")
 	if pw, err := PasswordFromEnv(""); pw != "" || err != nil {
 		t.Errorf("no username: %q, %v; want auth off", pw, err)
 	}
 	if _, err := PasswordFromEnv("operator"); err == nil || !strings.Contains(err.Error(), "XLB_ADMIN_PASSWORD") {
 		t.Errorf("empty variable: err = %v, want one naming XLB_ADMIN_PASSWORD", err)
 	}
-	t.Setenv(PasswordEnv, "s3cret")
+	t.Setenv(api.EnvAdminPassword, "s3cret")
 	if pw, err := PasswordFromEnv("operator"); pw != "s3cret" || err != nil {
 		t.Errorf("set: %q, %v", pw, err)
 	}
 }
 
 func TestPasswordFromEnvUnset(t *testing.T) {
-	t.Setenv(PasswordEnv, "x") // restored after the test
-	if err := os.Unsetenv(PasswordEnv); err != nil {
+	t.Setenv(api.EnvAdminPassword, "x") // restored after the test
+	if err := os.Unsetenv(api.EnvAdminPassword); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := PasswordFromEnv("operator"); err == nil || !strings.Contains(err.Error(), "XLB_ADMIN_PASSWORD is not set") {

@@ -17,7 +17,7 @@ import (
 // (Snapshot.Readiness, Snapshot.BackendState); Build only reshapes.
 func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 	if s == nil {
-		s = &snapshot.Snapshot{Lifecycle: snapshot.Starting}
+		s = &snapshot.Snapshot{Lifecycle: api.Starting}
 	}
 	ready, reason := s.Readiness(now)
 	d := api.Document{
@@ -46,7 +46,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		d.StartedAtUnixMs = s.StartedAt.UnixMilli()
 		d.UptimeSeconds = int64(max(now.Sub(s.StartedAt), 0) / time.Second)
 	}
-	if s.Lifecycle == snapshot.ShuttingDown {
+	if s.Lifecycle == api.ShuttingDown {
 		d.Shutdown = &api.Shutdown{SecondsLeft: secondsLeft(s.ShutdownDeadline, now)}
 		if !s.ShutdownDeadline.IsZero() {
 			d.Shutdown.DeadlineUnixMs = s.ShutdownDeadline.UnixMilli()
@@ -78,6 +78,7 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
 		XDPAttachments:   make([]api.XDPAttachment, 0, len(s.Attached)),
 		SampleIntervalMs: s.SampleInterval.Milliseconds(),
 		StaleAfterMs:     s.StaleAfter().Milliseconds(),
+		Counters:         buildCounters(s),
 	}
 	for _, a := range s.Attached {
 		dp.XDPAttachments = append(dp.XDPAttachments, api.XDPAttachment{Interface: a.Interface, Ifindex: a.Ifindex, Mode: string(a.Mode), Via: a.Via})
@@ -86,7 +87,8 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
 	for _, f := range s.Features {
 		dp.Features = append(dp.Features, api.Feature{Name: string(f.Name), State: f.State, Detail: f.Detail, Path: f.Path})
 	}
-	// dataplane.Attachments is unordered; the document is stable.
+	// The daemon publishes attachments sorted; sorting again keeps the
+	// document stable for any snapshot.
 	slices.SortFunc(dp.XDPAttachments, func(a, b api.XDPAttachment) int { return strings.Compare(a.Interface, b.Interface) })
 	smp := s.Sample
 	if smp == nil {
@@ -97,8 +99,18 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
 	dp.SampleCycle = smp.Cycle
 	dp.SampleDurationMs = float64(smp.Duration.Microseconds()) / 1000
 	dp.FlowMap = api.FlowMap{Entries: smp.FlowEntries, Capacity: smp.FlowCapacity}
-	c := smp.Counters
-	dp.Counters = api.Counters{
+	return dp
+}
+
+// buildCounters reshapes the data-path counters as last read
+// (Snapshot.Counters, the values the metrics export); all zero before the
+// first read.
+func buildCounters(s *snapshot.Snapshot) api.Counters {
+	if s.Counters == nil {
+		return api.Counters{}
+	}
+	c := s.Counters
+	return api.Counters{
 		XDPActions: api.XDPActions{
 			Aborted: c.Actions[0], Drop: c.Actions[1], Pass: c.Actions[2], TX: c.Actions[3], Redirect: c.Actions[4],
 		},
@@ -112,7 +124,6 @@ func buildDataplane(s *snapshot.Snapshot, now time.Time) api.Dataplane {
 		ShutdownResetsTotal:      c.ShutdownResets,
 		TTLExceededTotal:         c.TTLExceeded,
 	}
-	return dp
 }
 
 // buildMaintenance reshapes the latest sample's maintenance health, close
@@ -152,7 +163,7 @@ func buildMaintenance(s *snapshot.Snapshot) api.Maintenance {
 // BackendState does not list (departed, no pairs left).
 func buildBackends(s *snapshot.Snapshot) []api.Backend {
 	out := make([]api.Backend, 0, len(s.Backends))
-	shutting := s.Lifecycle == snapshot.ShuttingDown
+	shutting := s.Lifecycle == api.ShuttingDown
 	for _, b := range s.Backends {
 		state, ok := s.BackendState(b)
 		if !ok {
@@ -164,7 +175,7 @@ func buildBackends(s *snapshot.Snapshot) []api.Backend {
 			IP:                         addrString(b.IP),
 			State:                      state,
 			Reason:                     b.Reason,
-			AvailableForNewConnections: state == "routable" && !shutting,
+			AvailableForNewConnections: state == api.Routable && !shutting,
 		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {

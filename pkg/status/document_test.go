@@ -3,6 +3,7 @@ package status
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -171,6 +173,29 @@ func TestDocumentMaintenance(t *testing.T) {
 				t.Errorf("%s: %s = %v (present %v), want %v", c.name, path, got, ok, want)
 			}
 		}
+	}
+}
+
+// TestDocumentCountersAsLastRead: the counters are the snapshot's latest
+// read (Snapshot.Counters, what the metrics export), which the daemon
+// refreshes each second of the shutdown window while no cycle runs, not
+// the sample's copy; a failed read keeps the last values.
+func TestDocumentCountersAsLastRead(t *testing.T) {
+	snap := clone(func(s *snapshot.Snapshot) {
+		s.Lifecycle = api.ShuttingDown
+		c := s.Sample.Counters
+		c.ShutdownResets = 42
+		s.SetCounters(c, nil)
+	})
+	if got := Build(snap, fixedNow).Dataplane.Counters.ShutdownResetsTotal; got != 42 {
+		t.Errorf("shutdown_resets_total = %d, want 42 (the latest read)", got)
+	}
+	snap.SetCounters(dataplane.Counters{}, errors.New("map gone"))
+	if got := Build(snap, fixedNow).Dataplane.Counters.ShutdownResetsTotal; got != 42 {
+		t.Errorf("after a failed read shutdown_resets_total = %d, want 42 (kept)", got)
+	}
+	if got := Build(clone(func(s *snapshot.Snapshot) { s.Counters = nil }), fixedNow).Dataplane.Counters; got != (api.Counters{}) {
+		t.Errorf("no counters read yet: %+v, want zeros", got)
 	}
 }
 

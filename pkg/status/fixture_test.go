@@ -5,9 +5,11 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // fixedNow is the clock of every test: 2026-03-14 12:00:00 UTC.
@@ -18,11 +20,11 @@ var fixedNow = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
 // (omitted from the document). Per-backend counts add up to the totals.
 func fixture() *snapshot.Snapshot {
 	ip := netip.MustParseAddr
-	return &snapshot.Snapshot{
+	s := &snapshot.Snapshot{
 		Name:       "web-lb",
 		Version:    "v0.4.0",
 		Revision:   "3f2c9e1a7b",
-		Lifecycle:  snapshot.Running,
+		Lifecycle:  api.Running,
 		StartedAt:  fixedNow.Add(-(2*time.Hour + 13*time.Minute + 5*time.Second + 300*time.Millisecond)),
 		Listen:     ip("192.0.2.10"),
 		Ports:      []snapshot.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}},
@@ -86,8 +88,13 @@ func fixture() *snapshot.Snapshot {
 			{ID: 5, Name: "backend-5", IP: ip("198.51.100.15"), State: backend.Unreachable, Reason: "no route to 198.51.100.15", Discovered: true},
 			{ID: 6, Name: "backend-gone", IP: ip("198.51.100.16"), State: backend.Departed},
 		},
-		Config: snapshot.ConfigState{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports", "provider"}},
+		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports", "provider"}},
 	}
+	// The daemon publishes the counters each sample read with it
+	// (Snapshot.AddSample).
+	c := s.Sample.Counters
+	s.Counters = &c
+	return s
 }
 
 // clone returns a shallow copy of the fixture changed by f.

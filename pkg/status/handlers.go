@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // routes builds the admin routes (DESIGN §3). GET patterns also answer
@@ -44,11 +44,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	snap := s.opts.Store.Load()
 	if snap == nil {
-		writeText(w, http.StatusServiceUnavailable, snapshot.ReasonStarting)
+		writeText(w, http.StatusServiceUnavailable, string(api.ReasonStarting))
 		return
 	}
 	if ready, reason := snap.Readiness(s.opts.Now()); !ready {
-		writeText(w, http.StatusServiceUnavailable, reason)
+		writeText(w, http.StatusServiceUnavailable, string(reason))
 		return
 	}
 	writeText(w, http.StatusOK, "ready")

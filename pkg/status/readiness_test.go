@@ -22,9 +22,9 @@ func TestReadyz(t *testing.T) {
 		reason string // "" = ready
 	}{
 		{"nothing published", nil, "starting"},
-		{"starting", clone(func(s *snapshot.Snapshot) { s.Lifecycle = snapshot.Starting; s.Sample = nil }), "starting"},
+		{"starting", clone(func(s *snapshot.Snapshot) { s.Lifecycle = api.Starting; s.Sample = nil }), "starting"},
 		{"shutting down", clone(func(s *snapshot.Snapshot) {
-			s.Lifecycle = snapshot.ShuttingDown
+			s.Lifecycle = api.ShuttingDown
 			s.ShutdownDeadline = fixedNow.Add(12500 * time.Millisecond)
 		}), "shutting_down"},
 		{"no sample yet", clone(func(s *snapshot.Snapshot) { s.Sample = nil }), "awaiting_dataplane_sample"},
@@ -74,7 +74,7 @@ func TestReadyz(t *testing.T) {
 			if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &doc); err != nil {
 				t.Fatal(err)
 			}
-			if doc.Readiness.Ready != (c.reason == "") || doc.Readiness.Reason != c.reason {
+			if doc.Readiness.Ready != (c.reason == "") || doc.Readiness.Reason != api.Reason(c.reason) {
 				t.Errorf("document readiness = %+v, want reason %q", doc.Readiness, c.reason)
 			}
 		})
@@ -88,7 +88,7 @@ func TestShutdownSecondsLeft(t *testing.T) {
 		t.Errorf("running: shutdown = %+v, want nil", d.Shutdown)
 	}
 	s := clone(func(s *snapshot.Snapshot) {
-		s.Lifecycle = snapshot.ShuttingDown
+		s.Lifecycle = api.ShuttingDown
 		s.ShutdownDeadline = fixedNow.Add(12500 * time.Millisecond)
 	})
 	d := Build(s, fixedNow)

@@ -117,24 +117,3 @@ func TestServeAndShutdown(t *testing.T) {
 		t.Errorf("Serve after Shutdown = %v, want nil", err)
 	}
 }
-
-// TestListenAndServeContext: cancelling the context stops the server.
-func TestListenAndServeContext(t *testing.T) {
-	srv, err := New(Options{Address: netip.MustParseAddr("127.0.0.1"), Store: &snapshot.Store{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ListenAndServe(ctx) }()
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("ListenAndServe = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ListenAndServe did not return after cancel")
-	}
-}

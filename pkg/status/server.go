@@ -21,12 +21,13 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // Options configure a Server.
 type Options struct {
-	// Address and Port are where ListenAndServe and Listen bind (config
-	// admin.address, admin.port). Port 0 picks a free port.
+	// Address and Port are where Listen binds (config admin.address,
+	// admin.port). Port 0 picks a free port.
 	Address netip.Addr
 	Port    uint16
 	// Store is the snapshot the instance publishes; required.
@@ -59,7 +60,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("status: admin username %q contains ':'", opts.Username)
 		}
 		if opts.Password == "" {
-			return nil, fmt.Errorf("status: admin username %q set but the password is empty (%s)", opts.Username, PasswordEnv)
+			return nil, fmt.Errorf("status: admin username %q set but the password is empty (%s)", opts.Username, api.EnvAdminPassword)
 		}
 	}
 	if opts.Log == nil {
@@ -114,23 +115,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		return err
 	}
 	return nil
-}
-
-// ListenAndServe listens on Address:Port and serves until ctx ends or
-// Shutdown is called; when ctx ends it shuts down, giving open requests
-// up to 5 s. Returns nil after an orderly shutdown.
-func (s *Server) ListenAndServe(ctx context.Context) error {
-	ln, err := s.Listen()
-	if err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(sctx)
-	})
-	defer stop()
-	return s.Serve(ln)
 }
 
 // Shutdown stops accepting connections and waits for open requests until

@@ -23,8 +23,8 @@ type Document struct {
 	Name          string `json:"name"`     // config name
 	Version       string `json:"version"`  // release version (buildinfo.Version)
 	Revision      string `json:"revision"` // VCS commit (buildinfo.Revision)
-	// Lifecycle is starting, running or shutting_down (snapshot.Starting...).
-	Lifecycle string `json:"lifecycle"`
+	// Lifecycle is starting, running or shutting_down (Lifecycles).
+	Lifecycle Lifecycle `json:"lifecycle"`
 	// GeneratedAtUnixMs is when the server built this document.
 	GeneratedAtUnixMs int64 `json:"generated_at_unix_ms"`
 	// StartedAtUnixMs is the process start (0 if unknown); UptimeSeconds
@@ -55,7 +55,7 @@ type Document struct {
 type Readiness struct {
 	Ready bool `json:"ready"`
 	// Reason is one of the stable /readyz reasons (DESIGN §3), "" when ready.
-	Reason string `json:"reason"`
+	Reason Reason `json:"reason"`
 }
 
 // Shutdown describes the shutdown window (DESIGN §6, first bullet).
@@ -194,8 +194,10 @@ type FlowMap struct {
 	Capacity uint64 `json:"capacity"` // the map's max_entries
 }
 
-// Counters are the data path's global counters (dataplane.Counters) as of
-// the latest sample.
+// Counters are the data path's global counters (dataplane.Counters) as
+// last read: with each maintenance sample, and each second of the shutdown
+// window, when no cycle runs. The metrics export the same values
+// (snapshot.Snapshot.Counters). All zero before the first sample.
 type Counters struct {
 	XDPActions               XDPActions `json:"xdp_actions"`
 	SNATPortExhaustedTotal   uint64     `json:"snat_port_exhausted_total"`  // SYNs refused: no free SNAT port
@@ -280,9 +282,9 @@ type Backend struct {
 	ID   uint32 `json:"id"` // data-path id
 	Name string `json:"name"`
 	IP   string `json:"ip"`
-	// State is routable, draining or unreachable
-	// (snapshot.Snapshot.BackendState).
-	State string `json:"state"`
+	// State is routable, draining or unreachable (BackendStates;
+	// snapshot.Snapshot.BackendState).
+	State BackendState `json:"state"`
 	// Reason says why a backend is unreachable; "" otherwise.
 	Reason string `json:"reason"`
 	// AvailableForNewConnections is true when the data path may pick it

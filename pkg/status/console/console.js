@@ -35,11 +35,21 @@ function fill(dl, rows) {
 
 function badge(e, text, cls) { e.textContent = text; e.className = "badge " + cls; }
 
+// The state names come from the document (pkg/status/api: Lifecycles and
+// BackendStates); this table only gives each its CSS class. A name not
+// listed here shows as "bad".
+const STATE_CLASS = {
+  starting: "warn", running: "ok", shutting_down: "warn",
+  routable: "ok", draining: "warn", unreachable: "bad",
+};
+
+function stateClass(name) { return STATE_CLASS[name] || "bad"; }
+
 function render(d) {
   $("name").textContent = d.name || "XLB";
   $("version").textContent = d.version || "";
   document.title = (d.name || "XLB") + " · XLB";
-  badge($("lifecycle"), d.lifecycle, d.lifecycle === "running" ? "ok" : "warn");
+  badge($("lifecycle"), d.lifecycle, stateClass(d.lifecycle));
   badge($("readiness"), d.readiness.ready ? "ready" : "not ready: " + d.readiness.reason, d.readiness.ready ? "ok" : "bad");
 
   const dp = d.dataplane;
@@ -72,9 +82,8 @@ function render(d) {
   const tb = $("backends");
   tb.replaceChildren();
   for (const b of d.backends) {
-    const cls = b.state === "routable" ? "ok" : b.state === "draining" ? "warn" : "bad";
     const tr = el("tr");
-    tr.append(el("td", b.name), el("td", b.ip), el("td", b.state, cls),
+    tr.append(el("td", b.name), el("td", b.ip), el("td", b.state, stateClass(b.state)),
       el("td", b.available_for_new_connections ? "yes" : "no"),
       el("td", b.active_connections, "n"), el("td", b.timewait_connections, "n"), el("td", b.opened_total, "n"),
       el("td", bytes(b.sent_bytes_total), "n"), el("td", bytes(b.received_bytes_total), "n"));

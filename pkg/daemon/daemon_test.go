@@ -1,4 +1,4 @@
-package lifecycle
+package daemon
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // The watchdog keeps pinging while maintenance cycles fail but samples
@@ -13,7 +14,7 @@ import (
 func TestWatchdogPing(t *testing.T) {
 	now := time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
 	failing := maintenance.Maintenance{Errors: 30, ConsecutiveFailures: 30, FailingSince: now.Add(-30 * time.Second), LastError: "maintenance: walk: dataplane: batch read flows: operation not permitted"}
-	snap := func(lifecycle string, age time.Duration, m maintenance.Maintenance) *snapshot.Snapshot {
+	snap := func(lifecycle api.Lifecycle, age time.Duration, m maintenance.Maintenance) *snapshot.Snapshot {
 		return &snapshot.Snapshot{
 			Lifecycle:      lifecycle,
 			SampleInterval: time.Second,
@@ -25,12 +26,12 @@ func TestWatchdogPing(t *testing.T) {
 		snap *snapshot.Snapshot
 		ping bool
 	}{
-		{"running, cycles succeed", snap(snapshot.Running, 500*time.Millisecond, maintenance.Maintenance{}), true},
-		{"running, cycles fail, samples arrive", snap(snapshot.Running, 500*time.Millisecond, failing), true},
-		{"running, samples stopped", snap(snapshot.Running, time.Minute, maintenance.Maintenance{}), false},
-		{"running, failing and samples stopped", snap(snapshot.Running, time.Minute, failing), false},
-		{"starting, no sample", &snapshot.Snapshot{Lifecycle: snapshot.Starting, SampleInterval: time.Second}, true},
-		{"shutting down, loop stopped", snap(snapshot.ShuttingDown, time.Minute, maintenance.Maintenance{}), true},
+		{"running, cycles succeed", snap(api.Running, 500*time.Millisecond, maintenance.Maintenance{}), true},
+		{"running, cycles fail, samples arrive", snap(api.Running, 500*time.Millisecond, failing), true},
+		{"running, samples stopped", snap(api.Running, time.Minute, maintenance.Maintenance{}), false},
+		{"running, failing and samples stopped", snap(api.Running, time.Minute, failing), false},
+		{"starting, no sample", &snapshot.Snapshot{Lifecycle: api.Starting, SampleInterval: time.Second}, true},
+		{"shutting down, loop stopped", snap(api.ShuttingDown, time.Minute, maintenance.Maintenance{}), true},
 	} {
 		if got := watchdogPing(c.snap, now); got != c.ping {
 			t.Errorf("%s: watchdogPing = %v, want %v", c.name, got, c.ping)

@@ -1,4 +1,4 @@
-package lifecycle
+package daemon
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/metrics"
 	"github.com/xlbproject/xlb/pkg/status"
 )
@@ -26,9 +25,8 @@ type listeners struct {
 }
 
 // startListeners binds both listeners (a bind failure fails startup) and
-// serves them in the background. counters reads the data path's counters
-// once it exists.
-func (d *runner) startListeners(counters metrics.CountersFunc) (*listeners, error) {
+// serves them in the background. Both read only d.store.
+func (d *runner) startListeners() (*listeners, error) {
 	c := d.cfg
 	var user, pw string
 	if c.Admin.Auth != nil {
@@ -52,7 +50,7 @@ func (d *runner) startListeners(counters metrics.CountersFunc) (*listeners, erro
 	if err != nil {
 		return nil, err
 	}
-	l.metrics, err = metrics.New(metrics.Options{Store: d.store, Counters: counters, Log: d.log.WithField("component", "metrics")})
+	l.metrics, err = metrics.New(metrics.Options{Store: d.store, Log: d.log.WithField("component", "metrics")})
 	if err != nil {
 		adminLn.Close()
 		return nil, err
@@ -94,13 +92,4 @@ func (l *listeners) stop() error {
 	err := errors.Join(l.admin.Shutdown(ctx), l.metrics.Shutdown(ctx))
 	l.wg.Wait()
 	return err
-}
-
-// dataplaneCounters reads the counters of the instance once it is up.
-func (d *runner) dataplaneCounters() (dataplane.Counters, error) {
-	in := d.current.Load()
-	if in == nil {
-		return dataplane.Counters{}, metrics.ErrNoDataplane
-	}
-	return in.DP.Counters()
 }

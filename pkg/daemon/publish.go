@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/xlbproject/xlb/pkg/buildinfo"
+	"github.com/xlbproject/xlb/pkg/configwatch"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/maintenance"
+	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// update applies f to a copy of the latest snapshot and publishes it.
+func (d *runner) update(f func(*snapshot.Snapshot)) {
+	d.storeMu.Lock()
+	defer d.storeMu.Unlock()
+	d.store.Update(f)
+}
+
+// publishStarting publishes the first snapshot: starting, nothing up yet.
+func (d *runner) publishStarting() {
+	d.storeMu.Lock()
+	defer d.storeMu.Unlock()
+	d.store.Publish(&snapshot.Snapshot{
+		Name: d.cfg.Name, Version: buildinfo.Version, Revision: buildinfo.Revision,
+		Lifecycle: api.Starting, StartedAt: time.Now(), XDPMode: d.cfg.XDPMode,
+		Config: configwatch.State{Path: d.o.ConfigPath},
+	})
+}
+
+// publishLifecycle publishes a new process state.
+func (d *runner) publishLifecycle(l api.Lifecycle) {
+	d.update(func(s *snapshot.Snapshot) { s.Lifecycle = l })
+}
+
+// publishShutdown publishes the shutting_down state and when the window
+// ends.
+func (d *runner) publishShutdown(deadline time.Time) {
+	d.update(func(s *snapshot.Snapshot) {
+		s.Lifecycle, s.ShutdownDeadline = api.ShuttingDown, deadline
+	})
+}
+
+// publishSampleInterval publishes the maintenance period (staleness of
+// samples is judged against it).
+func (d *runner) publishSampleInterval(interval time.Duration) {
+	d.update(func(s *snapshot.Snapshot) { s.SampleInterval = interval })
+}
+
+// publishConfig publishes the config watch's view of the file.
+func (d *runner) publishConfig(st configwatch.State) {
+	d.update(func(s *snapshot.Snapshot) { s.Config = st })
+}
+
+// publishInstance publishes what the instance resolved and attached, and
+// its backends.
+func (d *runner) publishInstance() {
+	r := d.inst.Resolved
+	ports := make([]snapshot.PortMap, len(d.cfg.Ports))
+	for i, p := range d.cfg.Ports {
+		ports[i] = snapshot.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort}
+	}
+	d.update(func(s *snapshot.Snapshot) {
+		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, r.SNAT, ports, r.Interfaces
+		s.Attached = d.inst.DP.Attachments()
+		s.Features = d.inst.DP.Features()
+		s.Provider = d.inst.Backends.ProviderName()
+		s.Backends = d.inst.Backends.Snapshot()
+	})
+}
+
+// onSample publishes a maintenance sample, with the counters it read, with
+// the current backend states. Samples of failed cycles are published like
+// the others (they keep readiness and the watchdog alive;
+// maintenance.Sample.Maintenance tells status and metrics about the
+// failure) but stay out of the duration histogram, which describes
+// successful cycles (snapshot.Snapshot.AddSample).
+func (d *runner) onSample(s *maintenance.Sample) {
+	provErr := ""
+	if err := d.inst.Backends.ProviderError(); err != nil {
+		provErr = err.Error()
+	}
+	backends := d.inst.Backends.Snapshot()
+	d.update(func(snap *snapshot.Snapshot) {
+		snap.AddSample(s)
+		snap.Backends, snap.ProviderError = backends, provErr
+	})
+	if d.store.Load().Lifecycle == api.Running {
+		d.notify.Status(d.runningStatus())
+	}
+}
+
+// publishCounters reads the data path's counters into the snapshot, which
+// the maintenance loop does each cycle but not during the shutdown window,
+// so status and metrics see the shutdown resets grow; a failed read is
+// published too (snapshot.Snapshot.SetCounters).
+func (d *runner) publishCounters() (dataplane.Counters, error) {
+	c, err := d.inst.DP.Counters()
+	d.update(func(s *snapshot.Snapshot) { s.SetCounters(c, err) })
+	return c, err
+}

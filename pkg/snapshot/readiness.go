@@ -1,0 +1,104 @@
+package snapshot
+
+import (
+	"time"
+
+	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// SampleAge is how old the sample is at now (0 without a sample).
+func (s *Snapshot) SampleAge(now time.Time) time.Duration {
+	if s.Sample == nil {
+		return 0
+	}
+	return now.Sub(s.Sample.Time)
+}
+
+// StaleAfter is the sample age from which readiness reports
+// dataplane_sample_stale: three missed cycles, never under 5 s, and never
+// under five cycle durations (a cycle that overruns the interval is
+// followed by the next after a tenth of it, maintenance.Loop.Run, so slow
+// cycles alone must not read as a stopped loop). Failed cycles publish
+// samples too, so only a maintenance loop that stopped or hangs lets a
+// sample age past it.
+func (s *Snapshot) StaleAfter() time.Duration {
+	d := max(3*s.SampleInterval, 5*time.Second)
+	if s.Sample != nil {
+		d = max(d, 5*s.Sample.Duration)
+	}
+	return d
+}
+
+// SampleStale reports whether the maintenance loop has stopped publishing:
+// a sample exists and is older than StaleAfter. Readiness reports it as
+// dataplane_sample_stale, and the daemon withholds the systemd watchdog
+// ping while it holds.
+func (s *Snapshot) SampleStale(now time.Time) bool {
+	return s.Sample != nil && s.SampleAge(now) > s.StaleAfter()
+}
+
+// Routable counts discovered backends the data path may pick.
+func (s *Snapshot) Routable() int {
+	n := 0
+	for _, b := range s.Backends {
+		if b.Discovered && b.State == backend.Routable {
+			n++
+		}
+	}
+	return n
+}
+
+// Readiness decides /readyz: ready, or the first reason that applies in
+// this order: shutting_down, starting, awaiting_dataplane_sample,
+// dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends.
+//
+// Failing maintenance cycles do not make the instance unready: the data
+// path forwards every packet without the loop, which only cleans up pairs
+// and refreshes figures, and taking the instance out of rotation would
+// not mend it. Such cycles still publish fresh samples (with
+// Sample.Maintenance.Failing), so readiness stays ready; they show in the
+// status API's maintenance object and in xlb_maintenance_failing and
+// xlb_maintenance_errors_total instead. dataplane_sample_stale means
+// samples stopped: the loop stopped or a cycle hangs.
+func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
+	switch {
+	case s.Lifecycle == api.ShuttingDown:
+		return false, api.ReasonShuttingDown
+	case s.Lifecycle != api.Running:
+		return false, api.ReasonStarting
+	case s.Sample == nil:
+		return false, api.ReasonAwaitingDataplaneSample
+	case s.SampleStale(now):
+		return false, api.ReasonDataplaneSampleStale
+	case s.ProviderError != "":
+		return false, api.ReasonBackendProviderUnhealthy
+	case s.Routable() == 0:
+		return false, api.ReasonNoRoutableBackends
+	}
+	return true, ""
+}
+
+// BackendState is the state the status API and the metrics report for a
+// backend (DESIGN §3), the one place where the backend manager's states
+// become the API's: routable; draining when it is no longer routable (left
+// discovery or became unreachable) but pairs still reference it;
+// unreachable when discovered but not routable and idle. A departed backend
+// without pairs is not listed (ok false).
+func (s *Snapshot) BackendState(b backend.Status) (state api.BackendState, ok bool) {
+	var active uint64
+	if s.Sample != nil {
+		if bs, found := s.Sample.Backend(b.ID); found {
+			active = bs.Active + bs.TimeWait
+		}
+	}
+	switch {
+	case b.Discovered && b.State == backend.Routable:
+		return api.Routable, true
+	case active > 0:
+		return api.Draining, true
+	case b.Discovered:
+		return api.Unreachable, true
+	}
+	return "", false
+}
