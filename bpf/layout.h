@@ -16,6 +16,7 @@
 #ifndef XLB_LAYOUT_H
 #define XLB_LAYOUT_H
 
+#include <linux/bpf.h>
 #include <linux/types.h>
 
 /*
@@ -32,10 +33,13 @@
  * exported ones are re-named in pkg/dataplane/limits.go).
  */
 enum xlb_limits {
+	XLB_DIRS = 2,                /* flow directions (enum xlb_dir) */
+	XLB_ENTRIES_PER_PAIR = XLB_DIRS, /* flow entries per connection pair: one per direction */
+	XLB_XDP_ACTIONS = XDP_REDIRECT + 1, /* XDP verdicts (the kernel's enum xdp_action), counted at enum xlb_counter 0.. */
 	XLB_MAX_PORTS = 8,           /* port mappings per listen address (DESIGN §1) */
 	XLB_MAX_BACKENDS = 1024,     /* backend ids 0..1023; routable set size limit */
 	XLB_MAX_INTERFACES = 64,     /* egress interfaces the redirect map (xlb_tx_ports) holds */
-	XLB_DEFAULT_MAX_CONNECTIONS = 262144, /* flow_table.max_connections default; two flow entries per pair */
+	XLB_DEFAULT_MAX_CONNECTIONS = 262144, /* flow_table.max_connections default; XLB_ENTRIES_PER_PAIR flow entries each */
 	XLB_SNAT_MAX_TRIES = 32,     /* bounded SNAT port probes per new pair */
 	XLB_LONE_CHECK_TICKS = 256,  /* idle ticks before a packet checks its entry's counterpart */
 	XLB_CLOSE_QUEUE_SLOTS = 8192, /* per-CPU close queue slots (the ring buffer fallback) */
@@ -43,8 +47,8 @@ enum xlb_limits {
 	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
 	XLB_PAIR_EVENTS = 4,         /* counters per backend id in xlb_pair_events (enum xlb_pair_event) */
 	XLB_REAPED_REASONS = 8,      /* counters per backend id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
-	/* cells of the per-backend counter maps */
-	XLB_BACKEND_STATS_SLOTS = XLB_MAX_BACKENDS * 2, /* one per backend id and enum xlb_dir */
+	/* cells of the per-backend counter maps (counters.h backend_cell) */
+	XLB_BACKEND_STATS_SLOTS = XLB_MAX_BACKENDS * XLB_DIRS, /* one per backend id and enum xlb_dir */
 	XLB_PAIR_EVENT_CELLS = XLB_MAX_BACKENDS * XLB_PAIR_EVENTS,
 	XLB_REAPED_CELLS = XLB_MAX_BACKENDS * XLB_REAPED_REASONS,
 };
@@ -54,6 +58,8 @@ enum xlb_dir {
 	XLB_DIR_CLIENT = 0,  /* client -> listen:local_port (forward entry) */
 	XLB_DIR_BACKEND = 1, /* backend:remote_port -> snat_ip:snat_port (reverse entry) */
 };
+
+_Static_assert(XLB_DIR_BACKEND < XLB_DIRS, "XLB_DIRS counts every enum xlb_dir");
 
 /* Exact 5-tuple plus direction as seen on the wire, before any rewrite. */
 struct flow_key {
@@ -163,7 +169,7 @@ struct xlb_state {
 
 /*
  * Per-backend per-CPU counters, one slot per direction, indexed by
- * backend id * 2 + enum xlb_dir (XLB_BACKEND_STATS_SLOTS). The data path
+ * backend id * XLB_DIRS + enum xlb_dir (XLB_BACKEND_STATS_SLOTS). The data path
  * adds to its direction's slot without branching on the direction: the
  * verifier refuses a pointer offset that depends on the path taken unless
  * the loader holds CAP_PERFMON, and XLB loads with CAP_BPF alone.
@@ -292,14 +298,17 @@ struct create_scratch {
 	struct flow_key rkey;
 };
 
-/* Per-CPU global counters (index into the counters map). */
+/*
+ * Per-CPU global counters (index into the counters map). The first
+ * XLB_XDP_ACTIONS count XDP verdicts, each at its action's value.
+ */
 enum xlb_counter {
-	XLB_C_XDP_ABORTED = 0, /* XDP action counts, indexed by action */
-	XLB_C_XDP_DROP = 1,
-	XLB_C_XDP_PASS = 2,
-	XLB_C_XDP_TX = 3,
-	XLB_C_XDP_REDIRECT = 4,
-	XLB_C_PAIRS_CREATED,
+	XLB_C_XDP_ABORTED = XDP_ABORTED,
+	XLB_C_XDP_DROP = XDP_DROP,
+	XLB_C_XDP_PASS = XDP_PASS,
+	XLB_C_XDP_TX = XDP_TX,
+	XLB_C_XDP_REDIRECT = XDP_REDIRECT,
+	XLB_C_PAIRS_CREATED = XLB_XDP_ACTIONS,
 	XLB_C_SNAT_EXHAUSTED,
 	XLB_C_TABLE_FULL,
 	XLB_C_NO_BACKEND,       /* SYN with an empty routable set (RST) */

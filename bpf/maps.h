@@ -15,14 +15,14 @@
 #include "layout.h"
 
 /*
- * Flow table, two entries per connection pair. The loader sets
- * max_entries to 2 * flow_table.max_connections.
+ * Flow table, XLB_ENTRIES_PER_PAIR entries per connection pair. The loader
+ * sets max_entries to XLB_ENTRIES_PER_PAIR * flow_table.max_connections.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct flow_key);
 	__type(value, struct flow_value);
-	__uint(max_entries, 2 * XLB_DEFAULT_MAX_CONNECTIONS);
+	__uint(max_entries, XLB_ENTRIES_PER_PAIR * XLB_DEFAULT_MAX_CONNECTIONS);
 } xlb_flows SEC(".maps");
 
 /* The config: one entry, written by userspace only. */

@@ -11,7 +11,8 @@
  * of a system call or a whole walk.
  *
  * Whoever deletes a pair's forward entry accounts for the pair: the
- * reaper adds it to xlb_reaped under the reason it was removed for.
+ * reaper adds it to xlb_reaped under the reason it was removed for
+ * (counters.h count_reaped).
  */
 #ifndef XLB_REAP_H
 #define XLB_REAP_H
@@ -21,6 +22,7 @@
 
 #include "layout.h"
 #include "maps.h"
+#include "counters.h"
 #include "flow.h"
 
 /* Age of t at now on the 32-bit clock; 0 when t is not in the past. */
@@ -29,15 +31,6 @@ static __always_inline __u32 age32(__u32 now, __u32 t)
 	__s32 d = (__s32)(now - t);
 
 	return d > 0 ? (__u32)d : 0;
-}
-
-static __always_inline void count_reaped(__u16 backend_id, __u32 reason)
-{
-	__u32 idx = (__u32)backend_id * XLB_REAPED_REASONS + reason;
-	__u64 *c = bpf_map_lookup_elem(&xlb_reaped, &idx);
-
-	if (c)
-		*c += 1;
 }
 
 /* Why a lone entry (dir, forward flags) is removed, by what its pair was. */

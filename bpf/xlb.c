@@ -82,7 +82,7 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	struct iphdr *iph = p->iph;
 	struct tcphdr *tcp = p->tcp;
 	struct backend_stats *bs;
-	__u32 ipacc, bid;
+	__u32 ipacc;
 	__u16 oldw, neww;
 	int act;
 
@@ -111,8 +111,7 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	if (!(v->flags & XLB_F_CLOSED))
 		v->last_seen = now32();
 
-	bid = v->backend_id * 2 + dir;
-	bs = bpf_map_lookup_elem(&xlb_backend_stats, &bid);
+	bs = backend_traffic(v->backend_id, dir);
 	if (bs) {
 		bs->packets++;
 		bs->bytes += p->tot_len;

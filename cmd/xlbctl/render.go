@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/buildinfo"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
@@ -102,7 +103,7 @@ func renderFlows(w io.Writer, d *api.Document) error {
 }
 
 func version(d *api.Document) string {
-	if d.Revision == "" || d.Revision == "unknown" {
+	if d.Revision == "" || d.Revision == buildinfo.UnknownRevision {
 		return orDash(d.Version)
 	}
 	rev := d.Revision
@@ -137,7 +138,7 @@ func attachments(dp api.Dataplane) string {
 	parts := make([]string, 0, len(dp.XDPAttachments))
 	for _, a := range dp.XDPAttachments {
 		p := a.Interface + " " + a.Mode
-		if a.Via == "netlink" {
+		if api.Path(a.Via) == api.PathNetlink {
 			p += " (netlink)"
 		}
 		parts = append(parts, p)
@@ -154,11 +155,11 @@ func kernelFeatures(fs []api.Feature) string {
 	}
 	var off []string
 	for _, f := range fs {
-		if f.State == "available" {
+		if api.FeatureState(f.State) == api.FeatureAvailable {
 			continue
 		}
 		s := f.Name + " " + f.State
-		if f.Path != "not_used" && f.Path != "not_attached" {
+		if p := api.Path(f.Path); p != api.PathNotUsed && p != api.PathNotAttached {
 			s += ": " + f.Path
 		}
 		off = append(off, s)

@@ -7,8 +7,12 @@ import "runtime/debug"
 // Version is the release version (git describe), "dev" when not stamped.
 var Version = "dev"
 
-// Revision is the VCS commit, read from the Go build info when not stamped.
+// Revision is the VCS commit, read from the Go build info when not
+// stamped; UnknownRevision when neither says.
 var Revision = ""
+
+// UnknownRevision is Revision when the build knows no commit.
+const UnknownRevision = "unknown"
 
 func init() {
 	if Revision != "" {
@@ -22,6 +26,6 @@ func init() {
 		}
 	}
 	if Revision == "" {
-		Revision = "unknown"
+		Revision = UnknownRevision
 	}
 }

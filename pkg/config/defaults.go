@@ -5,21 +5,23 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 )
 
 // Defaults and limits. DESIGN §1 fixes the defaults; where it leaves a limit
 // open the value here is this package's decision, documented next to it.
 // Limits the data path is built with come from bpf/layout.h through
-// pkg/dataplane, their single source.
+// pkg/dataplane, their single source; the orphan TTL's default is the
+// maintenance loop's.
 const (
 	DefaultName            = "xlb"
-	DefaultProto           = "tcp"
-	DefaultMode            = "nat"
-	DefaultOrphanTTL       = 300 * time.Second // DESIGN §1, seed "Inactive connection cleanup"
-	DefaultShutdownTimeout = 15 * time.Second  // DESIGN §1, seed "XLB shutdown behavior"
+	DefaultProto           = ProtoTCP
+	DefaultMode            = ModeNAT
+	DefaultOrphanTTL       = maintenance.DefaultOrphanTTL // DESIGN §1, seed "Inactive connection cleanup"
+	DefaultShutdownTimeout = 15 * time.Second             // DESIGN §1, seed "XLB shutdown behavior"
 	DefaultAdminPort       = 9090
 	DefaultMetricsPort     = 9642
-	DefaultXDPMode         = "auto"
+	DefaultXDPMode         = XDPModeAuto
 	DefaultSNATPortLo      = 40000
 	DefaultSNATPortHi      = 59999
 	DefaultMaxConnections  = dataplane.DefaultMaxConnections // 262144 pairs
@@ -31,8 +33,8 @@ const (
 	MinOrphanTTL = 300 * time.Second
 	// MaxOrphanTTL (seven days) keeps an idle pair's age within what a
 	// flow entry's 32-bit last-seen time measures exactly: 2^31 ticks,
-	// 24.8 days at the fastest tick rate Linux is built with (bpf/layout.h
-	// struct flow_value).
+	// 20.7 days at the fastest tick rate Linux is built with, 1200 Hz
+	// (pkg/dataplane hz.go; bpf/layout.h struct flow_value).
 	MaxOrphanTTL = 7 * 24 * time.Hour
 	// MaxShutdownTimeout (one hour) bounds how long a stop may hold the
 	// instance attached; the service manager's stop timeout must exceed it.
@@ -72,9 +74,10 @@ const (
 	ModeNAT = "nat"
 	ModeDSR = "dsr"
 
-	XDPModeAuto    = "auto"
-	XDPModeNative  = "native"
-	XDPModeGeneric = "generic"
+	// xdp_mode: the data path's attach modes (dataplane.Mode).
+	XDPModeAuto    = string(dataplane.ModeAuto)
+	XDPModeNative  = string(dataplane.ModeNative)
+	XDPModeGeneric = string(dataplane.ModeGeneric)
 )
 
 // Default returns a Config with every default of DESIGN §1 filled in. Ports

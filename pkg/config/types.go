@@ -55,7 +55,7 @@ type Config struct {
 
 	// Interfaces are the network interfaces XDP attaches to. YAML
 	// "interfaces"; default empty, meaning the interface that owns the
-	// listen address, which the daemon resolves at runtime (DESIGN §1).
+	// listen address, which pkg/instance resolves at runtime (DESIGN §1).
 	Interfaces []string
 
 	// XDPMode is "auto" (native, falling back to generic with a warning),
@@ -150,7 +150,8 @@ type Admin struct {
 	Port    uint16
 	// Auth, when set, enables basic authentication. The password comes
 	// only from the environment variable XLB_ADMIN_PASSWORD, never from the
-	// file; the daemon (not this package) fails startup when it is empty.
+	// file; pkg/status (not this package) fails the daemon's startup when
+	// it is empty.
 	Auth *AdminAuth
 }
 

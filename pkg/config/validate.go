@@ -222,7 +222,7 @@ func (v *validator) kubernetes(k *KubernetesProvider) {
 	// EndpointSlice provider: fail at check time, as for udp and dsr,
 	// rather than at startup.
 	if !v.schemaOnly {
-		v.errorf(path, "the Kubernetes EndpointSlice provider is not implemented yet; use provider.static")
+		v.errorf(path, "%v", ErrKubernetesNotBuilt)
 	}
 	check := func(field, value, kind string, re *regexp.Regexp, shape string) {
 		p := childPath(path, field)

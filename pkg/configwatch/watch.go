@@ -46,8 +46,9 @@ type Watcher struct {
 }
 
 // New returns a watcher for the config file at path. loaded is the config
-// the instance runs, as config.Load returned it (before the daemon resolves
-// `auto` values), so the comparison is with the file as it was loaded.
+// the instance runs, as config.Load returned it (before pkg/instance
+// resolves `auto` values), so the comparison is with the file as it was
+// loaded.
 // onChange receives each new state (nil: state only logged); it is called
 // from Run's goroutine, once per distinct state. The initial state is clean
 // (Path set, nothing else) and is not delivered.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/cilium/ebpf"
 )
 
 // Jiffies is a reading of the data path's clock (bpf_jiffies64): the
@@ -26,8 +24,7 @@ func (d *Dataplane) KernelNow() (Jiffies, error) {
 func (d *Dataplane) clockSample() (Jiffies, uint64, error) {
 	d.clockMu.Lock()
 	defer d.clockMu.Unlock()
-	frame := make([]byte, 14)
-	if _, err := d.objs.XlbClock.Run(&ebpf.RunOptions{Data: frame, Repeat: 1}); err != nil {
+	if _, err := runOnce(d.objs.XlbClock); err != nil {
 		return 0, 0, fmt.Errorf("dataplane: read clock: %w", err)
 	}
 	var st xlbXlbState

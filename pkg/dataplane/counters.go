@@ -10,9 +10,10 @@ import (
 // Counters are the data path's global counters, summed over CPUs. Every
 // field is monotonic while the program stays loaded.
 type Counters struct {
-	// Actions counts XDP verdicts by action: index 0 aborted (never
-	// expected), 1 drop, 2 pass, 3 tx, 4 redirect.
-	Actions [5]uint64
+	// Actions counts XDP verdicts by action, indexed by the kernel's
+	// enum xdp_action: 0 aborted (never expected), 1 drop, 2 pass, 3 tx,
+	// 4 redirect.
+	Actions [XDPActions]uint64
 	// PairsCreated counts connection pairs installed (seed "New connections").
 	PairsCreated uint64
 	// SNATExhausted counts SYNs answered with RST because no SNAT port was
@@ -89,7 +90,7 @@ type BackendStats struct {
 }
 
 // AllBackendStats reads the counters of every backend id, indexed by id:
-// two slots per backend, one per direction (bpf/layout.h struct
+// one slot per backend id and direction (bpf/layout.h struct
 // backend_stats), and the pair events (enum xlb_pair_event). Each map is
 // read with BPF_MAP_LOOKUP_BATCH where the host allows it (FeatureBatchOps),
 // else key by key.
@@ -104,9 +105,9 @@ func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
 	}
 	out := make([]BackendStats, MaxBackends)
 	for slot := range int(xlbXlbLimitsXLB_BACKEND_STATS_SLOTS) {
-		s := &out[slot/2]
+		s := &out[slot/dirs]
 		for _, p := range stats[slot*ncpu : (slot+1)*ncpu] {
-			if Direction(slot%2) == DirClient {
+			if Direction(slot%dirs) == DirClient {
 				s.SentPackets += p.Packets
 				s.SentBytes += p.Bytes
 				s.Opened += p.Opened

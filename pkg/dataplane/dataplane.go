@@ -17,15 +17,17 @@ import (
 // Options shape the loaded objects.
 type Options struct {
 	// MaxConnections is the number of connection pairs the flow map holds
-	// (flow_table.max_connections); the map gets two entries per pair.
+	// (flow_table.max_connections); the map gets EntriesPerPair entries
+	// per pair.
 	MaxConnections uint32
 	// RandomSNATCursors starts every backend's SNAT port cursor at a
-	// random point of the range instead of its start. The daemon sets it:
-	// a restarted instance would otherwise hand out the ports its
+	// random point of the range instead of its start. pkg/instance sets
+	// it: a restarted instance would otherwise hand out the ports its
 	// predecessor just used toward each backend, whose 4-tuples the
 	// backends may still hold (TIME_WAIT, or connections moved away by a
 	// drain), and each such SYN meets a challenge ACK and a retransmit.
-	// Packet fixtures leave it off for deterministic ports.
+	// Packet fixtures leave it off for deterministic ports
+	// (instance.Options.FixedSNATCursors).
 	RandomSNATCursors bool
 	// Disable turns optional kernel features off as if the host refused
 	// them (XLB_DISABLE_FEATURES): the data path takes their fallback.
@@ -69,7 +71,7 @@ func Load(opts Options) (*Dataplane, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec.Maps[xlbMapXlbFlows].MaxEntries = 2 * opts.MaxConnections
+	spec.Maps[xlbMapXlbFlows].MaxEntries = EntriesPerPair * opts.MaxConnections
 	if err := d.chooseCloseEvents(spec); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // CloseKind is why a pair became terminal (bpf/layout.h enum xlb_close_kind).
@@ -36,10 +38,11 @@ func (k CloseKind) String() string { return closeKindNames.of(k) }
 // (bpf/layout.h struct close_event, 32 bytes).
 type CloseEvent = xlbCloseEvent
 
-// Paths of the close events, by the ring buffer's state.
+// Paths of the close events, by the ring buffer's state, as the status
+// document names them (pkg/status/api).
 const (
-	PathRingBuffer  = "ring_buffer"   // close events through a BPF ring buffer
-	PathPerCPUQueue = "per_cpu_queue" // close events through per-CPU array queues
+	PathRingBuffer  = string(api.PathRingBuffer)  // close events through a BPF ring buffer
+	PathPerCPUQueue = string(api.PathPerCPUQueue) // close events through per-CPU array queues
 )
 
 // CloseEvents reads the data path's close events: from the ring buffer, or

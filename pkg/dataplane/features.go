@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // Feature names an optional kernel feature the data path can use. The
@@ -60,22 +62,23 @@ func ParseFeatures(list string) ([]Feature, error) {
 	return out, nil
 }
 
-// Feature states.
+// Feature states, as the status document names them (pkg/status/api).
 const (
-	StateAvailable = "available" // probed and usable
-	StateRefused   = "refused"   // the kernel or a policy (LSM, seccomp) said no
-	StateDisabled  = "disabled"  // turned off by the operator (Options.Disable)
-	StateUnknown   = "unknown"   // not probed yet (XDP link: probed by the first attach)
+	StateAvailable = string(api.FeatureAvailable) // probed and usable
+	StateRefused   = string(api.FeatureRefused)   // the kernel or a policy (LSM, seccomp) said no
+	StateDisabled  = string(api.FeatureDisabled)  // turned off by the operator (Options.Disable)
+	StateUnknown   = string(api.FeatureUnknown)   // not probed yet (XDP link: probed by the first attach)
 )
 
-// Paths the data path takes, by feature state.
+// Paths the data path takes, by feature state, as the status document
+// names them (pkg/status/api).
 const (
-	PathBatchLookup = "batch_lookup" // flow map read in chunks with BPF_MAP_LOOKUP_BATCH
-	PathPerKey      = "per_key"      // flow map read key by key (BPF_MAP_GET_NEXT_KEY + lookup)
-	PathBPFLink     = "bpf_link"     // XDP attached through a bpf_link, detached when XLB's process ends
-	PathNetlink     = "netlink"      // XDP attached through netlink (IFLA_XDP)
-	PathNotUsed     = "not_used"     // this version has no use for the feature
-	PathNotAttached = "not_attached" // no interface attached yet
+	PathBatchLookup = string(api.PathBatchLookup) // flow map read in chunks with BPF_MAP_LOOKUP_BATCH
+	PathPerKey      = string(api.PathPerKey)      // flow map read key by key (BPF_MAP_GET_NEXT_KEY + lookup)
+	PathBPFLink     = string(api.PathBPFLink)     // XDP attached through a bpf_link, detached when XLB's process ends
+	PathNetlink     = string(api.PathNetlink)     // XDP attached through netlink (IFLA_XDP)
+	PathNotUsed     = string(api.PathNotUsed)     // this version has no use for the feature
+	PathNotAttached = string(api.PathNotAttached) // no interface attached yet
 )
 
 // FeatureStatus is one optional feature: its probe's outcome and the path
@@ -179,7 +182,7 @@ func pathFor(f Feature, state string) string {
 	return PathNotUsed
 }
 
-// setFeature records a feature's state found after startup (the XDP link,
+// setFeatureLocked records a feature's state found after startup (the XDP link,
 // at the first attach). Callers hold d.mu.
 func (d *Dataplane) setFeatureLocked(f Feature, state, detail string) {
 	for i := range d.features {

@@ -13,8 +13,17 @@ const (
 	// holds: the interfaces one instance attaches to.
 	MaxInterfaces = int(xlbXlbLimitsXLB_MAX_INTERFACES)
 	// DefaultMaxConnections is the connection pairs the flow map holds
-	// unless flow_table.max_connections says otherwise (two entries each).
+	// unless flow_table.max_connections says otherwise (EntriesPerPair
+	// entries each).
 	DefaultMaxConnections = uint32(xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS)
+	// EntriesPerPair is the flow entries of one connection pair: one per
+	// direction (Direction), so the flow map holds EntriesPerPair times
+	// Options.MaxConnections entries.
+	EntriesPerPair = uint32(xlbXlbLimitsXLB_ENTRIES_PER_PAIR)
+	// XDPActions is the number of XDP verdicts (the kernel's enum
+	// xdp_action: aborted, drop, pass, tx, redirect), the length of
+	// Counters.Actions.
+	XDPActions = int(xlbXlbLimitsXLB_XDP_ACTIONS)
 	// LoneCheckTicks is how long an entry must have been idle for a packet
 	// on it to check its counterpart (CloseLone).
 	LoneCheckTicks = Jiffies(xlbXlbLimitsXLB_LONE_CHECK_TICKS)
@@ -24,4 +33,8 @@ const (
 	CloseQueueSlots = uint64(xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS)
 	// ReapBatch is how many requests one run of the reaper takes.
 	ReapBatch = int(xlbXlbLimitsXLB_REAP_BATCH)
+
+	// dirs is the number of flow directions (Direction): the cells per
+	// backend id in the per-backend traffic map.
+	dirs = int(xlbXlbLimitsXLB_DIRS)
 )

@@ -73,7 +73,6 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 	defer d.reapMu.Unlock()
 	b := &d.reapBuf
 	b.Now, b.TimeWait, b.OrphanTtl = uint64(c.Now), uint64(c.TimeWait), uint64(c.OrphanTTL)
-	frame := make([]byte, 14)
 	for len(reqs) > 0 {
 		n := min(len(reqs), ReapBatch)
 		b.Count = uint32(n)
@@ -81,11 +80,11 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 		if err := d.objs.XlbReapBatch.Update(uint32(0), b, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("dataplane: reap: write requests: %w", err)
 		}
-		ret, err := d.objs.XlbReap.Run(&ebpf.RunOptions{Data: frame, Repeat: 1})
+		ret, err := runOnce(d.objs.XlbReap)
 		if err != nil {
 			return fmt.Errorf("dataplane: reap: run: %w", err)
 		}
-		if ret != uint32(xdpPass) {
+		if ret != xdpPass {
 			return fmt.Errorf("dataplane: reap: the reaper returned %d", ret)
 		}
 		if err := d.objs.XlbReapBatch.Lookup(uint32(0), b); err != nil {
@@ -96,9 +95,6 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 	}
 	return nil
 }
-
-// xdpPass is XDP_PASS, the reaper's return value after a complete run.
-const xdpPass = 2
 
 // ReapedCounts counts the pairs and entries the reaper removed from one
 // backend (bpf/layout.h enum xlb_reaped_reason).

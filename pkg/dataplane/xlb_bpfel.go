@@ -178,6 +178,9 @@ const (
 type xlbXlbLimits uint32
 
 const (
+	xlbXlbLimitsXLB_DIRS                    xlbXlbLimits = 2
+	xlbXlbLimitsXLB_ENTRIES_PER_PAIR        xlbXlbLimits = 2
+	xlbXlbLimitsXLB_XDP_ACTIONS             xlbXlbLimits = 5
 	xlbXlbLimitsXLB_MAX_PORTS               xlbXlbLimits = 8
 	xlbXlbLimitsXLB_MAX_BACKENDS            xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64

@@ -35,7 +35,7 @@ type Resolver struct {
 	attached map[int]string // ifindex -> name of interfaces XLB is attached to
 
 	// OnManaged, when set, is told about every entry the resolver is about
-	// to make managed, before it does (the daemon journals them so that a
+	// to make managed, before it does (pkg/instance journals them so that a
 	// successor removes them after a crash).
 	OnManaged func(ifname string, ip netip.Addr) error
 

@@ -44,7 +44,7 @@ func newBackendsCollector() *backendsCollector {
 	}{
 		{"xlb_backend_connections_active", "Connections to the backend open or half-closed, as of the latest maintenance cycle.",
 			prometheus.GaugeValue, func(b *B) uint64 { return b.Active }},
-		{"xlb_backend_connections_timewait", "Closed connections to the backend kept for the 60 s time-wait interval, as of the latest maintenance cycle.",
+		{"xlb_backend_connections_timewait", "Closed connections to the backend kept for the " + timeWait + " time-wait interval, as of the latest maintenance cycle.",
 			prometheus.GaugeValue, func(b *B) uint64 { return b.TimeWait }},
 		{"xlb_backend_connections_opened_total", "Connections (pairs) the data path created toward the backend, as of the latest maintenance cycle.",
 			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.Opened }},

@@ -1,10 +1,17 @@
 package metrics
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
+
+// timeWait is maintenance.TimeWait as the help texts say it: "60 s".
+var timeWait = fmt.Sprintf("%d s", int64(maintenance.TimeWait/time.Second))
 
 // connectionsCollector exports the connection pairs and the flow map as the
 // latest maintenance sample saw them (maintenance.Sample; DESIGN §4
@@ -21,7 +28,7 @@ type connectionsCollector struct {
 func newConnectionsCollector() *connectionsCollector {
 	c := &connectionsCollector{}
 	c.active = c.add("xlb_connections_active", "Connections open or half-closed (neither both FINs nor a RST seen yet), as of the latest maintenance cycle.")
-	c.timewait = c.add("xlb_connections_timewait", "Closed connections (both FINs seen) whose pair is kept for the 60 s time-wait interval, as of the latest maintenance cycle.")
+	c.timewait = c.add("xlb_connections_timewait", "Closed connections (both FINs seen) whose pair is kept for the "+timeWait+" time-wait interval, as of the latest maintenance cycle.")
 	c.opened = c.add("xlb_connections_opened_total", "Connections (pairs) the data path created, as of the latest maintenance cycle.")
 	c.closed = c.add("xlb_connections_closed_total", "Connections closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.", "initiator", "reason")
 	c.orphaned = c.add("xlb_connections_orphaned_total", "Idle connection pairs removed after orphan_ttl_secs without a packet in either direction, since the flow map was created, as of the latest maintenance cycle.")

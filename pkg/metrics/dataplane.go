@@ -10,7 +10,7 @@ import (
 )
 
 // xdpActions names dataplane.Counters.Actions by index.
-var xdpActions = [5]string{"aborted", "drop", "pass", "tx", "redirect"}
+var xdpActions = [dataplane.XDPActions]string{"aborted", "drop", "pass", "tx", "redirect"}
 
 // dataplaneCollector exports the data path's event counters (DESIGN §4,
 // §5) as the daemon last read them (snapshot.Snapshot.Counters: with each

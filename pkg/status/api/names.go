@@ -1,10 +1,10 @@
 package api
 
-// The words below are shared by the daemon, the status document, the
-// metrics and xlbctl. Each is spelled here once; every Go consumer uses the
-// constant. The console (console/console.js) cannot import Go: it shows the
-// names it finds in the document and keeps only their CSS classes, in one
-// table.
+// The words below are shared by the daemon, the data path, the status
+// document, the metrics and xlbctl. Each is spelled here once; every Go
+// consumer uses the constant. The console (console/console.js) cannot
+// import Go: it shows the names it finds in the document and keeps only
+// their CSS classes, in one table.
 type (
 	// Lifecycle is the instance's lifecycle state (DESIGN §3): the
 	// document's lifecycle, the state label of xlb_lifecycle_state and
@@ -20,6 +20,13 @@ type (
 	// snapshot.Snapshot.Readiness. The strings are stable; orchestrators
 	// and scripts match them.
 	Reason string
+	// FeatureState is what XLB found for an optional kernel feature: the
+	// document's features[].state (dataplane.FeatureStatus.State).
+	FeatureState string
+	// Path is what the data path does given a feature's state: the
+	// document's features[].path, xdp_attachments[].via and
+	// maintenance.close_events.path (dataplane's Path* constants).
+	Path string
 )
 
 // Lifecycle states, in the order the daemon passes through them.
@@ -44,6 +51,26 @@ const (
 	ReasonDataplaneSampleStale     Reason = "dataplane_sample_stale"
 	ReasonBackendProviderUnhealthy Reason = "backend_provider_unhealthy"
 	ReasonNoRoutableBackends       Reason = "no_routable_backends"
+)
+
+// Feature states.
+const (
+	FeatureAvailable FeatureState = "available" // probed and usable
+	FeatureRefused   FeatureState = "refused"   // the kernel or a policy (LSM, seccomp) said no
+	FeatureDisabled  FeatureState = "disabled"  // turned off by the operator (XLB_DISABLE_FEATURES)
+	FeatureUnknown   FeatureState = "unknown"   // not probed yet (XDP link: probed by the first attach)
+)
+
+// Paths, by the feature whose state decides them.
+const (
+	PathBatchLookup Path = "batch_lookup"  // batch_map_ops: flow map read in chunks with BPF_MAP_LOOKUP_BATCH
+	PathPerKey      Path = "per_key"       // batch_map_ops refused: flow map read key by key
+	PathRingBuffer  Path = "ring_buffer"   // ring_buffer: close events through a BPF ring buffer
+	PathPerCPUQueue Path = "per_cpu_queue" // ring_buffer refused: close events through per-CPU array queues
+	PathBPFLink     Path = "bpf_link"      // xdp_bpf_link: XDP attached through a bpf_link
+	PathNetlink     Path = "netlink"       // xdp_bpf_link refused: XDP attached through netlink (IFLA_XDP)
+	PathNotAttached Path = "not_attached"  // xdp_bpf_link unknown: no interface attached yet
+	PathNotUsed     Path = "not_used"      // bpf_for_each_map_elem: this version has no use for it
 )
 
 // Environment variables XLB reads.
