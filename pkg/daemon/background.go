@@ -14,17 +14,11 @@ import (
 func (d *runner) startMaintenance() error {
 	interval := d.o.MaintenanceInterval
 	loop, err := maintenance.New(d.inst.DP, maintenance.Options{
-		OrphanTTL: d.cfg.OrphanTTL,
-		Interval:  interval,
-		BackendIDs: func() []uint32 {
-			var ids []uint32
-			for _, b := range d.inst.Backends.Snapshot() {
-				ids = append(ids, b.ID)
-			}
-			return ids
-		},
-		OnSample: d.onSample,
-		Log:      d.log.WithField("component", "maintenance"),
+		OrphanTTL:  d.cfg.OrphanTTL,
+		Interval:   interval,
+		BackendIDs: d.inst.BackendIDs,
+		OnSample:   d.onSample,
+		Log:        d.log.WithField("component", "maintenance"),
 	})
 	if err != nil {
 		return err

@@ -35,8 +35,9 @@ type Options struct {
 	// Disable turns optional kernel features off as if the host refused
 	// them (the daemon reads XLB_DISABLE_FEATURES into it).
 	Disable []dataplane.Feature
-	// FixedSNATCursors starts every CPU's SNAT port cursor at the low end
-	// of the range instead of a random point, so that packet fixtures can
+	// FixedSNATCursors starts every backend id's SNAT port cursor at the
+	// low end of the range instead of a random point
+	// (dataplane.Options.RandomSNATCursors), so that packet fixtures can
 	// predict the port a new pair takes.
 	FixedSNATCursors bool
 }
@@ -44,11 +45,11 @@ type Options struct {
 // Instance is a started XLB instance.
 type Instance struct {
 	Config   *config.Config
-	Resolved Resolved
-	DP       *dataplane.Dataplane
-	Backends *backend.Manager
-	Resolver *hostnet.Resolver
+	Resolved Resolved             // what the host turned the config's auto values into
+	DP       *dataplane.Dataplane // the loaded and attached data path
+	Backends *backend.Manager     // discovery and the routable set
 
+	resolver *hostnet.Resolver
 	opts     Options
 	log      logrus.FieldLogger
 	cancel   context.CancelFunc // stops discovery
@@ -88,7 +89,7 @@ func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) 
 func (in *Instance) start(ctx context.Context) error {
 	c := in.Config
 	if c.Provider.Kubernetes != nil {
-		return errors.New("provider.kubernetes: the Kubernetes EndpointSlice provider is not part of this build; use provider.static")
+		return fmt.Errorf("provider.kubernetes: %w", config.ErrKubernetesNotBuilt)
 	}
 	r, err := Resolve(c)
 	if err != nil {
@@ -168,14 +169,14 @@ func (in *Instance) start(ctx context.Context) error {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	in.undo = append(in.undo, func() error { nl.Close(); return nil })
-	in.Resolver = hostnet.NewResolver(nl, r.SNAT, attached)
-	in.Resolver.OnManaged = j.AddNeighbour
+	in.resolver = hostnet.NewResolver(nl, r.SNAT, attached)
+	in.resolver.OnManaged = j.AddNeighbour
 	for _, n := range j.Neighbours() {
-		in.Resolver.Adopt(n.Interface, n.IP)
+		in.resolver.Adopt(n.Interface, n.IP)
 	}
-	in.undo = append(in.undo, in.Resolver.Cleanup)
+	in.undo = append(in.undo, in.resolver.Cleanup)
 	var prov backend.Provider = backend.NewStatic(c.Provider.Static.Backends)
-	in.Backends = backend.NewManager(prov, in.Resolver, dp, backend.Options{Log: in.log.WithField("component", "backends")})
+	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{Log: in.log.WithField("component", "backends")})
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	in.cancel = cancel
@@ -192,6 +193,17 @@ func (in *Instance) start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// BackendIDs lists the data-path ids of every backend the instance knows
+// (routable, draining or unreachable), for the maintenance loop's
+// per-backend figures (maintenance.Options.BackendIDs).
+func (in *Instance) BackendIDs() []uint32 {
+	var ids []uint32
+	for _, b := range in.Backends.Snapshot() {
+		ids = append(ids, b.ID)
+	}
+	return ids
 }
 
 // StopDiscovery stops the backend provider and resolution loop and waits

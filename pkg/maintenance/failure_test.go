@@ -21,7 +21,7 @@ import (
 // flakyClock is the rig's manual clock, failing while fail holds an error:
 // a cycle then fails at its first step, deterministically.
 type flakyClock struct {
-	*maintenance.ManualClock
+	*manualClock
 	fail atomic.Pointer[error]
 }
 
@@ -29,46 +29,35 @@ func (c *flakyClock) Now() (dataplane.Jiffies, error) {
 	if e := c.fail.Load(); e != nil {
 		return 0, *e
 	}
-	return c.ManualClock.Now()
+	return c.manualClock.Now()
 }
 
 // failWith makes every reading fail with err until heal.
 func (c *flakyClock) failWith(err error) { c.fail.Store(&err) }
 func (c *flakyClock) heal()              { c.fail.Store(nil) }
 
-// flakyRig is a rig whose loop reads a flakyClock and hands every published
-// sample to samples (safe for concurrent use).
+// flakyRig is a rig whose loop reads a flakyClock (the rig records its
+// samples as usual).
 type flakyRig struct {
 	*rig
-	fc      *flakyClock
-	mu      sync.Mutex
-	samples []*maintenance.Sample
+	fc *flakyClock
 }
 
 func newFlakyRig(t *testing.T, fo maintenance.Options) *flakyRig {
 	t.Helper()
 	r := newRig(t, dt.Options{}, maintenance.Options{})
-	fr := &flakyRig{rig: r, fc: &flakyClock{ManualClock: r.clk}}
+	fr := &flakyRig{rig: r, fc: &flakyClock{manualClock: r.clk}}
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
 	fo.Clock, fo.Log = fr.fc, log
-	fo.OnSample = func(s *maintenance.Sample) {
-		fr.mu.Lock()
-		fr.samples = append(fr.samples, s)
-		fr.mu.Unlock()
-	}
+	fo.OnSample = r.recorder(fo.OnSample)
 	l, err := maintenance.New(r.e.DP, fo)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
 	r.loop, r.logs = l, hook
 	return fr
-}
-
-func (r *flakyRig) published() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.samples)
 }
 
 // failedCycle runs a cycle that must fail with cause and returns the
@@ -84,10 +73,7 @@ func (r *flakyRig) failedCycle(cause error) *maintenance.Sample {
 	case before:
 		return nil
 	case before + 1:
-		if got := r.loop.Latest(); got != r.samples[n-1] {
-			r.t.Fatal("Latest is not the sample the failed cycle handed to OnSample")
-		}
-		return r.samples[n-1]
+		return r.latest()
 	default:
 		r.t.Fatalf("one cycle published %d samples", n-before)
 	}
@@ -122,8 +108,8 @@ func TestFailedCycleStillPublishes(t *testing.T) {
 	r := newFlakyRig(t, maintenance.Options{})
 	r.open(33000)
 	good := r.cycle()
-	if good.Cycle != 1 || good.Active != 1 || good.Opened != 1 || !good.PairsFresh() || good.Maintenance != (maintenance.Maintenance{}) {
-		t.Fatalf("first cycle: cycle %d active %d opened %d fresh %v maintenance %+v", good.Cycle, good.Active, good.Opened, good.PairsFresh(), good.Maintenance)
+	if good.Cycle != 1 || good.Active != 1 || good.Opened != 1 || good.Maintenance.Failing() || good.Maintenance != (maintenance.Maintenance{}) {
+		t.Fatalf("first cycle: cycle %d active %d opened %d failing %v maintenance %+v", good.Cycle, good.Active, good.Opened, good.Maintenance.Failing(), good.Maintenance)
 	}
 	r.open(33001) // seen by the data-path counters at once, by the pair figures only in a successful cycle
 
@@ -133,9 +119,9 @@ func TestFailedCycleStillPublishes(t *testing.T) {
 	if f1 == nil {
 		t.Fatal("a failed cycle after a successful one published no sample")
 	}
-	if f1.PairsFresh() || f1.Cycle != 1 || f1.Active != 1 || f1.FlowEntries != good.FlowEntries || f1.Now != good.Now ||
+	if !f1.Maintenance.Failing() || f1.Cycle != 1 || f1.Active != 1 || f1.FlowEntries != good.FlowEntries || f1.Now != good.Now ||
 		!slices.Equal(backendIDs(f1), backendIDs(good)) {
-		t.Fatalf("failed sample: fresh %v cycle %d active %d entries %d; want the first cycle's pair figures", f1.PairsFresh(), f1.Cycle, f1.Active, f1.FlowEntries)
+		t.Fatalf("failed sample: failing %v cycle %d active %d entries %d; want the first cycle's pair figures", f1.Maintenance.Failing(), f1.Cycle, f1.Active, f1.FlowEntries)
 	}
 	if f1.CountersStale || f1.Counters.PairsCreated != 2 || f1.Opened != 1 {
 		t.Fatalf("failed sample: counters stale %v, pairs created %d, opened %d; want fresh counters (2 pairs created) and the carried opened count (1)",
@@ -165,8 +151,8 @@ func TestFailedCycleStillPublishes(t *testing.T) {
 
 	r.fc.heal()
 	ok := r.cycle()
-	if ok.Cycle != 2 || ok.Active != 2 || ok.Opened != 2 || !ok.PairsFresh() || ok.Maintenance != (maintenance.Maintenance{Errors: 2}) {
-		t.Fatalf("recovery: cycle %d active %d fresh %v maintenance %+v; want cycle 2, 2 active, errors 2 and no spell", ok.Cycle, ok.Active, ok.PairsFresh(), ok.Maintenance)
+	if ok.Cycle != 2 || ok.Active != 2 || ok.Opened != 2 || ok.Maintenance.Failing() || ok.Maintenance != (maintenance.Maintenance{Errors: 2}) {
+		t.Fatalf("recovery: cycle %d active %d failing %v maintenance %+v; want cycle 2, 2 active, errors 2 and no spell", ok.Cycle, ok.Active, ok.Maintenance.Failing(), ok.Maintenance)
 	}
 	infos := r.logsAt(logrus.InfoLevel, "maintenance cycles succeed again")
 	if len(infos) != 1 || infos[0].Data["failed_cycles"] != uint64(2) {
@@ -199,7 +185,7 @@ func TestFailureBeforeFirstSuccess(t *testing.T) {
 	r := newFlakyRig(t, maintenance.Options{})
 	refused := errors.New("clock refused")
 	r.fc.failWith(refused)
-	if s := r.failedCycle(refused); s != nil || r.loop.Latest() != nil {
+	if s := r.failedCycle(refused); s != nil || r.published() != 0 {
 		t.Fatalf("a failed first cycle published %+v", s)
 	}
 	if n := len(r.logsAt(logrus.ErrorLevel, "")); n != 1 {
@@ -226,7 +212,7 @@ func TestAbandonedCycleIsNotAFailure(t *testing.T) {
 	if _, err := r.loop.Cycle(ctx); err == nil {
 		t.Fatal("cycle with a cancelled context succeeded")
 	}
-	if r.loop.Latest() != good || r.published() != 1 {
+	if r.latest() != good || r.published() != 1 {
 		t.Fatal("an abandoned cycle published a sample")
 	}
 	if n := len(r.logsAt(logrus.ErrorLevel, "")); n != 0 {
@@ -264,11 +250,11 @@ func TestRunPublishesWhileCyclesFail(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			if s := r.loop.Latest(); s != nil && ok(s) {
+			if s := r.latest(); s != nil && ok(s) {
 				return s
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("no sample within 30 s where %s (latest %+v)", what, r.loop.Latest())
+				t.Fatalf("no sample within 30 s where %s (latest %+v)", what, r.latest())
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -277,11 +263,11 @@ func TestRunPublishesWhileCyclesFail(t *testing.T) {
 
 	r.fc.failWith(errors.New("clock refused"))
 	failing := waitFor("3 cycles failed in a row", func(s *maintenance.Sample) bool { return s.Maintenance.ConsecutiveFailures >= 3 })
-	if failing.PairsFresh() || failing.Active != 1 || !failing.Time.After(first.Time) {
-		t.Fatalf("failing sample: fresh %v active %d time %v (first %v)", failing.PairsFresh(), failing.Active, failing.Time, first.Time)
+	if !failing.Maintenance.Failing() || failing.Active != 1 || !failing.Time.After(first.Time) {
+		t.Fatalf("failing sample: failing %v active %d time %v (first %v)", failing.Maintenance.Failing(), failing.Active, failing.Time, first.Time)
 	}
 	r.fc.heal()
-	ok := waitFor("cycles succeed again", func(s *maintenance.Sample) bool { return s.PairsFresh() && s.Cycle > failing.Cycle })
+	ok := waitFor("cycles succeed again", func(s *maintenance.Sample) bool { return !s.Maintenance.Failing() && s.Cycle > failing.Cycle })
 	if ok.Maintenance.Errors < 3 || ok.Maintenance.Failing() || ok.Active != 1 {
 		t.Fatalf("after recovery: maintenance %+v active %d", ok.Maintenance, ok.Active)
 	}

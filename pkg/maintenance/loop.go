@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -20,7 +19,7 @@ const TimeWait = 60 * time.Second
 // Defaults for zero Options fields.
 const (
 	DefaultInterval  = time.Second
-	DefaultOrphanTTL = 300 * time.Second
+	DefaultOrphanTTL = 300 * time.Second // orphan_ttl_secs' default (DESIGN §1), config.DefaultOrphanTTL
 )
 
 // Options configure a Loop. Zero values take the defaults.
@@ -39,7 +38,8 @@ type Options struct {
 	// discovered backends); ids with pairs are added. May be nil.
 	BackendIDs func() []uint32
 	// OnSample, when set, is called with each published sample, on the
-	// loop's goroutine, after Latest returns it. It must not block long.
+	// goroutine running the cycle (Run's, or Cycle's caller), in cycle
+	// order. It is how samples leave the loop; it must not block long.
 	OnSample func(*Sample)
 	// Log receives repairs (warning) and cycle failures: an error when a
 	// spell of failed cycles starts, debug while it lasts (whatever the
@@ -49,7 +49,7 @@ type Options struct {
 }
 
 // Loop is the maintenance loop over one data path's flow map. Cycles are
-// serialised; Latest may be called from any goroutine.
+// serialised.
 type Loop struct {
 	dp  *dataplane.Dataplane
 	o   Options
@@ -57,9 +57,8 @@ type Loop struct {
 	ttl dataplane.Jiffies // OrphanTTL in jiffies
 	tw  dataplane.Jiffies // TimeWait in jiffies
 
-	latest atomic.Pointer[Sample]
-
 	mu          sync.Mutex // serialises cycles; guards everything below
+	latest      *Sample    // the latest published sample; nil before the first
 	events      *dataplane.CloseEvents
 	cycle       uint64
 	errCount    uint64    // failed cycles since New
@@ -126,10 +125,6 @@ func (l *Loop) Close() error {
 	return l.events.Close()
 }
 
-// Latest returns the most recent sample, or nil before the first cycle
-// succeeded. After that it is the latest cycle's, failed or not.
-func (l *Loop) Latest() *Sample { return l.latest.Load() }
-
 // Run runs a cycle immediately and then every Interval until ctx is
 // cancelled. A cycle's work is bounded (its close events, its due
 // time-waits and one slice of the walk), so cycles keep their pace; one
@@ -154,8 +149,8 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 }
 
-// Cycle runs one maintenance cycle and publishes its sample (Latest,
-// Options.OnSample). On success it returns that sample.
+// Cycle runs one maintenance cycle and publishes its sample
+// (Options.OnSample). On success it returns that sample.
 //
 // On failure it returns the error and no sample, but still publishes a
 // sample for the failed cycle (see Sample: the last good pair figures,
@@ -195,7 +190,7 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 	if err != nil {
 		s.Maintenance.FailingSince, s.Maintenance.LastError = l.failSince, err.Error()
 	}
-	l.latest.Store(s)
+	l.latest = s
 	if l.o.OnSample != nil {
 		l.o.OnSample(s)
 	}
@@ -226,7 +221,7 @@ func (l *Loop) logFailure(err error) {
 // the cycle removed before failing, and the data path's counters if they
 // can be read now. Time, Duration and Maintenance are set by Cycle.
 func (l *Loop) carry(rm Removed) *Sample {
-	prev := l.latest.Load()
+	prev := l.latest
 	if prev == nil {
 		return nil
 	}
@@ -325,7 +320,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	s := &Sample{
 		Cycle:            l.cycle,
 		Now:              now,
-		FlowEntries:      2 * pairs,
+		FlowEntries:      uint64(dataplane.EntriesPerPair) * pairs,
 		FlowCapacity:     uint64(l.dp.FlowCapacity()),
 		Active:           g.active,
 		TimeWait:         g.timewait,
@@ -357,7 +352,7 @@ func (l *Loop) walkEstimate() uint64 {
 	if l.walk.status.Passes == 0 {
 		est = uint64(l.dp.FlowCapacity())
 	}
-	if prev := l.latest.Load(); prev != nil {
+	if prev := l.latest; prev != nil {
 		est = max(est, prev.FlowEntries)
 	}
 	return est

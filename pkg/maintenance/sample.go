@@ -8,12 +8,12 @@ import (
 )
 
 // Sample is what one maintenance cycle saw and did. The loop publishes one
-// per cycle (Loop.Latest, Options.OnSample), failed cycles included once a
-// cycle has succeeded, and never modifies it afterwards; readers must not
-// modify it either (Backends included). The status API and the metrics
-// read only samples, never BPF maps (DESIGN §3, §4). Samples stop only when
-// the loop stops or a cycle hangs, so a sample's age measures the loop's
-// liveness, not its success.
+// per cycle (Options.OnSample), failed cycles included once a cycle has
+// succeeded, and never modifies it afterwards; readers must not modify it
+// either (Backends included). The status API and the metrics read only
+// samples, never BPF maps (DESIGN §3, §4). Samples stop only when the loop
+// stops or a cycle hangs, so a sample's age measures the loop's liveness,
+// not its success.
 //
 // Pair counts (Active, TimeWait, Resetting, per backend) describe the flow
 // map after the cycle's removals. They are differences of counters (pairs
@@ -23,13 +23,13 @@ import (
 // A failed cycle's sample (Maintenance.Failing) carries the pair figures of
 // the latest successful cycle: Cycle, Now, FlowEntries, Active, TimeWait,
 // Resetting, Lone, Opened, Closed and Backends (per-backend counts and
-// statistics) are that cycle's, and PairsFresh reports false. Opened and
-// Closed stay with the pair counts so that a connection still leaves
-// Active and enters Closed in the same sample (DESIGN §4 counting rule)
-// and the per-backend shares still add up. Counters, the data path's raw
-// event counters, are read afresh when the read works, else carried too
-// (CountersStale). Time, Duration, Removed, Orphaned, InvariantRepairs and
-// Maintenance always describe the failed cycle itself.
+// statistics) are that cycle's. Opened and Closed stay with the pair
+// counts so that a connection still leaves Active and enters Closed in the
+// same sample (DESIGN §4 counting rule) and the per-backend shares still
+// add up. Counters, the data path's raw event counters, are read afresh
+// when the read works, else carried too (CountersStale). Time, Duration,
+// Removed, Orphaned, InvariantRepairs and Maintenance always describe the
+// failed cycle itself.
 type Sample struct {
 	// Time is the wall-clock time at the end of the cycle, failed or not.
 	Time time.Time
@@ -114,12 +114,6 @@ type CloseEvents struct {
 	// their time-wait.
 	TimeWaitScheduled uint64
 }
-
-// PairsFresh reports whether the pair figures (FlowEntries, Active,
-// TimeWait, Resetting, Lone, Opened, Closed, Backends) come from this
-// sample's own cycle: false when the cycle failed and they are the latest
-// successful cycle's.
-func (s *Sample) PairsFresh() bool { return !s.Maintenance.Failing() }
 
 // Maintenance is the health of the maintenance loop as of one sample. A
 // spell is a run of consecutive failed cycles; it ends with the next

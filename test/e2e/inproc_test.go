@@ -26,8 +26,7 @@ import (
 // daemon. Everything is stopped, detached and closed in t.Cleanup.
 type inprocXLB struct {
 	DP    *dataplane.Dataplane
-	Loop  *maintenance.Loop
-	Clock *maintenance.OffsetClock
+	Clock *offsetClock
 
 	mu      sync.Mutex
 	samples []*maintenance.Sample // every published sample, oldest first (the last maxSamples)
@@ -79,24 +78,21 @@ func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 	})
 	dp := inst.DP
 	x := &inprocXLB{DP: dp}
-	var ids []uint32
 	for _, b := range inst.Backends.Snapshot() {
 		if b.State != backend.Routable {
 			t.Fatalf("inproc: backend %s is %s after the instance synced: %s", b.IP, b.State, b.Reason)
 		}
-		ids = append(ids, b.ID)
 	}
 
-	x.Clock = maintenance.NewOffsetClock(maintenance.KernelClock(dp))
+	x.Clock = newOffsetClock(maintenance.KernelClock(dp))
 	loop, err := maintenance.New(dp, maintenance.Options{
 		OrphanTTL: o.OrphanTTL, Interval: o.Interval, Clock: x.Clock, Log: log,
-		BackendIDs: func() []uint32 { return ids },
+		BackendIDs: inst.BackendIDs,
 		OnSample:   x.record,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.Loop = loop
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -128,13 +124,13 @@ func (x *inprocXLB) Advance(t *testing.T, d time.Duration) {
 func (x *inprocXLB) WaitSample(t *testing.T, timeout time.Duration, what string, ok func(*maintenance.Sample) bool) *maintenance.Sample {
 	t.Helper()
 	var after uint64
-	if s := x.Loop.Latest(); s != nil {
+	if s := x.Latest(); s != nil {
 		after = s.Cycle
 	}
 	deadline := time.Now().Add(timeout)
 	var last *maintenance.Sample
 	for time.Now().Before(deadline) {
-		if s := x.Loop.Latest(); s != nil && s.Cycle > after {
+		if s := x.Latest(); s != nil && s.Cycle > after {
 			last = s
 			if ok(s) {
 				return s
@@ -161,6 +157,16 @@ func (x *inprocXLB) record(s *maintenance.Sample) {
 	x.samples = append(x.samples, s)
 }
 
+// Latest returns the last published sample, nil before the first.
+func (x *inprocXLB) Latest() *maintenance.Sample {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.samples) == 0 {
+		return nil
+	}
+	return x.samples[len(x.samples)-1]
+}
+
 // cycleStart is when s's cycle started (wall clock, monotonic reading).
 func cycleStart(s *maintenance.Sample) time.Time { return s.Time.Add(-s.Duration) }
 
@@ -173,7 +179,7 @@ func (x *inprocXLB) WaitCycleAfter(t *testing.T, t0 time.Time, timeout time.Dura
 	for time.Now().Before(deadline) {
 		x.mu.Lock()
 		for _, s := range x.samples {
-			if s.PairsFresh() && cycleStart(s).After(t0) {
+			if !s.Maintenance.Failing() && cycleStart(s).After(t0) {
 				x.mu.Unlock()
 				return s
 			}
@@ -192,7 +198,7 @@ func (x *inprocXLB) Samples(first, last uint64) []*maintenance.Sample {
 	defer x.mu.Unlock()
 	var out []*maintenance.Sample
 	for _, s := range x.samples {
-		if s.PairsFresh() && s.Cycle >= first && s.Cycle <= last {
+		if !s.Maintenance.Failing() && s.Cycle >= first && s.Cycle <= last {
 			out = append(out, s)
 		}
 	}

@@ -335,7 +335,7 @@ func TestLifecycleHalfClose(t *testing.T) {
 		}
 	}
 	drain(t, x, maintenance.Closed{ClientFIN: 1}, 1)
-	if b, ok := x.Loop.Latest().Backend(0); !ok || b.Stats.ReceivedBytes < lifecycleStream {
+	if b, ok := x.Latest().Backend(0); !ok || b.Stats.ReceivedBytes < lifecycleStream {
 		t.Fatalf("backend 0 stats %+v: want at least %d bytes received from it", b.Stats, lifecycleStream)
 	}
 }
@@ -375,7 +375,7 @@ func TestLifecycleChurn(t *testing.T) {
 			t.Logf("%d connections in %v (%+v)", conns, time.Since(start).Round(time.Millisecond), want)
 			drain(t, x, want, conns)
 			t.Logf("drained after %v", time.Since(start).Round(time.Millisecond))
-			if s := x.Loop.Latest(); s.CloseEvents.Path != c.events {
+			if s := x.Latest(); s.CloseEvents.Path != c.events {
 				t.Fatalf("close events came through %q, want %q", s.CloseEvents.Path, c.events)
 			}
 		})
