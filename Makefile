@@ -10,8 +10,9 @@ GO       ?= go
 BIN      := bin
 
 # Debian packages the build and tests need (clang/llvm/libbpf-dev only to
-# regenerate the BPF objects, which are committed).
-APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 ethtool util-linux
+# regenerate the BPF objects, which are committed). packaging/*.mk adds
+# what the package checks, the host lab and the fleet need.
+APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux
 
 .PHONY: all build deps generate check-generated vet test test-unit test-e2e bench demo clean
 
@@ -63,7 +64,7 @@ test: deps check-generated vet
 	$(GO) test -count=1 -timeout 30m ./...
 
 test-unit:
-	$(GO) test -count=1 ./pkg/...
+	$(GO) test -count=1 ./pkg/... ./internal/...
 
 test-e2e: build
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -count=1 -timeout 30m -v ./test/e2e/

@@ -14,152 +14,266 @@ import (
 
 const module = "github.com/xlbproject/xlb/"
 
-// file is one non-test Go file of the tree.
-type file struct {
-	pkg     string // directory relative to the module root, e.g. "pkg/status"
-	path    string
-	imports []string
-	ast     *ast.File
+// pkg is one package of the tree: its non-test files, parsed.
+type pkg struct {
+	dir     string // relative to the module root, e.g. "pkg/status"
+	files   map[string]*ast.File
+	imports map[string]string // import path -> local name, over all files
+	types   map[string]bool   // top-level type names it declares
 }
 
-// sources parses every non-test, non-generated Go file under cmd, pkg and
-// internal.
-func sources(t *testing.T) []file {
+// internal reports the package's imports of this module, relative paths.
+func (p *pkg) internal() []string {
+	var out []string
+	for im := range p.imports {
+		if rel, ok := strings.CutPrefix(im, module); ok {
+			out = append(out, rel)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tree parses every non-test Go file under cmd, pkg and internal (the
+// generated bindings included: they declare types).
+func tree(t *testing.T) map[string]*pkg {
 	t.Helper()
-	var out []file
+	out := map[string]*pkg{}
 	fset := token.NewFileSet()
-	for _, root := range []string{"cmd", "pkg", "internal"} {
-		err := filepath.WalkDir(filepath.Join("..", "..", root), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, "_bpfel.go") {
+	root := filepath.Join("..", "..")
+	for _, top := range []string{"cmd", "pkg", "internal"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
 			}
 			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 			if err != nil {
 				return err
 			}
-			rel, _ := filepath.Rel(filepath.Join("..", ".."), filepath.Dir(path))
-			fl := file{pkg: filepath.ToSlash(rel), path: path, ast: f}
-			for _, im := range f.Imports {
-				p, _ := strconv.Unquote(im.Path.Value)
-				fl.imports = append(fl.imports, p)
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			dir := filepath.ToSlash(rel)
+			p := out[dir]
+			if p == nil {
+				p = &pkg{dir: dir, files: map[string]*ast.File{}, imports: map[string]string{}, types: map[string]bool{}}
+				out[dir] = p
 			}
-			out = append(out, fl)
+			p.files[filepath.ToSlash(path)] = f
+			for _, im := range f.Imports {
+				path, _ := strconv.Unquote(im.Path.Value)
+				name := filepath.Base(path)
+				if im.Name != nil {
+					name = im.Name.Name
+				}
+				p.imports[path] = name
+			}
+			for _, decl := range f.Decls {
+				if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.TYPE {
+					for _, s := range g.Specs {
+						p.types[s.(*ast.TypeSpec).Name.Name] = true
+					}
+				}
+			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(out) < 50 {
-		t.Fatalf("found only %d source files; run from internal/archrules", len(out))
+	if len(out) < 15 {
+		t.Fatalf("found only %d packages; run from internal/archrules", len(out))
 	}
 	return out
 }
 
-// within reports whether pkg is one of dirs or below one of them.
-func within(pkg string, dirs ...string) bool {
-	return slices.ContainsFunc(dirs, func(d string) bool { return pkg == d || strings.HasPrefix(pkg, d+"/") })
+// within reports whether dir is one of dirs or below one of them.
+func within(dir string, dirs ...string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return dir == d || strings.HasPrefix(dir, d+"/") })
 }
 
-// selectors lists pkgName.Name selector expressions in f whose package
-// identifier is local (the import's name in f).
-func selectors(f *ast.File, local string) []string {
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		if s, ok := n.(*ast.SelectorExpr); ok {
-			if id, ok := s.X.(*ast.Ident); ok && id.Name == local {
-				out = append(out, s.Sel.Name)
+// calls visits every call of a method or function named by a selector in
+// p's files: x.Name(...).
+func (p *pkg) calls(visit func(file string, x ast.Expr, name string)) {
+	for path, f := range p.files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok {
+				if s, ok := c.Fun.(*ast.SelectorExpr); ok {
+					visit(path, s.X, s.Sel.Name)
+				}
 			}
-		}
-		return true
-	})
-	return out
+			return true
+		})
+	}
+}
+
+// The read side: what operators see is built from the snapshot only.
+var readSide = map[string][]string{
+	// package: the module packages it may import
+	"cmd/xlbctl":      {"pkg/buildinfo", "pkg/status/api"},
+	"pkg/status":      {"pkg/buildinfo", "pkg/snapshot", "pkg/status/api"},
+	"pkg/status/api":  {},
+	"pkg/metrics":     {"pkg/buildinfo", "pkg/dataplane", "pkg/maintenance", "pkg/snapshot", "pkg/status/api"},
+	"pkg/snapshot":    {"pkg/backend", "pkg/config", "pkg/configwatch", "pkg/dataplane", "pkg/maintenance", "pkg/status/api"},
+	"pkg/configwatch": {"pkg/config"},
 }
 
 // Only pkg/dataplane talks to the kernel's BPF interface (and the test
 // network's XDP_PASS helper loads its own program).
 func TestOnlyDataplaneLoadsBPF(t *testing.T) {
-	for _, f := range sources(t) {
-		if within(f.pkg, "pkg/dataplane", "internal/testnet") {
+	for _, p := range tree(t) {
+		if within(p.dir, "pkg/dataplane", "internal/testnet") {
 			continue
 		}
-		for _, im := range f.imports {
+		for im := range p.imports {
 			if strings.HasPrefix(im, "github.com/cilium/ebpf") {
-				t.Errorf("%s imports %s: only pkg/dataplane may use cilium/ebpf", f.path, im)
+				t.Errorf("%s imports %s: only pkg/dataplane may use cilium/ebpf", p.dir, im)
+			}
+		}
+	}
+}
+
+// Status, metrics, the snapshot, the config watch and xlbctl import only
+// what their row of readSide lists.
+func TestReadSideImports(t *testing.T) {
+	pkgs := tree(t)
+	for dir, allowed := range readSide {
+		p := pkgs[dir]
+		if p == nil {
+			t.Errorf("%s: no such package (update readSide)", dir)
+			continue
+		}
+		for _, im := range p.internal() {
+			if !slices.Contains(allowed, im) {
+				t.Errorf("%s imports %s; it may import only %v (docs/ARCHITECTURE.md)", dir, im, allowed)
+			}
+		}
+	}
+}
+
+// The read side uses the data path's and the maintenance loop's types,
+// never their functions, and takes no callback that would produce their
+// values: status and metrics never touch BPF maps (DESIGN §8).
+func TestReadSideUsesTypesOnly(t *testing.T) {
+	pkgs := tree(t)
+	producers := []string{"pkg/dataplane", "pkg/maintenance"}
+	for dir := range readSide {
+		p := pkgs[dir]
+		for _, prod := range producers {
+			local, ok := p.imports[module+prod]
+			if !ok {
+				continue
+			}
+			types := pkgs[prod].types
+			p.calls(func(file string, x ast.Expr, name string) {
+				if id, ok := x.(*ast.Ident); ok && id.Name == local && !types[name] {
+					t.Errorf("%s calls %s.%s: the read side uses %s's types only", file, local, name, prod)
+				}
+			})
+			for path, f := range p.files {
+				// function types in type positions (fields, parameters,
+				// interface methods, type declarations): not the
+				// signature of a declared function or a literal
+				own := map[*ast.FuncType]bool{}
+				ast.Inspect(f, func(n ast.Node) bool {
+					switch n := n.(type) {
+					case *ast.FuncDecl:
+						own[n.Type] = true
+					case *ast.FuncLit:
+						own[n.Type] = true
+					}
+					return true
+				})
+				ast.Inspect(f, func(n ast.Node) bool {
+					ft, ok := n.(*ast.FuncType)
+					if !ok || own[ft] || ft.Results == nil {
+						return true
+					}
+					ast.Inspect(ft.Results, func(m ast.Node) bool {
+						if s, ok := m.(*ast.SelectorExpr); ok {
+							if id, ok := s.X.(*ast.Ident); ok && id.Name == local {
+								t.Errorf("%s: a function type returning %s.%s: the read side takes the snapshot, not a source of %s values", path, local, s.Sel.Name, prod)
+							}
+						}
+						return true
+					})
+					return true
+				})
 			}
 		}
 	}
 }
 
 // Only the instance, the process and the maintenance loop hold the data
-// path: status, metrics and the rest read the snapshot (DESIGN §8).
+// path.
 func TestWhoHoldsTheDataplane(t *testing.T) {
-	for _, f := range sources(t) {
-		if within(f.pkg, "pkg/dataplane", "pkg/instance", "pkg/daemon", "pkg/maintenance") {
+	for _, p := range tree(t) {
+		if within(p.dir, "pkg/dataplane", "pkg/instance", "pkg/daemon", "pkg/maintenance") {
 			continue
 		}
-		if slices.Contains(selectors(f.ast, "dataplane"), "Dataplane") {
-			t.Errorf("%s refers to dataplane.Dataplane: only pkg/instance, pkg/daemon and pkg/maintenance may hold the data path", f.path)
-		}
-	}
-}
-
-// pkg/daemon (publish.go) is the only snapshot writer.
-func TestOnlyTheDaemonPublishes(t *testing.T) {
-	for _, f := range sources(t) {
-		if within(f.pkg, "pkg/snapshot") {
+		local, ok := p.imports[module+"pkg/dataplane"]
+		if !ok {
 			continue
 		}
-		writes := false
-		ast.Inspect(f.ast, func(n ast.Node) bool {
-			if c, ok := n.(*ast.CallExpr); ok {
-				if s, ok := c.Fun.(*ast.SelectorExpr); ok && (s.Sel.Name == "Publish" || s.Sel.Name == "Update") && slices.Contains(f.imports, module+"pkg/snapshot") {
-					writes = true
+		for path, f := range p.files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if s, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := s.X.(*ast.Ident); ok && id.Name == local && (s.Sel.Name == "Dataplane" || s.Sel.Name == "Load") {
+						t.Errorf("%s refers to %s.%s: only pkg/instance, pkg/daemon and pkg/maintenance hold the data path", path, local, s.Sel.Name)
+					}
 				}
-			}
-			return true
-		})
-		if writes && !strings.HasSuffix(f.path, filepath.Join("pkg", "daemon", "publish.go")) {
-			t.Errorf("%s calls Publish or Update and imports pkg/snapshot: pkg/daemon/publish.go is the only snapshot writer", f.path)
+				return true
+			})
 		}
 	}
 }
 
-// Data flows one way: nothing imports the process, and production code
-// never imports the test harnesses.
-func TestImportDirection(t *testing.T) {
-	for _, f := range sources(t) {
-		for _, im := range f.imports {
-			rel, ok := strings.CutPrefix(im, module)
-			if !ok {
-				continue
+// pkg/daemon's publish.go is the only snapshot writer.
+func TestOnlyPublishWrites(t *testing.T) {
+	writers := []string{"Publish", "Update", "AddSample", "SetCounters"}
+	for _, p := range tree(t) {
+		if _, ok := p.imports[module+"pkg/snapshot"]; !ok || p.dir == "pkg/snapshot" {
+			continue
+		}
+		p.calls(func(file string, _ ast.Expr, name string) {
+			if slices.Contains(writers, name) && file != "../../pkg/daemon/publish.go" {
+				t.Errorf("%s calls %s in a package that imports pkg/snapshot: pkg/daemon/publish.go is the only snapshot writer", file, name)
 			}
+		})
+	}
+}
+
+// Only pkg/maintenance deletes flow entries, and only through the reaper,
+// which re-checks each entry in the kernel. The raw map and program
+// handles and the direct flow writes exist for tests and the packet
+// fixtures (pkg/dataplane/dptest) only.
+func TestOnlyTheReaperDeletes(t *testing.T) {
+	raw := []string{"TakeFlow", "PutFlow", "PutFlows", "FlowMap", "SNATCursorMap", "Program"}
+	for _, p := range tree(t) {
+		if within(p.dir, "pkg/dataplane") {
+			continue
+		}
+		p.calls(func(file string, _ ast.Expr, name string) {
 			switch {
-			case rel == "pkg/daemon" && f.pkg != "cmd/xlb":
-				t.Errorf("%s imports pkg/daemon: only cmd/xlb may", f.path)
-			case (within(rel, "test") || rel == "internal/testnet") && !within(f.pkg, "internal/testnet", "pkg/dataplane/dptest"):
-				t.Errorf("%s imports the test harness %s", f.path, rel)
-			case within(f.pkg, "pkg/status", "pkg/metrics", "cmd/xlbctl") && within(rel, "pkg/instance", "pkg/hostnet", "pkg/backend"):
-				t.Errorf("%s imports %s: status, metrics and xlbctl read the snapshot or the status API only", f.path, rel)
+			case slices.Contains(raw, name):
+				t.Errorf("%s calls %s: raw flow-map and program access is for tests only", file, name)
+			case name == "Reap" && p.dir != "pkg/maintenance":
+				t.Errorf("%s calls Reap: only pkg/maintenance deletes flow entries", file)
 			}
-		}
+		})
 	}
 }
 
-// Only pkg/maintenance deletes flow entries: through the reaper (Reap),
-// which re-checks every entry in the kernel; TakeFlow is for tests.
-func TestOnlyMaintenanceDeletes(t *testing.T) {
-	for _, f := range sources(t) {
-		if within(f.pkg, "pkg/dataplane", "pkg/maintenance") {
-			continue
-		}
-		ast.Inspect(f.ast, func(n ast.Node) bool {
-			if c, ok := n.(*ast.CallExpr); ok {
-				if s, ok := c.Fun.(*ast.SelectorExpr); ok && (s.Sel.Name == "Reap" || s.Sel.Name == "TakeFlow") {
-					t.Errorf("%s calls %s: only pkg/maintenance deletes flow entries", f.path, s.Sel.Name)
-				}
+// Data flows one way: only cmd/xlb imports the process, and production
+// code never imports the test harnesses (test/, internal/testnet,
+// dptest, the benchmark floor).
+func TestImportDirection(t *testing.T) {
+	for _, p := range tree(t) {
+		for _, im := range p.internal() {
+			switch {
+			case im == "pkg/daemon" && p.dir != "cmd/xlb":
+				t.Errorf("%s imports pkg/daemon: only cmd/xlb may", p.dir)
+			case (within(im, "test") || within(im, "internal/testnet", "pkg/dataplane/dptest", "pkg/dataplane/floor")) && !within(p.dir, "internal/testnet", "pkg/dataplane/dptest"):
+				t.Errorf("%s imports the test harness %s", p.dir, im)
 			}
-			return true
-		})
+		}
 	}
 }

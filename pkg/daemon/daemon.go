@@ -110,26 +110,9 @@ func (d *runner) run(ctx context.Context) error {
 	defer endSignals()
 	go d.interpretSignals(sigCtx, sigs, stop, again)
 
-	inst, err := instance.Start(startCtx, d.cfg, instance.Options{Log: d.log, Disable: disable})
-	if err != nil {
+	if err := d.bringUp(startCtx, disable); err != nil {
 		if startCtx.Err() != nil {
-			// a stop signal during startup: Start undid what it had done
-			d.log.Info("stopped during startup")
-			return nil
-		}
-		return err
-	}
-	d.inst = inst
-	d.publishInstance()
-
-	if err := d.startMaintenance(); err != nil {
-		d.inst.Stop()
-		return err
-	}
-	if err := d.awaitFirstSample(startCtx); err != nil {
-		d.stopBackground()
-		d.inst.Stop()
-		if startCtx.Err() != nil {
+			// a stop signal during startup: bringUp undid what it had done
 			d.log.Info("stopped during startup")
 			return nil
 		}
@@ -145,4 +128,27 @@ func (d *runner) run(ctx context.Context) error {
 
 	<-startCtx.Done() // first stop signal
 	return d.shutdown(again)
+}
+
+// bringUp takes the process from starting to ready to run: the instance up,
+// its state published, the maintenance loop started and its first sample
+// in. On error (ctx ending included) it undoes what it did.
+func (d *runner) bringUp(ctx context.Context, disable []dataplane.Feature) error {
+	inst, err := instance.Start(ctx, d.cfg, instance.Options{Log: d.log, Disable: disable})
+	if err != nil {
+		return err // Start undid what it had done
+	}
+	d.inst = inst
+	d.publishInstance()
+	err = d.startMaintenance()
+	if err == nil {
+		err = d.awaitFirstSample(ctx)
+	}
+	if err != nil {
+		d.stopBackground()
+		if serr := d.inst.Stop(); serr != nil {
+			d.log.WithError(serr).Error("undo the bring-up")
+		}
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/buildinfo"
@@ -57,10 +58,7 @@ func (d *runner) publishConfig(st configwatch.State) {
 // its backends.
 func (d *runner) publishInstance() {
 	r := d.inst.Resolved
-	ports := make([]snapshot.PortMap, len(d.cfg.Ports))
-	for i, p := range d.cfg.Ports {
-		ports[i] = snapshot.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort}
-	}
+	ports := slices.Clone(d.cfg.Ports)
 	d.update(func(s *snapshot.Snapshot) {
 		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, r.SNAT, ports, r.Interfaces
 		s.Attached = d.inst.DP.Attachments()

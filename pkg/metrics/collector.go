@@ -47,13 +47,13 @@ type source struct {
 // snapshot says its source could not be read (the first failure is logged
 // as a warning, the recovery as info).
 type collectorSet struct {
-	store   *snapshot.Store
+	store   snapshot.Source
 	log     logrus.FieldLogger
 	sources []*source
 	success *prometheus.Desc
 }
 
-func newCollectorSet(store *snapshot.Store, log logrus.FieldLogger, sources ...*source) *collectorSet {
+func newCollectorSet(store snapshot.Source, log logrus.FieldLogger, sources ...*source) *collectorSet {
 	return &collectorSet{store: store, log: log, sources: sources,
 		success: prometheus.NewDesc("xlb_scrape_collector_success",
 			"1 when the collector read its source in this scrape, 0 when it failed (the error is logged).",

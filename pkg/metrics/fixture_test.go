@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/config"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -82,7 +84,7 @@ func fixtureSnapshot() *snapshot.Snapshot {
 		Lifecycle: api.Running,
 		StartedAt: fixtureNow.Add(-time.Hour),
 		Listen:    ip("192.0.2.10"),
-		Ports:     []snapshot.PortMap{{LocalPort: 80, RemotePort: 8080}},
+		Ports:     []config.PortMapping{{LocalPort: 80, RemotePort: 8080}},
 		SNAT:      ip("198.51.100.1"),
 		XDPMode:   "auto",
 		Attached: []dataplane.Attachment{

@@ -23,7 +23,7 @@ var landingTemplate = template.Must(template.New("landing").Parse(`<!DOCTYPE htm
 </html>
 `))
 
-func landingPage(store *snapshot.Store) http.Handler {
+func landingPage(store snapshot.Source) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data := struct{ Name, Version, Revision string }{Version: buildinfo.Version, Revision: buildinfo.Revision}
 		if s := store.Load(); s != nil {

@@ -20,7 +20,7 @@ import (
 type Options struct {
 	// Store holds the snapshots the daemon publishes, the only input of
 	// every XLB series. Required.
-	Store *snapshot.Store
+	Store snapshot.Source
 	// Log receives scrape errors and listener messages; default the
 	// logrus standard logger.
 	Log logrus.FieldLogger

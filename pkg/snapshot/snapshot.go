@@ -13,17 +13,12 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
-
-// PortMap is one listen port mapping.
-type PortMap struct {
-	LocalPort  uint16
-	RemotePort uint16
-}
 
 // Snapshot is everything the status API and metrics show. Treat it as
 // read-only: it is shared between readers.
@@ -38,7 +33,7 @@ type Snapshot struct {
 	ShutdownDeadline time.Time
 
 	Listen     netip.Addr
-	Ports      []PortMap
+	Ports      []config.PortMapping
 	SNAT       netip.Addr
 	XDPMode    string                 // configured: auto, native or generic
 	Attached   []dataplane.Attachment // what is attached, by interface name
@@ -73,6 +68,13 @@ type Snapshot struct {
 	Config configwatch.State
 }
 
+// Source is the read side of a Store: what status and metrics get, so
+// that only the daemon, which holds the Store, can publish.
+type Source interface {
+	// Load returns the latest snapshot, or nil before the first Publish.
+	Load() *Snapshot
+}
+
 // Store holds the latest snapshot.
 type Store struct {
 	p atomic.Pointer[Snapshot]
@@ -85,7 +87,10 @@ func (st *Store) Load() *Snapshot { return st.p.Load() }
 func (st *Store) Publish(s *Snapshot) { st.p.Store(s) }
 
 // Update copies the latest snapshot, applies f to the copy and publishes
-// it. Concurrent Updates must be serialised by the caller.
+// it. The copy is shallow: f replaces slice, map and pointer fields with
+// new values and never modifies what they point to, which readers of the
+// published snapshot may hold. Concurrent Updates must be serialised by
+// the caller.
 func (st *Store) Update(f func(*Snapshot)) {
 	var next Snapshot
 	if cur := st.p.Load(); cur != nil {

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/config"
+
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
@@ -27,7 +29,7 @@ func fixture() *snapshot.Snapshot {
 		Lifecycle:  api.Running,
 		StartedAt:  fixedNow.Add(-(2*time.Hour + 13*time.Minute + 5*time.Second + 300*time.Millisecond)),
 		Listen:     ip("192.0.2.10"),
-		Ports:      []snapshot.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}},
+		Ports:      []config.PortMapping{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}},
 		SNAT:       ip("198.51.100.1"),
 		XDPMode:    "auto",
 		Interfaces: []string{"eth0", "eth1"},

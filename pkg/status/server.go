@@ -31,7 +31,7 @@ type Options struct {
 	Address netip.Addr
 	Port    uint16
 	// Store is the snapshot the instance publishes; required.
-	Store *snapshot.Store
+	Store snapshot.Source
 	// Username enables HTTP Basic auth on /api/v1/status and /admin/
 	// (config admin.auth.username); empty means no auth. Password is then
 	// required (PasswordFromEnv).
