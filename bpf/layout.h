@@ -20,12 +20,46 @@
 #include <linux/types.h>
 
 /*
- * Version of this file's keys and values as the maps hold them: bump it
- * when a key or value changes size, order or meaning. Nothing is pinned
- * yet, so nothing reads it; the hot-upgrade hand-off (DESIGN §6) will
- * compare it before adopting a predecessor's pinned maps.
+ * Pinned state (DESIGN §6): the maps, links and struct xlb_pin_meta that
+ * pkg/dataplane pins under state_dir so that a successor (hot upgrade) or
+ * a restart after a crash takes the running data path over.
+ *
+ * XLB_LAYOUT_VERSION is the version of this file's keys and values (and of
+ * the set of maps in maps.h) as pinned maps hold them. The meta record
+ * names it; a start adopts pins of its own version as they are. Bump it
+ * when a key or value changes size, order or meaning, or a map is added
+ * or removed -- cilium/ebpf's compatibility check of a pinned map compares
+ * only types and sizes, so a same-size change would otherwise be adopted
+ * and misread. A bump needs a migration from the previous version: a
+ * converter per changed map in pkg/dataplane/migrate.go (layoutSteps,
+ * keyed by the source version), so pins of every older version are still
+ * copied entry by entry into the new maps.
  */
-#define XLB_LAYOUT_VERSION 2
+enum xlb_pin {
+	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
+	XLB_LAYOUT_VERSION = 2,
+};
+
+/*
+ * The pinned metadata record (state_dir/meta, a one-entry array): written
+ * by userspace only, never read by the data path. magic and
+ * layout_version come first, in every version, so that any version reads
+ * them from any other version's record (a longer one included). The rest
+ * changes only with a bump of XLB_LAYOUT_VERSION, which then also adds a
+ * reader of the older record (pkg/dataplane/pins.go readPins). 72 bytes.
+ */
+struct xlb_pin_meta {
+	__u32 magic;               /* XLB_PIN_MAGIC */
+	__u32 layout_version;      /* XLB_LAYOUT_VERSION of the pinned maps */
+	__u32 max_connections;     /* flow_table.max_connections the flow map was sized for */
+	__u32 owner_pid;           /* the process that pinned last */
+	__u64 netns_cookie;        /* network namespace the interfaces and links belong to (SO_NETNS_COOKIE) */
+	__u64 hot_upgrades_ok;     /* hand-offs that completed, since the first pin */
+	__u64 hot_upgrades_failed; /* hand-offs that failed */
+	__u8 config_digest[32];    /* SHA-256 of the effective config of owner_pid */
+};
+
+_Static_assert(sizeof(struct xlb_pin_meta) == 72, "struct xlb_pin_meta has no implicit padding");
 
 /*
  * Every size of the data path: array bounds, map sizes, queue and batch

@@ -131,6 +131,19 @@ struct {
 	__uint(max_entries, 1);
 } xlb_close_head SEC(".maps");
 
+/*
+ * The pinned metadata record (struct xlb_pin_meta): one entry, written and
+ * read by userspace only (pkg/dataplane pins it at state_dir/meta). The
+ * programs never touch it; it is declared here so that its one definition
+ * sits with the other maps.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct xlb_pin_meta);
+	__uint(max_entries, 1);
+} xlb_meta SEC(".maps");
+
 /* The reaper's single request slot (struct reap_batch). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -535,3 +535,4 @@ const enum xlb_cfg_flags *__xlb_cfg_flags_btf __attribute__((unused));
 const enum xlb_close_kind *__xlb_close_kind_btf __attribute__((unused));
 const enum xlb_reaped_reason *__xlb_reaped_reason_btf __attribute__((unused));
 const enum xlb_pair_event *__xlb_pair_event_btf __attribute__((unused));
+const enum xlb_pin *__xlb_pin_btf __attribute__((unused));

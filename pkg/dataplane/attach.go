@@ -38,7 +38,14 @@ type Attachment struct {
 	// Fallback is the native-mode error that made ModeAuto fall back to
 	// generic; nil otherwise. The caller logs it once.
 	Fallback error
-	link     link.Link // PathBPFLink only
+	// Adopted: a predecessor's program was replaced in place, never
+	// detached (DESIGN §6): the program of its pinned bpf_link swapped
+	// with link.Update, or its netlink-attached program (Options.StaleXDP)
+	// replaced with one netlink call.
+	Adopted bool
+	link    link.Link     // PathBPFLink only
+	pinned  bool          // link is pinned (at state_dir/links/Interface)
+	prog    *ebpf.Program // the program attached (link_update.go: either attach type)
 }
 
 // Attach attaches the program to the named interface (in the caller's network
@@ -48,9 +55,17 @@ type Attachment struct {
 //
 // The program is attached through a bpf_link when the kernel allows it
 // (FeatureXDPLink; the first attach is its probe) and through netlink
-// otherwise. A program that a crashed predecessor left attached through
-// netlink (Options.StaleXDP, matched by program id) is replaced; any other
-// program already attached is an error: XLB never replaces a stranger.
+// otherwise. A predecessor's program is replaced in place, never detached
+// (Attachment.Adopted): the program of the interface's link pinned under
+// state_dir is swapped with link.Update (once more with the other program
+// attach type when the kernel refuses the first, cilium/cilium#44063), and
+// a program a predecessor attached through netlink (Options.StaleXDP,
+// matched by program id) is replaced by one netlink call. Its mode is kept:
+// a strict mode that differs is an error (changing it needs a restart).
+// Any other program already attached is an error: XLB never replaces a
+// stranger. After a replacement during a migration, the predecessor's
+// flows and counters are copied a second time (its program no longer runs
+// here).
 func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -61,38 +76,53 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 	if _, ok := d.attached[ifname]; ok {
 		return nil, fmt.Errorf("dataplane: interface %q is already attached", ifname)
 	}
-	if err := d.removeStaleLocked(ifname, ifc.Index); err != nil {
-		return nil, err
-	}
-	a := &Attachment{Interface: ifname, Ifindex: ifc.Index}
 	switch mode {
-	case ModeNative, ModeGeneric:
-		a.Mode = mode
-		err = d.attachLocked(a)
-	case ModeAuto, "":
-		a.Mode = ModeNative
-		if err = d.attachLocked(a); err != nil {
-			a.Fallback = err
-			a.Mode = ModeGeneric
-			err = d.attachLocked(a)
-		}
+	case ModeNative, ModeGeneric, ModeAuto, "":
 	default:
 		return nil, fmt.Errorf("dataplane: unknown XDP mode %q", mode)
 	}
+	a := &Attachment{Interface: ifname, Ifindex: ifc.Index, prog: d.objs.XlbXdp}
+	replaced, err := d.replaceLocked(a, mode)
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: attach XDP (%s) to %s: %w%s", a.Mode, ifname, err, attachHint(ifname, a.Mode, err))
+		return nil, err
+	}
+	if !replaced {
+		switch mode {
+		case ModeNative, ModeGeneric:
+			a.Mode = mode
+			err = d.attachLocked(a)
+		default:
+			a.Mode = ModeNative
+			if err = d.attachLocked(a); err != nil {
+				a.Fallback = err
+				a.Mode = ModeGeneric
+				err = d.attachLocked(a)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: attach XDP (%s) to %s: %w%s", a.Mode, ifname, err, attachHint(ifname, a.Mode, err))
+		}
 	}
 	idx := uint32(ifc.Index)
 	if err := d.objs.XlbTxPorts.Update(idx, idx, 0); err != nil {
-		d.detachAttachment(a)
+		if replaced && a.link != nil {
+			a.link.Close() // pinned: stays attached
+		} else if !replaced {
+			d.detachAttachment(a)
+		}
 		return nil, fmt.Errorf("dataplane: add %s to the redirect map: %w", ifname, err)
 	}
-	if info, err := d.objs.XlbXdp.Info(); err == nil {
+	if info, err := a.prog.Info(); err == nil {
 		if id, ok := info.ID(); ok {
 			a.ProgID = uint32(id)
 		}
 	}
 	d.attached[ifname] = a
+	if replaced && d.migration != nil {
+		if err := d.migration.catchUp(); err != nil {
+			return nil, fmt.Errorf("dataplane: migrate: the second copy after replacing the program on %s: %w (the pins are not replaced before Pin)", ifname, err)
+		}
+	}
 	return a, nil
 }
 
@@ -105,7 +135,7 @@ func (d *Dataplane) attachLocked(a *Attachment) error {
 		if a.Mode == ModeGeneric {
 			flags = link.XDPGenericMode
 		}
-		l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XlbXdp, Interface: a.Ifindex, Flags: flags})
+		l, err := link.AttachXDP(link.XDPOptions{Program: a.prog, Interface: a.Ifindex, Flags: flags})
 		if err == nil {
 			d.setFeatureLocked(FeatureXDPLink, StateAvailable, "")
 			a.link, a.Via = l, PathBPFLink
@@ -120,7 +150,7 @@ func (d *Dataplane) attachLocked(a *Attachment) error {
 	if err != nil {
 		return err
 	}
-	if err := netlink.LinkSetXdpFdWithFlags(nl, d.objs.XlbXdp.FD(), nlflags.XDP_FLAGS_UPDATE_IF_NOEXIST|netlinkMode(a.Mode)); err != nil {
+	if err := netlink.LinkSetXdpFdWithFlags(nl, a.prog.FD(), nlflags.XDP_FLAGS_UPDATE_IF_NOEXIST|netlinkMode(a.Mode)); err != nil {
 		return err
 	}
 	a.Via = PathNetlink
@@ -142,38 +172,53 @@ func netlinkMode(m Mode) int {
 	return nlflags.XDP_FLAGS_DRV_MODE
 }
 
-// removeStaleLocked detaches the program a crashed predecessor attached to
-// ifname through netlink, if it is still the one attached.
-func (d *Dataplane) removeStaleLocked(ifname string, ifindex int) error {
-	id := d.staleXDP[ifname]
+// replaceStaleLocked replaces the program a predecessor attached to the
+// interface through netlink, if it is still the one attached, with one
+// netlink call in the predecessor's mode (no XDP_FLAGS_UPDATE_IF_NOEXIST:
+// the kernel swaps the programs atomically).
+func (d *Dataplane) replaceStaleLocked(a *Attachment, mode Mode) (bool, error) {
+	id := d.staleXDP[a.Interface]
 	if id == 0 {
-		return nil
+		return false, nil
 	}
-	nl, err := netlink.LinkByIndex(ifindex)
+	nl, err := netlink.LinkByIndex(a.Ifindex)
 	if err != nil {
-		return fmt.Errorf("dataplane: interface %q: %w", ifname, err)
+		return false, fmt.Errorf("dataplane: interface %q: %w", a.Interface, err)
 	}
 	x := nl.Attrs().Xdp
 	if x == nil || !x.Attached || x.ProgId != id {
-		return nil // gone, or someone else's now
+		return false, nil // gone, or someone else's now
 	}
-	for _, m := range []int{nlflags.XDP_FLAGS_DRV_MODE, nlflags.XDP_FLAGS_SKB_MODE} {
-		if x.AttachMode == uint32(modeOfFlag(m)) {
-			if err := netlink.LinkSetXdpFdWithFlags(nl, -1, m); err != nil {
-				return fmt.Errorf("dataplane: detach the XDP program (id %d) a previous xlb left on %s: %w", id, ifname, err)
-			}
-		}
+	cur, err := d.keepModeLocked(a, mode, x.AttachMode)
+	if err != nil {
+		return false, err
 	}
-	return nil
+	if err := netlink.LinkSetXdpFdWithFlags(nl, a.prog.FD(), netlinkMode(cur)); err != nil {
+		return false, fmt.Errorf("dataplane: replace the XDP program (id %d) a previous xlb left on %s: %w", id, a.Interface, err)
+	}
+	a.Mode, a.Via, a.Adopted = cur, PathNetlink, true
+	if d.features.Get(FeatureXDPLink).State == StateUnknown {
+		d.setPathLocked(FeatureXDPLink, PathNetlink)
+	}
+	return true, nil
 }
 
-// modeOfFlag maps an XDP attach flag to the IFLA_XDP_ATTACHED value netlink
-// reports for it.
-func modeOfFlag(flag int) int {
-	if flag == nlflags.XDP_FLAGS_SKB_MODE {
-		return nlflags.XDP_ATTACHED_SKB
+// keepModeLocked is the mode of the program attached now (attached, as
+// netlink reports it): a replacement keeps it. A strict mode that differs
+// is an error.
+func (d *Dataplane) keepModeLocked(a *Attachment, mode Mode, attached uint32) (Mode, error) {
+	cur := ModeNative
+	switch attached {
+	case nlflags.XDP_ATTACHED_DRV:
+	case nlflags.XDP_ATTACHED_SKB:
+		cur = ModeGeneric
+	default:
+		return "", fmt.Errorf("dataplane: %s: the previous xlb's program is attached in XDP mode %d, which XLB does not replace", a.Interface, attached)
 	}
-	return nlflags.XDP_ATTACHED_DRV
+	if (mode == ModeNative || mode == ModeGeneric) && mode != cur {
+		return "", fmt.Errorf("dataplane: %s: xdp_mode is %s but the running program is attached in %s mode, which a replacement in place keeps; restart xlb (systemctl restart xlb) to change the mode", a.Interface, mode, cur)
+	}
+	return cur, nil
 }
 
 // Attachments lists what is attached, sorted by interface name.
@@ -211,11 +256,19 @@ func (d *Dataplane) detachLocked(ifname string) error {
 	return nil
 }
 
-// detachAttachment removes the program: closes its bpf_link, or detaches it
+// detachAttachment removes the program: closes its bpf_link (unpinned and
+// detached first when pinned, so that no pin keeps it), or detaches it
 // through netlink if it is still XLB's program on the interface.
 func (d *Dataplane) detachAttachment(a *Attachment) error {
 	if a.link != nil {
-		return a.link.Close()
+		var errs []error
+		if a.pinned {
+			errs = append(errs, removePin(linkPath(d.stateDir, a.Interface)))
+			if err := a.link.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(append(errs, a.link.Close())...)
 	}
 	nl, err := netlink.LinkByIndex(a.Ifindex)
 	if err != nil {

@@ -34,6 +34,9 @@ func (d *Dataplane) SetRoutable(refs []BackendRef) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.syncPinnedConfigLocked(); err != nil {
+		return err
+	}
 	next := d.cfg.ActiveSet ^ 1
 	if err := d.objs.XlbBackendSets.Update(next, &set, 0); err != nil {
 		return fmt.Errorf("dataplane: write backend set: %w", err)

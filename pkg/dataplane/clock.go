@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -112,4 +113,17 @@ func (d *Dataplane) Duration(j Jiffies) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(uint64(j) * uint64(time.Second) / uint64(hz)), nil
+}
+
+// AdoptHZ takes the tick rate a hot-upgrade predecessor measured on this
+// same kernel (HZ does not change while it runs), so that the successor's
+// first maintenance cycle does not spend a second measuring it again. It
+// refuses a rate Linux cannot be built with, and does nothing once this
+// process has measured or adopted one.
+func (d *Dataplane) AdoptHZ(hz int) error {
+	if !slices.Contains(hzCandidates, hz) {
+		return fmt.Errorf("dataplane: HZ %d handed over is not a rate Linux can be built with %v", hz, hzCandidates)
+	}
+	hzOnce.Do(func() { hzVal = hz })
+	return nil
 }

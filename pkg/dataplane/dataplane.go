@@ -2,6 +2,21 @@
 // attaches it to interfaces and gives typed access to its maps. It is the
 // only package that touches BPF objects; only pkg/maintenance removes flow
 // entries, through the reaper (Reap).
+//
+// Pinned state (DESIGN §6, hot upgrade and crash survival): with
+// Options.StateDir, Load takes over what a predecessor pinned there --
+// adopting its maps when their layout version (bpf/layout.h
+// XLB_LAYOUT_VERSION) and max_connections match, copying them entry by
+// entry into new maps when the layout is older or max_connections differs
+// (migrate.go), refusing pins it cannot read (pins.go) -- and Attach
+// replaces the predecessor's program on each interface in place
+// (link.Update on the pinned bpf_link, or a netlink replace), never
+// detaching it. Pin writes the pins once everything is attached. A process
+// ends in one of three ways: Close (SIGTERM: detach, unpin, remove
+// state_dir), Release (a hand-off or a failed successor: close the file
+// descriptors only, everything stays attached and pinned) or a crash (the
+// same as Release, by the kernel). Reclaim takes the interfaces back after
+// a successor failed.
 package dataplane
 
 import (
@@ -12,6 +27,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // Options shape the loaded objects.
@@ -32,11 +49,21 @@ type Options struct {
 	// Disable turns optional kernel features off as if the host refused
 	// them (XLB_DISABLE_FEATURES): the data path takes their fallback.
 	Disable []Feature
-	// StaleXDP names XDP programs a crashed predecessor attached through
-	// netlink (interface name → program id, from the host settings
-	// journal): Attach replaces such a program instead of refusing the
+	// StaleXDP names XDP programs a predecessor attached through netlink
+	// (interface name → program id, from the host settings journal):
+	// Attach replaces such a program in place instead of refusing the
 	// interface as taken.
 	StaleXDP map[string]uint32
+	// StateDir is the directory (config state_dir, on a BPF filesystem
+	// that Load mounts when missing: EnsureBPFFS) where the data path is
+	// pinned and where a predecessor's pins are taken over (DESIGN §6).
+	// "": pin nothing and adopt nothing (packet fixtures, in-process
+	// tests); so does a host that refuses pinning (FeaturePinning).
+	StateDir string
+	// NetnsCookie is the caller's network namespace cookie
+	// (SO_NETNS_COOKIE; hostnet.NetnsCookie), required with StateDir: it
+	// is recorded in the pins, and pins of another namespace are refused.
+	NetnsCookie uint64
 }
 
 // Dataplane owns the loaded program and maps. Methods are safe for
@@ -54,10 +81,28 @@ type Dataplane struct {
 	closeRing bool // close events go through the ring buffer (else the per-CPU queues)
 	reapMu    sync.Mutex
 	reapBuf   xlbReapBatch // guarded by reapMu
+
+	// Pinned state (pins.go); guarded by mu.
+	maxConnections uint32
+	netnsCookie    uint64
+	stateDir       string               // "": nothing is pinned
+	spec           *ebpf.CollectionSpec // as loaded, for the program of the other attach type
+	altProg        *ebpf.Program        // the XDP program loaded with the other attach type (link_update.go)
+	adoption       Adoption             // how Load took the maps
+	fromPins       bool                 // the maps came from pins: Attach takes pinned links over
+	cfgPending     bool                 // re-read the pinned config before the first write
+	migration      *migration           // a migration until Pin has copied the second time
+	pinned         bool                 // Pin succeeded once (Reclaim re-pins)
+	lastPin        PinMeta              // what Pin recorded last (Reclaim pins it again)
+	prevCounts     [2]uint64            // hand-off counts (ok, failed) of the record Load found
+	done           bool                 // Close or Release ran: pins are no longer this process's to touch
 }
 
-// Load loads the XDP program and creates its maps. It does not attach.
-// Errors carry the verifier log when the kernel rejects the program.
+// Load loads the XDP program and its maps, or takes over the maps a
+// predecessor pinned under Options.StateDir (Adoption says which). It does
+// not attach. Errors carry the verifier log when the kernel rejects the
+// program, and name state_dir when its pins cannot be taken over (they
+// are left as they are then).
 func Load(opts Options) (*Dataplane, error) {
 	if opts.MaxConnections == 0 {
 		return nil, errors.New("dataplane: MaxConnections must be at least 1")
@@ -65,39 +110,95 @@ func Load(opts Options) (*Dataplane, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("dataplane: remove memlock limit: %w", err)
 	}
-	d := &Dataplane{attached: map[string]*Attachment{}, staleXDP: opts.StaleXDP}
-	d.probeFeatures(opts.Disable)
+	d := &Dataplane{attached: map[string]*Attachment{}, staleXDP: opts.StaleXDP,
+		maxConnections: opts.MaxConnections, netnsCookie: opts.NetnsCookie}
+	d.probeFeatures(opts)
+	if d.featureOn(FeaturePinning) {
+		d.stateDir = opts.StateDir
+		if opts.NetnsCookie == 0 {
+			return nil, errors.New("dataplane: Options.NetnsCookie is required with a StateDir")
+		}
+	}
 	spec, err := loadXlb()
 	if err != nil {
 		return nil, err
 	}
 	spec.Maps[xlbMapXlbFlows].MaxEntries = EntriesPerPair * opts.MaxConnections
-	if err := d.chooseCloseEvents(spec); err != nil {
+	var pins *pinnedState
+	if d.stateDir != "" {
+		if pins, err = readPins(d.stateDir, opts.NetnsCookie); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.load(spec, pins); err != nil {
+		if pins != nil {
+			pins.close()
+		}
 		return nil, err
 	}
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
-		return nil, requiredError(err)
+	if pins != nil {
+		pins.close()
 	}
 	// BPF_PROG_TEST_RUN is how the daemon reads the data path's clock.
 	if _, _, err := d.clockSample(); err != nil {
-		d.objs.Close()
+		d.closeObjects()
 		return nil, fmt.Errorf("dataplane: required kernel feature BPF_PROG_TEST_RUN of an XDP program (the data path's clock) was refused: %w%s", err, policyHint(err))
 	}
-	if opts.RandomSNATCursors {
+	if opts.RandomSNATCursors && d.adoption.Start == api.StartFresh {
 		if err := d.seedSNATCursors(); err != nil {
-			d.objs.Close()
+			d.closeObjects()
 			return nil, err
 		}
 	}
 	return d, nil
 }
 
+// load loads the object against what planLoad chose to adopt and copies
+// what it chose to migrate.
+func (d *Dataplane) load(spec *ebpf.CollectionSpec, pins *pinnedState) error {
+	plan, err := d.planLoad(spec, pins)
+	if err == nil && pins != nil {
+		err = adoptPinnedMeta(&plan, pins.dir)
+	}
+	if err != nil {
+		plan.close()
+		return err
+	}
+	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: plan.replacements})
+	for _, m := range plan.replacements {
+		m.Close() // the loader holds clones
+	}
+	if err != nil {
+		for _, m := range plan.sources {
+			m.Close()
+		}
+		if pins != nil {
+			return fmt.Errorf("dataplane: state_dir %s: load the program against the pinned maps: %w", pins.dir, requiredError(err))
+		}
+		return requiredError(err)
+	}
+	d.spec = spec
+	if err := d.takeOver(plan, pins); err != nil {
+		d.closeObjects()
+		return err
+	}
+	return nil
+}
+
 // chooseCloseEvents points the data path at the ring buffer when the host
 // allows it, else at the per-CPU queues: close_ring_on is a constant, so
 // the verifier never visits the other branch, and a refused ring buffer
-// map is replaced by a one-slot array that nothing uses.
-func (d *Dataplane) chooseCloseEvents(spec *ebpf.CollectionSpec) error {
+// map is replaced by a one-slot array that nothing uses. When the maps
+// are adopted (pinned is the pinned ring), the pins decide: a pinned
+// array means the per-CPU queues.
+func (d *Dataplane) chooseCloseEvents(spec *ebpf.CollectionSpec, pinned *ebpf.Map) error {
 	d.closeRing = d.featureOn(FeatureRingBuf)
+	if pinned != nil && d.closeRing != (pinned.Type() == ebpf.RingBuf) {
+		d.closeRing = pinned.Type() == ebpf.RingBuf
+		d.mu.Lock()
+		d.setPathLocked(FeatureRingBuf, closePath(d.closeRing))
+		d.mu.Unlock()
+	}
 	on := uint32(0)
 	if d.closeRing {
 		on = 1
@@ -149,9 +250,69 @@ func (d *Dataplane) FlowMap() *ebpf.Map { return d.objs.XlbFlows }
 // FlowCapacity is the flow map's max_entries (two per connection pair).
 func (d *Dataplane) FlowCapacity() uint32 { return d.objs.XlbFlows.MaxEntries() }
 
-// Close detaches every interface and releases the program and maps.
+// Close ends the data path for good (SIGTERM's end, DESIGN §6): it
+// detaches every interface (a pinned link is unpinned, then detached),
+// detaches the links still pinned for interfaces this process did not
+// attach, removes every pin and state_dir itself, and releases the
+// program and maps. A process that hands over, or a successor or adopting
+// start that failed, calls Release instead.
 func (d *Dataplane) Close() error {
+	if d.finish() {
+		return nil
+	}
 	errs := []error{d.DetachAll()}
+	d.mu.Lock()
+	errs = append(errs, d.unpinAllLocked())
+	d.mu.Unlock()
+	errs = append(errs, d.closeObjects())
+	return errors.Join(errs...)
+}
+
+// finish marks the end of the data path and reports whether Close or
+// Release had run already (then they do nothing).
+func (d *Dataplane) finish() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	was := d.done
+	d.done = true
+	return was
+}
+
+// Release closes every file descriptor without detaching or unpinning
+// anything: the interfaces keep their program, and what is pinned stays
+// pinned for the next process (a hand-off, a failed successor). A link
+// this process attached but never pinned goes with its descriptor. Close
+// or Release after either does nothing.
+func (d *Dataplane) Release() error {
+	if d.finish() {
+		return nil
+	}
+	d.mu.Lock()
+	var errs []error
+	for name, a := range d.attached {
+		if a.link != nil {
+			errs = append(errs, a.link.Close())
+		}
+		delete(d.attached, name)
+	}
+	d.mu.Unlock()
+	errs = append(errs, d.closeObjects())
+	return errors.Join(errs...)
+}
+
+// closeObjects releases the program, the maps and a migration's sources.
+func (d *Dataplane) closeObjects() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	if d.migration != nil {
+		errs = append(errs, d.migration.close())
+		d.migration = nil
+	}
+	if d.altProg != nil {
+		errs = append(errs, d.altProg.Close())
+		d.altProg = nil
+	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
 }

@@ -32,10 +32,17 @@ const (
 	// FeatureXDPLink is attaching XDP through a bpf_link (BPF_LINK_CREATE)
 	// rather than netlink.
 	FeatureXDPLink Feature = "xdp_bpf_link"
+	// FeaturePinning is pinning the maps, links and metadata under
+	// state_dir on a BPF filesystem (Options.StateDir; mounted there when
+	// missing), so that a hot upgrade or a restart after a crash keeps
+	// every connection (DESIGN §6). Refused (no bpffs can be mounted or
+	// pinned to, e.g. a container without one), the instance runs
+	// unpinned: a restart or a crash loses every connection.
+	FeaturePinning Feature = "pinning"
 )
 
 // AllFeatures lists every optional feature.
-var AllFeatures = []Feature{FeatureForEachMapElem, FeatureRingBuf, FeatureBatchOps, FeatureXDPLink}
+var AllFeatures = []Feature{FeatureForEachMapElem, FeatureRingBuf, FeatureBatchOps, FeatureXDPLink, FeaturePinning}
 
 // ParseFeatures reads a comma-separated list of feature names (the
 // XLB_DISABLE_FEATURES environment variable). Empty items are ignored; an
@@ -79,6 +86,8 @@ const (
 	PathNetlink     = string(api.PathNetlink)     // XDP attached through netlink (IFLA_XDP)
 	PathNotUsed     = string(api.PathNotUsed)     // this version has no use for the feature
 	PathNotAttached = string(api.PathNotAttached) // no interface attached yet
+	PathPinned      = string(api.PathPinned)      // maps, links and metadata pinned under state_dir
+	PathUnpinned    = string(api.PathUnpinned)    // nothing pinned: a restart or crash loses every connection
 )
 
 // FeatureStatus is one optional feature: its probe's outcome and the path
@@ -90,6 +99,10 @@ type FeatureStatus struct {
 	// that the operator disabled it. Empty when available.
 	Detail string
 	// Path is what the data path does given State (a Path* constant).
+	// Two paths follow a predecessor rather than the probe: the close
+	// events of maps adopted from pins (a pinned array means the per-CPU
+	// queues), and an interface whose netlink-attached program was
+	// replaced in place (netlink, the XDP link left unprobed).
 	Path string
 }
 
@@ -124,8 +137,9 @@ func (fs Features) Summary() string {
 }
 
 // probeFeatures probes every optional feature except the XDP link (which
-// only an attach can tell; see Attach) and fills d.features.
-func (d *Dataplane) probeFeatures(disabled []Feature) {
+// only an attach can tell; see Attach) and fills d.features. Pinning is
+// probed only with a state_dir: without one it is reported disabled.
+func (d *Dataplane) probeFeatures(opts Options) {
 	probes := map[Feature]func() error{
 		FeatureForEachMapElem: func() error { return features.HaveProgramHelper(ebpf.XDP, asm.FnForEachMapElem) },
 		FeatureRingBuf: func() error {
@@ -135,13 +149,16 @@ func (d *Dataplane) probeFeatures(disabled []Feature) {
 			return features.HaveProgramHelper(ebpf.XDP, asm.FnRingbufOutput)
 		},
 		FeatureBatchOps: probeBatchOps,
+		FeaturePinning:  func() error { return probePinning(opts.StateDir) },
 	}
 	d.features = make(Features, 0, len(AllFeatures))
 	for _, f := range AllFeatures {
 		st := FeatureStatus{Name: f, State: StateAvailable}
 		switch {
-		case slices.Contains(disabled, f):
+		case slices.Contains(opts.Disable, f):
 			st.State, st.Detail = StateDisabled, "disabled by the operator"
+		case f == FeaturePinning && opts.StateDir == "":
+			st.State, st.Detail = StateDisabled, "no state_dir (in-process instance)"
 		case probes[f] == nil:
 			st.State = StateUnknown
 		default:
@@ -172,10 +189,12 @@ func pathFor(f Feature, state string) string {
 		}
 		return PathNetlink
 	case FeatureRingBuf:
+		return closePath(ok)
+	case FeaturePinning:
 		if ok {
-			return PathRingBuffer
+			return PathPinned
 		}
-		return PathPerCPUQueue
+		return PathUnpinned
 	}
 	// bpf_for_each_map_elem is probed so operators see what the host
 	// allows; this version has no use for it (pkg/maintenance says why).
@@ -190,6 +209,26 @@ func (d *Dataplane) setFeatureLocked(f Feature, state, detail string) {
 			d.features[i].State, d.features[i].Detail, d.features[i].Path = state, detail, pathFor(f, state)
 		}
 	}
+}
+
+// setPathLocked records a path that differs from what the feature's state
+// implies: the close events of adopted maps follow the pins, and a
+// predecessor's netlink program replaced in place leaves the XDP link
+// unprobed. Callers hold d.mu.
+func (d *Dataplane) setPathLocked(f Feature, path string) {
+	for i := range d.features {
+		if d.features[i].Name == f {
+			d.features[i].Path = path
+		}
+	}
+}
+
+// closePath is the close events' path: the ring buffer or the per-CPU queues.
+func closePath(ring bool) string {
+	if ring {
+		return PathRingBuffer
+	}
+	return PathPerCPUQueue
 }
 
 // Features returns the probed features and the paths taken.

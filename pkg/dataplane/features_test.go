@@ -35,6 +35,11 @@ func wantPath(f dataplane.Feature, state string) string {
 			return dataplane.PathRingBuffer
 		}
 		return dataplane.PathPerCPUQueue
+	case dataplane.FeaturePinning:
+		if state == dataplane.StateAvailable {
+			return dataplane.PathPinned
+		}
+		return dataplane.PathUnpinned
 	}
 	return dataplane.PathNotUsed
 }
@@ -184,8 +189,9 @@ func TestFeatureFallbacks(t *testing.T) {
 
 // A program attached through netlink outlives its process. A successor
 // told about it (Options.StaleXDP, from the host settings journal)
-// replaces it; a data path that was not told refuses the interface as
-// taken rather than replace a stranger's program.
+// replaces it in place, in its mode (a strict other mode is refused); a
+// data path that was not told refuses the interface as taken rather than
+// replace a stranger's program.
 func TestStaleNetlinkProgram(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{Disable: []dataplane.Feature{dataplane.FeatureXDPLink}})
 	old := attachment(t, e, e.Front.Name)
@@ -203,9 +209,19 @@ func TestStaleNetlinkProgram(t *testing.T) {
 		t.Fatalf("attach over another program: %v, want a refusal naming the attached program", err)
 	}
 	successor := load(map[string]uint32{e.Front.Name: old.ProgID})
+	err = e.Do(func() error { _, err := successor.Attach(e.Front.Name, dataplane.ModeNative); return err })
+	if err == nil || !strings.Contains(err.Error(), "restart xlb") {
+		t.Fatalf("native attach over a generic-mode predecessor: %v, want a refusal that names the restart", err)
+	}
+	if id, _ := xdpProgID(e, e.Front.Name); id != old.ProgID {
+		t.Fatalf("after the refused attach: program %d, want the predecessor's %d still attached", id, old.ProgID)
+	}
 	var a *dataplane.Attachment
-	if err := e.Do(func() (err error) { a, err = successor.Attach(e.Front.Name, dataplane.ModeNative); return err }); err != nil {
+	if err := e.Do(func() (err error) { a, err = successor.Attach(e.Front.Name, dataplane.ModeAuto); return err }); err != nil {
 		t.Fatalf("successor attach: %v", err)
+	}
+	if !a.Adopted || a.Mode != dataplane.ModeGeneric || a.Via != dataplane.PathNetlink {
+		t.Errorf("successor attachment %+v, want adopted in generic mode through netlink", *a)
 	}
 	if id, err := xdpProgID(e, e.Front.Name); err != nil || id != a.ProgID || id == old.ProgID {
 		t.Fatalf("attached program %d (%v): want the successor's %d, not the stale %d", id, err, a.ProgID, old.ProgID)

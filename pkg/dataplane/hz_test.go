@@ -156,3 +156,14 @@ func TestHZFromSamplesAcross32Bits(t *testing.T) {
 		t.Errorf("got %d, %v; want 1000", got, err)
 	}
 }
+
+// A hot-upgrade successor adopts its predecessor's HZ only when Linux can
+// be built with it.
+func TestAdoptHZRefusesImpossibleRates(t *testing.T) {
+	var d *Dataplane
+	for _, hz := range []int{0, 7, 999, 2000} {
+		if err := d.AdoptHZ(hz); err == nil {
+			t.Errorf("AdoptHZ(%d) accepted", hz)
+		}
+	}
+}

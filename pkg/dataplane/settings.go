@@ -36,13 +36,18 @@ func (s Settings) validate() error {
 }
 
 // Configure writes the settings into the config map. The shutdown flag and
-// the active backend set are kept.
+// the active backend set are kept; on maps taken from pins, the pinned
+// active set is kept and the shutdown flag a predecessor left is cleared
+// (Adoption.ShutdownFlag).
 func (d *Dataplane) Configure(s Settings) error {
 	if err := s.validate(); err != nil {
 		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.syncPinnedConfigLocked(); err != nil {
+		return err
+	}
 	c := d.cfg
 	c.ListenIpBe = be32(s.Listen)
 	c.SnatIpBe = be32(s.SNAT)
@@ -61,6 +66,9 @@ func (d *Dataplane) Configure(s Settings) error {
 func (d *Dataplane) SetShutdown(on bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.syncPinnedConfigLocked(); err != nil {
+		return err
+	}
 	c := d.cfg
 	if on {
 		c.Flags |= uint32(xlbXlbCfgFlagsXLB_CFG_SHUTDOWN)

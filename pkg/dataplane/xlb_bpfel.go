@@ -206,6 +206,25 @@ const (
 	xlbXlbPairEventXLB_PAIR_REPLACED_RST xlbXlbPairEvent = 3
 )
 
+type xlbXlbPin uint32
+
+const (
+	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 2
+)
+
+type xlbXlbPinMeta struct {
+	_                 structs.HostLayout
+	Magic             uint32
+	LayoutVersion     uint32
+	MaxConnections    uint32
+	OwnerPid          uint32
+	NetnsCookie       uint64
+	HotUpgradesOk     uint64
+	HotUpgradesFailed uint64
+	ConfigDigest      [32]uint8
+}
+
 type xlbXlbReapOp uint8
 
 const (
@@ -259,6 +278,7 @@ const (
 	xlbMapXlbCloseRing       = "xlb_close_ring"
 	xlbMapXlbCounters        = "xlb_counters"
 	xlbMapXlbFlows           = "xlb_flows"
+	xlbMapXlbMeta            = "xlb_meta"
 	xlbMapXlbPairEvents      = "xlb_pair_events"
 	xlbMapXlbReapBatch       = "xlb_reap_batch"
 	xlbMapXlbReaped          = "xlb_reaped"
@@ -276,6 +296,7 @@ const (
 	xlbVarXlbFlowFlagsBtf    = "__xlb_flow_flags_btf"
 	xlbVarXlbLimitsBtf       = "__xlb_limits_btf"
 	xlbVarXlbPairEventBtf    = "__xlb_pair_event_btf"
+	xlbVarXlbPinBtf          = "__xlb_pin_btf"
 	xlbVarXlbReapedReasonBtf = "__xlb_reaped_reason_btf"
 	xlbVarCloseRingOn        = "close_ring_on"
 )
@@ -339,6 +360,7 @@ type xlbMapSpecs struct {
 	XlbCloseRing    *ebpf.MapSpec `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
+	XlbMeta         *ebpf.MapSpec `ebpf:"xlb_meta"`
 	XlbPairEvents   *ebpf.MapSpec `ebpf:"xlb_pair_events"`
 	XlbReapBatch    *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
 	XlbReaped       *ebpf.MapSpec `ebpf:"xlb_reaped"`
@@ -359,6 +381,7 @@ type xlbVariableSpecs struct {
 	XlbFlowFlagsBtf    *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
 	XlbLimitsBtf       *ebpf.VariableSpec `ebpf:"__xlb_limits_btf"`
 	XlbPairEventBtf    *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
+	XlbPinBtf          *ebpf.VariableSpec `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
 	CloseRingOn        *ebpf.VariableSpec `ebpf:"close_ring_on"`
 }
@@ -391,6 +414,7 @@ type xlbMaps struct {
 	XlbCloseRing    *ebpf.Map `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
+	XlbMeta         *ebpf.Map `ebpf:"xlb_meta"`
 	XlbPairEvents   *ebpf.Map `ebpf:"xlb_pair_events"`
 	XlbReapBatch    *ebpf.Map `ebpf:"xlb_reap_batch"`
 	XlbReaped       *ebpf.Map `ebpf:"xlb_reaped"`
@@ -410,6 +434,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbCloseRing,
 		m.XlbCounters,
 		m.XlbFlows,
+		m.XlbMeta,
 		m.XlbPairEvents,
 		m.XlbReapBatch,
 		m.XlbReaped,
@@ -431,6 +456,7 @@ type xlbVariables struct {
 	XlbFlowFlagsBtf    *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
 	XlbLimitsBtf       *ebpf.Variable `ebpf:"__xlb_limits_btf"`
 	XlbPairEventBtf    *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
+	XlbPinBtf          *ebpf.Variable `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
 	CloseRingOn        *ebpf.Variable `ebpf:"close_ring_on"`
 }

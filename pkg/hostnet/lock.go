@@ -87,3 +87,35 @@ func netnsCookie() (uint64, error) {
 	}
 	return cookie, nil
 }
+
+// AdoptLock takes over the instance lock a running predecessor handed
+// over (hot upgrade): f is the predecessor's lock file, inherited as a
+// file descriptor. flock locks belong to the open file, which both
+// processes now share, so the lock stays held without a gap; AdoptLock
+// checks that f is this network namespace's lock file in dir.
+func AdoptLock(dir string, f *os.File) (*NetnsLock, error) {
+	path, err := namespaceFile(dir, "netns-%d.lock")
+	if err != nil {
+		return nil, fmt.Errorf("instance lock: %w", err)
+	}
+	var held, named unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+		return nil, fmt.Errorf("instance lock: inherited descriptor: %w", err)
+	}
+	if err := unix.Stat(path, &named); err != nil || held.Ino != named.Ino || held.Dev != named.Dev {
+		return nil, fmt.Errorf("instance lock: the inherited descriptor is not %s, this network namespace's lock (a hand-off across namespaces?)", path)
+	}
+	return &NetnsLock{f: f, path: path}, nil
+}
+
+// File is the lock's open file, to hand over to a successor (hot
+// upgrade), which then holds the same lock.
+func (l *NetnsLock) File() *os.File { return l.f }
+
+// Abandon closes this process's descriptor of the lock without removing
+// the file: a successor that shares the open file keeps the lock.
+func (l *NetnsLock) Abandon() error { return l.f.Close() }
+
+// NetnsCookie returns the caller's network namespace cookie
+// (SO_NETNS_COOKIE): unique for the boot, never reused.
+func NetnsCookie() (uint64, error) { return netnsCookie() }

@@ -33,6 +33,7 @@ type (
 const (
 	Starting     Lifecycle = "starting"      // attaching XDP, resolving backends, awaiting the first maintenance sample
 	Running      Lifecycle = "running"       // serving; readiness depends on the sample and the backends
+	HandingOver  Lifecycle = "handing_over"  // hot upgrade (SIGUSR2): still serving while a new process takes over (DESIGN §6)
 	ShuttingDown Lifecycle = "shutting_down" // the shutdown window (DESIGN §6): readiness 503, RSTs, then detach
 )
 
@@ -71,6 +72,26 @@ const (
 	PathNetlink     Path = "netlink"       // xdp_bpf_link refused: XDP attached through netlink (IFLA_XDP)
 	PathNotAttached Path = "not_attached"  // xdp_bpf_link unknown: no interface attached yet
 	PathNotUsed     Path = "not_used"      // bpf_for_each_map_elem: this version has no use for it
+	PathPinned      Path = "pinned"        // pinning: maps, links and metadata pinned under state_dir (hot upgrade, crash survival)
+	PathUnpinned    Path = "unpinned"      // pinning refused: nothing pinned, a restart or crash loses every connection
+)
+
+// Start is how a process took the data path (DESIGN §6): the document's
+// upgrades.start.
+type Start string
+
+// Starts.
+const (
+	StartFresh      Start = "fresh"       // no pinned state: new, empty maps
+	StartAdopted    Start = "adopted"     // a predecessor's pins of this layout, after a crash or restart
+	StartMigrated   Start = "migrated"    // a predecessor's pins of an older layout or another max_connections, copied entry by entry
+	StartHandedOver Start = "handed_over" // a running predecessor handed its pinned state and listeners over (SIGUSR2)
+)
+
+// Hot upgrade results: the result label of xlb_hot_upgrades_total.
+const (
+	UpgradeOK     = "ok"
+	UpgradeFailed = "failed"
 )
 
 // Environment variables XLB reads.
@@ -88,7 +109,7 @@ const (
 
 // Lifecycles returns every lifecycle state in order (xlb_lifecycle_state
 // exports one series for each).
-func Lifecycles() []Lifecycle { return []Lifecycle{Starting, Running, ShuttingDown} }
+func Lifecycles() []Lifecycle { return []Lifecycle{Starting, Running, HandingOver, ShuttingDown} }
 
 // BackendStates returns every backend state in order of precedence: when
 // two listed backends share a name, the series under that name shows the

@@ -1,0 +1,240 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// Adoption is how Load took the data path (DESIGN §6): with new, empty
+// maps, or with the maps a predecessor pinned under state_dir.
+type Adoption struct {
+	// Start is api.StartFresh (nothing pinned, or pinning unavailable),
+	// api.StartAdopted (pins of this layout and max_connections, taken
+	// as they are) or api.StartMigrated (pins of an older layout or
+	// another max_connections, copied entry by entry into new maps).
+	Start api.Start
+	// FromLayout and FromMaxConnections are the pins' layout version and
+	// flow_table.max_connections; 0 when fresh.
+	FromLayout         uint32
+	FromMaxConnections uint32
+	// OwnerPID is the process that pinned them last.
+	OwnerPID uint32
+	// ShutdownFlag: the pinned config had the shutdown flag set (a
+	// predecessor died in its shutdown window). The next Configure
+	// clears it.
+	ShutdownFlag bool
+	// Pairs is the connection pairs (forward entries) in the adopted or
+	// migrated flow map.
+	Pairs int
+	// Backends maps every backend id that an adopted pair or the pinned
+	// routable set references to its IPv4 address (a pair's from its
+	// recipe; the routable set's where both name one). nil when fresh.
+	Backends map[uint32]netip.Addr
+}
+
+// Adoption reports how Load took the data path.
+func (d *Dataplane) Adoption() Adoption {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a := d.adoption
+	a.Backends = maps.Clone(a.Backends)
+	return a
+}
+
+// loadPlan is what Load does with the pins it found: the maps it takes as
+// they are (CollectionOptions.MapReplacements) and the ones it copies from.
+type loadPlan struct {
+	start        api.Start
+	replacements map[string]*ebpf.Map
+	sources      map[string]*ebpf.Map
+}
+
+// close releases the maps of a plan that was not carried out.
+func (p *loadPlan) close() {
+	for _, m := range p.replacements {
+		m.Close()
+	}
+	for _, m := range p.sources {
+		m.Close()
+	}
+}
+
+// stateMaps lists the maps of spec that are pinned: all but the scratch
+// space, the reaper's slot, the metadata record and the constants.
+func stateMaps(spec *ebpf.CollectionSpec) []string {
+	var out []string
+	for name := range spec.Maps {
+		switch {
+		case strings.HasPrefix(name, "."), name == xlbMapXlbScratch, name == xlbMapXlbReapBatch, name == xlbMapXlbMeta:
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// planLoad decides between adopting, migrating and starting fresh
+// (DESIGN §6), and takes the maps it uses out of pins:
+//   - same layout and max_connections: adopt every map;
+//   - same layout, other max_connections: adopt every map but the flow
+//     map, which is copied into one of the new size;
+//   - older layout: copy every map through the converters.
+//
+// In the first two cases a pinned map that this build's spec does not
+// match is an error (a layout change without a version bump), never a
+// silently re-created empty map (Cilium PR #14469); so is a missing one.
+func (d *Dataplane) planLoad(spec *ebpf.CollectionSpec, pins *pinnedState) (loadPlan, error) {
+	p := loadPlan{start: api.StartFresh, replacements: map[string]*ebpf.Map{}, sources: map[string]*ebpf.Map{}}
+	if pins == nil {
+		return p, d.chooseCloseEvents(spec, nil)
+	}
+	if pins.meta.LayoutVersion < layoutVersion {
+		p.start = api.StartMigrated
+		for name := range pins.maps {
+			p.sources[name] = pins.take(name)
+		}
+		return p, d.chooseCloseEvents(spec, nil)
+	}
+	p.start = api.StartAdopted
+	if pins.meta.MaxConnections != d.maxConnections {
+		p.start = api.StartMigrated
+	}
+	if err := d.chooseCloseEvents(spec, pins.maps[xlbMapXlbCloseRing]); err != nil {
+		return p, err
+	}
+	for _, name := range stateMaps(spec) {
+		m := pins.take(name)
+		if m == nil {
+			p.close()
+			return p, fmt.Errorf("dataplane: state_dir %s: map %s is not pinned (%s) although the metadata record is of this layout (%d): the pins are incomplete, or this build added a map without bumping XLB_LAYOUT_VERSION; the pins are left as they are", pins.dir, name, mapPath(pins.dir, name), layoutVersion)
+		}
+		ms := spec.Maps[name]
+		if name == xlbMapXlbFlows && p.start == api.StartMigrated {
+			ms = ms.Copy()
+			ms.MaxEntries = m.MaxEntries()
+			p.sources[name] = m
+		} else {
+			p.replacements[name] = m
+		}
+		if err := ms.Compatible(m); err != nil {
+			p.close()
+			return p, fmt.Errorf("dataplane: state_dir %s: pinned map %s does not match this build's although both are layout %d (%w): a layout change without a bump of XLB_LAYOUT_VERSION; refusing to re-create it empty. The pins are left as they are", pins.dir, name, layoutVersion, err)
+		}
+	}
+	return p, nil
+}
+
+// adoptPinnedMeta also takes the pinned metadata record over when the maps
+// are adopted as they are, so that the hand-off counts are shared; after a
+// migration the new record replaces it at Pin.
+func adoptPinnedMeta(p *loadPlan, dir string) error {
+	if p.start != api.StartAdopted {
+		return nil
+	}
+	m, err := ebpf.LoadPinnedMap(metaPath(dir), nil)
+	if err != nil {
+		return fmt.Errorf("dataplane: state_dir %s: open %s: %w", dir, metaPath(dir), err)
+	}
+	p.replacements[xlbMapXlbMeta] = m
+	return nil
+}
+
+// takeOver finishes a Load from pins: the migration's first copy, the
+// config as pinned (its shutdown flag cleared at the next Configure), and
+// the Adoption report.
+func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
+	d.adoption = Adoption{Start: p.start}
+	if pins == nil {
+		return nil
+	}
+	from := pins.meta.LayoutVersion
+	if len(p.sources) > 0 {
+		mig, err := newMigration(currentLayout(), from, p.sources, d.mapsByName(), d.featureOn(FeatureBatchOps))
+		if err == nil {
+			if err = mig.copyAll(); err != nil {
+				mig.close()
+			}
+		} else {
+			for _, m := range p.sources {
+				m.Close()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("dataplane: state_dir %s: migrate the pins of layout %d, max_connections %d to layout %d, max_connections %d: %w; the pins are left as they are",
+				pins.dir, from, pins.meta.MaxConnections, layoutVersion, d.maxConnections, err)
+		}
+		d.migration = mig
+	}
+	d.fromPins, d.cfgPending = true, true
+	if err := d.objs.XlbCfg.Lookup(uint32(0), &d.cfg); err != nil {
+		return fmt.Errorf("dataplane: read the pinned config: %w", err)
+	}
+	shutdown := uint32(xlbXlbCfgFlagsXLB_CFG_SHUTDOWN)
+	d.adoption.FromLayout, d.adoption.FromMaxConnections = from, pins.meta.MaxConnections
+	d.adoption.OwnerPID, d.adoption.ShutdownFlag = pins.meta.OwnerPid, d.cfg.Flags&shutdown != 0
+	d.prevCounts = [2]uint64{pins.meta.HotUpgradesOk, pins.meta.HotUpgradesFailed}
+	d.cfg.Flags &^= shutdown
+	return d.countAdopted()
+}
+
+// countAdopted fills Adoption.Pairs and Backends with one pass over the
+// flow map's forward entries and the active routable set.
+func (d *Dataplane) countAdopted() error {
+	ad := &d.adoption
+	ad.Backends = map[uint32]netip.Addr{}
+	w := d.NewFlowWalk(rawChunk)
+	for end := false; !end; {
+		n, e, err := w.Next()
+		if err != nil {
+			return err
+		}
+		end = e
+		for i := range n {
+			if w.Keys[i].Direction() == DirClient {
+				ad.Pairs++
+				ad.Backends[uint32(w.Values[i].BackendId)] = w.Values[i].NewDst().Addr()
+			}
+		}
+	}
+	var set xlbBackendSet
+	if err := d.objs.XlbBackendSets.Lookup(d.cfg.ActiveSet, &set); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("dataplane: read the pinned routable set: %w", err)
+	}
+	for _, e := range set.Entries[:min(set.Count, MaxBackends)] {
+		ad.Backends[e.Id] = addrFromBE32(e.IpBe)
+	}
+	return nil
+}
+
+// syncPinnedConfigLocked runs before this process first writes the config
+// or a routable set on maps it took from pins: the predecessor may have
+// published since Load (a hand-off quiesces it only after Load), so the
+// userspace-only maps are copied again after a migration, and the config
+// is taken as the map holds it (its active routable slot above all), the
+// shutdown flag cleared. Callers hold d.mu.
+func (d *Dataplane) syncPinnedConfigLocked() error {
+	if !d.cfgPending {
+		return nil
+	}
+	if d.migration != nil {
+		if err := d.migration.refresh(); err != nil {
+			return fmt.Errorf("dataplane: copy the config again from the pins: %w", err)
+		}
+	}
+	var pinned xlbXlbConfig
+	if err := d.objs.XlbCfg.Lookup(uint32(0), &pinned); err != nil {
+		return fmt.Errorf("dataplane: read the pinned config: %w", err)
+	}
+	pinned.Flags &^= uint32(xlbXlbCfgFlagsXLB_CFG_SHUTDOWN)
+	d.cfg, d.cfgPending = pinned, false
+	return nil
+}
