@@ -60,7 +60,21 @@ type Options struct {
 	PendingWait time.Duration
 	// InUse reports whether a backend id still owns flows (for id reuse).
 	InUse func(id uint32) bool
+	// Known are backends a predecessor gave ids to (pairs in the adopted
+	// flow map reference them, or they were in its routable set): they
+	// keep their ids, so adopted pairs keep their backend's counters, and
+	// those the provider no longer discovers are departed (shown draining
+	// while pairs reference them).
+	Known []Known
 	Log   logrus.FieldLogger
+}
+
+// Known is a backend a predecessor knew: its data-path id, address and
+// name (the address as text when the name is unknown, after a crash).
+type Known struct {
+	ID   uint32
+	IP   netip.Addr
+	Name string
 }
 
 // Manager runs a provider, resolves what it discovers and publishes the
@@ -77,7 +91,13 @@ type Manager struct {
 	mu        sync.Mutex
 	backends  map[netip.Addr]*Status
 	published []dataplane.BackendRef
-	provErr   error
+	// publishedOnce: a set was published. Until then the data path's set
+	// is unknown (empty when fresh, a predecessor's when adopted): the
+	// first non-empty set is written at once, an empty one only once the
+	// first sync is over (settled), so that an adopted set keeps serving
+	// new connections while neighbours resolve.
+	publishedOnce, settled bool
+	provErr                error
 }
 
 // NewManager wires a provider, a resolver and a publisher.
@@ -94,8 +114,20 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 	if o.Log == nil {
 		o.Log = logrus.StandardLogger()
 	}
-	return &Manager{prov: p, res: r, pub: pub, opts: o, reg: newRegistry(o.InUse),
+	m := &Manager{prov: p, res: r, pub: pub, opts: o, reg: newRegistry(o.InUse),
 		synced: make(chan struct{}), backends: map[netip.Addr]*Status{}}
+	for _, k := range o.Known {
+		if err := m.reg.adopt(k.ID, k.IP); err != nil {
+			o.Log.WithFields(logrus.Fields{"backend": k.Name, "ip": k.IP}).WithError(err).Warn("adopted backend id skipped")
+			continue
+		}
+		name := k.Name
+		if name == "" {
+			name = k.IP.String()
+		}
+		m.backends[k.IP] = &Status{ID: k.ID, Name: name, IP: k.IP, State: Departed}
+	}
+	return m
 }
 
 // Synced is closed once the provider's first set has been resolved (each
@@ -148,7 +180,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		case set := <-updates:
 			m.apply(set)
 			m.resolveAll(ctx, true)
-			m.syncOnce.Do(func() { close(m.synced) })
+			m.syncOnce.Do(func() {
+				m.mu.Lock()
+				m.settled = true
+				m.mu.Unlock()
+				m.publish()
+				close(m.synced)
+			})
 		case <-retry.C:
 			full := time.Since(lastFull) >= m.opts.RecheckInterval
 			if full {
@@ -273,9 +311,10 @@ func (m *Manager) publish() {
 		}
 	}
 	slices.SortFunc(refs, func(a, b dataplane.BackendRef) int { return int(a.ID) - int(b.ID) })
-	same := slices.Equal(refs, m.published) // nil published = the data path's initial empty set
+	same := m.publishedOnce && slices.Equal(refs, m.published)
+	early := !m.publishedOnce && len(refs) == 0 && !m.settled
 	m.mu.Unlock()
-	if same {
+	if same || early {
 		return
 	}
 	if err := m.pub.SetRoutable(refs); err != nil {
@@ -283,7 +322,17 @@ func (m *Manager) publish() {
 		return
 	}
 	m.mu.Lock()
-	m.published = refs
+	m.published, m.publishedOnce = refs, true
 	m.mu.Unlock()
 	m.opts.Log.WithField("routable", len(refs)).Info("routable backend set published")
+}
+
+// Republish writes the routable set to the data path again, even when it
+// did not change: after a failed hot upgrade whose successor may have
+// published its own.
+func (m *Manager) Republish() {
+	m.mu.Lock()
+	m.publishedOnce = false
+	m.mu.Unlock()
+	m.publish()
 }

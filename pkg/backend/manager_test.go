@@ -173,3 +173,40 @@ func TestUnreachableLoggedOnce(t *testing.T) {
 		t.Fatalf("%d warnings after routable and unreachable again, want 2", n)
 	}
 }
+
+// Backends a predecessor knew (hot upgrade, crash adoption) keep their ids:
+// the adopted pairs reference them. One the provider still lists becomes
+// routable under its id; one it no longer lists is departed (shown draining
+// while pairs reference it); a new one gets an id above every adopted one.
+// The first set is published even when it equals what was adopted, since
+// the data path may hold a predecessor's set.
+func TestManagerKeepsAdoptedIDs(t *testing.T) {
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	res := hostnet.NewResolver(l.XLB.Netlink(), l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
+	kept, gone, added := l.Backends[0].IP(), netip.MustParseAddr("192.0.2.98"), l.Backends[1].IP()
+	known := []Known{{ID: 7, IP: kept, Name: "kept"}, {ID: 3, IP: gone}}
+	cfg := []config.Backend{{Name: "kept", IP: kept}, {Name: "added", IP: added}}
+	pub := &recorder{}
+	m := NewManager(NewStatic(cfg), res, pub, Options{Known: known, RetryInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	select {
+	case <-m.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("manager never synced")
+	}
+	want := []dataplane.BackendRef{{ID: 7, IP: kept}, {ID: 8, IP: added}}
+	if got := pub.last(); !slices.Equal(got, want) {
+		t.Fatalf("published %v, want %v", got, want)
+	}
+	var departed *Status
+	for _, s := range m.Snapshot() {
+		if s.IP == gone {
+			departed = &s
+		}
+	}
+	if departed == nil || departed.ID != 3 || departed.State != Departed || departed.Discovered || departed.Name != gone.String() {
+		t.Fatalf("the adopted backend the provider no longer lists: %+v, want departed with id 3, named by its address", departed)
+	}
+}

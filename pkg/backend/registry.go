@@ -49,3 +49,20 @@ func (r *registry) id(ip netip.Addr, current map[netip.Addr]bool) (uint32, error
 	}
 	return 0, fmt.Errorf("all %d backend ids are in use", dataplane.MaxBackends)
 }
+
+// adopt records the id a predecessor gave ip (Options.Known); fresh ids
+// are then handed out above every adopted one.
+func (r *registry) adopt(id uint32, ip netip.Addr) error {
+	if id >= dataplane.MaxBackends {
+		return fmt.Errorf("backend id %d out of range", id)
+	}
+	if have, ok := r.byIP[ip]; ok && have != id {
+		return fmt.Errorf("address already has id %d", have)
+	}
+	if have, ok := r.byID[id]; ok && have != ip {
+		return fmt.Errorf("id %d already belongs to %s", id, have)
+	}
+	r.byIP[ip], r.byID[id] = id, ip
+	r.next = max(r.next, id+1)
+	return nil
+}

@@ -31,8 +31,9 @@ var keyEqual = map[string]func(a, b *Config) bool{
 // Diff returns the sorted top-level YAML keys whose effective
 // values differ between a and b, e.g. ["ports", "provider"]; nil when the
 // configs are equal. A nil config compares as Default(). A running instance
-// applies none of these without a restart (DESIGN §1: the file watcher
-// names them in its "restart required" warning and in the status API).
+// applies none of these until `systemctl reload xlb` (a hot upgrade,
+// DESIGN §6); the file watcher names them in its "reload required"
+// warning and in the status API (DESIGN §1).
 func Diff(a, b *Config) []string {
 	if a == nil {
 		a = Default()

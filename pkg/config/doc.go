@@ -1,6 +1,6 @@
 // Package config is the xlb.yaml schema of DESIGN §1: decoding with
 // defaults, validation, the effective config as YAML (for `xlb check`,
-// DESIGN §2) and the diff of two configs (for the restart-required
+// DESIGN §2) and the diff of two configs (for the reload-required
 // watcher).
 //
 // Parse and Load report every problem at once as Errors, each naming the

@@ -369,7 +369,8 @@ func sharedWhy(snatAuto, listenAuto bool) string {
 }
 
 // stateDir: an absolute path other than "/" (pins are created and removed
-// there).
+// there), whose last element has no dot: it is created on a BPF
+// filesystem (DESIGN §6), which refuses names with one.
 func (v *validator) stateDir() {
 	d := v.c.StateDir
 	switch {
@@ -377,5 +378,7 @@ func (v *validator) stateDir() {
 		v.errorf("state_dir", "must be an absolute path, got %q", d)
 	case d == "/":
 		v.errorf("state_dir", `must not be "/"`)
+	case strings.Contains(filepath.Base(d), "."):
+		v.errorf("state_dir", "%q: its last element must not contain a dot (a BPF filesystem refuses such names)", d)
 	}
 }

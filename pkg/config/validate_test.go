@@ -168,6 +168,7 @@ func TestValidationRules(t *testing.T) {
 		{"state_dir relative", minimal + "state_dir: bpf/xlb\n", `t.yaml:7: state_dir: must be an absolute path, got "bpf/xlb"`},
 		{"state_dir empty", minimal + "state_dir: \"\"\n", `t.yaml:7: state_dir: must be an absolute path, got ""`},
 		{"state_dir root", minimal + "state_dir: /\n", `t.yaml:7: state_dir: must not be "/"`},
+		{"state_dir dot", minimal + "state_dir: /sys/fs/bpf/xlb.old\n", `t.yaml:7: state_dir: "/sys/fs/bpf/xlb.old": its last element must not contain a dot (a BPF filesystem refuses such names)`},
 		{"name empty", minimal + "name: \"\"\n", `t.yaml:7: name: must not be empty`},
 		{"name too long", minimal + "name: " + strings.Repeat("x", 254) + "\n", `t.yaml:7: name: must be at most 253 bytes, got 254`},
 		{"name not a scalar", minimal + "name: {a: b}\n", `t.yaml:7: name: must be a string, got a mapping`},

@@ -11,9 +11,15 @@
 package instance
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -23,6 +29,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // Options shape Start. The zero value is what the daemon runs.
@@ -40,6 +47,37 @@ type Options struct {
 	// (dataplane.Options.RandomSNATCursors), so that packet fixtures can
 	// predict the port a new pair takes.
 	FixedSNATCursors bool
+	// Unpinned pins nothing and adopts nothing (config state_dir is
+	// ignored): packet fixtures and in-process tests, which run instances
+	// side by side.
+	Unpinned bool
+	// Successor is set when this process takes the instance over from a
+	// running predecessor (hot upgrade, DESIGN §6); nil otherwise.
+	Successor *Successor
+}
+
+// Successor is what a hot-upgrade successor's Start gets from its
+// running predecessor.
+type Successor struct {
+	// Lock is the predecessor's instance lock file, inherited as a file
+	// descriptor (hostnet.AdoptLock).
+	Lock *os.File
+	// Quiesce asks the predecessor to stop its backend discovery and
+	// maintenance loop, and returns what it hands over. Start calls it
+	// once the data path is loaded against the pinned maps, before
+	// writing anything the predecessor's program reads: from then on this
+	// process is the only writer.
+	Quiesce func() (Handed, error)
+}
+
+// Handed is what a running predecessor hands its successor besides the
+// pinned state.
+type Handed struct {
+	// Backends are every backend it knew (id, address, name).
+	Backends []backend.Known
+	// HZ is the kernel tick rate it measured (0: none), which the
+	// successor then need not measure again (dataplane.AdoptHZ).
+	HZ int
 }
 
 // Instance is a started XLB instance.
@@ -50,6 +88,7 @@ type Instance struct {
 	Backends *backend.Manager     // discovery and the routable set
 
 	resolver *hostnet.Resolver
+	lock     *hostnet.NetnsLock
 	opts     Options
 	log      logrus.FieldLogger
 	cancel   context.CancelFunc // stops discovery
@@ -57,6 +96,11 @@ type Instance struct {
 	undo     []func() error // run in reverse order by Stop
 	stopOnce sync.Once
 	stopErr  error
+	// adopted: the data path came from a predecessor's pins (crash,
+	// restart or hand-off). A failed start then leaves everything in
+	// place for the next one (Abandon) instead of undoing it: the pinned
+	// program keeps forwarding the adopted connections.
+	adopted bool
 }
 
 // Start brings an instance up to "attached and discovering" in the
@@ -78,7 +122,12 @@ func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) 
 	}
 	in := &Instance{Config: c, opts: o, log: o.Log}
 	if err := in.start(ctx); err != nil {
-		if serr := in.Stop(); serr != nil {
+		if in.adopted || o.Successor != nil {
+			in.log.Warn("start failed after adopting pinned state: leaving the data path attached and the host settings as they are for the next start")
+			if aerr := in.Abandon(); aerr != nil {
+				in.log.WithError(aerr).Error("release after failed start")
+			}
+		} else if serr := in.Stop(); serr != nil {
 			in.log.WithError(serr).Error("cleanup after failed start")
 		}
 		return nil, err
@@ -98,32 +147,73 @@ func (in *Instance) start(ctx context.Context) error {
 	in.Resolved = r
 	in.log.WithFields(logrus.Fields{"listen": r.Listen, "snat": r.SNAT, "interfaces": r.Interfaces}).Info("resolved host settings")
 
-	lock, err := hostnet.LockNetns(in.opts.JournalDir)
+	var lock *hostnet.NetnsLock
+	if in.opts.Successor != nil {
+		lock, err = hostnet.AdoptLock(in.opts.JournalDir, in.opts.Successor.Lock)
+	} else {
+		lock, err = hostnet.LockNetns(in.opts.JournalDir)
+	}
 	if err != nil {
 		return err
 	}
+	in.lock = lock
 	in.undo = append(in.undo, lock.Release)
 	j, err := hostnet.OpenJournal(in.opts.JournalDir)
 	if err != nil {
 		return err
 	}
-	if rec := j.Recovered(); len(rec) > 0 {
+	if rec := j.Recovered(); len(rec) > 0 && in.opts.Successor != nil {
+		in.log.WithField("journal", j.Path()).Info("hand-off: keeping the host settings journal of the running xlb")
+	} else if len(rec) > 0 {
 		in.log.WithFields(logrus.Fields{"changed": rec, "journal": j.Path()}).Warn("the previous xlb in this network namespace did not undo its host settings (it crashed); keeping the original values it recorded, and removing its neighbour entries on stop")
 	}
 
 	// The data path first: its required features are checked (and the
 	// optional ones probed) before anything on the host changes.
-	dp, err := dataplane.Load(dataplane.Options{
+	dpOpts := dataplane.Options{
 		MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: !in.opts.FixedSNATCursors,
 		Disable: in.opts.Disable, StaleXDP: j.XDPPrograms(),
-	})
+	}
+	if !in.opts.Unpinned {
+		// The data path's pinning probe mounts it too; here it is said.
+		if mounted, err := dataplane.EnsureBPFFS(c.StateDir); err == nil && mounted {
+			in.log.WithField("path", filepath.Dir(c.StateDir)).Info("mounted a BPF filesystem for state_dir (none was mounted)")
+		}
+		dpOpts.StateDir = c.StateDir
+		if dpOpts.NetnsCookie, err = hostnet.NetnsCookie(); err != nil {
+			return err
+		}
+	}
+	dp, err := dataplane.Load(dpOpts)
 	if err != nil {
 		return err
 	}
 	in.DP = dp
+	ad := dp.Adoption()
+	in.adopted = ad.Start != api.StartFresh
 	// From here on the host changes; a stop undoes it all. (A failed load
 	// leaves the journal as it was, for the next start.)
 	in.undo = append(in.undo, j.Restore, dp.Close)
+	var handed Handed
+	if in.adopted {
+		in.log.WithFields(logrus.Fields{"state_dir": c.StateDir, "start": ad.Start, "from_layout": ad.FromLayout,
+			"from_max_connections": ad.FromMaxConnections, "previous_owner": ad.OwnerPID}).
+			Infof("adopted %d connection pairs", ad.Pairs)
+		if ad.ShutdownFlag && in.opts.Successor == nil {
+			in.log.Warn("the previous xlb died in its shutdown window: clearing the shutdown flag it left set")
+		}
+	}
+	if in.opts.Successor != nil {
+		// The predecessor stops writing before this process does.
+		if handed, err = in.opts.Successor.Quiesce(); err != nil {
+			return fmt.Errorf("hand-off: the running xlb did not stop its discovery and maintenance: %w", err)
+		}
+		if handed.HZ > 0 {
+			if err := dp.AdoptHZ(handed.HZ); err != nil {
+				in.log.WithError(err).Warn("hand-off: measuring HZ instead")
+			}
+		}
+	}
 
 	if err := hostnet.ReservePorts(j, c.SNAT.PortLo, c.SNAT.PortHi); err != nil {
 		return err
@@ -138,6 +228,9 @@ func (in *Instance) start(ctx context.Context) error {
 	if err := dp.Configure(settings); err != nil {
 		return err
 	}
+	if err := dp.SetShutdown(false); err != nil {
+		return err
+	}
 
 	attached := map[int]string{}
 	for _, ifname := range r.Interfaces {
@@ -148,7 +241,7 @@ func (in *Instance) start(ctx context.Context) error {
 		if a.Fallback != nil {
 			in.log.WithField("interface", ifname).WithError(a.Fallback).Warn("native XDP attach failed; running in generic mode, which is slower (set xdp_mode: native to make this an error)")
 		}
-		in.log.WithFields(logrus.Fields{"interface": ifname, "mode": a.Mode, "via": a.Via}).Info("XDP program attached")
+		in.log.WithFields(logrus.Fields{"interface": ifname, "mode": a.Mode, "via": a.Via, "replaced_in_place": a.Adopted}).Info("XDP program attached")
 		attached[a.Ifindex] = ifname
 		// A program attached through netlink outlives a crash: record it
 		// so the next start can replace it (Options.StaleXDP).
@@ -176,8 +269,26 @@ func (in *Instance) start(ctx context.Context) error {
 	}
 	in.undo = append(in.undo, in.resolver.Cleanup)
 	var prov backend.Provider = backend.NewStatic(c.Provider.Static.Backends)
-	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{Log: in.log.WithField("component", "backends")})
+	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{
+		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends)})
 
+	in.startDiscovery(ctx)
+	select {
+	case <-in.Backends.Synced():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Pins last: only a complete load, attach and first publication is
+	// ever pinned (DESIGN §6).
+	digest, err := configDigest(c)
+	if err != nil {
+		return err
+	}
+	return dp.Pin(dataplane.PinMeta{OwnerPID: uint32(os.Getpid()), ConfigDigest: digest})
+}
+
+// startDiscovery runs the backend manager until StopDiscovery.
+func (in *Instance) startDiscovery(ctx context.Context) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	in.cancel = cancel
 	in.wg.Add(1)
@@ -187,12 +298,70 @@ func (in *Instance) start(ctx context.Context) error {
 			in.log.WithError(err).Error("backend provider stopped")
 		}
 	}()
-	select {
-	case <-in.Backends.Synced():
-	case <-ctx.Done():
-		return ctx.Err()
+}
+
+// known is the backend manager's Options.Known: every backend a running
+// predecessor handed over (ids and names), and every other backend id the
+// adopted pairs reference (after a crash: no names).
+func known(inFlows map[uint32]netip.Addr, handed []backend.Known) []backend.Known {
+	out := slices.Clone(handed)
+	for id, ip := range inFlows {
+		if !slices.ContainsFunc(out, func(k backend.Known) bool { return k.ID == id || k.IP == ip }) {
+			out = append(out, backend.Known{ID: id, IP: ip})
+		}
 	}
+	slices.SortFunc(out, func(a, b backend.Known) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// configDigest is the SHA-256 of the effective config, recorded in the
+// pins' metadata.
+func configDigest(c *config.Config) ([32]byte, error) {
+	b, err := c.Marshal()
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("config digest: %w", err)
+	}
+	return sha256.Sum256(b), nil
+}
+
+// Adopted reports whether the data path came from a predecessor's pins.
+func (in *Instance) Adopted() bool { return in.adopted }
+
+// LockFile is the instance lock's open file, handed to a hot-upgrade
+// successor.
+func (in *Instance) LockFile() *os.File { return in.lock.File() }
+
+// Reclaim takes the data path back after a failed hand-off: the
+// successor may have replaced the program and rewritten the config map
+// before it failed. It points every interface back at this process's
+// program, rewrites its config and routable set, and restarts discovery.
+// The caller restarts its maintenance loop.
+func (in *Instance) Reclaim(ctx context.Context) error {
+	if err := in.DP.Reclaim(); err != nil {
+		return err
+	}
+	in.Backends.Republish()
+	in.startDiscovery(ctx)
 	return nil
+}
+
+// Abandon releases this process's hold on the instance without undoing
+// anything: the program stays attached, the maps and links pinned, the
+// host settings and the journal as they are, the lock file in place. A
+// process that handed over to its successor ends with it, and so does a
+// successor or an adopting start that failed.
+func (in *Instance) Abandon() error {
+	var errs []error
+	in.stopOnce.Do(func() {
+		in.StopDiscovery()
+		if in.DP != nil {
+			errs = append(errs, in.DP.Release())
+		}
+		if in.lock != nil {
+			errs = append(errs, in.lock.Abandon())
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // BackendIDs lists the data-path ids of every backend the instance knows

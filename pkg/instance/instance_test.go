@@ -88,7 +88,7 @@ func start(l *lab.Lab, ctx context.Context, c *config.Config, dir string) (*Inst
 	var in *Instance
 	err := l.XLB.Do(func() error {
 		var err error
-		in, err = Start(ctx, c, Options{Log: quietLog(), JournalDir: dir})
+		in, err = Start(ctx, c, Options{Log: quietLog(), JournalDir: dir, Unpinned: true})
 		return err
 	})
 	return in, err

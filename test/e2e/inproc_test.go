@@ -65,7 +65,7 @@ func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 	var inst *instance.Instance
 	err = l.XLB.Do(func() error {
 		var err error
-		inst, err = instance.Start(context.Background(), cfg, instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable})
+		inst, err = instance.Start(context.Background(), cfg, instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable, Unpinned: true})
 		return err
 	})
 	if err != nil {

@@ -115,7 +115,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 	cfg.Provider = config.Provider{Static: static}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	iopts := instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable, FixedSNATCursors: true}
+	iopts := instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable, FixedSNATCursors: true, Unpinned: true}
 	err = e.Do(func() error {
 		in, err := instance.Start(context.Background(), cfg, iopts)
 		e.Instance = in
