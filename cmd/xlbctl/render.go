@@ -24,7 +24,7 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row := func(k, format string, a ...any) { fmt.Fprintf(t, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
 	row("Name", "%s", orDash(d.Name))
 	row("Version", "%s", version(d))
-	row("Lifecycle", "%s", d.Lifecycle)
+	row("Lifecycle", "%s", lifecycle(d.Lifecycle))
 	row("Readiness", "%s", readiness(d.Readiness))
 	if d.Shutdown != nil {
 		row("Shutdown", "%ds left in the reset window", d.Shutdown.SecondsLeft)
@@ -45,6 +45,7 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Maintenance", "%s", maintenance(d))
 	row("Close events", "%s", closeEvents(d.Maintenance.CloseEvents))
 	row("Config", "%s", config(d.Config))
+	row("Upgrades", "%s", upgrades(d.Upgrades))
 	return t.Flush()
 }
 
@@ -113,6 +114,14 @@ func version(d *api.Document) string {
 	return fmt.Sprintf("%s (%s)", orDash(d.Version), rev)
 }
 
+// lifecycle is the lifecycle word, with what handing_over means.
+func lifecycle(l api.Lifecycle) string {
+	if l == api.HandingOver {
+		return string(l) + " (hot upgrade: a new process is taking over; still serving)"
+	}
+	return string(l)
+}
+
 func readiness(r api.Readiness) string {
 	if r.Ready {
 		return "ready"
@@ -161,6 +170,9 @@ func kernelFeatures(fs []api.Feature) string {
 		s := f.Name + " " + f.State
 		if p := api.Path(f.Path); p != api.PathNotUsed && p != api.PathNotAttached {
 			s += ": " + f.Path
+		}
+		if api.Path(f.Path) == api.PathUnpinned {
+			s += " (a restart or crash loses every connection)"
 		}
 		off = append(off, s)
 	}
@@ -241,8 +253,27 @@ func config(c api.Config) string {
 		return path + ": file missing (running config unchanged)"
 	case c.Invalid != "":
 		return path + ": file invalid (running config unchanged): " + c.Invalid
-	case c.RestartRequired:
-		return fmt.Sprintf("%s: RESTART REQUIRED (changed: %s)", path, strings.Join(c.ChangedKeys, ", "))
+	case c.ReloadRequired:
+		return fmt.Sprintf("%s: RELOAD REQUIRED (changed: %s; systemctl reload xlb applies it)", path, strings.Join(c.ChangedKeys, ", "))
 	}
 	return path + ": up to date"
+}
+
+// upgrades summarises how this process took the data path and the hot
+// upgrades of its pinned state: "handed_over with 29 connection pairs; hot
+// upgrades 3 ok, 1 failed (last failure: ...)", "fresh; hot upgrades 0 ok,
+// 0 failed". "-" from a daemon that does not report it (start "").
+func upgrades(u api.Upgrades) string {
+	if u.Start == "" {
+		return "-"
+	}
+	s := string(u.Start)
+	if u.Start != api.StartFresh {
+		s += fmt.Sprintf(" with %d connection pairs", u.AdoptedPairs)
+	}
+	s += fmt.Sprintf("; hot upgrades %d ok, %d failed", u.OK, u.Failed)
+	if u.LastFailure != "" {
+		s += " (last failure: " + u.LastFailure + ")"
+	}
+	return s
 }

@@ -31,7 +31,7 @@ func recorded(t *testing.T) (*api.Document, []byte) {
 
 // notReady is the recorded document bent into the worst case: shutting
 // down, no sample yet, nothing attached, provider failing, config file
-// invalid, no backends.
+// invalid, no backends, started fresh where nothing could be pinned.
 func notReady(t *testing.T) *api.Document {
 	d, _ := recorded(t)
 	d.Lifecycle = "shutting_down"
@@ -47,6 +47,20 @@ func notReady(t *testing.T) *api.Document {
 	d.Provider = api.Provider{Name: "kubernetes", Healthy: false, Error: "watch endpoints: forbidden"}
 	d.Backends = []api.Backend{}
 	d.Config = api.Config{Path: "/etc/xlb/xlb.yaml", Invalid: "xlb.yaml:7: ports[0].local_port: 0 is out of range 1..65535", ChangedKeys: []string{}}
+	d.Dataplane.Features = append(d.Dataplane.Features, api.Feature{
+		Name: "pinning", State: string(api.FeatureRefused), Detail: "mount bpffs at /sys/fs/bpf: operation not permitted", Path: string(api.PathUnpinned),
+	})
+	d.Upgrades = api.Upgrades{Start: api.StartFresh}
+	return d
+}
+
+// handingOver is the recorded document in the old process of a hot
+// upgrade: still ready and serving, pinned, while the successor starts.
+func handingOver(t *testing.T) *api.Document {
+	d, _ := recorded(t)
+	d.Lifecycle = api.HandingOver
+	d.Dataplane.Features = append(d.Dataplane.Features, api.Feature{Name: "pinning", State: string(api.FeatureAvailable), Path: string(api.PathPinned)})
+	d.Upgrades = api.Upgrades{Start: api.StartAdopted, AdoptedPairs: 250, OK: 5}
 	return d
 }
 
@@ -116,6 +130,7 @@ func TestGolden(t *testing.T) {
 		{"flows_no_sample", func(b *bytes.Buffer) error { return renderFlows(b, notReady(t)) }},
 		{"status_maintenance_failing", func(b *bytes.Buffer) error { return renderStatus(b, maintenanceFailing(t)) }},
 		{"flows_maintenance_failing", func(b *bytes.Buffer) error { return renderFlows(b, maintenanceFailing(t)) }},
+		{"status_handing_over", func(b *bytes.Buffer) error { return renderStatus(b, handingOver(t)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

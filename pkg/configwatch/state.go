@@ -18,21 +18,23 @@ import (
 type State struct {
 	// Path is the config file's path as the daemon was given it.
 	Path string
-	// RestartRequired is true when the file on disk is valid and differs
+	// ReloadRequired is true when the file on disk is valid and differs
 	// from the loaded config; ChangedKeys names the differing top-level
-	// keys (config.Diff).
-	RestartRequired bool
-	ChangedKeys     []string
+	// keys (config.Diff). A reload (SIGUSR2 hand-off, DESIGN §6) applies
+	// it without losing a connection.
+	ReloadRequired bool
+	ChangedKeys    []string
 	// Invalid holds the validation error of the file on disk when it does
-	// not parse (then RestartRequired is false); Missing is true when the
+	// not parse (then ReloadRequired is false); Missing is true when the
 	// file was deleted.
 	Invalid string
 	Missing bool
 }
 
-// applyHint tells the operator how to apply a changed file. Until hot
-// upgrade (DESIGN §6, systemctl reload) exists, only a restart applies it.
-const applyHint = "restart xlb to apply (systemctl restart xlb)"
+// applyHint tells the operator how to apply a changed file: a reload, the
+// SIGUSR2 hand-off to a new process that reads it (DESIGN §6), which keeps
+// every established connection.
+const applyHint = "`systemctl reload xlb` applies it"
 
 // deliver logs and hands on a new state.
 func (w *Watcher) deliver(st State) {
@@ -55,7 +57,7 @@ func (w *Watcher) evaluate() State {
 		st.Invalid = err.Error()
 	default:
 		if keys := config.Diff(w.loaded, onDisk); len(keys) > 0 {
-			st.RestartRequired, st.ChangedKeys = true, keys
+			st.ReloadRequired, st.ChangedKeys = true, keys
 		}
 	}
 	return st
@@ -67,17 +69,17 @@ func (w *Watcher) report(st State) {
 	log := w.log.WithField("path", w.path)
 	switch {
 	case st.Missing:
-		log.Warnf("%s was deleted; the running instance keeps its loaded config; restore the file before restarting xlb", name)
+		log.Warnf("%s was deleted; the running instance keeps its loaded config; restore the file before reloading xlb", name)
 	case st.Invalid != "":
-		log.WithField("error", st.Invalid).Warnf("%s on disk is invalid; the running instance keeps its loaded config; fix the file before restarting xlb", name)
-	case st.RestartRequired:
+		log.WithField("error", st.Invalid).Warnf("%s on disk is invalid; the running instance keeps its loaded config; fix the file before reloading xlb", name)
+	case st.ReloadRequired:
 		log.WithField("changed_keys", st.ChangedKeys).Warnf("%s changed on disk (keys: %s); the running instance keeps its loaded config; %s", name, strings.Join(st.ChangedKeys, ", "), applyHint)
 	default:
-		log.Infof("%s matches the loaded config again; no restart required", name)
+		log.Infof("%s matches the loaded config again; no reload required", name)
 	}
 }
 
 func equal(a, b State) bool {
-	return a.Path == b.Path && a.RestartRequired == b.RestartRequired && a.Invalid == b.Invalid &&
+	return a.Path == b.Path && a.ReloadRequired == b.ReloadRequired && a.Invalid == b.Invalid &&
 		a.Missing == b.Missing && slices.Equal(a.ChangedKeys, b.ChangedKeys)
 }

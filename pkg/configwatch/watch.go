@@ -1,9 +1,10 @@
 // Package configwatch notices changes to xlb.yaml on disk and reports them
 // without changing the running instance (DESIGN §1, last paragraph): a
-// valid file that differs from the loaded config is
-// "restart required" with the changed top-level keys, an invalid file is
-// reported as invalid (not as restart-required), a deleted file as missing,
-// and a file that matches the loaded config again clears the state.
+// valid file that differs from the loaded config is "reload required" with
+// the changed top-level keys (`systemctl reload xlb`, the SIGUSR2 hand-off
+// of DESIGN §6, applies it), an invalid file is reported as invalid (not
+// as reload-required), a deleted file as missing, and a file that matches
+// the loaded config again clears the state.
 package configwatch
 
 import (

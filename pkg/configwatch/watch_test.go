@@ -159,16 +159,16 @@ func renameOver(t *testing.T, path, content string) {
 	}
 }
 
-func wantRestart(t *testing.T, st State, keys ...string) {
+func wantReload(t *testing.T, st State, keys ...string) {
 	t.Helper()
-	if !st.RestartRequired || !slices.Equal(st.ChangedKeys, keys) || st.Invalid != "" || st.Missing {
-		t.Errorf("state %+v, want restart required with keys %v", st, keys)
+	if !st.ReloadRequired || !slices.Equal(st.ChangedKeys, keys) || st.Invalid != "" || st.Missing {
+		t.Errorf("state %+v, want reload required with keys %v", st, keys)
 	}
 }
 
 func wantClean(t *testing.T, st State) {
 	t.Helper()
-	if st.RestartRequired || len(st.ChangedKeys) != 0 || st.Invalid != "" || st.Missing {
+	if st.ReloadRequired || len(st.ChangedKeys) != 0 || st.Invalid != "" || st.Missing {
 		t.Errorf("state %+v, want clean", st)
 	}
 }
@@ -176,8 +176,8 @@ func wantClean(t *testing.T, st State) {
 func TestEditInPlace(t *testing.T) {
 	h := start(t)
 	writeInPlace(t, h.path, portsChanged)
-	wantRestart(t, h.next(), "ports")
-	e := h.logged(logrus.WarnLevel, "xlb.yaml changed on disk (keys: ports)", "running instance keeps its loaded config", "restart xlb")
+	wantReload(t, h.next(), "ports")
+	e := h.logged(logrus.WarnLevel, "xlb.yaml changed on disk (keys: ports)", "running instance keeps its loaded config", "`systemctl reload xlb` applies it")
 	if got := e.Data["changed_keys"]; !slices.Equal(got.([]string), []string{"ports"}) {
 		t.Errorf("changed_keys field %v", got)
 	}
@@ -186,23 +186,23 @@ func TestEditInPlace(t *testing.T) {
 func TestRenameOver(t *testing.T) {
 	h := start(t)
 	renameOver(t, h.path, twoKeysChanged)
-	wantRestart(t, h.next(), "ports", "provider")
-	h.logged(logrus.WarnLevel, "xlb.yaml changed on disk (keys: ports, provider)", "restart xlb")
+	wantReload(t, h.next(), "ports", "provider")
+	h.logged(logrus.WarnLevel, "xlb.yaml changed on disk (keys: ports, provider)", "`systemctl reload xlb` applies it")
 	// The watch survives the rename: a second replacement is seen too.
 	renameOver(t, h.path, portsChanged)
-	wantRestart(t, h.next(), "ports")
+	wantReload(t, h.next(), "ports")
 	h.logged(logrus.WarnLevel, "(keys: ports)")
 }
 
 func TestRevertClears(t *testing.T) {
 	h := start(t)
 	writeInPlace(t, h.path, portsChanged)
-	wantRestart(t, h.next(), "ports")
+	wantReload(t, h.next(), "ports")
 	h.logged(logrus.WarnLevel, "changed on disk")
 	// Written differently but equal in effect counts as reverted.
 	renameOver(t, h.path, sameButReformatted)
 	wantClean(t, h.next())
-	h.logged(logrus.InfoLevel, "xlb.yaml matches the loaded config again; no restart required")
+	h.logged(logrus.InfoLevel, "xlb.yaml matches the loaded config again; no reload required")
 }
 
 func TestDeleteAndRecreate(t *testing.T) {
@@ -211,33 +211,33 @@ func TestDeleteAndRecreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := h.next()
-	if !st.Missing || st.RestartRequired || st.Invalid != "" {
+	if !st.Missing || st.ReloadRequired || st.Invalid != "" {
 		t.Errorf("state %+v, want missing", st)
 	}
 	h.logged(logrus.WarnLevel, "xlb.yaml was deleted", "running instance keeps its loaded config")
 	// Recreation is handled like any other change.
 	writeInPlace(t, h.path, portsChanged)
-	wantRestart(t, h.next(), "ports")
+	wantReload(t, h.next(), "ports")
 	h.logged(logrus.WarnLevel, "(keys: ports)")
 	writeInPlace(t, h.path, original)
 	wantClean(t, h.next())
 	h.logged(logrus.InfoLevel, "matches the loaded config again")
 }
 
-func TestInvalidIsNotRestartRequired(t *testing.T) {
+func TestInvalidIsNotReloadRequired(t *testing.T) {
 	h := start(t)
 	writeInPlace(t, h.path, invalid)
 	st := h.next()
-	if st.RestartRequired || len(st.ChangedKeys) != 0 || st.Missing || !strings.Contains(st.Invalid, "shutdown_timout") {
+	if st.ReloadRequired || len(st.ChangedKeys) != 0 || st.Missing || !strings.Contains(st.Invalid, "shutdown_timout") {
 		t.Errorf("state %+v, want invalid naming the unknown field", st)
 	}
 	e := h.logged(logrus.WarnLevel, "xlb.yaml on disk is invalid", "running instance keeps its loaded config")
 	if msg, _ := e.Data["error"].(string); !strings.Contains(msg, "xlb.yaml:9") || !strings.Contains(msg, "shutdown_timout") {
 		t.Errorf("error field %q lacks the file, line and field", msg)
 	}
-	// Fixed, but different from the loaded config: restart required.
+	// Fixed, but different from the loaded config: reload required.
 	writeInPlace(t, h.path, portsChanged)
-	wantRestart(t, h.next(), "ports")
+	wantReload(t, h.next(), "ports")
 	h.logged(logrus.WarnLevel, "(keys: ports)")
 }
 
@@ -246,7 +246,7 @@ func TestInvalidIsNotRestartRequired(t *testing.T) {
 func TestNoRepeats(t *testing.T) {
 	h := start(t)
 	writeInPlace(t, h.path, portsChanged)
-	wantRestart(t, h.next(), "ports")
+	wantReload(t, h.next(), "ports")
 	h.logged(logrus.WarnLevel, "(keys: ports)")
 	for range 3 {
 		writeInPlace(t, h.path, portsChanged)
@@ -255,7 +255,7 @@ func TestNoRepeats(t *testing.T) {
 	renameOver(t, h.path, portsChanged)
 	time.Sleep(2 * Debounce)
 	writeInPlace(t, h.path, twoKeysChanged)
-	wantRestart(t, h.next(), "ports", "provider")
+	wantReload(t, h.next(), "ports", "provider")
 	h.logged(logrus.WarnLevel, "(keys: ports, provider)")
 }
 
@@ -278,7 +278,7 @@ func TestChangeBeforeWatchStarted(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	select {
 	case st := <-states:
-		wantRestart(t, st, "ports")
+		wantReload(t, st, "ports")
 	case <-time.After(wait):
 		t.Fatal("no state delivered")
 	}
@@ -315,6 +315,6 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "..v1")); err != nil {
 		t.Fatal(err)
 	}
-	wantRestart(t, h.next(), "ports")
+	wantReload(t, h.next(), "ports")
 	h.logged(logrus.WarnLevel, "xlb.yaml changed on disk (keys: ports)")
 }

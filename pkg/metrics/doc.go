@@ -48,6 +48,14 @@
 //     FIN/RST packets on lone entries plus the reaper's count of lone
 //     entries it removed (maintenance.Sample.InvariantRepairs), both since
 //     the flow map was created.
+//   - Hot upgrades (DESIGN §6) come from Snapshot.Upgrades, which the
+//     instance publishes from its first snapshot:
+//     xlb_hot_upgrades_total{result="ok|failed"} (hand-offs since the
+//     pinned state was created; the count lives in its metadata record, so
+//     it continues across hand-offs and crashes, and both series are
+//     exported from the first snapshot on, 0 before any hand-off) and
+//     xlb_adopted_connection_pairs (pairs found in the pinned flow map
+//     when this process started, 0 for a fresh start).
 //   - xlb_scrape_collector_success{collector} is 1 for each collector that
 //     exported its series from the snapshot and 0 for one whose source the
 //     snapshot records as unreadable (only the data-path counters can be:
@@ -61,7 +69,8 @@
 // snapshot is published but before the first maintenance sample, what the
 // instance already knows is exported (xlb_service_info,
 // xlb_lifecycle_state, xlb_ready, xlb_xdp_attached, xlb_config_*,
-// xlb_backends and xlb_backend_state); the sample-derived series and the
+// xlb_hot_upgrades_total, xlb_adopted_connection_pairs, xlb_backends and
+// xlb_backend_state); the sample-derived series and the
 // data-path counters, which the first cycle reads, are absent rather than
 // zero, so a dashboard does not mistake "not measured yet" for "no
 // connections".

@@ -75,7 +75,7 @@ var liveCounters = dataplane.Counters{
 // fixtureSnapshot is a running instance with three listed backends:
 // backend-1 routable, backend-2 discovered but unreachable, backend-3 left
 // discovery and still owns pairs (draining); backend-4 left and is idle,
-// so it is not listed.
+// so it is not listed. It adopted a crashed predecessor's pinned state.
 func fixtureSnapshot() *snapshot.Snapshot {
 	ip := netip.MustParseAddr
 	counters := liveCounters
@@ -102,7 +102,9 @@ func fixtureSnapshot() *snapshot.Snapshot {
 			{ID: 2, Name: "backend-3", IP: ip("198.51.100.13"), State: backend.Departed},
 			{ID: 3, Name: "backend-4", IP: ip("198.51.100.14"), State: backend.Departed},
 		},
-		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports"}},
+		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", ReloadRequired: true, ChangedKeys: []string{"ports"}},
+		// Adopted after a crash; values distinct from every other series.
+		Upgrades: snapshot.Upgrades{OK: 91, Failed: 92, Start: api.StartAdopted, AdoptedPairs: 93, LastFailure: "successor exited with status 1"},
 	}
 }
 

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,26 +12,31 @@ import (
 )
 
 // instanceCollector exports what the instance is and how it is set up:
-// build, service name, lifecycle, readiness, XDP attachments and the
-// config watcher's findings (DESIGN §1 last paragraph, §3, §4).
+// build, service name, lifecycle, readiness, XDP attachments, the config
+// watcher's findings and how the process took the data path (hot upgrades
+// and adopted pairs, snapshot.Upgrades) (DESIGN §1 last paragraph, §3, §4,
+// §6).
 type instanceCollector struct {
 	descs
 	now func() time.Time
 
-	buildInfo, serviceInfo, lifecycle, ready   *prometheus.Desc
-	attached                                   *prometheus.Desc
-	restartRequired, configInvalid, configGone *prometheus.Desc
+	buildInfo, serviceInfo, lifecycle, ready  *prometheus.Desc
+	attached                                  *prometheus.Desc
+	reloadRequired, configInvalid, configGone *prometheus.Desc
+	hotUpgrades, adoptedPairs                 *prometheus.Desc
 }
 
 func newInstanceCollector(now func() time.Time) *instanceCollector {
 	c := &instanceCollector{now: now}
 	c.buildInfo = c.add("xlb_build_info", "A metric with a constant '1' value labeled by the version and VCS revision xlb was built from.", "version", "revision")
 	c.serviceInfo = c.add("xlb_service_info", "A metric with a constant '1' value labeled by the service name from xlb.yaml (name).", "name")
-	c.lifecycle = c.add("xlb_lifecycle_state", "Lifecycle state of the instance: 1 for the current state (starting, running, shutting_down), 0 for the others.", "state")
+	c.lifecycle = c.add("xlb_lifecycle_state", "Lifecycle state of the instance: 1 for the current state ("+lifecycleNames()+"), 0 for the others.", "state")
 	c.ready = c.add("xlb_ready", "1 when /readyz answers 200, 0 otherwise (the reason is in /readyz and the status API).")
-	c.restartRequired = c.add("xlb_config_restart_required", "1 when the config file on disk is valid and differs from the loaded config; the running instance applies it only after a restart.")
+	c.reloadRequired = c.add("xlb_config_reload_required", "1 when the config file on disk is valid and differs from the loaded config; systemctl reload xlb (a hot upgrade) applies it, no connection is lost.")
 	c.configInvalid = c.add("xlb_config_file_invalid", "1 when the config file on disk fails validation; the running instance keeps its loaded config.")
 	c.configGone = c.add("xlb_config_file_missing", "1 when the config file was deleted; the running instance keeps its loaded config.")
+	c.hotUpgrades = c.add("xlb_hot_upgrades_total", "Hot upgrades (SIGUSR2 hand-offs: systemctl reload xlb) by result: ok when a new process took over, failed when it did not and the old one kept serving. Counted since the pinned state was created, across hand-offs and crashes; a stop with SIGTERM removes the pins and starts the count anew.", "result")
+	c.adoptedPairs = c.add("xlb_adopted_connection_pairs", "Connection pairs found in the pinned flow map when this process started (handed over, or adopted after a crash or restart); 0 for a fresh start.")
 	c.attached = c.add("xlb_xdp_attached", "A metric with a constant '1' value for each interface the XDP program is attached to, labeled by the attach mode in use (native or generic).", "interface", "mode")
 	return c
 }
@@ -50,8 +56,20 @@ func (c *instanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	for _, a := range s.Attached {
 		gauge(ch, c.attached, 1, a.Interface, string(a.Mode))
 	}
-	gauge(ch, c.restartRequired, boolValue(s.Config.RestartRequired))
+	gauge(ch, c.reloadRequired, boolValue(s.Config.ReloadRequired))
 	gauge(ch, c.configInvalid, boolValue(s.Config.Invalid != ""))
 	gauge(ch, c.configGone, boolValue(s.Config.Missing))
+	counter(ch, c.hotUpgrades, s.Upgrades.OK, api.UpgradeOK)
+	counter(ch, c.hotUpgrades, s.Upgrades.Failed, api.UpgradeFailed)
+	gauge(ch, c.adoptedPairs, float64(s.Upgrades.AdoptedPairs))
 	return nil
+}
+
+// lifecycleNames lists the lifecycle states for xlb_lifecycle_state's help.
+func lifecycleNames() string {
+	names := make([]string, 0, len(api.Lifecycles()))
+	for _, l := range api.Lifecycles() {
+		names = append(names, string(l))
+	}
+	return strings.Join(names, ", ")
 }

@@ -42,7 +42,7 @@ var designMetrics = []struct {
 	{"xlb_snat_port_exhausted_total", dto.MetricType_COUNTER, nil},
 	{"xlb_xdp_attached", dto.MetricType_GAUGE, []string{"interface", "mode"}},
 	{"xlb_shutdown_resets_total", dto.MetricType_COUNTER, nil},
-	{"xlb_config_restart_required", dto.MetricType_GAUGE, nil},
+	{"xlb_config_reload_required", dto.MetricType_GAUGE, nil},
 	{"xlb_maintenance_duration_seconds", dto.MetricType_HISTOGRAM, nil},
 	{"xlb_maintenance_errors_total", dto.MetricType_COUNTER, nil},
 	{"xlb_maintenance_failing", dto.MetricType_GAUGE, nil},
@@ -52,6 +52,9 @@ var designMetrics = []struct {
 	{"xlb_close_events_lost_total", dto.MetricType_COUNTER, nil},
 	{"xlb_maintenance_walk_passes_total", dto.MetricType_COUNTER, nil},
 	{"xlb_maintenance_timewait_scheduled", dto.MetricType_GAUGE, nil},
+	// Hot upgrades (DESIGN §6).
+	{"xlb_hot_upgrades_total", dto.MetricType_COUNTER, []string{"result"}},
+	{"xlb_adopted_connection_pairs", dto.MetricType_GAUGE, nil},
 }
 
 func TestScrapeHasEveryDesignMetric(t *testing.T) {
@@ -92,6 +95,8 @@ func TestScrapeHasEveryDesignMetric(t *testing.T) {
 	}{
 		{"xlb_backends", "state", []string{"discovered", "routable", "draining"}},
 		{"xlb_xdp_actions_total", "action", []string{"aborted", "drop", "pass", "tx", "redirect"}},
+		{"xlb_hot_upgrades_total", "result", []string{"ok", "failed"}},
+		{"xlb_lifecycle_state", "state", []string{"starting", "running", "handing_over", "shutting_down"}},
 	} {
 		for _, v := range c.values {
 			if _, ok := find(fams, c.name, map[string]string{c.label: v}); !ok {
@@ -187,13 +192,18 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_service_info", L{"name": "web-lb"}, 1)
 	check("xlb_xdp_attached", L{"interface": "eth0", "mode": "native"}, 1)
 	check("xlb_xdp_attached", L{"interface": "eth1", "mode": "generic"}, 1)
-	check("xlb_config_restart_required", nil, 1)
+	check("xlb_config_reload_required", nil, 1)
 	check("xlb_config_file_invalid", nil, 0)
 	check("xlb_config_file_missing", nil, 0)
 	check("xlb_ready", nil, 1)
 	check("xlb_lifecycle_state", L{"state": "running"}, 1)
 	check("xlb_lifecycle_state", L{"state": "starting"}, 0)
+	check("xlb_lifecycle_state", L{"state": "handing_over"}, 0)
 	check("xlb_lifecycle_state", L{"state": "shutting_down"}, 0)
+	// Hot upgrades (snapshot.Upgrades).
+	check("xlb_hot_upgrades_total", L{"result": "ok"}, float64(snap.Upgrades.OK))
+	check("xlb_hot_upgrades_total", L{"result": "failed"}, float64(snap.Upgrades.Failed))
+	check("xlb_adopted_connection_pairs", nil, float64(snap.Upgrades.AdoptedPairs))
 }
 
 // TestExpositionText pins the exact text of a few families, help included.

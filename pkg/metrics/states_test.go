@@ -48,7 +48,7 @@ func TestBeforeFirstSample(t *testing.T) {
 		want   float64
 	}{
 		{"xlb_xdp_attached", L{"interface": "eth0", "mode": "native"}, 1},
-		{"xlb_config_restart_required", nil, 0},
+		{"xlb_config_reload_required", nil, 0},
 		{"xlb_ready", nil, 0},
 		{"xlb_lifecycle_state", L{"state": "starting"}, 1},
 		{"xlb_backends", L{"state": "routable"}, 1},

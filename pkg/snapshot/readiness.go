@@ -52,6 +52,9 @@ func (s *Snapshot) Routable() int {
 // Readiness decides /readyz: ready, or the first reason that applies in
 // this order: shutting_down, starting, awaiting_dataplane_sample,
 // dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends.
+// An instance handing over (hot upgrade) is still serving, so it stays
+// ready; its maintenance loop is stopped on purpose meanwhile, so its
+// samples are not judged stale.
 //
 // Failing maintenance cycles do not make the instance unready: the data
 // path forwards every packet without the loop, which only cleans up pairs
@@ -65,11 +68,11 @@ func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
 	switch {
 	case s.Lifecycle == api.ShuttingDown:
 		return false, api.ReasonShuttingDown
-	case s.Lifecycle != api.Running:
+	case s.Lifecycle != api.Running && s.Lifecycle != api.HandingOver:
 		return false, api.ReasonStarting
 	case s.Sample == nil:
 		return false, api.ReasonAwaitingDataplaneSample
-	case s.SampleStale(now):
+	case s.Lifecycle == api.Running && s.SampleStale(now):
 		return false, api.ReasonDataplaneSampleStale
 	case s.ProviderError != "":
 		return false, api.ReasonBackendProviderUnhealthy

@@ -66,6 +66,27 @@ type Snapshot struct {
 	Backends      []backend.Status
 
 	Config configwatch.State
+
+	// Upgrades is how this process came to own the data path and how the
+	// hot upgrades (SIGUSR2 hand-offs) of its pinned state went.
+	Upgrades Upgrades
+}
+
+// Upgrades describes the pinned state's hand-offs (DESIGN §6).
+type Upgrades struct {
+	// OK and Failed count hand-offs since the pinned state was created
+	// (they live in its metadata record, so they survive hand-offs and
+	// crashes; a stop with SIGTERM removes them with the pins).
+	OK, Failed uint64
+	// Start is how this process took the data path: api.StartFresh,
+	// StartAdopted, StartMigrated or StartHandedOver.
+	Start api.Start
+	// AdoptedPairs are the connection pairs found in the pinned flow map
+	// at start (0 when fresh).
+	AdoptedPairs int
+	// LastFailure is why the latest failed hand-off failed, as this
+	// process saw it ("" when none failed since it started).
+	LastFailure string
 }
 
 // Source is the read side of a Store: what status and metrics get, so

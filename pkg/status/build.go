@@ -35,11 +35,18 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError},
 		Backends:          buildBackends(s),
 		Config: api.Config{
-			Path:            s.Config.Path,
-			RestartRequired: s.Config.RestartRequired,
-			ChangedKeys:     append([]string{}, s.Config.ChangedKeys...),
-			Invalid:         s.Config.Invalid,
-			Missing:         s.Config.Missing,
+			Path:           s.Config.Path,
+			ReloadRequired: s.Config.ReloadRequired,
+			ChangedKeys:    append([]string{}, s.Config.ChangedKeys...),
+			Invalid:        s.Config.Invalid,
+			Missing:        s.Config.Missing,
+		},
+		Upgrades: api.Upgrades{
+			Start:        s.Upgrades.Start,
+			AdoptedPairs: s.Upgrades.AdoptedPairs,
+			OK:           s.Upgrades.OK,
+			Failed:       s.Upgrades.Failed,
+			LastFailure:  s.Upgrades.LastFailure,
 		},
 	}
 	if !s.StartedAt.IsZero() {

@@ -20,6 +20,7 @@ var fixedNow = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
 // fixture is a running instance with 3 routable backends, one draining
 // (departed, pairs left), one unreachable and one departed without pairs
 // (omitted from the document). Per-backend counts add up to the totals.
+// It took the data path over in a hot upgrade.
 func fixture() *snapshot.Snapshot {
 	ip := netip.MustParseAddr
 	s := &snapshot.Snapshot{
@@ -90,7 +91,13 @@ func fixture() *snapshot.Snapshot {
 			{ID: 5, Name: "backend-5", IP: ip("198.51.100.15"), State: backend.Unreachable, Reason: "no route to 198.51.100.15", Discovered: true},
 			{ID: 6, Name: "backend-gone", IP: ip("198.51.100.16"), State: backend.Departed},
 		},
-		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", RestartRequired: true, ChangedKeys: []string{"ports", "provider"}},
+		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", ReloadRequired: true, ChangedKeys: []string{"ports", "provider"}},
+		// Handed over by a predecessor with 29 pairs in the flow map;
+		// since then one hand-off of its own failed.
+		Upgrades: snapshot.Upgrades{
+			OK: 3, Failed: 1, Start: api.StartHandedOver, AdoptedPairs: 29,
+			LastFailure: "new process exited with status 1: config: xlb.yaml:4: unknown field \"prots\"",
+		},
 	}
 	// The daemon publishes the counters each sample read with it
 	// (Snapshot.AddSample).

@@ -1,9 +1,11 @@
 package status
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -54,4 +56,21 @@ func do(t *testing.T, ts *httptest.Server, method, path string, auth ...string) 
 		t.Fatal(err)
 	}
 	return response{res.StatusCode, res.Header, string(b)}
+}
+
+// wantServed serves snap (nil: nothing published) and checks the JSON
+// values at the given paths (lookup's syntax) of /api/v1/status; name
+// prefixes the errors.
+func wantServed(t *testing.T, name string, snap *snapshot.Snapshot, want map[string]any) {
+	t.Helper()
+	ts := newTestServer(t, snap, "", "")
+	var v any
+	if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &v); err != nil {
+		t.Fatal(err)
+	}
+	for path, w := range want {
+		if got, ok := lookup(v, path); !ok || !reflect.DeepEqual(got, w) {
+			t.Errorf("%s: %s = %v (present %v), want %v", name, path, got, ok, w)
+		}
+	}
 }

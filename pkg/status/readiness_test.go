@@ -44,6 +44,19 @@ func TestReadyz(t *testing.T) {
 			smp.Maintenance = maintenance.Maintenance{Errors: 5, ConsecutiveFailures: 5, FailingSince: fixedNow.Add(-11 * time.Second), LastError: "maintenance: read clock: EPERM"}
 			s.Sample = &smp
 		}), "dataplane_sample_stale"},
+		// A hand-off (SIGUSR2) keeps the old process ready; its maintenance
+		// loop is stopped on purpose, so an aging sample is not stale.
+		{"handing over", clone(func(s *snapshot.Snapshot) { s.Lifecycle = api.HandingOver }), ""},
+		{"handing over, maintenance stopped", clone(func(s *snapshot.Snapshot) {
+			s.Lifecycle = api.HandingOver
+			smp := *s.Sample
+			smp.Time = fixedNow.Add(-20 * time.Second)
+			s.Sample = &smp
+		}), ""},
+		{"handing over, provider unhealthy", clone(func(s *snapshot.Snapshot) {
+			s.Lifecycle = api.HandingOver
+			s.ProviderError = "kubernetes: watch: forbidden"
+		}), "backend_provider_unhealthy"},
 		{"provider unhealthy", clone(func(s *snapshot.Snapshot) { s.ProviderError = "kubernetes: watch: forbidden" }), "backend_provider_unhealthy"},
 		{"no routable backends", clone(func(s *snapshot.Snapshot) {
 			bs := append([]backend.Status{}, s.Backends...)

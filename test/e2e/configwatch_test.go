@@ -17,9 +17,10 @@ import (
 )
 
 // Editing, replacing or deleting xlb.yaml never changes the running
-// instance: XLB logs one warning naming the changed keys, and the status
-// API shows it until the file is reverted. An invalid file is reported as
-// invalid, not as restart-required.
+// instance: XLB logs one warning naming the changed keys and saying that
+// `systemctl reload xlb` applies them, and the status API shows it
+// until the file is reverted. An invalid file is reported as
+// invalid, not as reload-required.
 func TestConfigWatch(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	orig := labConfig(l, "")
@@ -40,18 +41,21 @@ func TestConfigWatch(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	clean := func(c api.Config) bool { return !c.RestartRequired && c.Invalid == "" && !c.Missing }
+	clean := func(c api.Config) bool { return !c.ReloadRequired && c.Invalid == "" && !c.Missing }
 
 	// edit in place: a new port mapping
 	edited := strings.Replace(orig, "ports:\n", "ports:\n  - local_port: 81\n    remote_port: 8080\n", 1)
 	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := waitConfig("edit in place", func(c api.Config) bool { return c.RestartRequired })
+	c := waitConfig("edit in place", func(c api.Config) bool { return c.ReloadRequired })
 	if !slices.Equal(c.ChangedKeys, []string{"ports"}) {
 		t.Fatalf("changed keys %v, want [ports]", c.ChangedKeys)
 	}
 	if err := p.WaitLog("keys: ports", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitLog("`systemctl reload xlb` applies it", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// the running instance did not change: 80 is balanced, 81 is not
@@ -79,17 +83,17 @@ func TestConfigWatch(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	c = waitConfig("rename-over", func(c api.Config) bool { return c.RestartRequired })
+	c = waitConfig("rename-over", func(c api.Config) bool { return c.ReloadRequired })
 	if !slices.Equal(c.ChangedKeys, []string{"name"}) {
 		t.Fatalf("changed keys %v, want [name]", c.ChangedKeys)
 	}
 
-	// an invalid file is invalid, not restart-required
+	// an invalid file is invalid, not reload-required
 	if err := os.WriteFile(path, []byte(orig+"bogus_field: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c = waitConfig("invalid", func(c api.Config) bool { return c.Invalid != "" })
-	if c.RestartRequired || !strings.Contains(c.Invalid, "bogus_field") {
+	if c.ReloadRequired || !strings.Contains(c.Invalid, "bogus_field") {
 		t.Fatalf("invalid file reported as %+v", c)
 	}
 

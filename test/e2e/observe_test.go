@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -28,7 +29,7 @@ func nsClient(h *lab.Host) *http.Client {
 }
 
 // get fetches url from inside h, with Basic auth when user is set.
-func get(t *testing.T, h *lab.Host, url, user, pass string) (int, http.Header, string) {
+func get(t testing.TB, h *lab.Host, url, user, pass string) (int, http.Header, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	if user != "" {
@@ -45,7 +46,7 @@ func get(t *testing.T, h *lab.Host, url, user, pass string) (int, http.Header, s
 
 const adminURL = "http://127.0.0.1:9090"
 
-func statusDoc(t *testing.T, l *lab.Lab) api.Document {
+func statusDoc(t testing.TB, l *lab.Lab) api.Document {
 	t.Helper()
 	code, hdr, body := get(t, l.XLB, adminURL+"/api/v1/status", "", "")
 	if code != 200 {
@@ -59,6 +60,48 @@ func statusDoc(t *testing.T, l *lab.Lab) api.Document {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// scrape fetches the metrics listener's page from inside the XLB
+// namespace and parses it.
+func scrape(t testing.TB, l *lab.Lab) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, _, body := get(t, l.XLB, "http://192.0.2.10:9642/metrics", "", "")
+	if code != 200 {
+		t.Fatalf("metrics %d", code)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// metricValue is the value of the first series of name whose labels
+// include labels (a counter's or a gauge's).
+func metricValue(t testing.TB, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("metric %s missing", name)
+	}
+	for _, m := range f.GetMetric() {
+		match := true
+		for _, lp := range m.GetLabel() {
+			if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+				match = false
+			}
+		}
+		if match {
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("%s%v not found", name, labels)
+	return 0
 }
 
 // The status API and the metrics describe a running daemon field by field.
@@ -115,20 +158,14 @@ func TestStatusAndMetrics(t *testing.T) {
 			t.Fatalf("backend %d: %+v", i, b)
 		}
 	}
-	if d.Config.RestartRequired || len(d.Config.ChangedKeys) != 0 || d.Config.Path != p.Config {
+	if d.Config.ReloadRequired || len(d.Config.ChangedKeys) != 0 || d.Config.Path != p.Config {
 		t.Fatalf("config %+v", d.Config)
 	}
+	if u := d.Upgrades; u.Start != api.StartFresh || u.AdoptedPairs != 0 || u.OK != 0 || u.Failed != 0 || u.LastFailure != "" {
+		t.Fatalf("upgrades %+v, want a fresh start", u)
+	}
 
-	// metrics, scraped on the metrics listener from inside the namespace
-	code, _, body := get(t, l.XLB, "http://192.0.2.10:9642/metrics", "", "")
-	if code != 200 {
-		t.Fatalf("metrics %d", code)
-	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := scrape(t, l)
 	want := map[string][]string{ // DESIGN §4: name -> label names
 		"xlb_build_info": {"revision", "version"}, "xlb_connections_active": nil, "xlb_connections_timewait": nil,
 		"xlb_connections_opened_total": nil, "xlb_connections_closed_total": {"initiator", "reason"},
@@ -138,7 +175,8 @@ func TestStatusAndMetrics(t *testing.T) {
 		"xlb_backend_sent_packets_total": {"backend"}, "xlb_backend_received_packets_total": {"backend"},
 		"xlb_flow_map_entries": nil, "xlb_flow_map_capacity": nil, "xlb_flow_pair_invariant_violations_total": nil,
 		"xlb_snat_port_exhausted_total": nil, "xlb_xdp_attached": {"interface", "mode"}, "xlb_shutdown_resets_total": nil,
-		"xlb_config_restart_required": nil, "xlb_maintenance_duration_seconds": nil, "xlb_xdp_actions_total": {"action"},
+		"xlb_config_reload_required": nil, "xlb_maintenance_duration_seconds": nil, "xlb_xdp_actions_total": {"action"},
+		"xlb_hot_upgrades_total": {"result"}, "xlb_adopted_connection_pairs": nil,
 	}
 	for name, labels := range want {
 		f, ok := fams[name]
@@ -156,34 +194,21 @@ func TestStatusAndMetrics(t *testing.T) {
 			}
 		}
 	}
-	value := func(name string, labels map[string]string) float64 {
-		for _, m := range fams[name].GetMetric() {
-			match := true
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					match = false
-				}
-			}
-			if match {
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-		t.Fatalf("%s%v not found", name, labels)
-		return 0
-	}
-	if v := value("xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "fin"}); v != 30 {
+	if v := metricValue(t, fams, "xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "fin"}); v != 30 {
 		t.Fatalf("closed client/fin = %v", v)
 	}
-	if v := value("xlb_backend_connections_opened_total", map[string]string{"backend": "backend-2"}); v != 10 {
+	if v := metricValue(t, fams, "xlb_backend_connections_opened_total", map[string]string{"backend": "backend-2"}); v != 10 {
 		t.Fatalf("backend-2 opened = %v", v)
 	}
-	if v := value("xlb_xdp_attached", map[string]string{"interface": "eth0", "mode": "native"}); v != 1 {
+	if v := metricValue(t, fams, "xlb_xdp_attached", map[string]string{"interface": "eth0", "mode": "native"}); v != 1 {
 		t.Fatalf("xdp attached = %v", v)
 	}
-	if v := value("xlb_backends", map[string]string{"state": "routable"}); v != 3 {
+	for _, result := range []string{api.UpgradeOK, api.UpgradeFailed} {
+		if v := metricValue(t, fams, "xlb_hot_upgrades_total", map[string]string{"result": result}); v != 0 {
+			t.Fatalf("hot upgrades %s = %v on a fresh start", result, v)
+		}
+	}
+	if v := metricValue(t, fams, "xlb_backends", map[string]string{"state": "routable"}); v != 3 {
 		t.Fatalf("routable backends = %v", v)
 	}
 	// no label value anywhere is an address (clients are never labels)

@@ -12,10 +12,12 @@ const SchemaVersion = 1
 // snapshot.Snapshot by Build. xlbctl decodes the same type.
 //
 // Conventions: times are Unix milliseconds (int64); durations are named
-// with their unit (_ms, _seconds); counters end in _total and count since
-// the data path's maps were created, except the maintenance loop's own
-// (maintenance.errors_total, close_events.read_total, walk.passes_total),
-// which count since the loop started; lists are never null (empty instead).
+// with their unit (_ms, _seconds); counters end in _total (except
+// upgrades.ok and upgrades.failed, named after the result label of
+// xlb_hot_upgrades_total) and count since the data path's maps were
+// created, except the maintenance loop's own (maintenance.errors_total,
+// close_events.read_total, walk.passes_total), which count since the loop
+// started; lists are never null (empty instead).
 // Before the first maintenance sample every count is 0 and
 // dataplane.sampled_at_unix_ms and dataplane.sample_age_ms are null.
 type Document struct {
@@ -23,7 +25,9 @@ type Document struct {
 	Name          string `json:"name"`     // config name
 	Version       string `json:"version"`  // release version (buildinfo.Version)
 	Revision      string `json:"revision"` // VCS commit (buildinfo.Revision)
-	// Lifecycle is starting, running or shutting_down (Lifecycles).
+	// Lifecycle is starting, running, handing_over (a hot upgrade: still
+	// serving and ready while a new process takes over) or shutting_down
+	// (Lifecycles).
 	Lifecycle Lifecycle `json:"lifecycle"`
 	// GeneratedAtUnixMs is when the server built this document.
 	GeneratedAtUnixMs int64 `json:"generated_at_unix_ms"`
@@ -34,6 +38,9 @@ type Document struct {
 	Readiness       Readiness `json:"readiness"`
 	// Shutdown is set only while lifecycle is shutting_down.
 	Shutdown *Shutdown `json:"shutdown"`
+	// Upgrades is how this process took the data path and how the hot
+	// upgrades (SIGUSR2 hand-offs, DESIGN §6) of its pinned state went.
+	Upgrades Upgrades `json:"upgrades"`
 
 	Dataplane Dataplane `json:"dataplane"`
 	// Maintenance is the health of the maintenance loop that samples the
@@ -63,6 +70,29 @@ type Shutdown struct {
 	DeadlineUnixMs int64 `json:"deadline_unix_ms"` // when XLB detaches
 	// SecondsLeft is the remaining window rounded up, 0 once it has passed.
 	SecondsLeft int64 `json:"seconds_left"`
+}
+
+// Upgrades describes hand-offs and adoption (snapshot.Upgrades, DESIGN §6).
+type Upgrades struct {
+	// Start is how this process took the data path: fresh (no pinned
+	// state), adopted (a predecessor's pins, after a crash or restart),
+	// migrated (pins of an older layout or another max_connections,
+	// copied entry by entry) or handed_over (SIGUSR2 hand-off) (Start*);
+	// "" before the daemon's first snapshot.
+	Start Start `json:"start"`
+	// AdoptedPairs are the connection pairs found in the pinned flow map
+	// when this process started, 0 when fresh
+	// (xlb_adopted_connection_pairs).
+	AdoptedPairs int `json:"adopted_pairs"`
+	// OK and Failed count hand-offs since the pinned state was created:
+	// they live in its metadata record, so they continue across hand-offs
+	// and crashes, and a stop with SIGTERM removes them with the pins
+	// (xlb_hot_upgrades_total{result}).
+	OK     uint64 `json:"ok"`
+	Failed uint64 `json:"failed"`
+	// LastFailure is why the latest failed hand-off failed, as this
+	// process saw it; "" when none failed since it started.
+	LastFailure string `json:"last_failure"`
 }
 
 // Dataplane is what is attached and the latest maintenance sample's view
@@ -174,7 +204,8 @@ type XDPAttachment struct {
 
 // Feature is one optional kernel feature (dataplane.FeatureStatus).
 type Feature struct {
-	// Name: bpf_for_each_map_elem, ring_buffer, batch_map_ops, xdp_bpf_link.
+	// Name: bpf_for_each_map_elem, ring_buffer, batch_map_ops,
+	// xdp_bpf_link, pinning.
 	Name string `json:"name"`
 	// State: available, refused (by the kernel or a policy), disabled (by
 	// the operator, XLB_DISABLE_FEATURES) or unknown (not probed yet).
@@ -183,8 +214,10 @@ type Feature struct {
 	Detail string `json:"detail"`
 	// Path is what the data path does given State: batch_lookup or
 	// per_key (flow map reads), ring_buffer or per_cpu_queue (close
-	// events), bpf_link or netlink (XDP attach), not_attached, or not_used
-	// (this version has no use for the feature: bpf_for_each_map_elem).
+	// events), bpf_link or netlink (XDP attach), not_attached, pinned or
+	// unpinned (state under state_dir; unpinned: a restart or crash loses
+	// every connection), or not_used (this version has no use for the
+	// feature: bpf_for_each_map_elem).
 	Path string `json:"path"`
 }
 
@@ -303,10 +336,12 @@ type Backend struct {
 // (DESIGN §1, last paragraph).
 type Config struct {
 	Path string `json:"path"`
-	// RestartRequired is true when the file on disk is valid and differs
-	// from the running config in ChangedKeys (top-level keys).
-	RestartRequired bool     `json:"restart_required"`
-	ChangedKeys     []string `json:"changed_keys"`
+	// ReloadRequired is true when the file on disk is valid and differs
+	// from the running config in ChangedKeys (top-level keys);
+	// `systemctl reload xlb` (a hand-off, DESIGN §6) applies it without
+	// losing a connection.
+	ReloadRequired bool     `json:"reload_required"`
+	ChangedKeys    []string `json:"changed_keys"`
 	// Invalid is the validation error of the file on disk ("" when it is
 	// valid); Missing is true when the file was deleted.
 	Invalid string `json:"invalid"`

@@ -39,7 +39,7 @@ function badge(e, text, cls) { e.textContent = text; e.className = "badge " + cl
 // BackendStates); this table only gives each its CSS class. A name not
 // listed here shows as "bad".
 const STATE_CLASS = {
-  starting: "warn", running: "ok", shutting_down: "warn",
+  starting: "warn", running: "ok", handing_over: "warn", shutting_down: "warn",
   routable: "ok", draining: "warn", unreachable: "bad",
 };
 
@@ -56,7 +56,11 @@ function render(d) {
   const ports = d.listen.ports.map(p => p.local_port + "→" + p.remote_port).join(", ");
   const xdp = dp.xdp_attachments.map(a => a.interface + " (" + a.mode + ")").join(", ") || "none";
   const cfg = d.config.missing ? "file missing" : d.config.invalid ? "file invalid: " + d.config.invalid
-    : d.config.restart_required ? "restart required: " + d.config.changed_keys.join(", ") : "up to date";
+    : d.config.reload_required ? "reload required (systemctl reload xlb): " + d.config.changed_keys.join(", ") : "up to date";
+  const up = d.upgrades;
+  const started = !up.start ? "—" : up.start === "fresh" ? "fresh"
+    : up.start + " with " + up.adopted_pairs + " connection pairs";
+  const upgrades = up.ok + " ok, " + up.failed + " failed" + (up.last_failure ? " — last: " + up.last_failure : "");
   const rows = [
     ["Uptime", duration(d.uptime_seconds)],
     ["Listen", d.listen.ip + "  " + ports],
@@ -65,7 +69,11 @@ function render(d) {
     ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error)],
     ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms"],
     ["Config", cfg],
+    ["Started", started],
+    ["Hot upgrades", upgrades],
   ];
+  const unpinned = dp.features.find(f => f.path === "unpinned");
+  if (unpinned) rows.push(["Pinned state", "none: a restart or crash loses every connection (" + unpinned.detail + ")"]);
   if (d.shutdown) rows.unshift(["Shutdown", d.shutdown.seconds_left + " s left"]);
   fill($("instance"), rows);
 
