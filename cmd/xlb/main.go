@@ -2,6 +2,9 @@
 //
 //	xlb --config /etc/xlb/xlb.yaml     run in the foreground
 //	xlb check --config FILE            validate FILE and print the effective config
+//	xlb reload --pid PID               hot upgrade the running xlb (systemd's ExecReload=)
+//	xlb mount-bpffs --config FILE      mount the bpffs for state_dir (systemd's ExecStartPre=)
+//	xlb capabilities                   what this version can do (for package scripts)
 //	xlb --version
 package main
 
@@ -23,11 +26,24 @@ import (
 const usage = `Usage:
   xlb [--config PATH] [--log-level LEVEL] [--log-format text|json]
   xlb check [--config] PATH
+  xlb reload --pid PID [--timeout DURATION]
+  xlb mount-bpffs [--config PATH]
+  xlb capabilities
   xlb --version
 
 xlb runs the XLB load balancer in the foreground: it attaches its XDP
 program to the configured interfaces and balances TCP connections to the
-listen address across the backends of xlb.yaml. SIGTERM or SIGINT stops it.
+listen address across the backends of xlb.yaml. SIGTERM or SIGINT stops it
+(detaching XDP and removing its pinned state after the shutdown window);
+SIGUSR2 hands everything over to the binary now on disk, which re-reads
+xlb.yaml, without dropping a connection (hot upgrade).
+
+xlb reload sends SIGUSR2 to the xlb with that pid and waits for the outcome:
+exit 0 when a new process took over, 1 with the reason when the hand-off
+failed (the running xlb keeps serving).
+
+xlb mount-bpffs mounts a bpffs at the parent of state_dir when none is
+there, so that pinned state outlives the process.
 
 xlb check validates a config file, prints the effective config (defaults
 filled in) on stdout and exits 0, or prints every error with its line and
@@ -41,8 +57,20 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "check" {
-		return check(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "check":
+			return check(args[1:], stdout, stderr)
+		case "reload":
+			return reload(args[1:], stdout, stderr)
+		case "mount-bpffs":
+			return mountBPFFS(args[1:], stdout, stderr)
+		case "capabilities":
+			for _, c := range daemon.Capabilities {
+				fmt.Fprintln(stdout, c)
+			}
+			return 0
+		}
 	}
 	fs := flag.NewFlagSet("xlb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -152,6 +180,7 @@ func serve(cfgPath string, log *logrus.Logger) error {
 		log.Warn(w)
 	}
 	if err != nil {
+		daemon.HandOffFailed(err)
 		return err
 	}
 	log.WithFields(logrus.Fields{"version": buildinfo.Version, "config": cfgPath}).Info("starting xlb")

@@ -32,8 +32,8 @@ type Options struct {
 	ConfigPath string
 	Log        *logrus.Logger
 	// Signals delivers SIGTERM/SIGINT (stop; a second one skips the rest of
-	// the shutdown window), SIGUSR2 and SIGHUP (logged and ignored); nil:
-	// the process's own signals.
+	// the shutdown window), SIGUSR2 (hot upgrade) and SIGHUP (logged and
+	// ignored); nil: the process's own signals.
 	Signals <-chan os.Signal
 	// Notifier talks to systemd; nil: NewNotifier().
 	Notifier *Notifier
@@ -57,6 +57,7 @@ type runner struct {
 	// config-watch goroutines (publish.go).
 	storeMu sync.Mutex
 
+	succ        *successor         // non-nil in a hot-upgrade successor
 	bgCancel    context.CancelFunc // the maintenance loop
 	watchCancel context.CancelFunc // the config watch
 	bg          sync.WaitGroup
@@ -80,9 +81,20 @@ func Run(ctx context.Context, cfg *config.Config, o Options) error {
 	return d.run(ctx)
 }
 
-func (d *runner) run(ctx context.Context) error {
+func (d *runner) run(ctx context.Context) (err error) {
 	sigs, unsubscribe := subscribe(d.o)
 	defer unsubscribe()
+	succ, err := inheritedSuccessor()
+	if err != nil {
+		return err
+	}
+	d.succ = succ
+	defer func() {
+		if err != nil {
+			succ.fail(err)
+		}
+		succ.close()
+	}()
 	if err := checkCapabilities(); err != nil {
 		return err
 	}
@@ -97,18 +109,30 @@ func (d *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if succ == nil {
+		lis.serve(d.log)
+	}
+	// Last: requests in flight are answered. After a hand-off only this
+	// process's descriptors of the listening sockets close; the successor
+	// accepts on its own, connections still queued included.
+	handedOver := false
 	defer func() {
-		if err := lis.stop(); err != nil {
+		stop := lis.stop
+		if handedOver {
+			stop = lis.release
+		}
+		if err := stop(); err != nil {
 			d.log.WithError(err).Warn("stopping listeners")
 		}
 	}()
 
 	again := make(chan os.Signal, 4)
+	upgrade := make(chan struct{}, 1)
 	startCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	sigCtx, endSignals := context.WithCancel(context.Background())
 	defer endSignals()
-	go d.interpretSignals(sigCtx, sigs, stop, again)
+	go d.interpretSignals(sigCtx, sigs, stop, again, upgrade)
 
 	if err := d.bringUp(startCtx, disable); err != nil {
 		if startCtx.Err() != nil {
@@ -120,33 +144,87 @@ func (d *runner) run(ctx context.Context) error {
 	}
 	d.publishLifecycle(api.Running)
 	d.startConfigWatch()
-	d.notify.Ready(d.runningStatus())
+	if succ != nil {
+		lis.serve(d.log)
+		d.takeOver(succ)
+	} else {
+		d.notify.Ready(d.runningStatus())
+	}
 	d.log.WithField("status", d.runningStatus()).Info("xlb running")
 	wdCtx, stopWatchdog := context.WithCancel(context.Background())
 	defer stopWatchdog()
 	go d.watchdog(wdCtx)
 
-	<-startCtx.Done() // first stop signal
-	return d.shutdown(again)
+	for {
+		select {
+		case <-startCtx.Done(): // first stop signal
+			return d.shutdown(again)
+		case <-upgrade:
+			if d.handOff(startCtx, lis) {
+				handedOver = true
+				return d.exitHandedOver()
+			}
+		}
+	}
+}
+
+// takeOver finishes a hot upgrade in the successor: it tells systemd that
+// this process is the service's main process now and ready, counts the
+// hand-off, and lets the predecessor exit.
+func (d *runner) takeOver(s *successor) {
+	d.notify.ReadyAs(os.Getpid(), d.runningStatus())
+	if err := d.inst.DP.CountHotUpgrade(true); err != nil {
+		d.log.WithError(err).Warn("count the hot upgrade")
+	}
+	d.publishUpgrades()
+	if err := s.ready(); err != nil {
+		d.log.WithError(err).Warn("hot upgrade: tell the previous process (it exits when it sees this process's READY or times out)")
+	}
+	d.log.WithFields(logrus.Fields{"adopted_pairs": d.inst.DP.Adoption().Pairs, "from_pid": s.fromPID}).Info("hot upgrade complete")
+}
+
+// exitHandedOver ends this process after a successful hand-off: nothing
+// is undone (no shutdown flag, no detach, pins and host settings stay);
+// only this process's descriptors are released.
+func (d *runner) exitHandedOver() error {
+	if d.watchCancel != nil {
+		d.watchCancel()
+	}
+	if err := d.inst.Abandon(); err != nil {
+		d.log.WithError(err).Warn("release the data path's descriptors")
+	}
+	d.log.Info("xlb exited after the hand-off: the new process serves every connection")
+	return nil
 }
 
 // bringUp takes the process from starting to ready to run: the instance up,
 // its state published, the maintenance loop started and its first sample
 // in. On error (ctx ending included) it undoes what it did.
 func (d *runner) bringUp(ctx context.Context, disable []dataplane.Feature) error {
-	inst, err := instance.Start(ctx, d.cfg, instance.Options{Log: d.log, Disable: disable})
+	opts := instance.Options{Log: d.log, Disable: disable}
+	if d.succ != nil {
+		opts.Successor = d.succ.instanceSuccessor()
+	}
+	inst, err := instance.Start(ctx, d.cfg, opts)
 	if err != nil {
-		return err // Start undid what it had done
+		return err // Start undid what it had done, or left adopted state in place
 	}
 	d.inst = inst
 	d.publishInstance()
+	d.publishUpgrades()
 	err = d.startMaintenance()
 	if err == nil {
 		err = d.awaitFirstSample(ctx)
 	}
 	if err != nil {
 		d.stopBackground()
-		if serr := d.inst.Stop(); serr != nil {
+		if d.inst.Adopted() {
+			// Adopted connections keep flowing through the pinned
+			// program; the next start adopts them again.
+			if aerr := d.inst.Abandon(); aerr != nil {
+				d.log.WithError(aerr).Error("release the adopted data path")
+			}
+		} else if serr := d.inst.Stop(); serr != nil {
 			d.log.WithError(serr).Error("undo the bring-up")
 		}
 	}

@@ -8,7 +8,10 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/metrics"
 	"github.com/xlbproject/xlb/pkg/status"
@@ -19,9 +22,12 @@ import (
 // and /readyz reports shutting_down through the whole shutdown window, and
 // they stop last.
 type listeners struct {
-	admin   *status.Server
-	metrics *metrics.Server
-	wg      sync.WaitGroup
+	admin     *status.Server
+	metrics   *metrics.Server
+	adminLn   net.Listener // handed to a hot-upgrade successor
+	metricsLn net.Listener
+	wg        sync.WaitGroup
+	released  atomic.Bool // release closed the listeners: Serve's error is expected
 }
 
 // startListeners binds both listeners (a bind failure fails startup) and
@@ -46,7 +52,11 @@ func (d *runner) startListeners() (*listeners, error) {
 	if err != nil {
 		return nil, err
 	}
-	adminLn, err := l.admin.Listen()
+	var inheritedAdmin, inheritedMetrics net.Listener
+	if d.succ != nil {
+		inheritedAdmin, inheritedMetrics = d.succ.admin, d.succ.metrics
+	}
+	adminLn, err := d.inherit(inheritedAdmin, l.admin.Addr(), l.admin.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -56,26 +66,71 @@ func (d *runner) startListeners() (*listeners, error) {
 		return nil, err
 	}
 	metricsAddr := net.JoinHostPort(addrOrAny(c.Metrics.Address), strconv.Itoa(int(c.Metrics.Port)))
-	metricsLn, err := net.Listen("tcp", metricsAddr)
+	metricsLn, err := d.inherit(inheritedMetrics, metricsAddr, func() (net.Listener, error) {
+		ln, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("metrics listener %s: %w", metricsAddr, err)
+		}
+		return ln, nil
+	})
 	if err != nil {
 		adminLn.Close()
-		return nil, fmt.Errorf("metrics listener %s: %w", metricsAddr, err)
+		return nil, err
 	}
+	l.adminLn, l.metricsLn = adminLn, metricsLn
 	d.log.WithFields(map[string]any{"admin": adminLn.Addr().String(), "metrics": metricsLn.Addr().String()}).Info("listeners bound")
+	return l, nil
+}
+
+// serve serves both listeners in the background. A first start serves at
+// once; a hot-upgrade successor only once it took over, since until then
+// its predecessor answers on the same sockets (and is ready, while the
+// successor would still say starting).
+func (l *listeners) serve(log logrus.FieldLogger) {
 	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
-		if err := l.admin.Serve(adminLn); err != nil {
-			d.log.WithError(err).Error("admin listener stopped")
+		if err := l.admin.Serve(l.adminLn); err != nil && !l.released.Load() {
+			log.WithError(err).Error("admin listener stopped")
 		}
 	}()
 	go func() {
 		defer l.wg.Done()
-		if err := l.metrics.Serve(metricsLn); err != nil {
-			d.log.WithError(err).Error("metrics listener stopped")
+		if err := l.metrics.Serve(l.metricsLn); err != nil && !l.released.Load() {
+			log.WithError(err).Error("metrics listener stopped")
 		}
 	}()
-	return l, nil
+}
+
+// inherit returns the listener a hot-upgrade predecessor handed over when
+// it is bound to addr (host:port), so that no connection attempt meets a
+// closed port during the hand-off; otherwise (first start, or the config
+// moved the listener) it closes the inherited one and binds with listen.
+func (d *runner) inherit(inherited net.Listener, addr string, listen func() (net.Listener, error)) (net.Listener, error) {
+	if inherited != nil {
+		if sameAddr(inherited.Addr().String(), addr) {
+			return inherited, nil
+		}
+		d.log.WithFields(map[string]any{"was": inherited.Addr().String(), "now": addr}).Info("the config moved a listener: binding the new address")
+		inherited.Close()
+	}
+	return listen()
+}
+
+// sameAddr compares two host:port addresses, taking every unspecified
+// address (0.0.0.0, ::) as the same: Go reports a wildcard IPv4 listener
+// as [::] on dual-stack hosts.
+func sameAddr(a, b string) bool {
+	pa, errA := netip.ParseAddrPort(a)
+	pb, errB := netip.ParseAddrPort(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	if pa.Port() != pb.Port() {
+		return false
+	}
+	ia, ib := pa.Addr().Unmap(), pb.Addr().Unmap()
+	return ia == ib || (ia.IsUnspecified() && ib.IsUnspecified())
 }
 
 func addrOrAny(a netip.Addr) string {
@@ -85,11 +140,53 @@ func addrOrAny(a netip.Addr) string {
 	return a.String()
 }
 
-// stop shuts both servers down, giving requests in flight up to 5 s.
+// stop shuts both servers down, giving requests in flight up to 5 s, and
+// returns after at most twice that whatever happens: the process is
+// ending, and a listener that cannot close must not keep it.
 func (l *listeners) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := errors.Join(l.admin.Shutdown(ctx), l.metrics.Shutdown(ctx))
-	l.wg.Wait()
-	return err
+	return within(10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := errors.Join(l.admin.Shutdown(ctx), l.metrics.Shutdown(ctx))
+		l.wg.Wait()
+		return err
+	})
+}
+
+// releaseGrace is how long a process that handed over keeps serving the
+// connections it accepted before it shuts its servers down: long enough
+// for their first request to arrive.
+const releaseGrace = time.Second
+
+// release ends this process's part in the listening sockets after a
+// hand-off, answering every connection it accepted. First its descriptors
+// are closed, so that Serve returns and nothing more is accepted here
+// (connections still queued go to the successor, which shares the
+// sockets); then, for releaseGrace, the connections already accepted send
+// their requests and get their answers; only then are the servers shut
+// down. net/http's Shutdown closes a connection whose request arrives
+// after it began without an answer (the client reads EOF), so it must not
+// start while one may still come.
+func (l *listeners) release() error {
+	return within(10*time.Second, func() error {
+		l.released.Store(true)
+		errs := []error{l.adminLn.Close(), l.metricsLn.Close()}
+		l.wg.Wait()
+		time.Sleep(releaseGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return errors.Join(append(errs, l.admin.Shutdown(ctx), l.metrics.Shutdown(ctx))...)
+	})
+}
+
+// within runs f and returns its error, or an error once d has passed.
+func within(d time.Duration, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("the listeners did not close within %v", d)
+	}
 }

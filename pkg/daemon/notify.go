@@ -33,6 +33,22 @@ func (n *Notifier) Ready(status string) error {
 	return n.send(daemon.SdNotifyReady + "\nSTATUS=" + status)
 }
 
+// ReadyAs sends MAINPID=pid with READY=1 and a status line: a hot-upgrade
+// successor tells systemd that it is the service's main process now
+// (the unit's NotifyAccess=all lets a process other than the main one
+// send it).
+func (n *Notifier) ReadyAs(pid int, status string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lastStatus = status
+	return n.send(fmt.Sprintf("MAINPID=%d\n%s\nSTATUS=%s", pid, daemon.SdNotifyReady, status))
+}
+
+// MainPID sends MAINPID=pid: a predecessor repeats its successor's
+// claim before it exits, in case systemd did not take it from the
+// successor.
+func (n *Notifier) MainPID(pid int) error { return n.send(fmt.Sprintf("MAINPID=%d", pid)) }
+
 // Status sends STATUS=text when it differs from the last one sent.
 func (n *Notifier) Status(text string) error {
 	n.mu.Lock()

@@ -98,3 +98,28 @@ func (d *runner) publishCounters() (dataplane.Counters, error) {
 	d.update(func(s *snapshot.Snapshot) { s.SetCounters(c, err) })
 	return c, err
 }
+
+// publishUpgrades publishes how this process took the data path and the
+// hot-upgrade counts of the pinned state.
+func (d *runner) publishUpgrades() {
+	ad := d.inst.DP.Adoption()
+	start := ad.Start
+	if d.succ != nil {
+		start = api.StartHandedOver
+	}
+	ok, failed, err := d.inst.DP.HotUpgrades()
+	if err != nil {
+		d.log.WithError(err).Warn("read the hot-upgrade counts")
+	}
+	d.update(func(s *snapshot.Snapshot) {
+		s.Upgrades.Start, s.Upgrades.AdoptedPairs = start, ad.Pairs
+		s.Upgrades.OK, s.Upgrades.Failed = ok, failed
+	})
+}
+
+// publishUpgradeFailure publishes a failed hand-off: its reason and the
+// counts.
+func (d *runner) publishUpgradeFailure(cause error) {
+	d.publishUpgrades()
+	d.update(func(s *snapshot.Snapshot) { s.Upgrades.LastFailure = cause.Error() })
+}

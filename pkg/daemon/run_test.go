@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/snapshot"
@@ -56,7 +58,7 @@ type proc struct {
 	done  chan error
 }
 
-func labConfig(l *lab.Lab) *config.Config {
+func labConfig(t *testing.T, l *lab.Lab) *config.Config {
 	c := config.Default()
 	c.Listen = config.Listen{IP: l.XLB.IP()}
 	c.SNAT = config.SNAT{IP: l.XLB.IP(), PortLo: 40000, PortHi: 40999}
@@ -72,7 +74,27 @@ func labConfig(l *lab.Lab) *config.Config {
 		static.Backends = append(static.Backends, config.Backend{Name: fmt.Sprintf("backend-%d", i+1), IP: b.IP()})
 	}
 	c.Provider = config.Provider{Static: static}
+	c.StateDir = filepath.Join(privateBPFFS(t), "xlb")
 	return c
+}
+
+// privateBPFFS mounts a bpffs of the test's own (unmounted when it ends)
+// for the daemon's state_dir, so that no test pins into /sys/fs/bpf.
+func privateBPFFS(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bpffs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatalf("mount a bpffs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
 }
 
 // run starts Run in l's XLB namespace with the given signals already
@@ -132,11 +154,15 @@ func xdpAttached(t *testing.T, l *lab.Lab) bool {
 }
 
 // The process walks starting → running → shutting_down → stopped, tells
-// systemd at each step, ignores SIGHUP and SIGUSR2, holds the shutdown
-// window until a second stop signal, and leaves nothing attached.
+// systemd at each step, ignores SIGHUP, refuses SIGUSR2 (a hot upgrade)
+// while shutting down with a result `xlb reload` reads, holds the
+// shutdown window until a second stop signal, and leaves nothing attached
+// and nothing pinned. (A hand-off starts the binary on disk: the e2e
+// tests drive it with the real one.)
 func TestStatesAndSignals(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
-	p := run(t, l, labConfig(l))
+	c := labConfig(t, l)
+	p := run(t, l, c)
 
 	s := p.waitFor(t, "running", func(s *snapshot.Snapshot) bool { return s.Lifecycle == api.Running })
 	if s.Sample == nil {
@@ -147,15 +173,17 @@ func TestStatesAndSignals(t *testing.T) {
 		t.Fatalf("systemd was told %q; want STATUS=starting, then READY=1 with the running line", p.notes.all())
 	}
 
-	// SIGHUP and SIGUSR2 change nothing: maintenance goes on, still running
+	// SIGHUP changes nothing: maintenance goes on, still running
 	p.sigs <- syscall.SIGHUP
-	p.sigs <- syscall.SIGUSR2
 	cycle := s.Sample.Cycle
-	p.waitFor(t, "two more cycles after SIGHUP and SIGUSR2", func(s *snapshot.Snapshot) bool {
+	p.waitFor(t, "two more cycles after SIGHUP", func(s *snapshot.Snapshot) bool {
 		return s.Sample != nil && s.Sample.Cycle >= cycle+2
 	})
 	if got := p.store.Load().Lifecycle; got != api.Running {
-		t.Fatalf("lifecycle %s after SIGHUP and SIGUSR2, want running", got)
+		t.Fatalf("lifecycle %s after SIGHUP, want running", got)
+	}
+	if s := p.store.Load(); s.Upgrades.Start != api.StartFresh {
+		t.Errorf("upgrades.start %q, want %q", s.Upgrades.Start, api.StartFresh)
 	}
 
 	// the first stop signal opens the window: the program stays attached
@@ -175,6 +203,24 @@ func TestStatesAndSignals(t *testing.T) {
 	if !xdpAttached(t, l) {
 		t.Fatal("XDP detached at the start of the shutdown window; it answers with RSTs until the window ends")
 	}
+	if _, err := os.Stat(filepath.Join(c.StateDir, "meta")); err != nil {
+		t.Fatalf("pinned state while running: %v", err)
+	}
+
+	// SIGUSR2 in the window: refused, with a result for `xlb reload`
+	result := upgradeResultPath(os.Getpid())
+	defer os.Remove(result)
+	p.sigs <- syscall.SIGUSR2
+	deadline = time.Now().Add(patience)
+	var b []byte
+	for err := error(nil); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err = os.ReadFile(result); err == nil {
+			break
+		}
+	}
+	if !strings.Contains(string(b), `"result":"failed"`) || !strings.Contains(string(b), "shutting_down") {
+		t.Fatalf("hot upgrade result during the shutdown window: %q, want failed while shutting_down", b)
+	}
 
 	// the second one ends it
 	p.sigs <- syscall.SIGINT
@@ -184,13 +230,16 @@ func TestStatesAndSignals(t *testing.T) {
 	if xdpAttached(t, l) {
 		t.Fatal("XDP still attached after Run returned")
 	}
+	if _, err := os.Stat(c.StateDir); !os.IsNotExist(err) {
+		t.Fatalf("state_dir after the stop: %v, want it removed with the pins", err)
+	}
 }
 
 // A stop signal during starting undoes the bring-up; Run returns nil
 // without ever telling systemd READY=1.
 func TestStopDuringStartup(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
-	p := run(t, l, labConfig(l), syscall.SIGTERM)
+	p := run(t, l, labConfig(t, l), syscall.SIGTERM)
 	if err := p.wait(t); err != nil {
 		t.Fatalf("Run stopped during startup: %v, want nil", err)
 	}
@@ -209,7 +258,7 @@ func TestStopDuringStartup(t *testing.T) {
 // listeners.
 func TestFailedStartReturnsTheError(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
-	c := labConfig(l)
+	c := labConfig(t, l)
 	c.Listen = config.Listen{IP: netip.MustParseAddr("203.0.113.7")} // no interface has it
 	p := run(t, l, c)
 	err := p.wait(t)

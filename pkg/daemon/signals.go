@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // handledSignals are the signals the daemon subscribes to when
@@ -24,9 +27,12 @@ func subscribe(o Options) (<-chan os.Signal, func()) {
 }
 
 // interpretSignals turns the first SIGTERM/SIGINT into stop, forwards
-// later ones to again (which ends the shutdown window early), and logs the
-// signals XLB ignores. It returns when sigs is closed or ctx ends.
-func (d *runner) interpretSignals(ctx context.Context, sigs <-chan os.Signal, stop context.CancelFunc, again chan<- os.Signal) {
+// later ones to again (which ends the shutdown window early), turns
+// SIGUSR2 into a hot upgrade request on upgrade while running (and into an
+// immediate failed result otherwise, so `xlb reload` does not wait), and
+// logs SIGHUP, which XLB ignores. It returns when sigs is closed or ctx
+// ends.
+func (d *runner) interpretSignals(ctx context.Context, sigs <-chan os.Signal, stop context.CancelFunc, again chan<- os.Signal, upgrade chan<- struct{}) {
 	stopping := false
 	for {
 		var s os.Signal
@@ -41,9 +47,24 @@ func (d *runner) interpretSignals(ctx context.Context, sigs <-chan os.Signal, st
 		}
 		switch s {
 		case syscall.SIGUSR2:
-			d.log.Warn("SIGUSR2 (hot upgrade) is not supported by this version; ignored, xlb keeps running")
+			l := d.store.Load().Lifecycle
+			if l == api.HandingOver {
+				d.log.Warn("SIGUSR2: a hot upgrade is already under way")
+				continue
+			}
+			if stopping || l != api.Running {
+				err := fmt.Errorf("SIGUSR2 (hot upgrade) while %s: ignored", l)
+				d.log.Warn(err.Error())
+				writeUpgradeResult(upgradeResult{PID: os.Getpid(), Result: api.UpgradeFailed, Error: err.Error()}, d.log)
+				continue
+			}
+			select {
+			case upgrade <- struct{}{}:
+			default:
+				d.log.Warn("SIGUSR2: a hot upgrade is already under way")
+			}
 		case syscall.SIGHUP:
-			d.log.Warn("SIGHUP ignored: xlb.yaml changes take effect on restart")
+			d.log.Warn("SIGHUP ignored: `systemctl reload xlb` (SIGUSR2) applies xlb.yaml changes and upgrades without dropping connections")
 		default:
 			if !stopping {
 				stopping = true

@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// upgradeResult is how a hot upgrade ended, written by the process that
+// received SIGUSR2 for `xlb reload` (the unit's ExecReload=), which waits
+// for it so that `systemctl reload xlb` fails visibly when the hand-off
+// fails.
+type upgradeResult struct {
+	PID    int    `json:"pid"`               // the process that received SIGUSR2
+	Result string `json:"result"`            // api.UpgradeOK or api.UpgradeFailed
+	NewPID int    `json:"new_pid,omitempty"` // the successor that took over
+	Error  string `json:"error,omitempty"`   // why it failed
+}
+
+// upgradeResultPath is where the process pid writes its hand-off's result:
+// the runtime directory, which the unit keeps across restarts.
+func upgradeResultPath(pid int) string {
+	return filepath.Join(hostnet.DefaultJournalDir, fmt.Sprintf("hot-upgrade-%d.json", pid))
+}
+
+// writeUpgradeResult writes r for `xlb reload` (atomically: a temporary
+// file renamed into place).
+func writeUpgradeResult(r upgradeResult, log logrus.FieldLogger) {
+	path := upgradeResultPath(r.PID)
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o700)
+	}
+	if err == nil {
+		err = os.WriteFile(path+".tmp", b, 0o600)
+	}
+	if err == nil {
+		err = os.Rename(path+".tmp", path)
+	}
+	if err != nil {
+		log.WithError(err).Warn("write the hot upgrade result for `xlb reload`")
+	}
+}
+
+// Reload asks the xlb with the given pid for a hot upgrade (SIGUSR2) and
+// waits up to timeout for its outcome: the successor's pid, or an error
+// saying why the hand-off failed (the running process then keeps serving)
+// or that no outcome came in time. It is what `xlb reload` (the unit's
+// ExecReload=) runs.
+func Reload(pid int, timeout time.Duration) (newPID int, err error) {
+	if pid <= 1 {
+		return 0, fmt.Errorf("no xlb process to reload (pid %d)", pid)
+	}
+	if err := canHandOver(pid); err != nil {
+		return 0, err
+	}
+	return signalAndWait(pid, timeout)
+}
+
+// signalAndWait sends SIGUSR2 to pid and waits up to timeout for the
+// result it writes (Reload).
+func signalAndWait(pid int, timeout time.Duration) (newPID int, err error) {
+	path := upgradeResultPath(pid)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
+		return 0, fmt.Errorf("signal xlb (pid %d): %w", pid, err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			os.Remove(path)
+			var r upgradeResult
+			if err := json.Unmarshal(b, &r); err != nil {
+				return 0, fmt.Errorf("hot upgrade result %s: %w", path, err)
+			}
+			if r.Result != api.UpgradeOK {
+				return 0, fmt.Errorf("hot upgrade failed, xlb (pid %d) keeps serving: %s", pid, r.Error)
+			}
+			return r.NewPID, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return 0, err
+		}
+		if syscall.Kill(pid, 0) != nil {
+			return 0, fmt.Errorf("xlb (pid %d) exited during the hot upgrade without a result (see its log)", pid)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("no hot upgrade result from xlb (pid %d) within %v (see its log; does this version support SIGUSR2?)", pid, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// canHandOver asks the binary the process runs (/proc/PID/exe, the old
+// binary even when a package replaced the file) for its capabilities: a
+// version before the hand-off ignores SIGUSR2, and waiting for it would
+// only end in a timeout.
+func canHandOver(pid int) error {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	out, err := exec.Command(exe, "capabilities").Output()
+	if err != nil || !slices.Contains(strings.Fields(string(out)), capHotUpgrade) {
+		return fmt.Errorf("the running xlb (pid %d) cannot hand over (a version before hot upgrades): use `systemctl restart xlb`, which resets its connections", pid)
+	}
+	return nil
+}
