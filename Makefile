@@ -75,7 +75,8 @@ test-e2e: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./pkg/dataplane/
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./pkg/maintenance/
-	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench Lab -benchtime 5x ./test/e2e/
+	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench 'Lab(Throughput|Connections)' -benchtime 5x ./test/e2e/
+	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench LabHandOff -benchtime 20x -timeout 30m ./test/e2e/
 
 demo: build
 	$(GO) run ./test/demo -xlb $(BIN)/xlb -xlbctl $(BIN)/xlbctl

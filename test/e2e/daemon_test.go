@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,9 +15,17 @@ import (
 	"github.com/xlbproject/xlb/test/xlbproc"
 )
 
+// stateDir is the lab's own state_dir, /sys/fs/bpf/PREFIX: parallel labs
+// never share pins (the daemon mounts the bpffs at /sys/fs/bpf if none is
+// there).
+func stateDir(l *lab.Lab) string { return "/sys/fs/bpf/" + l.Prefix }
+
+// stateDirField finds the state_dir a config sets.
+var stateDirField = regexp.MustCompile(`(?m)^state_dir: *(\S+)$`)
+
 // labConfig is an xlb.yaml for a lab: listen 192.0.2.10:80 -> the lab's
 // backends on 8080 (named backend-N), then any extra "name=ip" backends,
-// then the extra top-level YAML.
+// the lab's state_dir, then the extra top-level YAML.
 func labConfig(l *lab.Lab, extra string, extraBackends ...string) string {
 	var b strings.Builder
 	b.WriteString("name: e2e\nlisten:\n  ip: 192.0.2.10\nports:\n  - local_port: 80\n    remote_port: 8080\n")
@@ -31,6 +43,9 @@ func labConfig(l *lab.Lab, extra string, extraBackends ...string) string {
 		b.WriteString("interfaces: [eth0]\nsnat:\n  ip: 192.0.2.10\n  port_range: \"40000-59999\"\n")
 	}
 	b.WriteString("xdp_mode: native\nflow_table:\n  max_connections: 65536\n")
+	if !strings.Contains(extra, "state_dir:") {
+		fmt.Fprintf(&b, "state_dir: %s\n", stateDir(l))
+	}
 	if !strings.Contains(extra, "shutdown_timeout:") {
 		b.WriteString("shutdown_timeout: 1\n")
 	}
@@ -53,7 +68,7 @@ func startXLB(t *testing.T, l *lab.Lab, config string) *xlbproc.Proc {
 }
 
 // stopXLB stops the daemon with SIGTERM and expects a clean exit.
-func stopXLB(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
+func stopXLB(t testing.TB, l *lab.Lab, p *xlbproc.Proc) {
 	t.Helper()
 	if !p.Exited() {
 		if err := p.Signal(syscall.SIGTERM); err != nil {
@@ -63,9 +78,10 @@ func stopXLB(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
 	expectCleanExit(t, l, p)
 }
 
-// expectCleanExit waits for the daemon to exit, expects status 0 and no
-// XDP program left on the XLB namespace's interfaces.
-func expectCleanExit(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
+// expectCleanExit waits for the daemon to exit, expects status 0, no XDP
+// program left on the XLB namespace's interfaces and no state_dir (a stop
+// removes the pins).
+func expectCleanExit(t testing.TB, l *lab.Lab, p *xlbproc.Proc) {
 	t.Helper()
 	code, err := p.Wait(120 * time.Second)
 	if err != nil {
@@ -83,18 +99,34 @@ func expectCleanExit(t *testing.T, l *lab.Lab, p *xlbproc.Proc) {
 			t.Fatalf("XDP program still attached to %s after exit (mode %d)", ifc.Name, mode)
 		}
 	}
+	if _, err := os.Stat(stateDir(l)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("state_dir %s after a clean exit: %v, want it removed", stateDir(l), err)
+	}
 }
 
 // startXLBEnv starts the daemon with extra environment and does not wait
 // for it to run (the caller decides what to expect).
 func startXLBEnv(t testing.TB, l *lab.Lab, config string, env []string) (*xlbproc.Proc, error) {
 	t.Helper()
-	p, err := xlbproc.Start(l.XLB, xlbBinary, t.TempDir(), config, xlbproc.Options{Env: env})
+	return startBinary(t, l, xlbBinary, config, env)
+}
+
+// startBinary is startXLBEnv with the daemon's binary. When the test
+// ends the daemon (and any successor) is killed and its state_dir removed
+// (rm -rf on a bpffs unpins).
+func startBinary(t testing.TB, l *lab.Lab, binary, config string, env []string) (*xlbproc.Proc, error) {
+	t.Helper()
+	p, err := xlbproc.Start(l.XLB, binary, t.TempDir(), config, xlbproc.Options{Env: env})
 	if err != nil {
 		return nil, err
 	}
 	t.Cleanup(func() {
 		p.Kill()
+		if m := stateDirField.FindStringSubmatch(config); m != nil {
+			if err := os.RemoveAll(m[1]); err != nil {
+				t.Errorf("remove state_dir: %v", err)
+			}
+		}
 		if t.Failed() {
 			t.Logf("xlb log:\n%s", p.Log())
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"math/rand/v2"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -115,10 +116,13 @@ func TestFeatureFallbacks(t *testing.T) {
 	}
 }
 
-// A program attached through netlink outlives a SIGKILL (a bpf_link does
-// not). The next start, with XDP links allowed again, finds it in the host
-// settings journal, replaces it and balances; its clean stop leaves no
-// program behind.
+// A program attached through netlink outlives a SIGKILL, as a bpf_link
+// does through its pin. The next start, with XDP links allowed again,
+// finds it in the host settings journal and replaces it in place through
+// netlink (a link cannot replace it atomically, and detaching first would
+// drop packets), adopts the pinned maps with the connection that lived
+// through the crash, and balances; its clean stop leaves no program
+// behind.
 func TestNetlinkAttachSurvivesCrash(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	p, err := startXLBEnv(t, l, labConfig(l, ""), []string{"XLB_DISABLE_FEATURES=xdp_bpf_link"})
@@ -128,17 +132,23 @@ func TestNetlinkAttachSurvivesCrash(t *testing.T) {
 	if err := p.WaitLog("xlb running", 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	lived := establish(t, l)
 	p.Kill()
 	if mode, err := l.XLB.XDPAttachMode("eth0"); err != nil || mode == 0 {
 		t.Fatalf("after SIGKILL: XDP mode %d (%v), want the netlink-attached program still there", mode, err)
 	}
 
 	p = startXLB(t, l, labConfig(l, ""))
-	if err := p.WaitLog("did not undo its host settings", 5*time.Second); err != nil {
-		t.Fatal(err)
+	for _, line := range []string{"did not undo its host settings", "adopted 1 connection pairs", "replaced_in_place=true via=netlink"} {
+		if err := p.WaitLog(line, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if d := statusDoc(t, l); len(d.Dataplane.XDPAttachments) != 1 || d.Dataplane.XDPAttachments[0].Via != "bpf_link" {
-		t.Errorf("attachments %+v, want eth0 via bpf_link", d.Dataplane.XDPAttachments)
+	if d := statusDoc(t, l); len(d.Dataplane.XDPAttachments) != 1 || d.Dataplane.XDPAttachments[0].Via != "netlink" {
+		t.Errorf("attachments %+v, want eth0 via netlink", d.Dataplane.XDPAttachments)
+	}
+	if err := roundTrip(lived.(*net.TCPConn), []byte("still here")); err != nil {
+		t.Fatalf("the connection established before the crash: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(5, 7))
 	for j := range 10 {

@@ -94,9 +94,10 @@ func TestHostSettingsAndUnreachableBackend(t *testing.T) {
 	}
 }
 
-// After a crash (SIGKILL) the host settings stay changed; the next instance
-// finds its predecessor's journal, and its clean stop restores the values
-// from before the first instance.
+// After a crash (SIGKILL) the host settings stay changed (and XDP stays
+// attached through the pinned link); the next instance finds its
+// predecessor's journal, and its clean stop restores the values from
+// before the first instance.
 func TestHostSettingsSurviveCrash(t *testing.T) {
 	const reserved = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 	const loFwd = "/proc/sys/net/ipv4/conf/lo/forwarding"
@@ -108,8 +109,8 @@ func TestHostSettingsSurviveCrash(t *testing.T) {
 	if got := readSysctl(t, l.XLB, reserved); !strings.Contains(got, "40000-59999") {
 		t.Fatalf("after SIGKILL the reservation is gone (%q): nothing to recover, the test is moot", got)
 	}
-	if mode, _ := l.XLB.XDPAttachMode("eth0"); mode != 0 {
-		t.Fatal("XDP still attached after SIGKILL: the link should close with the process")
+	if mode, _ := l.XLB.XDPAttachMode("eth0"); mode == 0 {
+		t.Fatal("XDP detached after SIGKILL: the pinned link should keep it attached")
 	}
 
 	p = startXLB(t, l, labConfig(l, ""))

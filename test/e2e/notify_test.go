@@ -16,7 +16,8 @@ import (
 // notifyMsg is one sd_notify datagram and what was true when it arrived.
 type notifyMsg struct {
 	text     string
-	attached bool // XDP was attached to eth0 when the message arrived
+	at       time.Time // when it arrived
+	attached bool      // XDP was attached to eth0 when the message arrived
 }
 
 // fakeSystemd listens on a NOTIFY_SOCKET like systemd does.
@@ -27,7 +28,7 @@ type fakeSystemd struct {
 	msgs []notifyMsg
 }
 
-func newFakeSystemd(t *testing.T, l *lab.Lab) *fakeSystemd {
+func newFakeSystemd(t testing.TB, l *lab.Lab) *fakeSystemd {
 	t.Helper()
 	f := &fakeSystemd{path: filepath.Join(t.TempDir(), "notify.sock")}
 	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: f.path, Net: "unixgram"})
@@ -43,9 +44,10 @@ func newFakeSystemd(t *testing.T, l *lab.Lab) *fakeSystemd {
 			if err != nil {
 				return
 			}
+			at := time.Now()
 			mode, _ := l.XLB.XDPAttachMode("eth0")
 			f.mu.Lock()
-			f.msgs = append(f.msgs, notifyMsg{text: string(buf[:n]), attached: mode != 0})
+			f.msgs = append(f.msgs, notifyMsg{text: string(buf[:n]), at: at, attached: mode != 0})
 			f.mu.Unlock()
 		}
 	}()
@@ -68,18 +70,41 @@ func (f *fakeSystemd) index(s string) int {
 	return -1
 }
 
-func (f *fakeSystemd) wait(t *testing.T, p *xlbproc.Proc, s string) int {
+func (f *fakeSystemd) wait(t testing.TB, p *xlbproc.Proc, s string) int {
+	t.Helper()
+	return f.waitNth(t, p, s, 1)
+}
+
+// waitNth waits for the n-th message containing s (from 1) and returns
+// its position.
+func (f *fakeSystemd) waitNth(t testing.TB, p *xlbproc.Proc, s string, n int) int {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if i := f.index(s); i >= 0 {
-			return i
+		seen := 0
+		for i, m := range f.messages() {
+			if strings.Contains(m.text, s) {
+				if seen++; seen == n {
+					return i
+				}
+			}
 		}
 		if p.Exited() || time.Now().After(deadline) {
-			t.Fatalf("no sd_notify message with %q; got %+v", s, f.messages())
+			t.Fatalf("no sd_notify message number %d with %q; got %+v", n, s, f.messages())
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// count returns how many messages contain s.
+func (f *fakeSystemd) count(s string) int {
+	n := 0
+	for _, m := range f.messages() {
+		if strings.Contains(m.text, s) {
+			n++
+		}
+	}
+	return n
 }
 
 // The daemon tells systemd READY=1 only once XDP is attached, keeps STATUS

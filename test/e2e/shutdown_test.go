@@ -38,15 +38,9 @@ func establish(t *testing.T, l *lab.Lab) net.Conn {
 // tcpState returns the kernel's TCP state of a connection (1 = ESTABLISHED).
 func tcpState(t *testing.T, c net.Conn) uint8 {
 	t.Helper()
-	raw, err := c.(*net.TCPConn).SyscallConn()
+	info, err := tcpInfo(c.(*net.TCPConn))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var info *unix.TCPInfo
-	var serr error
-	raw.Control(func(fd uintptr) { info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	if serr != nil {
-		t.Fatal(serr)
 	}
 	return info.State
 }
