@@ -206,6 +206,7 @@ type ReportEntry struct {
 	Target         string   `json:"target"`
 	Result         string   `json:"result"`
 	Step           string   `json:"step"`
+	Method         string   `json:"method"` // reload or restart: what the host got
 	VersionBefore  string   `json:"version_before"`
 	VersionAfter   string   `json:"version_after"`
 	XDP            []string `json:"xdp"`

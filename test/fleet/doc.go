@@ -48,6 +48,12 @@
 // connections they carry never move. The returning host takes buckets as
 // they go idle.
 //
+// The first rollout (v1 -> v2) is a hot upgrade (xlb_upgrade_method:
+// reload): no host is drained, the group never changes, and the test
+// requires that not one connection breaks or fails. The second (v2 -> v3,
+// with a failing host) drains and restarts, which is where the timers
+// above and the reset bound below matter.
+//
 // The backends' sockets of moved connections are cleared by their TCP
 // keepalive (BackendKeepAlive), which also clears the drained host's pairs;
 // the rolling upgrade's connection wait (xlb_drain_wait_connections, up to

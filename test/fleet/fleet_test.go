@@ -19,7 +19,8 @@ import (
 )
 
 // Package versions of the fleet test: v1 is installed by site.yml, v2 by
-// the rolling upgrade, v3 by the rolling upgrade that meets a failing host.
+// the rolling upgrade (hot upgrade: xlb_upgrade_method reload), v3 by the
+// rolling upgrade (drain and restart) that meets a failing host.
 const (
 	v1 = "0.1.0~fleet.1"
 	v2 = "0.1.0~fleet.2"
@@ -133,8 +134,9 @@ func labVars(hook, report string) map[string]any {
 }
 
 // TestFleet provisions three booted Debian hosts with site.yml, upgrades
-// them with rolling-upgrade.yml under client traffic, and then meets a
-// host whose upgrade fails readiness.
+// them with rolling-upgrade.yml under client traffic by hot upgrade
+// (reload: no drain, no connection reset), and then, by drain and restart,
+// meets a host whose upgrade fails readiness.
 func TestFleet(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("fleet: needs root (network namespaces, XDP, systemd-nspawn)")
@@ -205,13 +207,23 @@ func TestFleet(t *testing.T) {
 		{"site check mode on new hosts", f.siteCheckNew},
 		{"site", f.site},
 		{"site again changes nothing", f.siteAgain},
-		{"rolling upgrade under traffic", f.rollingUpgrade},
+		{"rolling hot upgrade under traffic", f.rollingUpgrade},
 		{"failing host stops the rollout", f.failingHost},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.f) {
+			f.logJournals(t)
 			return
 		}
+	}
+}
+
+// logJournals logs the tail of xlb.service's journal on every host: what
+// a failed step leaves to read before the containers go.
+func (f *fleet) logJournals(t *testing.T) {
+	for _, h := range f.l.Hosts {
+		out, err := h.Exec("journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60", "-u", "xlb.service")
+		t.Logf("%s: journalctl -u xlb.service (last 60 lines, %v):\n%s", h.Inventory, err, out)
 	}
 }
 
@@ -390,8 +402,8 @@ func logReport(t *testing.T, entries []ReportEntry) {
 		if e.ActiveAtStop != nil {
 			active = fmt.Sprint(*e.ActiveAtStop)
 		}
-		t.Logf("report %s: %s, %s -> %s, xdp %v, drained %v for %.1f s, active at stop %s %s",
-			e.Host, e.Result, e.VersionBefore, e.VersionAfter, e.XDP, e.Drained, e.DrainedSeconds, active, e.Message)
+		t.Logf("report %s: %s by %s, %s -> %s, xdp %v, drained %v for %.1f s, active at the swap %s %s",
+			e.Host, e.Result, e.Method, e.VersionBefore, e.VersionAfter, e.XDP, e.Drained, e.DrainedSeconds, active, e.Message)
 	}
 }
 
@@ -485,35 +497,38 @@ func (f *fleet) logTraffic(t *testing.T, resets map[string]int) {
 		hostCounts(f.l, st.LongOpen), strings.Join(rs, " "))
 }
 
-// rollingUpgrade: v1 -> v2 on all hosts while the client runs.
+// rollingUpgrade: v1 -> v2 on all hosts while the client runs, by hot
+// upgrade (xlb_upgrade_method: reload): no host is drained, and not one
+// connection, new or long-lived, fails or is reset.
 func (f *fleet) rollingUpgrade(t *testing.T) {
 	f.startTraffic(t)
 	since := time.Now()
 	start := time.Now()
 	report := filepath.Join(f.dir, "report.json")
 	os.Remove(report)
-	r := f.playbook(t, "rolling-upgrade.yml", v2, nil)
+	exchanges := f.work.Stats().Exchanges
+	r := f.playbook(t, "rolling-upgrade.yml", v2, map[string]any{"xlb_upgrade_method": "reload"})
 	if r.Err != nil {
 		t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 200))
 	}
 	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Unreachable == 0 }, "no failure")
-	f.phase("rolling-upgrade.yml v1 -> v2 (3 hosts)", start)
+	f.phase("rolling-upgrade.yml v1 -> v2 by reload (3 hosts)", start)
 	t.Logf("rollout summary printed by the playbook:\n%s", SummaryBlock(r.Output))
 	for _, line := range strings.Split(r.Output, "\n") {
-		if strings.Contains(line, "drained nexthop") || strings.Contains(line, "still held") {
-			t.Logf("drain hook: %s", strings.TrimSpace(line))
-		}
-		if strings.Contains(line, "xlb-probe: connected") {
-			t.Logf("probe: %s", strings.TrimSpace(line))
+		if strings.Contains(line, "handed over to") || strings.Contains(line, "xlb-probe: connected") {
+			t.Logf("%s", strings.TrimSpace(line))
 		}
 	}
 
 	for _, h := range f.hostNames() {
-		if st := TaskStatus(r.Output, "Check the package's SHA-256 before installing it", h); st != "ok" {
-			t.Errorf("%s: SHA-256 check: %q, want ok", h, st)
-		}
-		if st := TaskStatus(r.Output, "Open a connection to the service through this host", h); st != "ok" {
-			t.Errorf("%s: probe: %q, want ok", h, st)
+		for _, task := range []string{
+			"Check the package's SHA-256 before installing it",
+			"Check that a new process took over",
+			"Open a connection to the service through this host",
+		} {
+			if st := TaskStatus(r.Output, task, h); st != "ok" {
+				t.Errorf("%s: %q: %q, want ok", h, task, st)
+			}
 		}
 	}
 	entries, err := ReadReport(report)
@@ -525,40 +540,48 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 		t.Fatalf("report has %d hosts, want %d: %+v", len(entries), len(f.l.Hosts), entries)
 	}
 	for _, e := range entries {
-		if e.Result != "upgraded" || e.VersionBefore != v1 || e.VersionAfter != v2 || !slices.Equal(e.XDP, []string{"eth0=native"}) || !e.Drained {
-			t.Errorf("report: %+v, want upgraded %s -> %s, eth0=native, drained", e, v1, v2)
+		if e.Result != "upgraded" || e.Method != "reload" || e.VersionBefore != v1 || e.VersionAfter != v2 || !slices.Equal(e.XDP, []string{"eth0=native"}) || e.Drained {
+			t.Errorf("report: %+v, want upgraded by reload %s -> %s, eth0=native, not drained", e, v1, v2)
 		}
-		// The connection wait ended with nothing left on the host: the
-		// stop reset no connection.
-		if e.ActiveAtStop == nil || *e.ActiveAtStop != 0 {
-			t.Errorf("report %s: active connections at the stop %v, want 0", e.Host, e.ActiveAtStop)
+		// The hand-off carried the connections the host had.
+		if e.ActiveAtStop == nil || *e.ActiveAtStop == 0 {
+			t.Errorf("report %s: active connections at the hand-off %v, want some (the client's long-lived ones)", e.Host, e.ActiveAtStop)
 		}
 	}
-	// Every host was drained once, and is back in the group.
+	// No host left the group; every one runs v2.
 	for _, h := range f.l.Hosts {
-		if n := len(f.mon.Intervals(h.NexthopID)); n != 1 {
-			t.Errorf("%s: drained %d times, want 1: %+v", h.Inventory, n, f.mon.Intervals(h.NexthopID))
+		if n := len(f.mon.Intervals(h.NexthopID)); n != 0 {
+			t.Errorf("%s: drained %d times during a hot upgrade, want 0: %+v", h.Inventory, n, f.mon.Intervals(h.NexthopID))
 		}
 		f.checkHost(t, h, v2, true)
 	}
-	members, idle, err := f.l.Group()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(members) != len(f.l.Hosts) || idle != IdleTimer {
-		t.Errorf("nexthop group after the rollout: %+v idle_timer %d", members, idle)
-	}
-	// Traffic keeps flowing after the rollout.
+	// Traffic kept flowing: new connections after the rollout, long-lived
+	// exchanges through it.
 	before := f.work.Stats().NewOK
 	time.Sleep(2 * time.Second)
-	if f.work.Stats().NewOK <= before {
+	st := f.work.Stats()
+	if st.NewOK <= before {
 		t.Errorf("no new connections completed after the rollout")
 	}
+	if st.Exchanges <= exchanges {
+		t.Errorf("no long-lived exchange during and after the rollout")
+	}
+	// checkTraffic fails on any failed new connection and on any
+	// long-lived connection that broke on a host in service, which is
+	// every host here.
 	resets := f.checkTraffic(t, since)
 	f.logTraffic(t, resets)
-	f.checkResetBound(t, resets, since)
-	b, _ := f.l.Buckets()
-	t.Logf("buckets per nexthop after the rollout: %v (a returned host takes buckets as they go idle for %d s)", b, IdleTimer)
+	breaks := 0
+	for _, b := range st.Breaks {
+		if !b.At.Before(since) {
+			breaks++
+		}
+	}
+	if breaks != 0 {
+		t.Errorf("%d long-lived connections broke during the hot upgrade, want 0", breaks)
+	} else {
+		t.Logf("hot upgrade of %d hosts: 0 connections reset, 0 new connections failed (%d long-lived exchanges during and after it)", len(f.l.Hosts), st.Exchanges-exchanges)
+	}
 }
 
 // brokenConfig is host 2's xlb.yaml with every backend replaced by an
@@ -570,9 +593,9 @@ func brokenConfig(cfg string) string {
 	return "# fleet test: the same service with backends nobody holds\n" + cfg
 }
 
-// failingHost: the upgrade to v3 (from an apt repository) makes xlb2 fail
-// readiness; the rollout stops there with xlb2 drained, xlb1 on v3, xlb3
-// still on v2, and the client never notices.
+// failingHost: the upgrade to v3 (from an apt repository, by drain and
+// restart) makes xlb2 fail readiness; the rollout stops there with xlb2
+// drained, xlb1 on v3, xlb3 still on v2, and the client never notices.
 func (f *fleet) failingHost(t *testing.T) {
 	f.startTraffic(t)
 	start := time.Now()
@@ -644,8 +667,13 @@ func (f *fleet) failingHost(t *testing.T) {
 	for _, e := range entries {
 		byHost[e.Host] = e
 	}
-	if e := byHost["xlb1"]; e.Result != "upgraded" || e.VersionBefore != v2 || e.VersionAfter != v3 {
-		t.Errorf("report xlb1: %+v, want upgraded %s -> %s", e, v2, v3)
+	if e := byHost["xlb1"]; e.Result != "upgraded" || e.Method != "restart" || !e.Drained || e.VersionBefore != v2 || e.VersionAfter != v3 {
+		t.Errorf("report xlb1: %+v, want upgraded by drain and restart %s -> %s", e, v2, v3)
+	}
+	// The drained host's connection wait ended with nothing left on it:
+	// the stop reset no connection.
+	if e := byHost["xlb1"]; e.ActiveAtStop == nil || *e.ActiveAtStop != 0 {
+		t.Errorf("report xlb1: active connections at the stop %v, want 0", e.ActiveAtStop)
 	}
 	if e := byHost["xlb2"]; e.Result != "FAILED" || !e.Drained || !strings.Contains(e.Message, "readyz") {
 		t.Errorf("report xlb2: %+v, want FAILED at /readyz, drained", e)

@@ -118,6 +118,10 @@ func prepare(o Options) (*Container, error) {
 		c.cleanup()
 		return nil, err
 	}
+	if err := mountBPFFS(bpffsOf(dir)); err != nil {
+		c.cleanup()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -163,6 +167,9 @@ func (c *Container) nspawnArgs(boot bool) []string {
 		"--link-journal=no", "--resolv-conf=off", "--timezone=off",
 		"--capability=" + XDPCapabilities,
 		"--system-call-filter=" + XDPSystemCalls,
+		// A bpffs of this container's own (mounted by prepare) where XLB
+		// pins its maps and links: parallel containers never share pins.
+		"--bind=" + bpffsOf(c.dir) + ":" + containerBPFFS,
 	}
 	if c.opts.NetnsPath != "" {
 		args = append(args, "--network-namespace-path="+c.opts.NetnsPath)
@@ -404,12 +411,21 @@ func (c *Container) waitExit(d time.Duration) bool {
 	}
 }
 
-// cleanup removes the run directory and the cgroups (deepest first).
+// cleanup removes the cgroups (deepest first), unmounts the container's
+// bpffs and removes the run directory.
 func (c *Container) cleanup() error {
-	var errs []error
-	errs = append(errs, removeCgroups(c.cgroups))
-	errs = append(errs, removeTree(c.dir))
-	return errors.Join(errs...)
+	return cleanupRun(c.dir, c.cgroups)
+}
+
+// cleanupRun removes what a container left on the host: its cgroups, its
+// bpffs mount and its run directory. The directory stays when unmounting
+// fails (removeTree never crosses a mount).
+func cleanupRun(dir string, cgroups []string) error {
+	errs := []error{removeCgroups(cgroups)}
+	if err := unmountBPFFS(bpffsOf(dir)); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	return errors.Join(append(errs, removeTree(dir))...)
 }
 
 func removeCgroups(groups []string) error {
@@ -474,7 +490,7 @@ func CleanupStale() ([]string, error) {
 		for _, root := range cgroupRoots() {
 			groups = append(groups, filepath.Join(root, filepath.Base(d)))
 		}
-		errs = append(errs, removeCgroups(groups), removeTree(d))
+		errs = append(errs, cleanupRun(d, groups))
 		// RunDirBase/xlb-hostlab-NAME-RANDOM
 		name := strings.TrimPrefix(filepath.Base(d), runDirPrefix)
 		if i := strings.LastIndex(name, "-"); i > 0 {

@@ -22,17 +22,26 @@
 //   - the bpf system call (--system-call-filter=bpf); nspawn's seccomp
 //     filter answers it with EPERM otherwise;
 //   - a writable /proc/sys/net (SYSTEMD_NSPAWN_API_VFS_WRITABLE=network);
-//     the rest of /proc/sys stays read-only.
+//     the rest of /proc/sys stays read-only;
+//   - a bpffs at /sys/fs/bpf, where XLB pins its maps, XDP links and
+//     metadata (state_dir /sys/fs/bpf/xlb) so that they outlive the process:
+//     a hot upgrade (systemctl reload) and a crash keep every connection.
+//     Each container gets a fresh bpffs of its own, mounted on the host in
+//     its run directory and bound with --bind=DIR:/sys/fs/bpf, so parallel
+//     containers (the fleet's three hosts, parallel tests) never see each
+//     other's pins; cleanup unmounts it. Binding the host's /sys/fs/bpf
+//     instead would share one set of pins between containers, and bind
+//     the sysfs directory, not a bpffs, on a host where none is mounted
+//     there. The unit's ExecStartPre (xlb mount-bpffs) finds it mounted.
 //
-// CAP_SYS_RESOURCE and /sys/fs/bpf are not needed: BPF memory is charged
-// to the memory cgroup, and XLB pins nothing yet. (--bind=/sys/fs/bpf
-// would bind the sysfs directory, not a bpffs, on a host where none is
-// mounted there.)
+// CAP_SYS_RESOURCE is not needed: BPF memory is charged to the memory
+// cgroup.
 //
 // Each container's systemd-nspawn runs in cgroups of its own
 // (/sys/fs/cgroup/{systemd,unified}/xlb-hostlab-NAME-*), so the payload and
 // supervisor groups nspawn leaves behind are removed with them and two
 // containers never share them. Close powers the container off (SIGKILL of
-// its init after 30 s), then removes the upper layer and the cgroups;
-// CleanupStale removes what a crashed run left.
+// its init after 30 s), then removes the cgroups, unmounts the bpffs and
+// removes the upper layer; CleanupStale does the same for what a crashed
+// run left.
 package hostlab

@@ -1,300 +1,24 @@
 package hostlab
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
-	"net/http"
-	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/xlbproject/xlb/test/lab"
 )
-
-// shutdownTimeout is the lab config's shutdown_timeout (seconds): short,
-// so that every stop in the test stays quick.
-const shutdownTimeout = 3
-
-const listenAddr = "192.0.2.10:80"
-
-// labConfig is /etc/xlb/xlb.yaml for the booted host: the one-arm lab,
-// listen 192.0.2.10:80, the lab's backends on 8080, admin and metrics on
-// their defaults (127.0.0.1:9090, 0.0.0.0:9642).
-func labConfig(l *lab.Lab) string {
-	var b strings.Builder
-	b.WriteString("# written by test/hostlab\nname: hostlab\nlisten:\n  ip: 192.0.2.10\nports:\n  - local_port: 80\n    remote_port: 8080\n")
-	b.WriteString("provider:\n  static:\n    backends:\n")
-	for i, be := range l.Backends {
-		fmt.Fprintf(&b, "      - name: backend-%d\n        ip: %s\n", i+1, be.IP())
-	}
-	b.WriteString("interfaces: [eth0]\nxdp_mode: native\nsnat:\n  ip: 192.0.2.10\n  port_range: \"40000-59999\"\n")
-	fmt.Fprintf(&b, "shutdown_timeout: %d\nflow_table:\n  max_connections: 65536\n", shutdownTimeout)
-	return b.String()
-}
-
-// host is the booted container in the lab's XLB namespace.
-type host struct {
-	t    *testing.T
-	c    *Container
-	l    *lab.Lab
-	http *http.Client
-}
-
-// sh runs a command inside the container and fails the test on error.
-func (h *host) sh(args ...string) string {
-	h.t.Helper()
-	out, err := h.try(args...)
-	if err != nil {
-		h.t.Fatalf("%v\n%s", err, out)
-	}
-	return out
-}
-
-func (h *host) try(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return h.c.Exec(ctx, nil, args...)
-}
-
-func (h *host) write(path, content string, mode int) {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := h.c.WriteFile(ctx, path, []byte(content), fsMode(mode)); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-// show returns xlb.service's properties.
-func (h *host) show(props ...string) map[string]string {
-	h.t.Helper()
-	out := h.sh(append([]string{"systemctl", "show", "xlb.service"}, prefixEach("--property=", props)...)...)
-	m := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-func fsMode(m int) os.FileMode { return os.FileMode(m) }
-
-func prefixEach(p string, xs []string) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = p + x
-	}
-	return out
-}
-
-// get fetches an admin URL path from inside the XLB namespace.
-func (h *host) get(path string) (int, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:9090"+path, nil)
-	resp, err := h.http.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-func (h *host) readyz() (int, string) {
-	code, body, err := h.get("/readyz")
-	if err != nil {
-		return 0, err.Error()
-	}
-	return code, strings.TrimSpace(body)
-}
-
-// statusVersion is the version field of /api/v1/status.
-func (h *host) statusVersion() string {
-	h.t.Helper()
-	code, body, err := h.get("/api/v1/status")
-	if err != nil || code != 200 {
-		h.t.Fatalf("GET /api/v1/status: %d %v\n%s", code, err, body)
-	}
-	var doc struct {
-		Version string `json:"version"`
-	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		h.t.Fatalf("status document: %v\n%s", err, body)
-	}
-	return doc.Version
-}
-
-// xdpAttached reports whether eth0 of the XLB namespace has an XDP program.
-func (h *host) xdpAttached() bool {
-	h.t.Helper()
-	mode, err := h.l.XLB.XDPAttachMode("eth0")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return mode != 0
-}
-
-// waitFor polls cond every 100 ms until it holds or timeout passes.
-func (h *host) waitFor(what string, timeout time.Duration, cond func() (bool, string)) {
-	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not within %v; last state: %s\n%s", what, timeout, state, h.journal(""))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// journal returns xlb.service's journal after cursor (all of it when
-// cursor is empty).
-func (h *host) journal(cursor string) string {
-	args := []string{"journalctl", "--no-pager", "-o", "short-monotonic", "-u", "xlb.service"}
-	if cursor != "" {
-		args = append(args, "--after-cursor="+cursor)
-	}
-	out, _ := h.try(args...)
-	return out
-}
-
-// cursor is the position of the journal's latest entry, for journal.
-func (h *host) cursor() string {
-	h.t.Helper()
-	out := h.sh("journalctl", "--no-pager", "-n", "1", "-o", "cat", "--show-cursor")
-	i := strings.LastIndex(out, "-- cursor: ")
-	if i < 0 {
-		h.t.Fatalf("no journal cursor in %q", out)
-	}
-	return strings.TrimSpace(out[i+len("-- cursor: "):])
-}
-
-func (h *host) mainPID() int {
-	pid, _ := strconv.Atoi(h.show("MainPID")["MainPID"])
-	return pid
-}
-
-// traffic sends n echo connections through XLB and checks every byte, the
-// round robin (per-backend counts differ by at most one) and that backends
-// see only XLB's SNAT address.
-func (h *host) traffic(n int) {
-	h.t.Helper()
-	h.l.ResetStats()
-	rng := rand.New(rand.NewPCG(uint64(n), 5))
-	for i := 0; i < n; i++ {
-		if err := echoThrough(h.l.Client(), rng, 1+rng.IntN(8<<10)); err != nil {
-			h.t.Fatalf("connection %d of %d through %s: %v", i+1, n, listenAddr, err)
-		}
-	}
-	var counts []int
-	h.waitFor("backends complete the connections", 30*time.Second, func() (bool, string) {
-		done := 0
-		counts = counts[:0]
-		for _, b := range h.l.Backends {
-			st := b.Stats()
-			done += st.Completed
-			counts = append(counts, st.Accepted)
-		}
-		return done >= n, fmt.Sprintf("completed %d of %d, accepted %v", done, n, counts)
-	})
-	lo, hi, sum := counts[0], counts[0], 0
-	for _, c := range counts {
-		lo, hi, sum = min(lo, c), max(hi, c), sum+c
-	}
-	if sum != n || hi-lo > 1 {
-		h.t.Fatalf("per-backend connections %v: want %d in total, differing by at most one", counts, n)
-	}
-	for _, b := range h.l.Backends {
-		for addr := range b.Stats().Remotes {
-			if addr != lab.XLBFrontIP {
-				h.t.Fatalf("backend %s saw source %s, want only %s", b.IP(), addr, lab.XLBFrontIP)
-			}
-		}
-	}
-}
-
-func echoThrough(client *lab.Host, rng *rand.Rand, size int) error {
-	msg := make([]byte, size)
-	for i := range msg {
-		msg[i] = byte(rng.Uint32())
-	}
-	return client.EchoCheck(listenAddr, msg, 20*time.Second)
-}
-
-var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
-
-// exposure runs systemd-analyze security on unit and returns its overall
-// exposure (0 safest … 10).
-func (h *host) exposure(unit string) float64 {
-	h.t.Helper()
-	out := h.sh("systemd-analyze", "security", "--no-pager", unit)
-	m := exposureRE.FindStringSubmatch(out)
-	if m == nil {
-		h.t.Fatalf("systemd-analyze security %s: no overall exposure:\n%s", unit, out)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
-}
 
 // TestPackagedService installs the .deb (then the .rpm) on a booted Debian
 // with systemd as PID 1 in the lab's XLB namespace and drives the service
 // through its life: install without start, start until ready, traffic,
-// SIGKILL and restart, upgrade with and without restart, stop through the
-// shutdown window, removal and purge.
+// SIGKILL and the restart that adopts the pinned connections, an upgrade
+// that hands over (systemctl reload) and one left to the operator, stop
+// through the shutdown window, removal and purge, and the rpm scriptlets.
 func TestPackagedService(t *testing.T) {
 	setup(t)
 	testStart := time.Now()
-	l := lab.New(t, lab.Options{})
-	bootStart := time.Now()
-	c, err := Boot(Options{Rootfs: rootfs, Name: "hostlab-" + l.Prefix, NetnsPath: l.XLB.Path, Files: pkgFiles}, 2*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("boot to is-system-running=running: %s", time.Since(bootStart).Round(10*time.Millisecond))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("container console (tail):\n%s", tail(c.Console(), 40))
-		}
-		start := time.Now()
-		if err := c.Close(); err != nil {
-			t.Errorf("container: %v", err)
-		}
-		t.Logf("container poweroff and cleanup: %s", time.Since(start).Round(10*time.Millisecond))
-	})
-	stopSignals := l.CloseOnSignal(func() {
-		c.Close()
-		if workDir != "" {
-			os.RemoveAll(workDir)
-		}
-	})
-	t.Cleanup(stopSignals)
-
-	h := &host{t: t, c: c, l: l, http: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return l.XLB.Dial(ctx, addr) },
-	}}}
-	if out := h.sh("systemctl", "is-system-running"); strings.TrimSpace(out) != "running" {
-		t.Logf("container state %s; failed units:\n%s", out, h.sh("systemctl", "--failed", "--no-legend"))
-	}
-	config := labConfig(l)
-
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, func(t *testing.T) { h.t = t; f(t) }) {
-			t.FailNow()
-		}
-		h.t = t
-	}
+	h := bootHost(t, "hostlab")
+	step := h.step
 
 	var before, after float64
 	step("exposure-bare-unit", func(t *testing.T) {
@@ -341,8 +65,8 @@ func TestPackagedService(t *testing.T) {
 		}
 	})
 
-	h.write("/etc/xlb/xlb.yaml", config, 0o644)
-	h.sh("xlb", "check", "--config", "/etc/xlb/xlb.yaml")
+	h.configure()
+	config := labConfig(h.l)
 
 	step("each-capability-is-needed", func(t *testing.T) {
 		// The unit keeps only CAP_BPF and CAP_NET_ADMIN; without either
@@ -420,7 +144,10 @@ func TestPackagedService(t *testing.T) {
 		})
 	})
 
-	step("sigkill-restarts", func(t *testing.T) {
+	step("sigkill-keeps-connections", func(t *testing.T) {
+		// The pinned links and maps outlive the process: the streams keep
+		// flowing while systemd restarts xlb, which adopts their pairs.
+		s := h.openStreams(12)
 		old := h.mainPID()
 		since := h.cursor()
 		h.sh("systemctl", "kill", "--signal=KILL", "xlb")
@@ -434,26 +161,40 @@ func TestPackagedService(t *testing.T) {
 		if code, body := h.readyz(); code != 200 {
 			t.Errorf("readyz after the restart: %d %s", code, body)
 		}
-		if j := h.journal(since); !strings.Contains(j, "status=9/KILL") {
+		j := h.journal(since)
+		if !strings.Contains(j, "status=9/KILL") {
 			t.Errorf("journal lacks the SIGKILL:\n%s", j)
 		}
+		if n := adoptedPairs(j); n < len(s.list) {
+			t.Errorf("the restarted xlb adopted %d connection pairs, want at least the %d streams:\n%s", n, len(s.list), j)
+		}
+		h.keepFlowing(s, 3)
+		if err := s.close(); err != nil {
+			t.Errorf("streams across SIGKILL and restart: %v", err)
+		}
+		t.Logf("%d streams kept across SIGKILL and restart (%d bytes each way)", len(s.list), s.bytes())
 		h.traffic(9)
 	})
 
-	step("upgrade-restarts", func(t *testing.T) {
+	step("upgrade-reloads", func(t *testing.T) {
 		cfgBefore := h.sh("sha256sum", "/etc/xlb/xlb.yaml")
 		old := h.mainPID()
 		since := h.cursor()
 		out := h.sh("apt-get", "install", "-y", "--no-install-recommends", debIn(1))
-		if !strings.Contains(out, "connections established through this instance are reset") {
-			t.Errorf("upgrade output lacks the reset warning:\n%s", out)
+		for _, want := range []string{"hot upgrade: connections are kept", "the new version took over"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("upgrade output lacks %q:\n%s", want, out)
+			}
 		}
-		// postinst's try-restart returned: the new process is ready.
+		if strings.Contains(out, "reset") {
+			t.Errorf("upgrade output speaks of a reset:\n%s", out)
+		}
+		// postinst's reload returned: the new process is ready.
 		if code, body := h.readyz(); code != 200 {
 			t.Errorf("readyz right after the upgrade: %d %s", code, body)
 		}
 		if pid := h.mainPID(); pid == old || pid == 0 {
-			t.Errorf("MainPID %d after the upgrade (before %d): not restarted", pid, old)
+			t.Errorf("MainPID %d after the upgrade (before %d): no hand-off", pid, old)
 		}
 		if v := h.statusVersion(); v != v2 {
 			t.Errorf("status API version %q after the upgrade, want %s", v, v2)
@@ -464,8 +205,9 @@ func TestPackagedService(t *testing.T) {
 		if left, _ := h.try("sh", "-c", "ls /etc/xlb/*.dpkg-* 2>/dev/null"); strings.TrimSpace(left) != "" {
 			t.Errorf("dpkg left %s", left)
 		}
-		if j := h.journal(since); !strings.Contains(j, "shutdown window over") {
-			t.Errorf("journal lacks the old process's shutdown window:\n%s", j)
+		j := h.journal(since)
+		if !strings.Contains(j, "hot upgrade complete") || strings.Contains(j, "shutdown window") {
+			t.Errorf("journal: want a hot upgrade and no shutdown window:\n%s", j)
 		}
 		h.traffic(9)
 	})
@@ -474,8 +216,8 @@ func TestPackagedService(t *testing.T) {
 		h.sh("sh", "-c", "echo XLB_RESTART_ON_UPGRADE=no >> /etc/default/xlb")
 		old := h.mainPID()
 		out := h.sh("apt-get", "install", "-y", "--reinstall", "--no-install-recommends", debIn(1))
-		if !strings.Contains(out, "keeps running the previous version") {
-			t.Errorf("output lacks the no-restart notice:\n%s", out)
+		if !strings.Contains(out, "keeps running the previous version until you run: systemctl reload xlb") {
+			t.Errorf("output lacks the no-restart notice naming systemctl reload:\n%s", out)
 		}
 		if pid := h.mainPID(); pid != old {
 			t.Errorf("MainPID %d, before %d: restarted despite XLB_RESTART_ON_UPGRADE=no", pid, old)
@@ -523,6 +265,10 @@ func TestPackagedService(t *testing.T) {
 		}
 		if h.xdpAttached() {
 			t.Error("XDP program still attached after stop")
+		}
+		// SIGTERM's end removes the pins (the bpffs itself stays).
+		if out, err := h.try("sh", "-c", "test ! -e /sys/fs/bpf/xlb && stat -f -c %T /sys/fs/bpf"); err != nil || strings.TrimSpace(out) != "bpf_fs" {
+			t.Errorf("after stop: %v %s; want /sys/fs/bpf/xlb gone, /sys/fs/bpf still a bpffs\n%s", err, out, h.sh("ls", "-laR", "/sys/fs/bpf"))
 		}
 		j := h.journal(since)
 		for _, want := range []string{"shutting down", "shutdown window over"} {
@@ -572,13 +318,20 @@ func TestPackagedService(t *testing.T) {
 			t.Fatalf("readyz after start: %d %s", code, body)
 		}
 		old := h.mainPID()
+		since := h.cursor()
+		// The new %post reloads; the old %postun sees that and restarts
+		// nothing.
 		out = h.sh("rpm", "-U", "--nodeps", rpmIn(1))
-		if !strings.Contains(out, "connections established through this instance are reset") {
-			t.Errorf("rpm -U output lacks the reset warning:\n%s", out)
+		if !strings.Contains(out, "hot upgrade: connections are kept") || strings.Contains(out, "reset") {
+			t.Errorf("rpm -U output: want the hot upgrade and no reset:\n%s", out)
 		}
 		if pid := h.mainPID(); pid == old || pid == 0 {
-			t.Errorf("MainPID %d after rpm -U (before %d): not restarted", pid, old)
+			t.Errorf("MainPID %d after rpm -U (before %d): no hand-off", pid, old)
 		}
+		if j := h.journal(since); strings.Count(j, "hot upgrade complete: handed over") != 1 || strings.Contains(j, "shutdown window") {
+			t.Errorf("journal of rpm -U: want one hand-off and no stop:\n%s", j)
+		}
+		h.sh("test", "!", "-e", "/run/xlb-rpm-reloaded")
 		if v := h.statusVersion(); v != v2 {
 			t.Errorf("version %q after rpm -U, want %s", v, v2)
 		}
@@ -597,29 +350,4 @@ func TestPackagedService(t *testing.T) {
 	})
 
 	t.Logf("whole booted-host test: %s", time.Since(testStart).Round(100*time.Millisecond))
-}
-
-func procField(status, key string) string {
-	for _, line := range strings.Split(status, "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-func firstMatch(s, sub string) string {
-	for _, line := range strings.Split(s, "\n") {
-		if strings.Contains(line, sub) {
-			return strings.TrimSpace(line)
-		}
-	}
-	return ""
 }

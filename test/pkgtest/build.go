@@ -39,7 +39,14 @@ func Build(dir, version string) (Packages, error) {
 	if err != nil {
 		return Packages{}, err
 	}
-	dir, err = filepath.Abs(dir)
+	return BuildTree(root, dir, version)
+}
+
+// BuildTree is Build in another source tree (for example an older release
+// exported with git archive), with extra make variables ("NAME=value"),
+// such as NFPM=path to reuse this repository's nfpm.
+func BuildTree(root, dir, version string, vars ...string) (Packages, error) {
+	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return Packages{}, err
 	}
@@ -47,6 +54,7 @@ func Build(dir, version string) (Packages, error) {
 	if version != "" {
 		args = append(args, "PKG_VERSION="+version)
 	}
+	args = append(args, vars...)
 	cmd := exec.Command("make", args...)
 	// A caller running under make (make test) must not hand its jobserver
 	// or variables to this make.

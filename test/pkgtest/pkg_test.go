@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // testVersion is a snapshot version as packaging/version.sh makes them,
@@ -530,9 +531,11 @@ func TestUnitVerify(t *testing.T) {
 	}
 }
 
-// TestUnitContract checks the unit's settings that the issue and the
+// TestUnitContract checks the unit's settings that the issues and the
 // daemon's behaviour fix: notify type, restart policy, stop timeout longer
-// than the default shutdown_timeout (15 s) plus margin, capabilities.
+// than the default shutdown_timeout (15 s) plus margin, capabilities, the
+// hot upgrade's reload, notify access and bpffs mount, and a start
+// timeout above `xlb reload`'s.
 func TestUnitContract(t *testing.T) {
 	unit := repoFile(t, "systemd/xlb.service")
 	settings := map[string][]string{}
@@ -576,10 +579,27 @@ func TestUnitContract(t *testing.T) {
 	if !slices.Contains(settings["EnvironmentFile"], "-/etc/default/xlb") || !slices.Contains(settings["EnvironmentFile"], "-/etc/sysconfig/xlb") {
 		t.Errorf("EnvironmentFile=%v, want the optional /etc/default/xlb and /etc/sysconfig/xlb", settings["EnvironmentFile"])
 	}
-	for _, k := range []string{"ExecReload", "ProtectKernelTunables", "AmbientCapabilities", "User"} {
+	for _, k := range []string{"ProtectKernelTunables", "AmbientCapabilities", "User"} {
 		if _, ok := settings[k]; ok {
 			t.Errorf("%s must not be set", k)
 		}
+	}
+	// Hot upgrade (issue 12): the reload hands over to a successor, which
+	// announces itself (MAINPID=, READY=1) and so needs NotifyAccess=all;
+	// the bpffs is mounted outside the sandbox before every start.
+	for k, want := range map[string]string{
+		"ExecReload":   "/usr/bin/xlb reload --pid $MAINPID",
+		"NotifyAccess": "all",
+		"ExecStartPre": "+/usr/bin/xlb mount-bpffs --config /etc/xlb/xlb.yaml",
+	} {
+		if got := one(k); got != want {
+			t.Errorf("%s=%s, want %s", k, got, want)
+		}
+	}
+	// `xlb reload` waits up to 80 s; systemd kills ExecReload after
+	// TimeoutStartSec.
+	if start, err := time.ParseDuration(one("TimeoutStartSec")); err != nil || start <= 80*time.Second {
+		t.Errorf("TimeoutStartSec=%s: want a duration above xlb reload's 80 s", one("TimeoutStartSec"))
 	}
 	if stop := one("TimeoutStopSec"); stop != "45s" {
 		t.Errorf("TimeoutStopSec=%s; the test expects 45s (15 s default shutdown_timeout + margin)", stop)
