@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -74,27 +74,8 @@ func labConfig(t *testing.T, l *lab.Lab) *config.Config {
 		static.Backends = append(static.Backends, config.Backend{Name: fmt.Sprintf("backend-%d", i+1), IP: b.IP()})
 	}
 	c.Provider = config.Provider{Static: static}
-	c.StateDir = filepath.Join(privateBPFFS(t), "xlb")
+	c.StateDir = testnet.StateDir(t)
 	return c
-}
-
-// privateBPFFS mounts a bpffs of the test's own (unmounted when it ends)
-// for the daemon's state_dir, so that no test pins into /sys/fs/bpf.
-func privateBPFFS(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bpffs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mount a bpffs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
 }
 
 // run starts Run in l's XLB namespace with the given signals already

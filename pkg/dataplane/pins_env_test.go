@@ -1,38 +1,18 @@
 package dataplane
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/hostnet"
 )
 
-// testStateDir mounts a private BPF filesystem on a directory of
-// t.TempDir() (never /sys/fs/bpf), unmounted when the test ends, and
-// returns a state_dir inside it that does not exist yet.
-func testStateDir(t testing.TB) string {
-	t.Helper()
-	testnet.RequireRoot(t)
-	mnt := filepath.Join(t.TempDir(), "bpf")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mount a private bpffs on %s: %v", mnt, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-	})
-	return filepath.Join(mnt, "xlb")
-}
+// testStateDir is a state_dir on a private BPF filesystem
+// (testnet.StateDir).
+func testStateDir(t testing.TB) string { return testnet.StateDir(t) }
 
 // testCookie is the calling thread's network namespace cookie.
 func testCookie(t testing.TB) uint64 {

@@ -6,36 +6,20 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
-// pinnedConfig is labConfig with state_dir on a private bpffs, mounted
-// here and unmounted when the test ends.
+// pinnedConfig is labConfig with state_dir on a private bpffs.
 func pinnedConfig(t *testing.T, l *lab.Lab) *config.Config {
-	t.Helper()
-	fs := filepath.Join(t.TempDir(), "bpffs")
-	if err := os.Mkdir(fs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("bpf", fs, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mount a bpffs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(fs, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", fs, err)
-		}
-	})
 	c := labConfig(l)
-	c.StateDir = filepath.Join(fs, "xlb")
+	c.StateDir = testnet.StateDir(t)
 	return c
 }
 
