@@ -178,8 +178,6 @@ func TestUnreachableLoggedOnce(t *testing.T) {
 // the adopted pairs reference them. One the provider still lists becomes
 // routable under its id; one it no longer lists is departed (shown draining
 // while pairs reference it); a new one gets an id above every adopted one.
-// The first set is published even when it equals what was adopted, since
-// the data path may hold a predecessor's set.
 func TestManagerKeepsAdoptedIDs(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	res := hostnet.NewResolver(l.XLB.Netlink(), l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})

@@ -4,18 +4,27 @@
 // config watch, and keeps the shutdown window of the seed document's "XLB
 // shutdown behavior".
 //
-// States (api.Lifecycle), in order; the process never goes back:
+// States (api.Lifecycle), in order:
 //
 //	starting       listeners up (/healthz answers, /readyz is 503); the
 //	               instance comes up; the first maintenance sample is awaited
 //	running        READY=1 sent; the watchdog pings while samples arrive
+//	handing_over   on SIGUSR2 (hot upgrade, handoff.go): still serving and
+//	               ready while the binary on disk takes over the pinned state;
+//	               back to running when it fails, or the process exits
 //	shutting_down  on the first SIGTERM/SIGINT: STOPPING=1 with the window,
 //	               discovery and maintenance stopped, the data-path shutdown
 //	               flag set; a second stop signal ends the window early
-//	(stopped)      the instance is down and Run returns
+//	(stopped)      the instance is down, its pins removed, and Run returns
 //
-// A stop signal during starting undoes the bring-up and Run returns nil.
-// SIGHUP and SIGUSR2 are logged and ignored.
+// A stop signal during starting undoes the bring-up (or, when the start
+// adopted a predecessor's pins, leaves them for the next start) and Run
+// returns nil. SIGHUP is logged and ignored.
+//
+// A process started by a predecessor's hand-off (successor.go) goes through
+// starting without serving its inherited listeners, which the predecessor
+// still answers on; it serves them once it took over, and sends
+// MAINPID= with READY=1.
 //
 // publish.go is the only writer of the snapshot (pkg/snapshot): every
 // other file hands it what changed. Status and metrics read the snapshot
