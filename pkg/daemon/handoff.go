@@ -32,6 +32,11 @@ func (d *runner) handOff(ctx context.Context, lis *listeners) bool {
 	d.publishLifecycle(api.HandingOver)
 	newPID, quiesced, err := d.runHandOff(ctx, lis)
 	if err == nil {
+		// The successor serves on the shared listening sockets: leave
+		// every new connection to it before `xlb reload` returns.
+		if err := lis.stopAccepting(); err != nil {
+			d.log.WithError(err).Warn("hot upgrade: close this process's listeners")
+		}
 		d.log.WithField("new_pid", newPID).Info("hot upgrade complete: handed over")
 		d.notify.MainPID(newPID)
 		writeUpgradeResult(upgradeResult{PID: os.Getpid(), Result: api.UpgradeOK, NewPID: newPID}, d.log)

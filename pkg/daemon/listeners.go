@@ -27,7 +27,9 @@ type listeners struct {
 	adminLn   net.Listener // handed to a hot-upgrade successor
 	metricsLn net.Listener
 	wg        sync.WaitGroup
-	released  atomic.Bool // release closed the listeners: Serve's error is expected
+	released  atomic.Bool // stopAccepting closed the listeners: Serve's error is expected
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // startListeners binds both listeners (a bind failure fails startup) and
@@ -156,26 +158,41 @@ func (l *listeners) stop() error {
 // releaseGrace is how long a process that handed over keeps serving the
 // connections it accepted before it shuts its servers down: long enough
 // for their first request to arrive.
-const releaseGrace = time.Second
+const releaseGrace = 500 * time.Millisecond
+
+// stopAccepting closes this process's descriptors of the listening
+// sockets once its hot-upgrade successor serves on them: Serve returns
+// and nothing more is accepted here, so every new connection (a status
+// query right after `xlb reload` returned included) reaches the
+// successor, which shares the sockets. Requests in flight are answered
+// with "Connection: close" and idle keep-alive connections closed, so a
+// client's next request reconnects to the successor too (Go's client
+// retries a GET that meets a closed idle connection). It runs once.
+func (l *listeners) stopAccepting() error {
+	l.stopOnce.Do(func() {
+		l.released.Store(true)
+		l.stopErr = errors.Join(l.adminLn.Close(), l.metricsLn.Close())
+		l.wg.Wait()
+		l.admin.EndKeepAlives()
+		l.metrics.EndKeepAlives()
+	})
+	return l.stopErr
+}
 
 // release ends this process's part in the listening sockets after a
-// hand-off, answering every connection it accepted. First its descriptors
-// are closed, so that Serve returns and nothing more is accepted here
-// (connections still queued go to the successor, which shares the
-// sockets); then, for releaseGrace, the connections already accepted send
-// their requests and get their answers; only then are the servers shut
-// down. net/http's Shutdown closes a connection whose request arrives
-// after it began without an answer (the client reads EOF), so it must not
-// start while one may still come.
+// hand-off, answering every connection it accepted: it stops accepting
+// (stopAccepting), gives the connections already accepted releaseGrace
+// to send their requests and get their answers, and only then shuts the
+// servers down. net/http's Shutdown closes a connection whose request
+// arrives after it began without an answer (the client reads EOF), so it
+// must not start while one may still come.
 func (l *listeners) release() error {
 	return within(10*time.Second, func() error {
-		l.released.Store(true)
-		errs := []error{l.adminLn.Close(), l.metricsLn.Close()}
-		l.wg.Wait()
+		err := l.stopAccepting()
 		time.Sleep(releaseGrace)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return errors.Join(append(errs, l.admin.Shutdown(ctx), l.metrics.Shutdown(ctx))...)
+		return errors.Join(err, l.admin.Shutdown(ctx), l.metrics.Shutdown(ctx))
 	})
 }
 

@@ -35,9 +35,15 @@ func upgradeResultPath(pid int) string {
 	return filepath.Join(hostnet.DefaultJournalDir, fmt.Sprintf("hot-upgrade-%d.json", pid))
 }
 
+// staleResultAge is when a result nobody read (SIGUSR2 sent without
+// `xlb reload`) is removed, once its process is gone.
+const staleResultAge = 10 * time.Minute
+
 // writeUpgradeResult writes r for `xlb reload` (atomically: a temporary
-// file renamed into place).
+// file renamed into place), and removes the results of gone processes
+// older than staleResultAge.
 func writeUpgradeResult(r upgradeResult, log logrus.FieldLogger) {
+	removeStaleResults()
 	path := upgradeResultPath(r.PID)
 	b, err := json.Marshal(r)
 	if err == nil {
@@ -91,12 +97,18 @@ func signalAndWait(pid int, timeout time.Duration) (newPID int, err error) {
 			if r.Result != api.UpgradeOK {
 				return 0, fmt.Errorf("hot upgrade failed, xlb (pid %d) keeps serving: %s", pid, r.Error)
 			}
+			// Done when the old process is gone too (it answers the
+			// requests it accepted first, listeners.release): a stop
+			// right after the reload then meets one process only.
+			for !gone(pid) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
 			return r.NewPID, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
 			return 0, err
 		}
-		if syscall.Kill(pid, 0) != nil {
+		if gone(pid) {
 			return 0, fmt.Errorf("xlb (pid %d) exited during the hot upgrade without a result (see its log)", pid)
 		}
 		if time.Now().After(deadline) {
@@ -109,12 +121,54 @@ func signalAndWait(pid int, timeout time.Duration) (newPID int, err error) {
 // canHandOver asks the binary the process runs (/proc/PID/exe, the old
 // binary even when a package replaced the file) for its capabilities: a
 // version before the hand-off ignores SIGUSR2, and waiting for it would
-// only end in a timeout.
+// only end in a timeout. It runs nothing but a binary named xlb.
 func canHandOver(pid int) error {
+	if gone(pid) {
+		return fmt.Errorf("no xlb process with pid %d", pid)
+	}
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	target, err := os.Readlink(exe)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if name := filepath.Base(strings.TrimSuffix(target, " (deleted)")); name != "xlb" {
+		return fmt.Errorf("pid %d runs %s, not xlb", pid, target)
+	}
 	out, err := exec.Command(exe, "capabilities").Output()
 	if err != nil || !slices.Contains(strings.Fields(string(out)), capHotUpgrade) {
 		return fmt.Errorf("the running xlb (pid %d) cannot hand over (a version before hot upgrades): use `systemctl restart xlb`, which resets its connections", pid)
 	}
 	return nil
+}
+
+// gone reports whether the process pid has exited: it no longer exists,
+// or it is a zombie its parent has not reaped yet.
+func gone(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] == 'Z'
+	}
+	return false
+}
+
+// removeStaleResults removes hot upgrade results that nobody read: their
+// process is gone and they are older than staleResultAge.
+func removeStaleResults() {
+	paths, _ := filepath.Glob(filepath.Join(hostnet.DefaultJournalDir, "hot-upgrade-*.json"))
+	for _, p := range paths {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(p), "hot-upgrade-%d.json", &pid); err != nil || !gone(pid) {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > staleResultAge {
+			os.Remove(p)
+		}
+	}
 }

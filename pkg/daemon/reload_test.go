@@ -36,7 +36,9 @@ func TestReloadWaitsForTheOutcome(t *testing.T) {
 			<-sigs
 			writeUpgradeResult(c.r, logrus.StandardLogger())
 		}()
-		pid, err := signalAndWait(me, 30*time.Second)
+		// The test process plays an old xlb that never exits: a success
+		// then waits out the (short) time for it to go.
+		pid, err := signalAndWait(me, 2*time.Second)
 		if c.wantErr == "" && (err != nil || pid != c.wantPID) {
 			t.Errorf("Reload = %d, %v; want %d", pid, err, c.wantPID)
 		}
@@ -50,8 +52,9 @@ func TestReloadWaitsForTheOutcome(t *testing.T) {
 }
 
 // A process that never answers makes Reload fail when its time is up; a
-// binary without the hot-upgrade capability (a version before it, here
-// sleep(1)) fails at once, and so does a pid that is not running.
+// process that is not xlb (here sleep(1)) fails at once without running
+// anything, and so does a pid that is not running. (A version of xlb
+// before hot upgrades: test/hostlab's upgrade from the previous version.)
 func TestReloadWithoutAnAnswer(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGUSR2)
@@ -64,11 +67,11 @@ func TestReloadWithoutAnAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { old.Process.Kill(); old.Wait() }()
-	if _, err := Reload(old.Process.Pid, time.Minute); err == nil || !strings.Contains(err.Error(), "cannot hand over") {
-		t.Errorf("Reload of a version without hot upgrades: %v", err)
+	if _, err := Reload(old.Process.Pid, time.Minute); err == nil || !strings.Contains(err.Error(), "not xlb") {
+		t.Errorf("Reload of a process that is not xlb: %v", err)
 	}
-	if _, err := Reload(1<<22+1, time.Second); err == nil {
-		t.Error("Reload of a pid that does not run succeeded")
+	if _, err := Reload(1<<22+1, time.Second); err == nil || !strings.Contains(err.Error(), "no xlb process") {
+		t.Errorf("Reload of a pid that does not run: %v", err)
 	}
 }
 

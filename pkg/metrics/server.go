@@ -103,6 +103,11 @@ func (s *Server) Serve(ln net.Listener) error {
 // those in flight until ctx ends (http.Server.Shutdown).
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
+// EndKeepAlives closes the idle keep-alive connections and answers the
+// requests in flight with "Connection: close": after a hot upgrade, a
+// scraper's next request reaches the process that took over.
+func (s *Server) EndKeepAlives() { s.srv.SetKeepAlivesEnabled(false) }
+
 // errorLog adapts logrus to promhttp.Logger.
 type errorLog struct{ log logrus.FieldLogger }
 

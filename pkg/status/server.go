@@ -124,6 +124,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.srv.Shutdown(ctx)
 }
 
+// EndKeepAlives closes the idle keep-alive connections and answers the
+// requests in flight with "Connection: close": after a hot upgrade, a
+// client's next request reaches the process that took over.
+func (s *Server) EndKeepAlives() { s.srv.SetKeepAlivesEnabled(false) }
+
 // logWriter sends net/http's internal error log to logrus.
 type logWriter struct{ l logrus.FieldLogger }
 
