@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/hostnet"
 	"github.com/xlbproject/xlb/test/lab"
 	"github.com/xlbproject/xlb/test/xlbproc"
 )
@@ -79,6 +82,11 @@ func beginSwap(t testing.TB, l *lab.Lab, p *xlbproc.Proc) (swap, func(*workload)
 	rw := watchReadiness(l)
 	t.Cleanup(func() { rw.stop() })
 	s := swap{from: p.Pid(), signalled: time.Now()}
+	// The old process leaves its result for `xlb reload`, which a raw
+	// SIGUSR2 never reads: the host's runtime directory keeps nothing.
+	t.Cleanup(func() {
+		os.Remove(filepath.Join(hostnet.DefaultJournalDir, fmt.Sprintf("hot-upgrade-%d.json", s.from)))
+	})
 	if err := p.Signal(syscall.SIGUSR2); err != nil {
 		t.Fatal(err)
 	}
