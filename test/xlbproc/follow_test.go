@@ -22,8 +22,8 @@ if [ -z "$GEN" ]; then
 	sleep 0.2
 	if [ "$OUTCOME" = failed ]; then
 		kill $!
-		echo "level=error msg=\"hot upgrade failed; still serving\" error=\"it failed\""
 		trap 'echo first got TERM; exit 0' TERM
+		echo "level=error msg=\"hot upgrade failed; still serving\" error=\"it failed\""
 		while :; do sleep 0.05; done
 	fi
 	echo "level=info msg=\"hot upgrade complete: handed over\" new_pid=$!"
@@ -81,7 +81,8 @@ func TestFollowHandOff(t *testing.T) {
 }
 
 // A failed hand-off leaves the old process the owner; its exit 0 ends the
-// daemon.
+// daemon. The fake installs its TERM trap before it logs the failure, as
+// the test signals as soon as it reads that line.
 func TestFollowFailedHandOff(t *testing.T) {
 	p := startFake(t, "failed")
 	first := p.Pid()
