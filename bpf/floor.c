@@ -19,10 +19,27 @@
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
+/*
+ * A floor recipe: what a stateful NAT must keep per flow at the least --
+ * the rewrite of struct flow_value with the MACs in the entry itself (XLB
+ * keeps them in a next-hop slot). 32 bytes.
+ */
+struct floor_recipe {
+	__be32 saddr_be;
+	__be32 daddr_be;
+	__be16 sport_be;
+	__be16 dport_be;
+	__u16 csum_ip;
+	__u16 csum_l4;
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct flow_key);
-	__type(value, struct flow_value);
+	__type(value, struct floor_recipe);
 	__uint(max_entries, 1024);
 } floor_flows SEC(".maps");
 
@@ -32,7 +49,7 @@ int floor_xdp(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	struct flow_value *v;
+	struct floor_recipe *v;
 	struct flow_key key;
 	struct iphdr *iph;
 	struct tcphdr *tcp;

@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 2,
+	XLB_LAYOUT_VERSION = 3,
 };
 
 /*
@@ -74,10 +74,19 @@ enum xlb_limits {
 	XLB_MAX_BACKENDS = 1024,     /* backend ids 0..1023; routable set size limit */
 	XLB_MAX_INTERFACES = 64,     /* egress interfaces the redirect map (xlb_tx_ports) holds */
 	XLB_DEFAULT_MAX_CONNECTIONS = 262144, /* flow_table.max_connections default; XLB_ENTRIES_PER_PAIR flow entries each */
-	XLB_SNAT_MAX_TRIES = 32,     /* bounded SNAT port probes per new pair */
+	XLB_MAX_SNAT_IPS = 8,        /* SNAT addresses (snat.ip list) */
+	XLB_SNAT_PORT_SPACE = 65536, /* ports a bitmap of one (backend, SNAT address) may cover */
+	XLB_SNAT_MAX_WORDS = XLB_MAX_SNAT_IPS * (XLB_SNAT_PORT_SPACE / 64), /* bitmap words per backend id, at most */
+	XLB_SNAT_REUSE_MIN_TICKS = 100, /* a freed port is taken over no sooner than this after its last backend packet */
+	XLB_PICK_TRIES = 4,          /* routable backends tried per SYN when SNAT ports run out */
+	XLB_MAX_NEXTHOPS = 65536,    /* next-hop slots (xlb_nexthops); a power of two */
+	XLB_NEXTHOP_PROBES = 8,      /* slots probed from a next hop's hash */
+	XLB_WSCALE_NONE = 0xff,      /* flow_value.wscale: the sender's SYN carried no window scale */
+	XLB_WSCALE_UNKNOWN = 0xfe,   /* flow_value.wscale: not seen (a pair migrated from layout 2): any window */
+	XLB_WSCALE_MAX = 14,         /* RFC 7323 §2.3: larger shifts are used as 14 */
 	XLB_LONE_CHECK_TICKS = 256,  /* idle ticks before a packet checks its entry's counterpart */
 	XLB_CLOSE_QUEUE_SLOTS = 8192, /* per-CPU close queue slots (the ring buffer fallback) */
-	XLB_CLOSE_RING_BYTES = 1 << 20, /* close event ring buffer bytes (a power of two of pages) */
+	XLB_CLOSE_RING_BYTES = 1 << 22, /* pair event ring buffer bytes (a power of two of pages): 131,072 events */
 	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
 	XLB_PAIR_EVENTS = 4,         /* counters per backend id in xlb_pair_events (enum xlb_pair_event) */
 	XLB_REAPED_REASONS = 8,      /* counters per backend id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
@@ -107,39 +116,70 @@ struct flow_key {
 };
 
 /*
- * Close state, on the forward (XLB_DIR_CLIENT) entry only. The data path
- * sets the bits with atomic OR, so concurrent FINs and RSTs on two CPUs
- * decide exactly once which packet made the pair terminal: that packet
- * also sets XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST, counts the closure and
- * posts the close event. The CLOSED bit, not the FIN/RST bits, is what
- * makes a pair terminal for the SYN path, the maintenance loop and the
- * gauges: it is set once, and its kind never changes (a RST after both
- * FINs leaves the pair in time-wait).
+ * Flow flags (flow_value.flags), set with atomic OR only.
+ *
+ * Pair state, on the forward (XLB_DIR_CLIENT) entry only: the handshake
+ * (XLB_F_SYNACK, XLB_F_ESTABLISHED; DESIGN §6b: a pair without
+ * XLB_F_ESTABLISHED is embryonic) and the close state. Concurrent FINs
+ * and RSTs on two CPUs decide exactly once which packet made the pair
+ * terminal: that packet also sets XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST,
+ * counts the closure and posts the close event. The CLOSED bit, not the
+ * FIN/RST bits, is what makes a pair terminal for the SYN path, the
+ * maintenance loop and the gauges: it is set once, and its kind never
+ * changes (a RST after both FINs leaves the pair in time-wait).
+ *
+ * Entry state, on either entry: XLB_F_ACK_SEEN (the entry's sender has
+ * sent an ACK, so track_seq and track_win hold its receive window), and
+ * on the reverse entry the SNAT port's state (XLB_F_PORT_FREED,
+ * XLB_F_HOLD; DESIGN §6b "SNAT reuse").
  */
 enum xlb_flow_flags {
 	XLB_F_FIN_CLIENT = 1 << 0,   /* client sent FIN */
 	XLB_F_FIN_BACKEND = 1 << 1,  /* backend sent FIN */
-	XLB_F_RST_CLIENT = 1 << 2,   /* client sent RST */
-	XLB_F_RST_BACKEND = 1 << 3,  /* backend sent RST */
+	XLB_F_RST_CLIENT = 1 << 2,   /* client sent an accepted RST */
+	XLB_F_RST_BACKEND = 1 << 3,  /* backend sent an accepted RST */
 	XLB_F_INIT_BACKEND = 1 << 4, /* the first FIN/RST came from the backend */
 	XLB_F_CLOSED_FIN = 1 << 5,   /* terminal: both FINs (time-wait) */
 	XLB_F_CLOSED_RST = 1 << 6,   /* terminal: reset */
+	XLB_F_SYNACK = 1 << 7,       /* the backend's SYN-ACK went through */
+	XLB_F_ESTABLISHED = 1 << 8,  /* the client ACKed the backend's SYN-ACK: not embryonic */
+	XLB_F_ACK_SEEN = 1 << 9,     /* (either entry) its sender has sent an ACK */
+	XLB_F_PORT_FREED = 1 << 10,  /* (reverse entry) terminal with no backend TIME_WAIT: the SNAT port's bit is clear, a new pair may take it over */
+	XLB_F_HOLD = 1 << 11,        /* (reverse entry) lone on purpose: its pair was replaced while the backend holds TIME_WAIT; keeps the SNAT port until time-wait ends */
 };
 
 #define XLB_F_CLOSED (XLB_F_CLOSED_FIN | XLB_F_CLOSED_RST)
 
 /*
  * One directional entry: the rewrite recipe for packets matching its key, plus
- * the pair link and state. 48 bytes.
+ * the pair link and state. 44 bytes.
  *
  * The counterpart's key is not stored: it is the recipe read backwards,
  * {daddr, saddr, dport, sport, the other direction} (flow_peer_key).
  *
+ * The egress interface and MACs are not stored either: nexthop names a
+ * slot of xlb_nexthops, which the daemon keeps current from netlink
+ * neighbour and link events, so an established flow follows a changed
+ * MAC (struct nexthop).
+ *
  * last_seen is the low 32 bits of the data path's clock (jiffies) when a
- * packet last went through this entry. On a terminal forward entry it stays
- * at the moment the pair became terminal (the time-wait and reset clocks
- * start there). Ages are computed modulo 2^32, so they are exact up to 2^31
- * ticks (24.8 days at HZ=1000); orphan_ttl_secs is capped well below.
+ * packet last went through this entry. While the pair is embryonic (no
+ * XLB_F_ESTABLISHED) packets leave it alone, so the forward entry's
+ * last_seen is the SYN's time and the embryonic TTL runs from there. On a
+ * terminal forward entry it stays at the moment the pair became terminal
+ * (the time-wait and reset clocks start there); on a XLB_F_HOLD entry it
+ * is that moment too. Ages are computed modulo 2^32, so they are exact up
+ * to 2^31 ticks (24.8 days at HZ=1000); orphan_ttl_secs is capped well
+ * below.
+ *
+ * TCP tracking (RST validation, RFC 5961 §3; the window check of
+ * nf_conntrack's TCP tracking): track_seq and track_win describe what the
+ * entry's sender will accept. With XLB_F_ACK_SEEN, track_seq is the last
+ * acknowledgement number it sent (its RCV.NXT) and track_win its last
+ * advertised window, shifted by its window scale; a RST toward it is
+ * accepted when seq - track_seq < max(track_win, 1). Before its first ACK,
+ * a client's forward entry holds its SYN's sequence + 1 in track_seq: the
+ * one acknowledgement a RST answering that SYN carries.
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -147,18 +187,47 @@ struct flow_value {
 	__be32 daddr_be;
 	__be16 sport_be;
 	__be16 dport_be;
-	__u8 smac[6];
-	__u8 dmac[6];
-	__u32 ifindex;     /* egress interface (bpf_fib_lookup at pair creation) */
 	__u16 csum_ip;     /* folded one's complement delta for the IPv4 header */
 	__u16 csum_l4;     /* folded delta for the TCP checksum (pseudo header + ports) */
+	__u32 nexthop;     /* slot in xlb_nexthops: egress interface and MACs */
 	/* pair */
 	__u32 generation;  /* same on both entries of a pair; never 0 */
-	__u32 flags;       /* enum xlb_flow_flags (forward entry only) */
+	__u32 flags;       /* enum xlb_flow_flags */
 	__u32 last_seen;   /* jiffies, low 32 bits */
+	/* the sender's receive window, as it last advertised it */
+	__u32 track_seq;
+	__u32 track_win;
 	__u16 backend_id;
-	__u16 pad;         /* always zero */
+	__u8 wscale;       /* the sender's window scale shift (0..14), XLB_WSCALE_NONE or XLB_WSCALE_UNKNOWN */
+	__u8 pad;          /* always zero */
 };
+
+_Static_assert(sizeof(struct flow_value) == 44, "struct flow_value has no implicit padding");
+
+/*
+ * A next hop (xlb_nexthops, XLB_MAX_NEXTHOPS slots): where packets of the
+ * entries naming it leave, and with which MACs. 24 bytes.
+ *
+ * A slot is identified by (ifindex, ip_be): the neighbour bpf_fib_lookup
+ * returned (the gateway, or the destination itself on link). Where the
+ * lookup fails for a client, the SYN's own frame gives the MACs and the
+ * slot is identified by (ingress ifindex, ip 0, dmac): the L2 sender.
+ * The data path claims a free slot at pair creation (slot probing from
+ * nexthop_hash, XLB_NEXTHOP_PROBES slots; a free slot has ifindex 0,
+ * claimed with compare-and-swap) and stamps used. The daemon rewrites
+ * smac and dmac when the kernel's neighbour or the interface's address
+ * changes, and frees slots no entry named for a whole maintenance walk.
+ * A packet whose slot was freed meanwhile looks its next hop up again.
+ */
+struct nexthop {
+	__u32 ifindex;     /* egress interface; 0: free */
+	__be32 ip_be;      /* the neighbour's address; 0: the L2 sender of a SYN */
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u32 used;        /* jiffies (low 32 bits) of the last pair creation that named it */
+};
+
+_Static_assert(sizeof(struct nexthop) == 24, "struct nexthop has no implicit padding");
 
 struct port_map {
 	__be16 local_port_be;
@@ -169,16 +238,27 @@ enum xlb_cfg_flags {
 	XLB_CFG_SHUTDOWN = 1 << 0, /* answer matching packets with RST (seed: shutdown) */
 };
 
-/* The single entry of the config map. Written by userspace only. */
+/*
+ * The single entry of the config map. Written by userspace only.
+ *
+ * SNAT ports (DESIGN §6b): each (backend id, SNAT address) has a bitmap of
+ * snat_words 64-bit words in xlb_snat_ports, bit i for port snat_port_lo
+ * + i, set while the port is taken toward that backend: by a live pair,
+ * by a terminal pair whose backend holds TIME_WAIT, or by a XLB_F_HOLD
+ * entry. Backend id b's words start at b * nsnat * snat_words, SNAT
+ * address a's at a * snat_words within them.
+ */
 struct xlb_config {
 	__be32 listen_ip_be;
-	__be32 snat_ip_be;
 	__u16 snat_port_lo;   /* host order, inclusive */
 	__u16 snat_port_hi;   /* host order, inclusive */
 	__u32 nports;
 	struct port_map ports[XLB_MAX_PORTS];
 	__u32 flags;          /* enum xlb_cfg_flags */
 	__u32 active_set;     /* 0 or 1: which backend_set slot is live */
+	__u32 nsnat;          /* SNAT addresses in snat_ips_be, 1..XLB_MAX_SNAT_IPS */
+	__u32 snat_words;     /* bitmap words per (backend id, SNAT address): ceil(ports in range / 64) */
+	__be32 snat_ips_be[XLB_MAX_SNAT_IPS];
 };
 
 struct backend_ref {
@@ -221,8 +301,8 @@ struct backend_stats {
 enum xlb_pair_event {
 	XLB_PAIR_CLOSED_FIN = 0,   /* became terminal with both FINs */
 	XLB_PAIR_CLOSED_RST = 1,   /* became terminal with a RST */
-	XLB_PAIR_REPLACED_FIN = 2, /* a time-wait pair a new SYN on its tuple removed */
-	XLB_PAIR_REPLACED_RST = 3, /* a reset pair a new SYN on its tuple removed */
+	XLB_PAIR_REPLACED_FIN = 2, /* a time-wait pair removed by a new SYN on its tuple, or by a takeover of its SNAT port */
+	XLB_PAIR_REPLACED_RST = 3, /* a reset pair removed the same ways */
 };
 
 _Static_assert(XLB_PAIR_REPLACED_RST < XLB_PAIR_EVENTS, "XLB_PAIR_EVENTS counts every enum xlb_pair_event");
@@ -234,7 +314,7 @@ _Static_assert(XLB_PAIR_REPLACED_RST < XLB_PAIR_EVENTS, "XLB_PAIR_EVENTS counts 
  * maintenance loop serialises. (One counter per key, not a struct, for the
  * same reason as backend_stats: no field offset chosen by a branch.) With
  * backend_stats' opened count these give the gauges without a recount:
- *   active    = opened - closed_fin - closed_rst - orphaned - lone_active - lone_reverse
+ *   active    = opened - closed_fin - closed_rst - orphaned - lone_active - lone_reverse - embryonic
  *   time-wait = closed_fin - timewait - replaced_fin - lone_timewait
  *   resetting = closed_rst - reset - replaced_rst - lone_reset
  * A pair is accounted for by whoever deletes its forward entry.
@@ -247,21 +327,25 @@ enum xlb_reaped_reason {
 	XLB_REAPED_LONE_TIMEWAIT = 4,
 	XLB_REAPED_LONE_RESET = 5,
 	XLB_REAPED_LONE_REVERSE = 6,  /* lone reverse entries removed (forward entry lost outside XLB) */
+	XLB_REAPED_EMBRYONIC = 7,     /* pairs removed embryonic_ttl after their SYN, never established */
 };
 
-_Static_assert(XLB_REAPED_LONE_REVERSE < XLB_REAPED_REASONS, "XLB_REAPED_REASONS counts every enum xlb_reaped_reason");
+_Static_assert(XLB_REAPED_EMBRYONIC < XLB_REAPED_REASONS, "XLB_REAPED_REASONS counts every enum xlb_reaped_reason");
 
 /*
  * Close events: one per pair that becomes terminal, posted by the packet
  * that made it so, to the ring buffer (xlb_close_ring) or, where the host
  * refuses ring buffers, to a per-CPU queue (xlb_close_queue). They tell the
  * maintenance loop which pairs to remove and when, without a walk. The same
- * stream carries lone sightings (XLB_CLOSE_LONE). 32 bytes.
+ * stream carries lone sightings (XLB_CLOSE_LONE), new pairs (XLB_CLOSE_OPEN:
+ * the embryonic deadline) and SNAT port holds (XLB_CLOSE_HOLD). 32 bytes.
  */
 enum xlb_close_kind {
 	XLB_CLOSE_FIN = 1,  /* both FINs: remove after the time-wait */
 	XLB_CLOSE_RST = 2,  /* reset: remove on the next cycle */
 	XLB_CLOSE_LONE = 3, /* not a close: a packet found this entry's counterpart missing */
+	XLB_CLOSE_OPEN = 4, /* not a close: a new pair (forward key, time = its SYN); remove it embryonic_ttl later unless established */
+	XLB_CLOSE_HOLD = 5, /* not a close: a XLB_F_HOLD reverse entry (its own key, time = the pair's close); remove it time_wait after time */
 };
 
 /*
@@ -292,7 +376,9 @@ enum __attribute__((packed)) xlb_reap_op {
 	XLB_REAP_TIMEWAIT = 2, /* remove the pair if terminal by FINs for >= time_wait */
 	XLB_REAP_ORPHAN = 3,   /* remove the pair if live and idle both ways for >= orphan_ttl */
 	XLB_REAP_CHECK = 4,    /* report whether the entry's counterpart is intact */
-	XLB_REAP_LONE = 5,     /* remove the entry if it is still lone */
+	XLB_REAP_LONE = 5,     /* remove the entry if it is still lone (never a XLB_F_HOLD entry) */
+	XLB_REAP_EMBRYONIC = 6, /* remove the pair if live, never established and >= embryonic_ttl since its SYN */
+	XLB_REAP_HOLD = 7,     /* remove the XLB_F_HOLD reverse entry if >= time_wait since its pair's close */
 };
 
 enum __attribute__((packed)) xlb_reap_result {
@@ -317,6 +403,7 @@ struct reap_batch {
 	__u64 now;         /* jiffies (the loop's clock) */
 	__u64 time_wait;   /* jiffies */
 	__u64 orphan_ttl;  /* jiffies */
+	__u64 embryonic_ttl; /* jiffies */
 	__u32 count;
 	__u32 pad;
 	struct reap_req reqs[XLB_REAP_BATCH];
@@ -329,7 +416,11 @@ struct reap_batch {
 struct create_scratch {
 	struct flow_value fwd;
 	struct flow_value rev;
+	struct flow_value tmpl; /* the forward entry's fields every backend tried shares */
 	struct flow_key rkey;
+	struct flow_key okey;   /* a takeover's old forward key */
+	__u32 rr;               /* the round-robin position of this SYN */
+	__u32 pad;
 };
 
 /*
@@ -346,7 +437,7 @@ enum xlb_counter {
 	XLB_C_SNAT_EXHAUSTED,
 	XLB_C_TABLE_FULL,
 	XLB_C_NO_BACKEND,       /* SYN with an empty routable set (RST) */
-	XLB_C_FIB_MISS,         /* SYN dropped: backend next hop unresolved */
+	XLB_C_FIB_MISS,         /* SYN dropped: backend next hop unresolved, or no free next-hop slot */
 	XLB_C_SYN_REUSED,       /* retransmitted SYN on a live pair */
 	XLB_C_PAIRS_REPLACED,   /* SYN met a terminal pair and replaced it */
 	XLB_C_INVARIANT,        /* FIN/RST on an entry whose counterpart is missing */
@@ -355,8 +446,15 @@ enum xlb_counter {
 	XLB_C_CLOSED_CLIENT_RST,
 	XLB_C_CLOSED_BACKEND_RST,
 	XLB_C_SHUTDOWN_RESETS,
-	XLB_C_TTL_EXCEEDED,     /* passed to the stack for ICMP time exceeded */
+	XLB_C_TTL_EXCEEDED,     /* balanced packets dropped with TTL <= 1 (never a new pair) */
 	XLB_C_CLOSE_EVENTS_LOST, /* close events the ring buffer had no room for */
+	XLB_C_RST_OUT_OF_WINDOW, /* RSTs dropped: sequence outside the receiver's window (RFC 5961 §3) */
+	XLB_C_SNAT_TAKEOVERS,   /* SNAT ports taken over from a terminal pair without backend TIME_WAIT */
+	XLB_C_SNAT_FALLBACKS,   /* SYNs a backend after the round-robin one took: the earlier ones' ports ran out (or their next hop) */
+	XLB_C_HOLD_DROPS,       /* packets dropped on a XLB_F_HOLD entry (the backend's TIME_WAIT of a replaced pair) */
+	XLB_C_ICMP_TO_CLIENT,   /* ICMP errors about a pair translated toward the client */
+	XLB_C_ICMP_TO_BACKEND,  /* ICMP errors about a pair translated toward the backend */
+	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed: looked up again */
 	XLB_C_MAX,
 };
 

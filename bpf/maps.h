@@ -48,6 +48,27 @@ struct {
 	__uint(max_entries, 1);
 } xlb_shared SEC(".maps");
 
+/*
+ * SNAT port bitmaps (struct xlb_config comment; DESIGN §6b): one bit per
+ * (backend id, SNAT address, port), set while the port is taken toward
+ * that backend. The loader sets max_entries to XLB_MAX_BACKENDS * nsnat *
+ * snat_words; the default below fits one address and the default range.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_MAX_BACKENDS * 313);
+} xlb_snat_ports SEC(".maps");
+
+/* Next hops (struct nexthop), named by flow_value.nexthop. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct nexthop);
+	__uint(max_entries, XLB_MAX_NEXTHOPS);
+} xlb_nexthops SEC(".maps");
+
 /* Rotating SNAT port cursor per backend id (DESIGN §5 "SNAT port choice"). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -24,6 +24,7 @@
 #include "maps.h"
 #include "counters.h"
 #include "flow.h"
+#include "snat.h"
 
 /* Age of t at now on the 32-bit clock; 0 when t is not in the past. */
 static __always_inline __u32 age32(__u32 now, __u32 t)
@@ -45,11 +46,29 @@ static __always_inline __u32 lone_reason(__u8 dir, __u32 flags)
 	return XLB_REAPED_LONE_ACTIVE;
 }
 
+/*
+ * Release the SNAT port of a lone entry being removed: its own (a reverse
+ * entry), or its missing counterpart's (a forward entry whose reverse
+ * entry is gone; a port that a new pair took meanwhile is set again by
+ * that pair's next allocation attempt that meets it, see snat.h).
+ */
+static __always_inline void release_lone(struct xlb_config *cfg, const struct flow_key *key, const struct flow_key *pk,
+					 __u16 bid, __u32 flags, int peer_present)
+{
+	if (!cfg)
+		return;
+	if (key->dir == XLB_DIR_BACKEND)
+		snat_release_entry(cfg, bid, key, flags);
+	else if (!peer_present)
+		snat_release(cfg, bid, pk);
+}
+
 static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 {
 	struct flow_value *v, *peer;
+	struct xlb_config *cfg;
 	struct flow_key key, pk;
-	__u32 now, flags, gen;
+	__u32 now, flags, gen, pflags = 0, zero = 0;
 	__u16 bid;
 	__u8 op = q->op;
 	int intact;
@@ -58,28 +77,46 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	v = bpf_map_lookup_elem(&xlb_flows, &key);
 	if (!v || v->generation != q->generation)
 		return XLB_REAP_GONE;
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
 	gen = v->generation;
+	now = (__u32)b->now;
 	flow_peer_key(&pk, v, key.dir);
 	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
 	intact = peer && peer->generation == gen;
-
-	if (op == XLB_REAP_CHECK)
-		return intact ? XLB_REAP_INTACT : XLB_REAP_LONE_FOUND;
-	/* the entry's memory may be reused once it is deleted: copy first */
+	/* the entries' memory may be reused once deleted: copy first */
 	flags = v->flags;
 	bid = v->backend_id;
+	if (intact)
+		pflags = peer->flags;
+
+	if (flags & XLB_F_HOLD) {
+		/* lone on purpose (replace_pair): only its own rule removes it */
+		if (op == XLB_REAP_CHECK || op == XLB_REAP_LONE)
+			return XLB_REAP_INTACT;
+		if (op != XLB_REAP_HOLD || age32(now, v->last_seen) < b->time_wait)
+			return XLB_REAP_KEPT;
+		if (bpf_map_delete_elem(&xlb_flows, &key))
+			return XLB_REAP_GONE;
+		if (cfg)
+			snat_release(cfg, bid, &key);
+		return XLB_REAPED;
+	}
+	if (op == XLB_REAP_HOLD)
+		return XLB_REAP_KEPT;
+	if (op == XLB_REAP_CHECK)
+		return intact ? XLB_REAP_INTACT : XLB_REAP_LONE_FOUND;
 	if (op == XLB_REAP_LONE) {
 		if (intact)
 			return XLB_REAP_INTACT;
 		if (bpf_map_delete_elem(&xlb_flows, &key))
 			return XLB_REAP_GONE;
+		release_lone(cfg, &key, &pk, bid, flags, peer != 0);
 		count_reaped(bid, lone_reason(key.dir, flags));
 		return XLB_REAPED;
 	}
 	if (key.dir != XLB_DIR_CLIENT)
 		return XLB_REAP_KEPT; /* pairs are reaped through their forward entry */
 
-	now = (__u32)b->now;
 	switch (op) {
 	case XLB_REAP_RESET:
 		if (!(flags & XLB_F_CLOSED_RST))
@@ -87,6 +124,12 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 		break;
 	case XLB_REAP_TIMEWAIT:
 		if (!(flags & XLB_F_CLOSED_FIN) || age32(now, v->last_seen) < b->time_wait)
+			return XLB_REAP_KEPT;
+		break;
+	case XLB_REAP_EMBRYONIC:
+		if (flags & (XLB_F_CLOSED | XLB_F_ESTABLISHED))
+			return XLB_REAP_KEPT;
+		if (age32(now, v->last_seen) < b->embryonic_ttl)
 			return XLB_REAP_KEPT;
 		break;
 	case XLB_REAP_ORPHAN:
@@ -105,19 +148,25 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 		/* the pair was already half gone: an invariant repair */
 		if (bpf_map_delete_elem(&xlb_flows, &key))
 			return XLB_REAP_GONE;
+		release_lone(cfg, &key, &pk, bid, flags, peer != 0);
 		count_reaped(bid, lone_reason(key.dir, flags));
 		return XLB_REAP_REPAIRED;
 	}
 	if (bpf_map_delete_elem(&xlb_flows, &key))
 		return XLB_REAP_GONE; /* a new SYN replaced it meanwhile */
-	/* the counterpart only if it is still this pair's (its key may have gone to a new pair) */
+	/*
+	 * The counterpart only if it is still this pair's: its key may have
+	 * gone to a new pair (a takeover of its port), whose port stays.
+	 */
 	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
-	if (peer && peer->generation == gen)
-		bpf_map_delete_elem(&xlb_flows, &pk);
+	if (peer && peer->generation == gen && !bpf_map_delete_elem(&xlb_flows, &pk) && cfg)
+		snat_release_entry(cfg, bid, &pk, pflags);
 	if (op == XLB_REAP_RESET)
 		count_reaped(bid, XLB_REAPED_RESET);
 	else if (op == XLB_REAP_TIMEWAIT)
 		count_reaped(bid, XLB_REAPED_TIMEWAIT);
+	else if (op == XLB_REAP_EMBRYONIC)
+		count_reaped(bid, XLB_REAPED_EMBRYONIC);
 	else
 		count_reaped(bid, XLB_REAPED_ORPHANED);
 	return XLB_REAPED;

@@ -6,34 +6,46 @@
  * loop's only way to remove flow entries.
  *
  * This file is the packet path, its steps in the order a packet meets
- * them: is it ours (remote_port_for), forward it (rewrite_and_send), keep
- * the pair's close state (check_counterpart, note_close), create or
- * replace a pair for a SYN (create_pair, replace_pair), and xlb_xdp, which
- * ties them together. Every map is in maps.h, every key, value and size in
- * layout.h; the headers below hold one step each.
+ * them: is it ours (listen.h remote_port_for), forward it (rewrite_and_send), keep
+ * the pair's state (check_counterpart, note_close, track_handshake,
+ * check_rst), create or replace a pair for a SYN (try_backend, create_pair,
+ * replace_pair), and xlb_xdp, which ties them together. Every map is in
+ * maps.h, every key, value and size in layout.h; the headers below hold
+ * one step each (SNAT ports: snat.h; next hops: nexthop.h; TCP tracking:
+ * track.h; ICMP errors: icmp.h).
  *
- * Packet rules (docs/DESIGN.md §5; docs/connections-shutdown-upgrades.txt,
- * cited as "seed": "New connections", "Orderly close and reset", "XLB
- * shutdown behavior"):
+ * Packet rules (docs/DESIGN.md §5 and §6b; docs/connections-shutdown-
+ * upgrades.txt, cited as "seed": "New connections", "Orderly close and
+ * reset", "XLB shutdown behavior"):
  *   - client SYN (no ACK) to listen_ip:local_port without a live pair creates
- *     a connection pair: round-robin backend, SNAT port reserved by inserting
- *     the reverse entry with BPF_NOEXIST, forward entry with BPF_NOEXIST,
- *     rollback on failure;
- *   - packets matching a flow entry are rewritten (MACs, IPs, ports, TTL,
- *     checksums) and sent with XDP_TX or a devmap redirect;
- *   - FIN/RST update the pair's close state and are forwarded; the packet
- *     that ends a pair (second FIN, or first RST) marks it terminal, counts
- *     the closure and posts a close event for the maintenance loop; while the
- *     shutdown flag is set, every other packet of a pair and every new SYN
- *     is answered with a RST instead (an incoming RST is still forwarded);
+ *     a connection pair: round-robin backend, a SNAT port claimed in the
+ *     backend's bitmap and reserved by inserting the reverse entry with
+ *     BPF_NOEXIST (or taken over from a terminal pair that left the backend
+ *     no TIME_WAIT), forward entry with BPF_NOEXIST, rollback on failure;
+ *     a backend without a free port passes the SYN to the next routable
+ *     one; the pair is embryonic until the client ACKs the SYN-ACK;
+ *   - packets matching a flow entry are rewritten (IPs, ports, TTL,
+ *     checksums, and the MACs of the entry's next hop) and sent with XDP_TX
+ *     or a devmap redirect;
+ *   - FIN and in-window RST update the pair's close state and are
+ *     forwarded; the packet that ends a pair (second FIN, or first RST)
+ *     marks it terminal, counts the closure and posts a close event for the
+ *     maintenance loop; while the shutdown flag is set, every other packet
+ *     of a pair and every new SYN is answered with a RST instead (an
+ *     incoming RST is still forwarded);
+ *   - ICMP errors about a pair are translated for the other side (icmp.h);
  *   - everything else is XDP_PASS, untouched. The program never returns
  *     XDP_ABORTED.
  *
  * Documented drops (each counted): a SYN whose backend next hop is
- * unresolved (FIB miss; the client retransmits), a duplicate SYN that lost
- * the race to create the same pair on another CPU and found it gone again,
- * a redirect to an interface that left the devmap, and a RST reply whose
- * tail trim failed (not expected: the frame always holds the headers).
+ * unresolved on every backend tried (FIB miss; the client retransmits), a
+ * balanced packet with TTL <= 1, a RST outside the receiver's window, a
+ * packet on a held SNAT port (the backend's TIME_WAIT of a replaced pair),
+ * a packet whose next hop is gone and cannot be looked up again, a
+ * duplicate SYN that lost the race to create the same pair on another CPU
+ * and found it gone again, a redirect to an interface that left the
+ * devmap, and a RST reply whose tail trim failed (not expected: the frame
+ * always holds the headers).
  */
 #include <asm-generic/errno-base.h>
 #include <linux/bpf.h>
@@ -49,51 +61,45 @@
 #include "flow.h"
 #include "events.h"
 #include "rst.h"
+#include "listen.h"
+#include "nexthop.h"
+#include "snat.h"
+#include "track.h"
+#include "icmp.h"
 #include "reap.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 /*
- * Find the listen port mapping for dport; returns the remote port or 0.
- * Each mapping is read with one 32-bit load (local port in the low half on
- * this little-endian target) so the result is a value, not a pointer whose
- * offset depends on the matching iteration: without CAP_PERFMON the
- * verifier refuses such an offset.
+ * Rewrite the frame with entry v's recipe and send it toward v's next hop.
+ * Returns the XDP action. A next hop whose slot the daemon freed meanwhile
+ * is looked up again (XLB_C_NEXTHOP_REFRESH); none found drops the packet
+ * as a FIB miss (the sender retransmits).
  */
-static __always_inline __be16 remote_port_for(struct xlb_config *cfg, __be16 dport)
-{
-	__u32 w;
-	int i;
-
-#pragma unroll
-	for (i = 0; i < XLB_MAX_PORTS; i++) {
-		if (i >= cfg->nports)
-			break;
-		w = *(__u32 *)&cfg->ports[i];
-		if ((__be16)w == dport)
-			return (__be16)(w >> 16);
-	}
-	return 0;
-}
-
-/* Rewrite the frame with entry v's recipe. Returns the XDP action. */
 static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 dir)
 {
 	struct iphdr *iph = p->iph;
 	struct tcphdr *tcp = p->tcp;
 	struct backend_stats *bs;
-	__u32 ipacc;
+	struct nexthop *nh;
+	__u32 ipacc, id = v->nexthop;
 	__u16 oldw, neww;
-	int act;
 
-	if (iph->ttl <= 1) {
-		/* Let the stack answer with ICMP time exceeded. */
-		count(XLB_C_TTL_EXCEEDED);
-		return XDP_PASS;
+	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+	if (!nh || !nh->ifindex) {
+		if (resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &id)) {
+			count(XLB_C_FIB_MISS);
+			return XDP_DROP;
+		}
+		count(XLB_C_NEXTHOP_REFRESH);
+		v->nexthop = id;
+		nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+		if (!nh)
+			return XDP_DROP;
 	}
 
-	copy_mac(p->eth->h_dest, v->dmac);
-	copy_mac(p->eth->h_source, v->smac);
+	copy_mac(p->eth->h_dest, nh->dmac);
+	copy_mac(p->eth->h_source, nh->smac);
 
 	oldw = *(__u16 *)&iph->ttl;
 	iph->ttl--;
@@ -107,8 +113,12 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	tcp->dest = v->dport_be;
 	tcp->check = csum_apply(tcp->check, v->csum_l4);
 
-	/* a terminal forward entry keeps the time it became terminal */
-	if (!(v->flags & XLB_F_CLOSED))
+	/*
+	 * Any packet refreshes an established pair; an embryonic pair keeps
+	 * its SYN's time (the embryonic TTL runs from there) and a terminal
+	 * forward entry the time it became terminal.
+	 */
+	if ((v->flags & (XLB_F_ESTABLISHED | XLB_F_CLOSED)) == XLB_F_ESTABLISHED)
 		v->last_seen = now32();
 
 	bs = backend_traffic(v->backend_id, dir);
@@ -117,10 +127,9 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 		bs->bytes += p->tot_len;
 	}
 
-	if (v->ifindex == ctx->ingress_ifindex)
+	if (nh->ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
-	act = bpf_redirect_map(&xlb_tx_ports, v->ifindex, XDP_DROP);
-	return act;
+	return bpf_redirect_map(&xlb_tx_ports, nh->ifindex, XDP_DROP);
 }
 
 /*
@@ -142,33 +151,46 @@ static __always_inline void check_counterpart(const struct flow_key *key, struct
 	post_event(key, v->generation, v->backend_id, XLB_CLOSE_LONE, now);
 }
 
-/*
- * Record a FIN or RST on the pair's forward entry (seed "Orderly close and
- * reset"); key is the packet's flow key, v its entry. The atomic OR's old
- * value decides, exactly once per pair, which packet made the pair terminal:
- * the second FIN (initiator: the side whose FIN came first) or the first RST
- * (initiator: its sender). That packet stamps the forward entry's last_seen,
- * marks the pair XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST, counts the closure
- * globally and for the backend, and posts the close event. A missing or
- * foreign counterpart is an invariant violation; the packet is forwarded
- * regardless by the caller.
- */
-static __always_inline void note_close(const struct flow_key *key, struct flow_value *v, __u32 dir, __u8 tflags)
+/* The counterpart of entry v (key's direction dir) if it is v's pair's; else NULL. */
+static __always_inline struct flow_value *pair_peer(struct flow_value *v, __u32 dir, struct flow_key *pk)
 {
-	struct flow_value *fwd, *peer;
-	struct flow_key pk;
+	struct flow_value *peer;
+
+	flow_peer_key(pk, v, (__u8)dir);
+	peer = bpf_map_lookup_elem(&xlb_flows, pk);
+	if (peer && peer->generation == v->generation)
+		return peer;
+	return 0;
+}
+
+/*
+ * Record a FIN or an accepted RST on the pair's forward entry (seed
+ * "Orderly close and reset"); key is the packet's flow key, v its entry,
+ * peer its counterpart (pk its key; NULL when missing). The atomic OR's old
+ * value decides, exactly once per pair, which packet made the pair
+ * terminal: the second FIN (initiator: the side whose FIN came first) or
+ * the first RST (initiator: its sender). That packet stamps the forward
+ * entry's last_seen, marks the pair XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST,
+ * counts the closure globally and for the backend, and posts the close
+ * event. When the backend is left without TIME_WAIT -- the client's FIN
+ * came first (this second FIN is the backend's) or a RST ended the pair --
+ * it also frees the SNAT port (snat.h). A missing counterpart is an
+ * invariant violation; the packet is forwarded regardless by the caller.
+ */
+static __always_inline void note_close(struct xlb_config *cfg, const struct flow_key *key, struct flow_value *v,
+				       struct flow_value *peer, const struct flow_key *pk, __u32 dir, __u8 tflags)
+{
+	struct flow_value *fwd, *rev;
 	__u32 bit, old, closes, at;
 	int rst = (tflags & TCP_FL_RST) != 0;
 
-	flow_peer_key(&pk, v, (__u8)dir);
-	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
-	if (!peer || peer->generation != v->generation) {
+	if (!peer) {
 		count(XLB_C_INVARIANT);
 		if (dir == XLB_DIR_BACKEND)
 			return; /* no forward entry to hold the state */
-		peer = 0;
 	}
 	fwd = dir == XLB_DIR_CLIENT ? v : peer;
+	rev = dir == XLB_DIR_CLIENT ? peer : v;
 	if (!fwd)
 		return;
 
@@ -199,108 +221,218 @@ static __always_inline void note_close(const struct flow_key *key, struct flow_v
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
 		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_FIN);
 	}
+	if (rev && (rst || dir == XLB_DIR_BACKEND)) {
+		__sync_fetch_and_or(&rev->flags, XLB_F_PORT_FREED);
+		snat_release(cfg, rev->backend_id, dir == XLB_DIR_CLIENT ? pk : key);
+	}
 	if (dir == XLB_DIR_CLIENT)
 		post_event(key, fwd->generation, fwd->backend_id, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 	else
-		post_event(&pk, fwd->generation, fwd->backend_id, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+		post_event(pk, fwd->generation, fwd->backend_id, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 }
 
 /*
- * Next hop toward dst from src, as the host's FIB would route a packet this
- * host sends (XLB originates the backend-facing side of a full-NAT pair): the
- * lookup enters from the loopback device, like a locally generated route
- * lookup, so policy rules and the longest prefix apply unchanged. The kernel
- * requires forwarding on the device named in the lookup; the daemon enables
- * net.ipv4.conf.lo.forwarding, which forwards nothing by itself. Returns 0 on
- * success; the egress interface must be ingress or in the redirect map.
+ * The handshake, as the packet on entry v (direction dir) moves it on
+ * (DESIGN §6b "embryonic"): the backend's first SYN-ACK marks the forward
+ * entry XLB_F_SYNACK and settles both sides' window scales (RFC 7323 §2.2:
+ * scaling holds only when both SYNs carried the option); the client's
+ * first ACK after it makes the pair established on both entries and starts
+ * their idle clocks. peer: v's counterpart, or NULL.
  */
-#ifndef AF_INET
-#define AF_INET 2
-#endif
-#define LOOPBACK_IFINDEX 1
-static __always_inline int next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, __u8 *smac, __u8 *dmac, __u32 *ifindex)
+static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, struct flow_value *v,
+					    struct flow_value *peer, __u32 dir)
 {
-	struct bpf_fib_lookup fib = {};
-	__u32 oif;
-	int rc;
+	__u32 now;
+	__u8 ws;
 
-	fib.family = AF_INET;
-	fib.l4_protocol = IPPROTO_TCP;
-	fib.ipv4_src = src;
-	fib.ipv4_dst = dst;
-	fib.ifindex = LOOPBACK_IFINDEX;
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
-		return -1;
-	oif = fib.ifindex;
-	if (oif != ctx->ingress_ifindex && !bpf_map_lookup_elem(&xlb_tx_ports, &oif))
-		return -1;
-	copy_mac(smac, fib.smac);
-	copy_mac(dmac, fib.dmac);
-	*ifindex = oif;
-	return 0;
+	if (!peer)
+		return;
+	if (dir == XLB_DIR_BACKEND) {
+		if ((p->flags & (TCP_FL_SYN | TCP_FL_ACK)) != (TCP_FL_SYN | TCP_FL_ACK) || (peer->flags & XLB_F_SYNACK))
+			return;
+		ws = syn_wscale(ctx, p->tcp->doff);
+		if (ws == XLB_WSCALE_NONE || peer->wscale == XLB_WSCALE_NONE) {
+			v->wscale = XLB_WSCALE_NONE;
+			peer->wscale = XLB_WSCALE_NONE;
+		} else {
+			v->wscale = ws;
+		}
+		__sync_fetch_and_or(&peer->flags, XLB_F_SYNACK);
+		return;
+	}
+	if (!(v->flags & XLB_F_SYNACK) || (p->flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST)) != TCP_FL_ACK)
+		return;
+	now = now32();
+	v->last_seen = now;
+	peer->last_seen = now;
+	__sync_fetch_and_or(&peer->flags, XLB_F_ESTABLISHED);
+	__sync_fetch_and_or(&v->flags, XLB_F_ESTABLISHED);
 }
 
 enum create_result {
 	CREATE_OK,
 	CREATE_RACE,      /* another CPU created the same pair */
-	CREATE_EXHAUSTED, /* no free SNAT port within the bounded probes */
+	CREATE_EXHAUSTED, /* no free SNAT port toward any backend tried */
 	CREATE_FULL,      /* flow table full */
 	CREATE_NO_BACKEND,
-	CREATE_FIB_MISS,
+	CREATE_FIB_MISS,  /* no next hop toward the backend (or no next-hop slot) */
 };
 
 /*
- * SNAT port probing (DESIGN §5 "SNAT port choice"): the next port of the
- * backend's rotating cursor is taken by inserting the pair's reverse entry
- * with BPF_NOEXIST; a port in use (EEXIST) moves on to the next one, at
- * most XLB_SNAT_MAX_TRIES times. The probes run under bpf_loop so the
- * verifier checks the body once: unrolled, the loop is too complex to
- * verify without CAP_PERFMON (Spectre v1 path exploration).
+ * Install the pair toward the backend that the scratch's fwd names (daddr_be,
+ * dport_be, backend_id set; s->rev complete but for the backend id and
+ * checksums): its next hop, a SNAT port (the reverse entry, snat_alloc),
+ * then the forward entry. On failure nothing this attempt inserted stays.
+ *
+ * A global function: the verifier checks it once, on its own, instead of
+ * once per backend create_pair tries (without CAP_PERFMON, every one of
+ * those walks through the allocator's loops would count against the
+ * verifier's branch limit).
  */
-struct snat_probe {
+__noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
+{
 	struct create_scratch *s;
-	__u32 *cursor;
-	__u32 lo;   /* first port of the range, host order */
-	__u32 n;    /* ports in the range, >= 1 */
-	long err;   /* result of the last insert; SNAT_NOT_PROBED before the first */
+	struct xlb_config *cfg;
+	__u32 id = 0, zero = 0;
+	__u64 bit, *w;
+	long err;
+
+	/* map values, not arguments: the verifier allows indexing into those only */
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	if (!s || !cfg || !fk)
+		return CREATE_FULL;
+	if (resolve_next_hop(ctx, cfg->snat_ips_be[0], s->fwd.daddr_be, &id))
+		return CREATE_FIB_MISS;
+	s->fwd.nexthop = id;
+	s->rev.backend_id = s->fwd.backend_id;
+
+	__builtin_memset(&s->rkey, 0, sizeof(s->rkey));
+	s->rkey.saddr_be = s->fwd.daddr_be;
+	s->rkey.sport_be = s->fwd.dport_be;
+	s->rkey.proto = IPPROTO_TCP;
+	s->rkey.dir = XLB_DIR_BACKEND;
+	err = snat_alloc(s, cfg, s->fwd.backend_id);
+	if (err == -ENOSPC)
+		return CREATE_EXHAUSTED;
+	if (err)
+		return CREATE_FULL;
+
+	s->fwd.saddr_be = s->rkey.daddr_be;
+	s->fwd.sport_be = s->rkey.dport_be;
+	recipe_csum(&s->fwd, fk);
+	err = bpf_map_update_elem(&xlb_flows, fk, &s->fwd, BPF_NOEXIST);
+	if (err) {
+		bpf_map_delete_elem(&xlb_flows, &s->rkey);
+		w = snat_word(cfg, s->fwd.backend_id, s->rkey.daddr_be, s->rkey.dport_be, &bit);
+		if (w)
+			__sync_fetch_and_and(w, ~bit);
+		return err == -EEXIST ? CREATE_RACE : CREATE_FULL;
+	}
+	return CREATE_OK;
+}
+
+/*
+ * What the backend tries of one SYN carry through their bpf_loop steps.
+ * Every step writes every result field: a field written on one path only
+ * makes clang pick the field's offset by branch, which the verifier
+ * refuses without CAP_PERFMON.
+ */
+struct pick {
+	struct xdp_md *ctx;
+	struct flow_key *fk;
+	struct create_scratch *s;
+	struct backend_set *set;
+	__u32 count;      /* routable backends */
+	__u32 exhausted;  /* a backend tried had no free SNAT port */
+	int rc;           /* the last try's result */
+	int fallback;     /* the last try was not the first: with CREATE_OK, a later backend took the pair */
 };
 
-/* snat_probe.err until a probe ran (bpf_loop ran none). */
-#define SNAT_NOT_PROBED (-1)
-
-static long snat_probe_one(__u64 i, void *arg)
+/*
+ * Try the n-th backend from the round-robin position. Stops at a result
+ * other than "no free port" or "no next hop".
+ */
+static long pick_step(__u64 n, void *arg)
 {
-	struct snat_probe *pr = arg;
-	struct create_scratch *s = pr->s;
-	__u32 port;
+	struct pick *pk = arg;
+	struct create_scratch *s = pk->s;
+	struct backend_ref br;
+	__u32 idx;
+	int rc;
 
-	if (pr->n == 0)
+	if (n >= pk->count)
 		return 1;
-	port = pr->lo + (__sync_fetch_and_add(pr->cursor, 1) % pr->n);
-	s->rkey.dport_be = bpf_htons((__u16)port);
-	recipe_csum(&s->rev, &s->rkey);
-	pr->err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
-	return pr->err == -EEXIST ? 0 : 1; /* a port in use: the next one */
+	idx = (s->rr + (__u32)n) % pk->count;
+	/* hide idx's range from clang so the verifier sees the bound check */
+	asm volatile("" : "+r"(idx));
+	if (idx >= XLB_MAX_BACKENDS)
+		return 1;
+	br = pk->set->entries[idx];
+	if (br.id >= XLB_MAX_BACKENDS)
+		return 1;
+	s->fwd = s->tmpl;
+	s->fwd.daddr_be = br.ip_be;
+	s->fwd.backend_id = (__u16)br.id;
+	rc = try_backend(pk->ctx, pk->fk);
+	/* stores at fixed offsets, whatever the result (see struct pick) */
+	pk->rc = rc;
+	pk->exhausted |= rc == CREATE_EXHAUSTED;
+	pk->fallback = n > 0;
+	return rc != CREATE_EXHAUSTED && rc != CREATE_FIB_MISS;
+}
+
+/*
+ * Pick the backend for a new pair and install it (DESIGN §6b): the
+ * round-robin one (the scratch's rr), or when its SNAT ports are all taken
+ * or its next hop is unknown, the next routable ones, XLB_PICK_TRIES
+ * backends at most. The scratch's tmpl holds the forward entry's fields
+ * shared by every try. A global function, checked once by the verifier.
+ */
+__noinline int pick_backend(struct xdp_md *ctx, struct flow_key *fk)
+{
+	struct pick pk;
+	struct xlb_config *cfg;
+	__u32 zero = 0, slot;
+
+	__builtin_memset(&pk, 0, sizeof(pk));
+	pk.s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	if (!pk.s || !cfg || !fk)
+		return CREATE_FULL;
+	slot = cfg->active_set & 1;
+	pk.set = bpf_map_lookup_elem(&xlb_backend_sets, &slot);
+	if (!pk.set)
+		return CREATE_NO_BACKEND;
+	pk.count = pk.set->count;
+	if (pk.count == 0 || pk.count > XLB_MAX_BACKENDS)
+		return CREATE_NO_BACKEND;
+	pk.ctx = ctx;
+	pk.fk = fk;
+	pk.rc = CREATE_NO_BACKEND;
+	bpf_loop(XLB_PICK_TRIES, pick_step, &pk, 0);
+	if (pk.rc == CREATE_OK && pk.fallback)
+		count(XLB_C_SNAT_FALLBACKS);
+	if (pk.rc == CREATE_FIB_MISS && pk.exhausted)
+		return CREATE_EXHAUSTED;
+	return pk.rc;
 }
 
 /*
  * Create a connection pair for the client SYN in p whose forward key is fk
- * (seed "New connections"). On CREATE_OK the frame has not been touched yet;
- * *out receives a copy of the new forward recipe in the scratch area.
+ * (seed "New connections"): the way back to the client, then a backend
+ * (pick_backend). On CREATE_OK the frame has not been touched yet.
  */
 static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct xlb_config *cfg,
-				       struct flow_key *fk, __be16 remote_port, struct flow_value **out)
+				       struct flow_key *fk, __be16 remote_port)
 {
 	struct create_scratch *s;
 	struct backend_set *set;
-	struct backend_ref br;
 	struct xlb_state *st;
 	struct backend_stats *bs;
-	struct snat_probe probe;
-	__u32 zero = 0, slot, count_, idx, n, tries, *cursor, rr, now;
-	__u64 gen;
-	int err;
+	__u32 zero = 0, slot, now, id = 0;
+	__u64 gen; /* 64-bit: see below */
+	int rc;
 
 	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
 	st = bpf_map_lookup_elem(&xlb_shared, &zero);
@@ -310,116 +442,108 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	set = bpf_map_lookup_elem(&xlb_backend_sets, &slot);
 	if (!set)
 		return CREATE_NO_BACKEND;
-	count_ = set->count;
-	if (count_ == 0 || count_ > XLB_MAX_BACKENDS)
+	if (set->count == 0)
 		return CREATE_NO_BACKEND;
-	rr = (__u32)__sync_fetch_and_add(&st->rr, 1);
-	idx = rr % count_;
-	/* hide idx's range from clang so the verifier sees the bound check */
-	asm volatile("" : "+r"(idx));
-	if (idx >= XLB_MAX_BACKENDS)
-		return CREATE_NO_BACKEND;
-	br = set->entries[idx];
-	if (br.id >= XLB_MAX_BACKENDS)
-		return CREATE_NO_BACKEND;
-
-	/* forward recipe: toward the backend, from the SNAT address */
-	__builtin_memset(&s->fwd, 0, sizeof(s->fwd));
-	if (next_hop(ctx, cfg->snat_ip_be, br.ip_be, s->fwd.smac, s->fwd.dmac, &s->fwd.ifindex))
-		return CREATE_FIB_MISS;
-	s->fwd.saddr_be = cfg->snat_ip_be;
-	s->fwd.daddr_be = br.ip_be;
-	s->fwd.dport_be = remote_port;
 
 	/* reverse recipe: toward the client, from listen:local_port */
 	__builtin_memset(&s->rev, 0, sizeof(s->rev));
-	if (next_hop(ctx, cfg->listen_ip_be, fk->saddr_be, s->rev.smac, s->rev.dmac, &s->rev.ifindex)) {
-		/* no usable route/neighbour: answer the L2 sender of the SYN */
-		copy_mac(s->rev.smac, p->eth->h_dest);
-		copy_mac(s->rev.dmac, p->eth->h_source);
-		s->rev.ifindex = ctx->ingress_ifindex;
-	}
+	if (resolve_next_hop(ctx, cfg->listen_ip_be, fk->saddr_be, &id) &&
+	    sender_next_hop(ctx, p->eth, &id)) /* no route or neighbour: answer the SYN's L2 sender */
+		return CREATE_FIB_MISS;
+	s->rev.nexthop = id;
 	s->rev.saddr_be = cfg->listen_ip_be;
 	s->rev.daddr_be = fk->saddr_be;
 	s->rev.sport_be = fk->dport_be;
 	s->rev.dport_be = fk->sport_be;
+	s->rev.wscale = XLB_WSCALE_NONE;
 
+	/*
+	 * gen is 64-bit: clang spills it into a stack slot that held a
+	 * pointer, and without CAP_PERFMON the verifier refuses a narrower
+	 * store there.
+	 */
 	gen = __sync_fetch_and_add(&st->generation, 1) + 1;
 	if ((__u32)gen == 0)
 		gen = __sync_fetch_and_add(&st->generation, 1) + 1;
 	now = now32();
-	s->fwd.backend_id = (__u16)br.id;
-	s->rev.backend_id = (__u16)br.id;
-	s->fwd.generation = (__u32)gen;
 	s->rev.generation = (__u32)gen;
-	s->fwd.last_seen = now;
 	s->rev.last_seen = now;
 
-	__builtin_memset(&s->rkey, 0, sizeof(s->rkey));
-	s->rkey.saddr_be = br.ip_be;
-	s->rkey.daddr_be = cfg->snat_ip_be;
-	s->rkey.sport_be = remote_port;
-	s->rkey.proto = IPPROTO_TCP;
-	s->rkey.dir = XLB_DIR_BACKEND;
-
-	if (cfg->snat_port_hi < cfg->snat_port_lo)
-		return CREATE_EXHAUSTED;
-	n = (__u32)cfg->snat_port_hi - cfg->snat_port_lo + 1;
-	tries = n < XLB_SNAT_MAX_TRIES ? n : XLB_SNAT_MAX_TRIES;
-	idx = br.id;
-	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &idx);
-	if (!cursor)
-		return CREATE_EXHAUSTED;
-
-	probe.s = s;
-	probe.cursor = cursor;
-	probe.lo = cfg->snat_port_lo;
-	probe.n = n;
-	probe.err = SNAT_NOT_PROBED;
-	bpf_loop(tries, snat_probe_one, &probe, 0);
-	err = probe.err;
-	if (err == -EEXIST || err == SNAT_NOT_PROBED)
-		return CREATE_EXHAUSTED;
-	if (err)
-		return CREATE_FULL;
-
-	s->fwd.sport_be = s->rkey.dport_be;
-	recipe_csum(&s->fwd, fk);
-	err = bpf_map_update_elem(&xlb_flows, fk, &s->fwd, BPF_NOEXIST);
-	if (err) {
-		bpf_map_delete_elem(&xlb_flows, &s->rkey);
-		return err == -EEXIST ? CREATE_RACE : CREATE_FULL;
-	}
+	/* forward recipe: toward a backend, from a SNAT address */
+	__builtin_memset(&s->tmpl, 0, sizeof(s->tmpl));
+	s->tmpl.dport_be = remote_port;
+	s->tmpl.generation = (__u32)gen;
+	s->tmpl.last_seen = now;
+	s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
+	s->tmpl.wscale = syn_wscale(ctx, p->tcp->doff);
+	s->rr = (__u32)__sync_fetch_and_add(&st->rr, 1);
+	rc = pick_backend(ctx, fk);
+	if (rc != CREATE_OK)
+		return rc;
 
 	count(XLB_C_PAIRS_CREATED);
-	bs = client_stats((__u16)br.id);
+	bs = client_stats(s->fwd.backend_id);
 	if (bs)
 		bs->opened++;
-	*out = &s->fwd;
+	post_event(fk, (__u32)gen, s->fwd.backend_id, XLB_CLOSE_OPEN, now);
 	return CREATE_OK;
 }
 
 /*
  * seed: a new SYN meeting terminal state replaces that pair. The
  * counterpart goes only if it is still this pair's (a reverse key freed and
- * reused by another pair stays). Whoever deletes a forward entry accounts
- * for its pair: here, the backend's XLB_PAIR_REPLACED_* count (the gauges).
+ * reused by another pair stays). When the backend closed first it holds
+ * the 4-tuple in TIME_WAIT for the rest of the time-wait, so the reverse
+ * entry stays as a XLB_F_HOLD entry keeping the SNAT port until then
+ * (DESIGN §6b), announced to the maintenance loop with a XLB_CLOSE_HOLD
+ * event; otherwise it goes too, releasing a port not freed yet. Whoever
+ * deletes a forward entry accounts for its pair: here, the backend's
+ * XLB_PAIR_REPLACED_* count (the gauges).
  */
-static __always_inline void replace_pair(const struct flow_key *key, struct flow_value *v)
+static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_key *key, struct flow_value *v)
 {
 	struct flow_value *peer;
 	struct flow_key pk;
-	__u32 flags = v->flags;
+	__u32 flags = v->flags, closed_at = v->last_seen, gen = v->generation, pflags;
 	__u16 bid = v->backend_id;
 
-	flow_peer_key(&pk, v, XLB_DIR_CLIENT);
-	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
-	if (peer && peer->generation == v->generation)
-		bpf_map_delete_elem(&xlb_flows, &pk);
+	peer = pair_peer(v, XLB_DIR_CLIENT, &pk);
+	if (peer) {
+		pflags = peer->flags;
+		if ((flags & XLB_F_CLOSED_FIN) && !(pflags & XLB_F_PORT_FREED)) {
+			peer->last_seen = closed_at;
+			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
+			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+		} else if (!bpf_map_delete_elem(&xlb_flows, &pk)) {
+			snat_release_entry(cfg, bid, &pk, pflags);
+		}
+	}
 	if (bpf_map_delete_elem(&xlb_flows, key))
 		return; /* the maintenance loop removed it first */
 	count(XLB_C_PAIRS_REPLACED);
 	count_pair_event(bid, flags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
+}
+
+/*
+ * A RST (on entry v, direction dir) that ends its pair only when it lies in
+ * the receiver's window; one outside is dropped and counted (RFC 5961 §3:
+ * a blind reset must guess the window). Returns -1 to forward the RST, or
+ * XDP_DROP.
+ */
+static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
+				     struct flow_value *v, __u32 dir)
+{
+	struct flow_value *peer, *fwd;
+	struct flow_key pk;
+
+	peer = pair_peer(v, dir, &pk);
+	fwd = dir == XLB_DIR_CLIENT ? v : peer;
+	if (!rst_acceptable(p, v, peer, fwd, dir)) {
+		count(XLB_C_RST_OUT_OF_WINDOW);
+		return XDP_DROP;
+	}
+	note_close(cfg, key, v, peer, &pk, dir, p->flags);
+	return -1;
 }
 
 SEC("xdp")
@@ -427,15 +551,17 @@ int xlb_xdp(struct xdp_md *ctx)
 {
 	struct flow_value *v, *peer;
 	struct xlb_config *cfg;
-	struct flow_key key;
+	struct flow_key key, pk;
 	struct pkt p;
 	__be16 remote = 0;
 	__u32 zero = 0, dir, now;
 	__u16 dport;
 	int rc, is_syn;
 
-	if (parse(ctx, &p))
-		return finish(XDP_PASS);
+	if (parse(ctx, &p)) {
+		rc = icmp_nat(ctx);
+		return finish(rc < 0 ? XDP_PASS : rc);
+	}
 	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
 	if (!cfg)
 		return finish(XDP_PASS);
@@ -443,7 +569,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	dport = bpf_ntohs(p.tcp->dest);
 	if (p.iph->daddr == cfg->listen_ip_be && (remote = remote_port_for(cfg, p.tcp->dest)) != 0)
 		dir = XLB_DIR_CLIENT;
-	else if (p.iph->daddr == cfg->snat_ip_be && dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi)
+	else if (dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi && snat_index(cfg, p.iph->daddr) >= 0)
 		dir = XLB_DIR_BACKEND;
 	else
 		return finish(XDP_PASS);
@@ -458,17 +584,30 @@ int xlb_xdp(struct xdp_md *ctx)
 
 	v = bpf_map_lookup_elem(&xlb_flows, &key);
 	is_syn = dir == XLB_DIR_CLIENT && (p.flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST | TCP_FL_FIN)) == TCP_FL_SYN;
+	if (!v && !is_syn)
+		return finish(XDP_PASS);
+
+	/* a balanced packet that would expire here: never forwarded, never a new pair */
+	if (p.iph->ttl <= 1) {
+		count(XLB_C_TTL_EXCEEDED);
+		return finish(XDP_DROP);
+	}
+	if (v && (v->flags & XLB_F_HOLD)) {
+		/* the backend's TIME_WAIT of a replaced pair: nobody on the client side wants it */
+		count(XLB_C_HOLD_DROPS);
+		return finish(XDP_DROP);
+	}
 
 	if (cfg->flags & XLB_CFG_SHUTDOWN) {
 		/* seed "XLB shutdown behavior": reactive RSTs; an incoming RST is never answered */
 		if (p.flags & TCP_FL_RST) {
 			if (!v)
 				return finish(XDP_PASS);
-			note_close(&key, v, dir, p.flags);
+			rc = check_rst(cfg, &p, &key, v, dir);
+			if (rc >= 0)
+				return finish(rc);
 			return finish(rewrite_and_send(ctx, &p, v, dir));
 		}
-		if (!v && !is_syn)
-			return finish(XDP_PASS);
 		count(XLB_C_SHUTDOWN_RESETS);
 		return finish(reply_rst(ctx, &p));
 	}
@@ -479,16 +618,13 @@ int xlb_xdp(struct xdp_md *ctx)
 				count(XLB_C_SYN_REUSED);
 				return finish(rewrite_and_send(ctx, &p, v, dir));
 			}
-			replace_pair(&key, v);
+			replace_pair(cfg, &key, v);
 		}
-		rc = create_pair(ctx, &p, cfg, &key, remote, &v);
+		rc = create_pair(ctx, &p, cfg, &key, remote);
 		switch (rc) {
 		case CREATE_OK:
 			break;
 		case CREATE_RACE:
-			v = bpf_map_lookup_elem(&xlb_flows, &key);
-			if (!v)
-				return finish(XDP_DROP);
 			count(XLB_C_SYN_REUSED);
 			break;
 		case CREATE_FIB_MISS:
@@ -504,22 +640,31 @@ int xlb_xdp(struct xdp_md *ctx)
 			count(XLB_C_TABLE_FULL);
 			return finish(reply_rst(ctx, &p));
 		}
-		if (rc == CREATE_OK) {
-			/* the map holds the entry; forward with the map's copy so stats land there */
-			peer = bpf_map_lookup_elem(&xlb_flows, &key);
-			if (peer)
-				v = peer;
-		}
+		/* forward with the map's copy so that statistics land there */
+		v = bpf_map_lookup_elem(&xlb_flows, &key);
+		if (!v)
+			return finish(XDP_DROP);
 		return finish(rewrite_and_send(ctx, &p, v, dir));
 	}
 
-	if (!v)
-		return finish(XDP_PASS);
 	now = now32();
 	if ((__s32)(now - v->last_seen) >= XLB_LONE_CHECK_TICKS)
 		check_counterpart(&key, v, dir, now);
-	if (p.flags & (TCP_FL_FIN | TCP_FL_RST))
-		note_close(&key, v, dir, p.flags);
+	if (p.flags & TCP_FL_RST) {
+		rc = check_rst(cfg, &p, &key, v, dir);
+		if (rc >= 0)
+			return finish(rc);
+		return finish(rewrite_and_send(ctx, &p, v, dir));
+	}
+	if (!(v->flags & XLB_F_ESTABLISHED)) {
+		peer = pair_peer(v, dir, &pk);
+		track_handshake(ctx, &p, v, peer, dir);
+	}
+	track_ack(&p, v);
+	if (p.flags & TCP_FL_FIN) {
+		peer = pair_peer(v, dir, &pk);
+		note_close(cfg, &key, v, peer, &pk, dir, p.flags);
+	}
 	return finish(rewrite_and_send(ctx, &p, v, dir));
 }
 
@@ -536,3 +681,4 @@ const enum xlb_close_kind *__xlb_close_kind_btf __attribute__((unused));
 const enum xlb_reaped_reason *__xlb_reaped_reason_btf __attribute__((unused));
 const enum xlb_pair_event *__xlb_pair_event_btf __attribute__((unused));
 const enum xlb_pin *__xlb_pin_btf __attribute__((unused));
+const struct nexthop *__xlb_nexthop_btf __attribute__((unused));

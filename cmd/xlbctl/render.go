@@ -31,7 +31,7 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	}
 	row("Uptime", "%s", uptime(d.UptimeSeconds))
 	row("Listen", "%s", listen(d.Listen))
-	row("SNAT", "%s", orDash(d.SNAT.IP))
+	row("SNAT", "%s", snat(d.SNAT))
 	row("XDP", "%s", attachments(d.Dataplane))
 	row("Kernel", "%s", kernelFeatures(d.Dataplane.Features))
 	fm := d.Dataplane.FlowMap
@@ -46,6 +46,7 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Close events", "%s", closeEvents(d.Maintenance.CloseEvents))
 	row("Config", "%s", config(d.Config))
 	row("Upgrades", "%s", upgrades(d.Upgrades))
+	row("Sysctls", "%s", hostSettings(d.HostSettings))
 	return t.Flush()
 }
 
@@ -81,10 +82,16 @@ func renderFlows(w io.Writer, d *api.Document) error {
 	row("Opened", "%d", c.OpenedTotal)
 	row("Closed", "%d", c.ClosedTotal)
 	row("Orphaned", "%d (idle past orphan_ttl_secs)", c.OrphanedTotal)
+	row("Embryonic expired", "%d (handshake not completed within embryonic_ttl_secs)", c.EmbryonicExpiredTotal)
 	row("Invariant repairs", "%d (lone entries now %d, data-path violations %d)",
 		c.InvariantRepairsTotal, c.LoneEntries, k.InvariantViolationsTotal)
 	row("Refused SYNs", "snat port exhausted %d, table full %d, no backend %d, fib miss %d",
 		k.SNATPortExhaustedTotal, k.TableFullTotal, k.NoBackendTotal, k.FIBMissTotal)
+	row("SNAT ports", "taken over %d, fallbacks to another backend %d, drops on ports held for TIME_WAIT %d",
+		k.SNATTakeoversTotal, k.SNATFallbacksTotal, k.HoldDropsTotal)
+	row("Dropped", "out-of-window RSTs %d, TTL <= 1 %d", k.RSTOutOfWindowTotal, k.TTLExceededTotal)
+	row("ICMP translated", "to clients %d, to backends %d", k.ICMPToClientTotal, k.ICMPToBackendTotal)
+	row("Next hops", "refreshed %d (freed next hops looked up again)", k.NextHopRefreshesTotal)
 	row("Shutdown resets", "%d", k.ShutdownResetsTotal)
 	row("Sample age", "%s", sampleLine(d.Dataplane))
 	if d.Maintenance.Failing {
@@ -138,6 +145,34 @@ func listen(l api.Listen) string {
 		return orDash(l.IP)
 	}
 	return fmt.Sprintf("%s ports %s", orDash(l.IP), strings.Join(ports, ", "))
+}
+
+// snat lists the SNAT addresses; a daemon older than the list sends ip
+// only.
+func snat(s api.SNAT) string {
+	if len(s.IPs) == 0 {
+		return orDash(s.IP)
+	}
+	return strings.Join(s.IPs, ", ")
+}
+
+// hostSettings summarises the guarded host settings (sysctls): "2
+// guarded, never reset", or the ones put back and how often; "-" from a
+// daemon that does not report them.
+func hostSettings(hs []api.HostSetting) string {
+	if len(hs) == 0 {
+		return "-"
+	}
+	var reset []string
+	for _, h := range hs {
+		if h.RepairsTotal > 0 {
+			reset = append(reset, fmt.Sprintf("%s reset and put back %d times", h.Name, h.RepairsTotal))
+		}
+	}
+	if len(reset) == 0 {
+		return fmt.Sprintf("%d guarded, never reset", len(hs))
+	}
+	return strings.Join(reset, "; ")
 }
 
 func attachments(dp api.Dataplane) string {

@@ -203,3 +203,22 @@ func TestRecordedIsServed(t *testing.T) {
 		t.Errorf("decode with DisallowUnknownFields: %v", err)
 	}
 }
+
+// TestOlderDaemonAndQuietHost: a daemon older than the SNAT list and the
+// host settings guard sends snat.ip alone and no host_settings; a guard
+// that never repaired anything says so.
+func TestOlderDaemonAndQuietHost(t *testing.T) {
+	if got := snat(api.SNAT{IP: "198.51.100.1"}); got != "198.51.100.1" {
+		t.Errorf("snat(ip only) = %q", got)
+	}
+	if got := snat(api.SNAT{}); got != "-" {
+		t.Errorf("snat(nothing) = %q", got)
+	}
+	if got := hostSettings(nil); got != "-" {
+		t.Errorf("hostSettings(nil) = %q", got)
+	}
+	quiet := []api.HostSetting{{Name: "net.ipv4.conf.lo.forwarding"}, {Name: "net.ipv4.ip_local_reserved_ports"}}
+	if got := hostSettings(quiet); got != "2 guarded, never reset" {
+		t.Errorf("hostSettings(no repairs) = %q", got)
+	}
+}

@@ -11,7 +11,8 @@ import (
 //
 //	FrontNet 192.0.2.0/24:    .1 fleet router, .10 XLB (eth0),
 //	                          .11–.19 fleet XLB hosts, .20–.29 clients,
-//	                          .31–.94 one-arm (and fleet) backends
+//	                          .31–.94 one-arm (and fleet) backends,
+//	                          .100–.115 XLB's extra addresses (eth0)
 //	BackNet  198.51.100.0/24: .1 XLB eth1 (two-arm), .10 fleet service
 //	                          address, .11–.74 two-arm backends
 //	OuterNet 203.0.113.0/24:  .1 fleet router (client side), .10 fleet client
@@ -42,13 +43,15 @@ const (
 	MaxClients  = 10 // ClientIP(0 … 9)
 	MaxBackends = 64 // OneArmBackendIP and TwoArmBackendIP (0 … 63)
 	MaxHosts    = 9  // HostIP(0 … 8)
+	MaxExtraIPs = 16 // XLBExtraIP(0 … 15)
 )
 
 const (
-	firstHost          = 11 // 192.0.2.11, …
-	firstClient        = 20 // 192.0.2.20, …
-	firstOneArmBackend = 31 // 192.0.2.31, …
-	firstTwoArmBackend = 11 // 198.51.100.11, …
+	firstHost          = 11  // 192.0.2.11, …
+	firstClient        = 20  // 192.0.2.20, …
+	firstOneArmBackend = 31  // 192.0.2.31, …
+	firstTwoArmBackend = 11  // 198.51.100.11, …
+	firstExtra         = 100 // 192.0.2.100, …
 )
 
 // ClientIP is client i (from 0) on FrontNet: 192.0.2.20+i.
@@ -65,6 +68,12 @@ func OneArmBackendIP(i int) netip.Addr {
 func TwoArmBackendIP(i int) netip.Addr {
 	return nth(BackNet, firstTwoArmBackend, i, MaxBackends)
 }
+
+// XLBExtraIP is extra address i (from 0) of XLB's client-side interface
+// on FrontNet: 192.0.2.100+i. Labs add them as further SNAT addresses
+// (snat.ip as a list, issue 13): each multiplies the ports toward every
+// backend.
+func XLBExtraIP(i int) netip.Addr { return nth(FrontNet, firstExtra, i, MaxExtraIPs) }
 
 // HostIP is fleet XLB host i (from 0) on FrontNet: 192.0.2.11+i.
 func HostIP(i int) netip.Addr { return nth(FrontNet, firstHost, i, MaxHosts) }

@@ -37,13 +37,7 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 		{"interfaces", func(n *yaml.Node, p string) { c.Interfaces = d.decodeStrings(n, p) }},
 		{"xdp_mode", d.into(&c.XDPMode)},
 		{"snat", func(n *yaml.Node, p string) { d.decodeSNAT(n, p, &c.SNAT) }},
-		{"flow_table", func(n *yaml.Node, p string) {
-			d.mapping(n, p, []field{{"max_connections", func(n *yaml.Node, p string) {
-				if v, ok := d.integer(n, p, 1, MaxFlowConnections, ""); ok {
-					c.FlowTable.MaxConnections = uint32(v)
-				}
-			}}})
-		}},
+		{"flow_table", func(n *yaml.Node, p string) { d.decodeFlowTable(n, p, &c.FlowTable) }},
 		{"state_dir", func(n *yaml.Node, p string) {
 			if s, ok := d.str(n, p); ok {
 				c.StateDir = s
@@ -207,16 +201,42 @@ func decodeSequence[T any](d *decoder, n *yaml.Node, path string, item func(it *
 	return out
 }
 
-// decodeSNAT reads {ip: auto|A.B.C.D, port_range: "LO-HI"}.
+// decodeFlowTable reads {max_connections, embryonic_ttl_secs}. The
+// embryonic TTL's ceiling, the effective orphan_ttl_secs, is checked by
+// validation once both are known; here it is bounded by MaxOrphanTTL.
+func (d *decoder) decodeFlowTable(n *yaml.Node, path string, ft *FlowTable) {
+	d.mapping(n, path, []field{
+		{"max_connections", func(n *yaml.Node, p string) {
+			if v, ok := d.integer(n, p, 1, MaxFlowConnections, ""); ok {
+				ft.MaxConnections = uint32(v)
+			}
+		}},
+		{"embryonic_ttl_secs", func(n *yaml.Node, p string) {
+			if v, ok := d.integer(n, p, int64(MinEmbryonicTTL/time.Second), int64(MaxOrphanTTL/time.Second), " seconds"); ok {
+				ft.EmbryonicTTL = time.Duration(v) * time.Second
+			}
+		}},
+	})
+}
+
+// decodeSNAT reads {ip: auto|A.B.C.D|[A.B.C.D, ...], port_range: "LO-HI"}.
+// A single address and a list of one decode alike (IPs of length 1); an
+// item that fails to decode leaves an invalid address at its index.
 func (d *decoder) decodeSNAT(n *yaml.Node, path string, s *SNAT) {
 	d.mapping(n, path, []field{
 		{"ip", func(n *yaml.Node, p string) {
-			if n.Kind == yaml.ScalarNode && n.Value == "auto" {
-				s.Auto, s.IP = true, netip.Addr{}
-				return
+			switch {
+			case n.Kind == yaml.ScalarNode && n.Value == "auto":
+				s.Auto, s.IPs = true, nil
+			case n.Kind == yaml.SequenceNode:
+				s.Auto = false
+				s.IPs = decodeSequence(d, n, p, func(it *yaml.Node, p string, a *netip.Addr) { *a, _ = d.addr(it, p) })
+			default:
+				s.Auto, s.IPs = false, nil
+				if a, ok := d.addr(n, p); ok {
+					s.IPs = []netip.Addr{a}
+				}
 			}
-			s.Auto = false
-			s.IP, _ = d.addr(n, p)
 		}},
 		{"port_range", func(n *yaml.Node, p string) {
 			str, ok := d.str(n, p)

@@ -11,8 +11,8 @@ import (
 // Defaults and limits. DESIGN §1 fixes the defaults; where it leaves a limit
 // open the value here is this package's decision, documented next to it.
 // Limits the data path is built with come from bpf/layout.h through
-// pkg/dataplane, their single source; the orphan TTL's default is the
-// maintenance loop's.
+// pkg/dataplane, their single source; the orphan and embryonic TTLs'
+// defaults are the maintenance loop's.
 const (
 	DefaultName            = "xlb"
 	DefaultProto           = ProtoTCP
@@ -25,6 +25,7 @@ const (
 	DefaultSNATPortLo      = 40000
 	DefaultSNATPortHi      = 59999
 	DefaultMaxConnections  = dataplane.DefaultMaxConnections // 262144 pairs
+	DefaultEmbryonicTTL    = maintenance.DefaultEmbryonicTTL // 10 s: DESIGN §6b, issue 13
 	DefaultStateDir        = "/sys/fs/bpf/xlb"
 
 	// MinOrphanTTL is the effective minimum of orphan_ttl_secs; lower
@@ -36,6 +37,11 @@ const (
 	// 20.7 days at the fastest tick rate Linux is built with, 1200 Hz
 	// (pkg/dataplane hz.go; bpf/layout.h struct flow_value).
 	MaxOrphanTTL = 7 * 24 * time.Hour
+	// MinEmbryonicTTL is the floor of flow_table.embryonic_ttl_secs (its
+	// ceiling is the effective orphan_ttl_secs: an embryonic pair never
+	// outlives an idle one). One second is the unit of the field; the
+	// maintenance loop removes expired pairs within a cycle (1 s) of it.
+	MinEmbryonicTTL = time.Second
 	// MaxShutdownTimeout (one hour) bounds how long a stop may hold the
 	// instance attached; the service manager's stop timeout must exceed it.
 	MaxShutdownTimeout = time.Hour
@@ -44,6 +50,10 @@ const (
 	// the data path holds 8 mappings per listen address.
 	MinPortMappings = 1
 	MaxPortMappings = dataplane.MaxPorts
+
+	// MaxSNATAddrs bounds the addresses snat.ip lists: the data path's
+	// config holds that many SNAT addresses (bpf/layout.h).
+	MaxSNATAddrs = dataplane.MaxSNATAddrs
 
 	// MinSNATPort is the floor of snat.port_range: ports below 1024 are
 	// well-known service ports that host daemons bind, so the range must
@@ -105,7 +115,7 @@ func Default() *Config {
 			PortLo: DefaultSNATPortLo,
 			PortHi: DefaultSNATPortHi,
 		},
-		FlowTable: FlowTable{MaxConnections: DefaultMaxConnections},
+		FlowTable: FlowTable{MaxConnections: DefaultMaxConnections, EmbryonicTTL: DefaultEmbryonicTTL},
 		StateDir:  DefaultStateDir,
 	}
 }

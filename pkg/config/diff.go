@@ -23,7 +23,7 @@ var keyEqual = map[string]func(a, b *Config) bool{
 	"metrics":          func(a, b *Config) bool { return a.Metrics == b.Metrics },
 	"interfaces":       func(a, b *Config) bool { return slices.Equal(a.Interfaces, b.Interfaces) },
 	"xdp_mode":         func(a, b *Config) bool { return a.XDPMode == b.XDPMode },
-	"snat":             func(a, b *Config) bool { return a.SNAT == b.SNAT },
+	"snat":             func(a, b *Config) bool { return snatEqual(a.SNAT, b.SNAT) },
 	"flow_table":       func(a, b *Config) bool { return a.FlowTable == b.FlowTable },
 	"state_dir":        func(a, b *Config) bool { return a.StateDir == b.StateDir },
 }
@@ -66,4 +66,8 @@ func adminEqual(a, b Admin) bool {
 		return false
 	}
 	return a.Auth == nil || *a.Auth == *b.Auth
+}
+
+func snatEqual(a, b SNAT) bool {
+	return a.Auto == b.Auto && slices.Equal(a.IPs, b.IPs) && a.PortLo == b.PortLo && a.PortHi == b.PortHi
 }

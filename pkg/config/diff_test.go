@@ -45,7 +45,7 @@ func TestDiffEachKey(t *testing.T) {
 		"interfaces":       func(c *Config) { c.Interfaces = []string{"eth0"} },
 		"xdp_mode":         func(c *Config) { c.XDPMode = "generic" },
 		"snat":             func(c *Config) { c.SNAT.PortHi = 50000 },
-		"flow_table":       func(c *Config) { c.FlowTable.MaxConnections = 1 },
+		"flow_table":       func(c *Config) { c.FlowTable.EmbryonicTTL = 20 * time.Second },
 		"state_dir":        func(c *Config) { c.StateDir = "/run/xlb" },
 	}
 	if got := slices.Sorted(func(yield func(string) bool) {
@@ -88,5 +88,29 @@ func TestDiffSorted(t *testing.T) {
 	b := mustParse(t, "ports:\n  - local_port: 81\nprovider:\n  static:\n    backends:\n      - ip: 198.51.100.12\nstate_dir: /run/xlb\nname: b\n")
 	if got, want := Diff(a, b), []string{"name", "ports", "provider", "state_dir"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Diff = %v, want %v", got, want)
+	}
+}
+
+// snat.ip lists are compared in order: the data path numbers the
+// addresses (their port spaces) by position.
+func TestDiffSNATList(t *testing.T) {
+	a := mustParse(t, minimal+"snat: {ip: [198.51.100.1, 198.51.100.2]}\n")
+	same := mustParse(t, minimal+"snat:\n  ip:\n    - 198.51.100.1\n    - 198.51.100.2\n")
+	swapped := mustParse(t, minimal+"snat: {ip: [198.51.100.2, 198.51.100.1]}\n")
+	one := mustParse(t, minimal+"snat: {ip: 198.51.100.1}\n")
+	listOfOne := mustParse(t, minimal+"snat: {ip: [198.51.100.1]}\n")
+	for _, c := range []struct {
+		name string
+		a, b *Config
+		want []string
+	}{
+		{"same list, other style", a, same, nil},
+		{"order changed", a, swapped, []string{"snat"}},
+		{"address removed", a, one, []string{"snat"}},
+		{"one address and a list of one", one, listOfOne, nil},
+	} {
+		if got := Diff(c.a, c.b); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: Diff = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -9,11 +9,12 @@
 // warning (orphan_ttl_secs below its minimum) is returned for the caller to
 // log. Nothing here touches the network or the system; values that depend
 // on the host (listen: auto, snat.ip: auto, the default interface) are
-// resolved by pkg/instance at runtime. The limits the data path is built
-// with (port mappings, interfaces, the flow table's default size) and the
-// XDP attach modes are pkg/dataplane's constants, the former generated
-// from bpf/layout.h; the orphan TTL's default is pkg/maintenance's. This
-// package imports those two for nothing else.
+// resolved by pkg/instance at runtime, which also checks that every
+// explicit snat.ip address is this host's. The limits the data path is
+// built with (port mappings, interfaces, SNAT addresses, the flow table's
+// default size) and the XDP attach modes are pkg/dataplane's constants,
+// the former generated from bpf/layout.h; the orphan and embryonic TTLs'
+// defaults are pkg/maintenance's. This package imports those two for nothing else.
 //
 // A field set to null (`key:` or `key: ~`) counts as omitted. Aliases are
 // followed; merge keys (<<) are rejected. Integers must be YAML integers

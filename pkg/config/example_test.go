@@ -35,8 +35,8 @@ func TestExampleFile(t *testing.T) {
 		Metrics:         Listener{Address: ip("192.0.2.10"), Port: 9643},
 		Interfaces:      []string{"eth0", "eth1"},
 		XDPMode:         "native",
-		SNAT:            SNAT{IP: ip("198.51.100.1"), PortLo: 30000, PortHi: 39999},
-		FlowTable:       FlowTable{MaxConnections: 65536},
+		SNAT:            SNAT{IPs: []netip.Addr{ip("198.51.100.1"), ip("198.51.100.2")}, PortLo: 30000, PortHi: 39999},
+		FlowTable:       FlowTable{MaxConnections: 65536, EmbryonicTTL: 20 * time.Second},
 		StateDir:        "/sys/fs/bpf/xlb-web",
 	}
 	if !reflect.DeepEqual(c, want) {

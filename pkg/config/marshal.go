@@ -60,9 +60,11 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 		"interfaces", strList(c.Interfaces),
 		"xdp_mode", str(c.XDPMode),
 		"snat", mapNode(
-			"ip", m.autoAddr("snat.ip", c.SNAT.Auto, c.SNAT.IP),
+			"ip", m.snatIPs(c.SNAT),
 			"port_range", quoted(fmt.Sprintf("%d-%d", c.SNAT.PortLo, c.SNAT.PortHi))),
-		"flow_table", mapNode("max_connections", integer(c.FlowTable.MaxConnections)),
+		"flow_table", mapNode(
+			"max_connections", integer(c.FlowTable.MaxConnections),
+			"embryonic_ttl_secs", m.seconds("flow_table.embryonic_ttl_secs", c.FlowTable.EmbryonicTTL)),
 		"state_dir", str(c.StateDir),
 	)
 	return root
@@ -130,11 +132,22 @@ func (m *marshaler) addr(path string, a netip.Addr) *yaml.Node {
 	return str(a.String())
 }
 
-func (m *marshaler) autoAddr(path string, auto bool, a netip.Addr) *yaml.Node {
-	if auto {
+// snatIPs writes snat.ip as the file would: auto, one address, or a flow
+// list of several.
+func (m *marshaler) snatIPs(s SNAT) *yaml.Node {
+	switch {
+	case s.Auto:
 		return str("auto")
+	case len(s.IPs) == 1:
+		return m.addr("snat.ip", s.IPs[0])
+	case len(s.IPs) == 0:
+		m.fail("snat.ip: no address")
 	}
-	return m.addr(path, a)
+	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for i, a := range s.IPs {
+		n.Content = append(n.Content, m.addr(indexPath("snat.ip", i), a))
+	}
+	return n
 }
 
 // mapNode builds a block mapping from alternating keys and value nodes.

@@ -46,7 +46,11 @@ provider:
       - {name: "a: b # c", ip: 10.0.0.3}
 interfaces: ["0", "yes"]
 `,
-		"shutdown 0 and orphan raised": minimal + "shutdown_timeout: 0\n",
+		"shutdown 0 and orphan raised":    minimal + "shutdown_timeout: 0\n",
+		"one snat address":                minimal + "snat: {ip: 198.51.100.1}\n",
+		"a list of one snat address":      minimal + "snat: {ip: [198.51.100.1]}\n",
+		"eight snat addresses":            minimal + "snat:\n  ip: [198.51.100.1, 198.51.100.2, 198.51.100.3, 198.51.100.4, 198.51.100.5, 198.51.100.6, 198.51.100.7, 198.51.100.8]\n",
+		"embryonic ttl at the orphan ttl": minimal + "orphan_ttl_secs: 600\nflow_table: {embryonic_ttl_secs: 600}\n",
 	}
 	for name, src := range sources {
 		t.Run(name, func(t *testing.T) { roundTrip(t, mustParse(t, src)) })
@@ -85,6 +89,7 @@ snat:
   port_range: "40000-59999"
 flow_table:
   max_connections: 262144
+  embryonic_ttl_secs: 10
 state_dir: /sys/fs/bpf/xlb
 `
 	if string(out) != want {

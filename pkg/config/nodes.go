@@ -19,10 +19,13 @@ type decoder struct {
 	// bad holds the paths whose value failed to decode (wrong shape, type
 	// or range); validation skips them and everything under them.
 	bad map[string]bool
+	// seqs holds the paths whose value is a sequence, so validation can
+	// name an item (snat.ip[1]) where the field may be a scalar or a list.
+	seqs map[string]bool
 }
 
 func newDecoder(p *problems) *decoder {
-	return &decoder{problems: p, set: map[string]bool{}, bad: map[string]bool{}}
+	return &decoder{problems: p, set: map[string]bool{}, bad: map[string]bool{}, seqs: map[string]bool{}}
 }
 
 // fail records an error for a value at path that could not be decoded.
@@ -136,6 +139,7 @@ func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 		d.fail(n.Line, path, "must be a sequence, got %s", describe(n))
 		return nil, false
 	}
+	d.seqs[path] = true
 	items := make([]*yaml.Node, len(n.Content))
 	for i, it := range n.Content {
 		items[i] = resolve(it)

@@ -39,7 +39,7 @@ func TestDefaults(t *testing.T) {
 		{"interfaces", len(d.Interfaces), 0},
 		{"xdp_mode", d.XDPMode, "auto"},
 		{"snat", d.SNAT, SNAT{Auto: true, PortLo: 40000, PortHi: 59999}},
-		{"flow_table", d.FlowTable, FlowTable{MaxConnections: 262144}},
+		{"flow_table", d.FlowTable, FlowTable{MaxConnections: 262144, EmbryonicTTL: 10 * time.Second}},
 		{"state_dir", d.StateDir, "/sys/fs/bpf/xlb"},
 	}
 	for _, ch := range checks {

@@ -161,15 +161,20 @@ type AdminAuth struct {
 	Username string
 }
 
-// SNAT is the backend-facing source address and port range (DESIGN §1).
+// SNAT is the backend-facing source addresses and port range (DESIGN §1,
+// §6b).
 type SNAT struct {
 	// Auto means "this host's address on the interface that routes to the
-	// backends", resolved at runtime. When Auto is set, IP is invalid.
+	// backends", resolved at runtime. When Auto is set, IPs is nil.
 	Auto bool
-	// IP is the explicit IPv4 source address when Auto is false. It must
-	// be this instance's own address, never a VIP shared by several
-	// instances (checked at runtime, not here).
-	IP netip.Addr
+	// IPs are the explicit IPv4 source addresses when Auto is false:
+	// 1..MaxSNATAddrs distinct unicast addresses, in file order. YAML
+	// "ip": one address, or a list of them. Each address multiplies the
+	// ports available toward every backend (issue 13: the data path gives
+	// each backend one port space per address). Each must be this
+	// instance's own address, never a VIP shared by several instances
+	// (checked at runtime by pkg/instance, not here).
+	IPs []netip.Addr
 	// PortLo and PortHi bound the source-port range, inclusive:
 	// MinSNATPort <= PortLo <= PortHi <= 65535. YAML
 	// port_range: "LO-HI"; default "40000-59999".
@@ -181,4 +186,10 @@ type FlowTable struct {
 	// MaxConnections is the number of connection pairs; each uses two
 	// directional map entries. 1..MaxFlowConnections; default DefaultMaxConnections.
 	MaxConnections uint32
+	// EmbryonicTTL is how long after its SYN a pair whose handshake never
+	// completed (no client ACK of the backend's SYN-ACK) is removed,
+	// whatever it saw meanwhile (DESIGN §6b, issue 13). YAML
+	// "embryonic_ttl_secs" (whole seconds); default DefaultEmbryonicTTL;
+	// MinEmbryonicTTL up to the effective OrphanTTL.
+	EmbryonicTTL time.Duration
 }

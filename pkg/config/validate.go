@@ -4,7 +4,9 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -24,6 +26,7 @@ func validate(c *Config, d *decoder, schemaOnly bool) {
 	v.interfaces()
 	v.xdpMode()
 	v.snat()
+	v.flowTable()
 	v.stateDir()
 }
 
@@ -331,20 +334,19 @@ func (v *validator) xdpMode() {
 	}
 }
 
-// snat: an explicit address is a usable IPv4 unicast address. A local_port
-// must not fall inside port_range when the SNAT address may be the listen
-// address: explicitly equal, or either of them auto (the simplest safe
-// rule, since auto is only resolved at runtime). There a packet to that
-// port could be a client's or a backend's reply, and the data path could
-// not tell the directions apart.
+// snat: explicit addresses are 1..MaxSNATAddrs distinct usable IPv4
+// unicast addresses (issue 13). A local_port must not fall inside
+// port_range when a SNAT address may be the listen address: explicitly
+// equal, or either of them auto (the simplest safe rule, since auto is
+// only resolved at runtime). There a packet to that port could be a
+// client's or a backend's reply, and the data path could not tell the
+// directions apart.
 func (v *validator) snat() {
 	s := v.c.SNAT
-	if !s.Auto {
-		if !v.required("snat.ip") || !v.unicastIPv4("snat.ip", s.IP) {
-			return
-		}
+	if !s.Auto && (!v.required("snat.ip") || !v.snatAddrs(s.IPs)) {
+		return
 	}
-	mayShare := s.Auto || v.c.Listen.Auto || s.IP == v.c.Listen.IP
+	mayShare := s.Auto || v.c.Listen.Auto || slices.Contains(s.IPs, v.c.Listen.IP)
 	if !mayShare || v.failed("snat.port_range") {
 		return
 	}
@@ -354,6 +356,54 @@ func (v *validator) snat() {
 				pm.LocalPort, s.PortLo, s.PortHi, sharedWhy(s.Auto, v.c.Listen.Auto))
 		}
 	}
+}
+
+// snatAddrs checks the explicit SNAT addresses and reports whether all of
+// them are usable. Errors name snat.ip for a single address and
+// snat.ip[i] for an item of a list.
+func (v *validator) snatAddrs(ips []netip.Addr) bool {
+	const path = "snat.ip"
+	list := v.seqs[path]
+	switch n := len(ips); {
+	case n == 0:
+		v.errorf(path, `must list at least 1 address (or be "auto")`)
+		return false
+	case n > MaxSNATAddrs:
+		v.errorf(path, "at most %d addresses are supported, got %d", MaxSNATAddrs, n)
+		return false
+	}
+	ok := true
+	first := map[netip.Addr]int{}
+	for i, a := range ips {
+		p := path
+		if list {
+			p = indexPath(path, i)
+		}
+		if v.failed(p) || !v.unicastIPv4(p, a) {
+			ok = false
+			continue
+		}
+		if j, dup := first[a]; dup {
+			v.errorf(p, "duplicate address %s (also %s)", a, indexPath(path, j))
+			ok = false
+			continue
+		}
+		first[a] = i
+	}
+	return ok
+}
+
+// flowTable: the embryonic TTL is at most the effective orphan TTL (an
+// embryonic pair never outlives an idle one). Its range was checked while
+// decoding.
+func (v *validator) flowTable() {
+	const path = "flow_table.embryonic_ttl_secs"
+	ft := v.c.FlowTable
+	if v.failed(path) || v.failed("orphan_ttl_secs") || ft.EmbryonicTTL <= v.c.OrphanTTL {
+		return
+	}
+	v.errorf(path, "must be at most orphan_ttl_secs (%d), got %d",
+		int64(v.c.OrphanTTL/time.Second), int64(ft.EmbryonicTTL/time.Second))
 }
 
 func sharedWhy(snatAuto, listenAuto bool) string {

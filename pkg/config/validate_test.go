@@ -2,8 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // backendsOnly is a provider block for cases that write their own ports;
@@ -148,6 +151,16 @@ func TestValidationRules(t *testing.T) {
 		// snat.
 		{"snat IPv6", minimal + "snat: {ip: \"2001:db8::1\"}\n", `t.yaml:7: snat.ip: 2001:db8::1: IPv6 is not supported yet; use an IPv4 address`},
 		{"snat loopback", minimal + "snat: {ip: 127.0.0.1}\n", `t.yaml:7: snat.ip: must not be a loopback address, got 127.0.0.1`},
+		{"snat empty list", minimal + "snat: {ip: []}\n", `t.yaml:7: snat.ip: must list at least 1 address (or be "auto")`},
+		{"snat nine addresses", minimal + "snat:\n  ip: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 10.0.0.5, 10.0.0.6, 10.0.0.7, 10.0.0.8, 10.0.0.9]\n",
+			`t.yaml:8: snat.ip: at most 8 addresses are supported, got 9`},
+		{"snat duplicate address", minimal + "snat:\n  ip:\n    - 198.51.100.1\n    - 198.51.100.2\n    - 198.51.100.1\n",
+			`t.yaml:11: snat.ip[2]: duplicate address 198.51.100.1 (also snat.ip[0])`},
+		{"snat list item multicast", minimal + "snat:\n  ip:\n    - 198.51.100.1\n    - 224.0.0.5\n", `t.yaml:10: snat.ip[1]: must not be a multicast address, got 224.0.0.5`},
+		{"snat list item not an address", minimal + "snat:\n  ip: [198.51.100.1, backend-net]\n", `t.yaml:8: snat.ip[1]: "backend-net" is not an IP address`},
+		{"snat auto inside a list", minimal + "snat:\n  ip: [auto]\n", `t.yaml:8: snat.ip[0]: "auto" is not an IP address`},
+		{"snat list item IPv6", minimal + "snat: {ip: [198.51.100.1, \"2001:db8::1\"]}\n", `t.yaml:7: snat.ip[1]: 2001:db8::1: IPv6 is not supported yet; use an IPv4 address`},
+		{"snat ip a mapping", minimal + "snat: {ip: {address: 198.51.100.1}}\n", `t.yaml:7: snat.ip: must be a string, got a mapping`},
 		{"snat port_range malformed", minimal + "snat: {port_range: \"40000:59999\"}\n", `t.yaml:7: snat.port_range: must be "LO-HI" with two port numbers, e.g. "40000-59999", got "40000:59999"`},
 		{"snat port_range above 65535", minimal + "snat: {port_range: \"40000-70000\"}\n", `t.yaml:7: snat.port_range: must be "LO-HI" with two port numbers, e.g. "40000-59999", got "40000-70000"`},
 		{"snat port_range single number", minimal + "snat: {port_range: 40000}\n", `t.yaml:7: snat.port_range: must be "LO-HI" with two port numbers, e.g. "40000-59999", got "40000"`},
@@ -162,7 +175,14 @@ func TestValidationRules(t *testing.T) {
 		{"local_port in snat range, same address", "ports:\n  - local_port: 80\n  - local_port: 50000\n" + backendsOnly + "listen: {ip: 192.0.2.10}\nsnat: {ip: 192.0.2.10, port_range: 50000-50000}\n",
 			`t.yaml:3: ports[1].local_port: 50000 is inside snat.port_range 50000-50000 and snat.ip is the listen address; the data path could not tell client packets from backend replies`},
 
+		{"local_port in snat range, listen address in the list", "ports:\n  - local_port: 50000\n" + backendsOnly + "listen: {ip: 192.0.2.10}\nsnat: {ip: [192.0.2.20, 192.0.2.10], port_range: 50000-50000}\n",
+			`t.yaml:2: ports[0].local_port: 50000 is inside snat.port_range 50000-50000 and snat.ip is the listen address; the data path could not tell client packets from backend replies`},
+
 		// flow_table, state_dir, name.
+		{"embryonic_ttl_secs 0", minimal + "flow_table: {embryonic_ttl_secs: 0}\n", `t.yaml:7: flow_table.embryonic_ttl_secs: must be between 1 and 604800 seconds, got 0`},
+		{"embryonic_ttl_secs not an integer", minimal + "flow_table: {embryonic_ttl_secs: 2.5}\n", `t.yaml:7: flow_table.embryonic_ttl_secs: must be an integer, got number 2.5`},
+		{"embryonic_ttl_secs above the orphan ttl", minimal + "flow_table:\n  embryonic_ttl_secs: 301\n", `t.yaml:8: flow_table.embryonic_ttl_secs: must be at most orphan_ttl_secs (300), got 301`},
+		{"embryonic_ttl_secs above a raised orphan ttl", minimal + "orphan_ttl_secs: 600\nflow_table: {embryonic_ttl_secs: 900}\n", `t.yaml:8: flow_table.embryonic_ttl_secs: must be at most orphan_ttl_secs (600), got 900`},
 		{"max_connections 0", minimal + "flow_table: {max_connections: 0}\n", `t.yaml:7: flow_table.max_connections: must be between 1 and 16777216, got 0`},
 		{"max_connections above ceiling", minimal + "flow_table: {max_connections: 16777217}\n", `t.yaml:7: flow_table.max_connections: must be between 1 and 16777216, got 16777217`},
 		{"state_dir relative", minimal + "state_dir: bpf/xlb\n", `t.yaml:7: state_dir: must be an absolute path, got "bpf/xlb"`},
@@ -239,6 +259,24 @@ func TestValidEdgeCases(t *testing.T) {
 			}
 		}},
 		{"orphan_ttl_secs at seven days", minimal + "orphan_ttl_secs: 604800\n", nil},
+		{"embryonic_ttl_secs at the floor", minimal + "flow_table: {embryonic_ttl_secs: 1}\n", func(t *testing.T, c *Config) {
+			if c.FlowTable.EmbryonicTTL != time.Second {
+				t.Errorf("EmbryonicTTL = %v, want 1s", c.FlowTable.EmbryonicTTL)
+			}
+		}},
+		{"embryonic_ttl_secs up to a raised orphan ttl", minimal + "orphan_ttl_secs: 900\nflow_table: {embryonic_ttl_secs: 900}\n", nil},
+		{"embryonic_ttl_secs below an orphan ttl raised to its minimum", minimal + "flow_table: {embryonic_ttl_secs: 300}\n", nil},
+		{"one snat address is a list of one", minimal + "snat: {ip: 198.51.100.1}\n", func(t *testing.T, c *Config) {
+			if c.SNAT.Auto || !slices.Equal(c.SNAT.IPs, []netip.Addr{netip.MustParseAddr("198.51.100.1")}) {
+				t.Errorf("SNAT = %+v", c.SNAT)
+			}
+		}},
+		{"eight snat addresses in file order", minimal + "snat:\n  ip: [10.0.0.8, 10.0.0.7, 10.0.0.6, 10.0.0.5, 10.0.0.4, 10.0.0.3, 10.0.0.2, 10.0.0.1]\n", func(t *testing.T, c *Config) {
+			if len(c.SNAT.IPs) != 8 || c.SNAT.IPs[0] != netip.MustParseAddr("10.0.0.8") || c.SNAT.IPs[7] != netip.MustParseAddr("10.0.0.1") {
+				t.Errorf("SNAT.IPs = %v", c.SNAT.IPs)
+			}
+		}},
+		{"local_port in snat range, listen address not in the list", "ports:\n  - local_port: 45000\n" + backendsOnly + "listen: {ip: 192.0.2.10}\nsnat: {ip: [192.0.2.20, 192.0.2.21]}\n", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

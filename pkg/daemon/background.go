@@ -14,11 +14,13 @@ import (
 func (d *runner) startMaintenance() error {
 	interval := d.o.MaintenanceInterval
 	loop, err := maintenance.New(d.inst.DP, maintenance.Options{
-		OrphanTTL:  d.cfg.OrphanTTL,
-		Interval:   interval,
-		BackendIDs: d.inst.BackendIDs,
-		OnSample:   d.onSample,
-		Log:        d.log.WithField("component", "maintenance"),
+		OrphanTTL:    d.cfg.OrphanTTL,
+		EmbryonicTTL: d.cfg.FlowTable.EmbryonicTTL,
+		NextHopGC:    d.inst.NextHopGC,
+		Interval:     interval,
+		BackendIDs:   d.inst.BackendIDs,
+		OnSample:     d.onSample,
+		Log:          d.log.WithField("component", "maintenance"),
 	})
 	if err != nil {
 		return err

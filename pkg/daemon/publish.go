@@ -58,9 +58,9 @@ func (d *runner) publishConfig(st configwatch.State) {
 // its backends.
 func (d *runner) publishInstance() {
 	r := d.inst.Resolved
-	ports := slices.Clone(d.cfg.Ports)
+	ports, snat := slices.Clone(d.cfg.Ports), slices.Clone(r.SNAT)
 	d.update(func(s *snapshot.Snapshot) {
-		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, r.SNAT, ports, r.Interfaces
+		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, snat, ports, r.Interfaces
 		s.Attached = d.inst.DP.Attachments()
 		s.Features = d.inst.DP.Features()
 		s.Provider = d.inst.Backends.ProviderName()
@@ -69,7 +69,7 @@ func (d *runner) publishInstance() {
 }
 
 // onSample publishes a maintenance sample, with the counters it read, with
-// the current backend states. Samples of failed cycles are published like
+// the current backend states and the host settings guard's repairs. Samples of failed cycles are published like
 // the others (they keep readiness and the watchdog alive;
 // maintenance.Sample.Maintenance tells status and metrics about the
 // failure) but stay out of the duration histogram, which describes
@@ -80,9 +80,13 @@ func (d *runner) onSample(s *maintenance.Sample) {
 		provErr = err.Error()
 	}
 	backends := d.inst.Backends.Snapshot()
+	var settings []snapshot.HostSetting
+	for _, r := range d.inst.HostSettings() {
+		settings = append(settings, snapshot.HostSetting{Name: r.Setting, Repairs: r.Repairs})
+	}
 	d.update(func(snap *snapshot.Snapshot) {
 		snap.AddSample(s)
-		snap.Backends, snap.ProviderError = backends, provErr
+		snap.Backends, snap.ProviderError, snap.HostSettings = backends, provErr, settings
 	})
 	if d.store.Load().Lifecycle == api.Running {
 		d.notify.Status(d.runningStatus())

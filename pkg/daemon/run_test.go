@@ -61,7 +61,7 @@ type proc struct {
 func labConfig(t *testing.T, l *lab.Lab) *config.Config {
 	c := config.Default()
 	c.Listen = config.Listen{IP: l.XLB.IP()}
-	c.SNAT = config.SNAT{IP: l.XLB.IP(), PortLo: 40000, PortHi: 40999}
+	c.SNAT = config.SNAT{IPs: []netip.Addr{l.XLB.IP()}, PortLo: 40000, PortHi: 40999}
 	c.Interfaces = []string{"eth0"}
 	c.XDPMode = config.XDPModeNative
 	c.FlowTable.MaxConnections = 4096

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -55,6 +56,10 @@ type loadPlan struct {
 	start        api.Start
 	replacements map[string]*ebpf.Map
 	sources      map[string]*ebpf.Map
+	// newSNATPorts: the pinned SNAT port bitmap is not of the size
+	// Options.SNAT asks for, so Load makes a new one and rebuilds it from
+	// the flow map (snatports.go).
+	newSNATPorts bool
 }
 
 // close releases the maps of a plan that was not carried out.
@@ -89,6 +94,11 @@ func stateMaps(spec *ebpf.CollectionSpec) []string {
 //     map, which is copied into one of the new size;
 //   - older layout: copy every map through the converters.
 //
+// In the first two cases a pinned SNAT port bitmap of another size than
+// Options.SNAT's (a reload changed the SNAT addresses or the port range)
+// is not adopted either: Load makes one of the new size, and takeOver
+// rebuilds it from the flow map, as after a migration.
+//
 // In the first two cases a pinned map that this build's spec does not
 // match is an error (a layout change without a version bump), never a
 // silently re-created empty map (Cilium PR #14469); so is a missing one.
@@ -118,6 +128,11 @@ func (d *Dataplane) planLoad(spec *ebpf.CollectionSpec, pins *pinnedState) (load
 			return p, fmt.Errorf("dataplane: state_dir %s: map %s is not pinned (%s) although the metadata record is of this layout (%d): the pins are incomplete, or this build added a map without bumping XLB_LAYOUT_VERSION; the pins are left as they are", pins.dir, name, mapPath(pins.dir, name), layoutVersion)
 		}
 		ms := spec.Maps[name]
+		if name == xlbMapXlbSnatPorts && m.MaxEntries() != ms.MaxEntries {
+			m.Close()
+			p.newSNATPorts = true
+			continue
+		}
 		if name == xlbMapXlbFlows && p.start == api.StartMigrated {
 			ms = ms.Copy()
 			ms.MaxEntries = m.MaxEntries()
@@ -150,16 +165,19 @@ func adoptPinnedMeta(p *loadPlan, dir string) error {
 
 // takeOver finishes a Load from pins: the migration's first copy, the
 // config as pinned (its shutdown flag cleared at the next Configure), and
-// the Adoption report.
+// the Adoption report. A migration, and a new SNAT port bitmap, rebuild
+// the bitmap from the flow map after each copy (the second one at Attach
+// and Pin: catchUp).
 func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 	d.adoption = Adoption{Start: p.start}
 	if pins == nil {
 		return nil
 	}
 	from := pins.meta.LayoutVersion
-	if len(p.sources) > 0 {
-		mig, err := newMigration(currentLayout(), from, p.sources, d.mapsByName(), d.featureOn(FeatureBatchOps))
+	if len(p.sources) > 0 || p.newSNATPorts {
+		mig, err := newMigration(currentLayout(), from, p.sources, d.mapsByName(), d.featureOn(FeatureBatchOps), d.migrationHost())
 		if err == nil {
+			mig.derive = d.rebuildSNATPortsLocked
 			if err = mig.copyAll(); err != nil {
 				mig.close()
 			}
@@ -184,6 +202,33 @@ func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 	d.prevCounts = [2]uint64{pins.meta.HotUpgradesOk, pins.meta.HotUpgradesFailed}
 	d.cfg.Flags &^= shutdown
 	return d.countAdopted()
+}
+
+// migrationHost is the host as converters see it: the kernel's neighbour
+// table in the caller's network namespace, and the data path's clock.
+func (d *Dataplane) migrationHost() migrationHost {
+	return migrationHost{Neighbours: kernelNeighbours, Now: func() (uint32, error) {
+		j, err := d.KernelNow()
+		return j.Low32(), err
+	}}
+}
+
+// kernelNeighbours lists the IPv4 neighbours of ifindex that hold an
+// Ethernet address (any state but failed and incomplete).
+func kernelNeighbours(ifindex int) ([]neighbour, error) {
+	ns, err := netlink.NeighList(ifindex, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, err
+	}
+	var out []neighbour
+	for _, n := range ns {
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok || len(n.HardwareAddr) != 6 || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 {
+			continue
+		}
+		out = append(out, neighbour{IP: ip.Unmap(), MAC: [6]byte(n.HardwareAddr)})
+	}
+	return out, nil
 }
 
 // countAdopted fills Adoption.Pairs and Backends with one pass over the

@@ -62,7 +62,7 @@ func TestRandomSNATCursors(t *testing.T) {
 	testnet.RequireRoot(t)
 	starts := map[uint32]bool{}
 	for i := 0; i < 3; i++ {
-		dp, err := dataplane.Load(dataplane.Options{MaxConnections: 16, RandomSNATCursors: true})
+		dp, err := dataplane.Load(dataplane.Options{SNAT: dt.SNATSpace, MaxConnections: 16, RandomSNATCursors: true})
 		if err != nil {
 			t.Fatal(err)
 		}

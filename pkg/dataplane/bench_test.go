@@ -31,7 +31,18 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B, maxConn uint32) *benchEnv {
 	b.Helper()
 	e := dt.NewEnv(b, dt.Options{MaxConnections: maxConn, SNATPortLo: 1024, SNATPortHi: 65535})
+	be := netip.AddrPortFrom(dt.OneArmBackends[0], 8080)
+	// A whole handshake: the pair is established, as a real flow's is
+	// (an embryonic pair takes the handshake's slower path per packet).
 	e.MustRun(b, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
+	var snat uint16
+	for k := range e.Flows(b) {
+		if k.Direction() == dataplane.DirBackend {
+			snat = k.Dst().Port()
+		}
+	}
+	e.MustRun(b, e.FromBackend(be, snat, dt.SYN|dt.ACK, 5000, 1001, nil).Frame(), e.BackendIface(), dt.XDPTX)
+	e.MustRun(b, e.FromClient(cli, 80, dt.ACK, 1001, 5001, nil).Frame(), e.Front, dt.XDPTX)
 	f, err := floor.Load()
 	if err != nil {
 		b.Fatal(err)
@@ -43,17 +54,16 @@ func newBenchEnv(b *testing.B, maxConn uint32) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { null.Close() })
-	var snat uint16
 	for k, v := range e.Flows(b) {
-		if err := f.Put(k, v); err != nil {
+		nh, err := e.DP.NextHop(v.Nexthop)
+		if err != nil {
 			b.Fatal(err)
 		}
-		if k.Direction() == dataplane.DirBackend {
-			snat = k.Dst().Port()
+		if err := f.Put(k, v, [6]byte(nh.SrcMAC), [6]byte(nh.DstMAC)); err != nil {
+			b.Fatal(err)
 		}
 	}
 	data := make([]byte, 1400)
-	be := netip.AddrPortFrom(dt.OneArmBackends[0], 8080)
 	return &benchEnv{
 		e: e, floor: f, null: null,
 		toBack: e.FromClient(cli, 80, dt.ACK|dt.PSH, 1001, 5001, data).Frame(),

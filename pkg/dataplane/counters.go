@@ -36,11 +36,32 @@ type Counters struct {
 	ClosedClientFIN, ClosedBackendFIN, ClosedClientRST, ClosedBackendRST uint64
 	// ShutdownResets counts RSTs sent while the shutdown flag was set.
 	ShutdownResets uint64
-	// TTLExceeded counts packets passed to the stack because their TTL would expire.
+	// TTLExceeded counts balanced packets (and ICMP errors about pairs)
+	// dropped because their TTL was 1 or less: they never create a pair
+	// and are never forwarded.
 	TTLExceeded uint64
 	// CloseEventsLost counts close events the ring buffer had no room
 	// for; the maintenance walk finds those pairs instead.
 	CloseEventsLost uint64
+	// RSTOutOfWindow counts RSTs dropped because their sequence number
+	// was outside the receiver's window (RFC 5961 §3).
+	RSTOutOfWindow uint64
+	// SNATTakeovers counts SNAT ports taken over from a terminal pair
+	// that left the backend no TIME_WAIT (the client closed first, or a
+	// RST); the old pair is removed and counted as replaced.
+	SNATTakeovers uint64
+	// SNATFallbacks counts SYNs sent on to another routable backend
+	// because the one picked had no free SNAT port (or no next hop).
+	SNATFallbacks uint64
+	// HoldDrops counts packets dropped on a held SNAT port: the backend's
+	// TIME_WAIT side of a pair the client's new SYN replaced.
+	HoldDrops uint64
+	// ICMPToClient and ICMPToBackend count ICMP errors about a pair
+	// translated through the NAT toward that side.
+	ICMPToClient, ICMPToBackend uint64
+	// NextHopRefreshes counts packets whose next-hop slot had been freed
+	// and that looked their next hop up again.
+	NextHopRefreshes uint64
 }
 
 // Counters reads and sums the per-CPU counters.
@@ -72,6 +93,13 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.ShutdownResets = raw[xlbXlbCounterXLB_C_SHUTDOWN_RESETS]
 	c.TTLExceeded = raw[xlbXlbCounterXLB_C_TTL_EXCEEDED]
 	c.CloseEventsLost = raw[xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST]
+	c.RSTOutOfWindow = raw[xlbXlbCounterXLB_C_RST_OUT_OF_WINDOW]
+	c.SNATTakeovers = raw[xlbXlbCounterXLB_C_SNAT_TAKEOVERS]
+	c.SNATFallbacks = raw[xlbXlbCounterXLB_C_SNAT_FALLBACKS]
+	c.HoldDrops = raw[xlbXlbCounterXLB_C_HOLD_DROPS]
+	c.ICMPToClient = raw[xlbXlbCounterXLB_C_ICMP_TO_CLIENT]
+	c.ICMPToBackend = raw[xlbXlbCounterXLB_C_ICMP_TO_BACKEND]
+	c.NextHopRefreshes = raw[xlbXlbCounterXLB_C_NEXTHOP_REFRESH]
 	return c, nil
 }
 

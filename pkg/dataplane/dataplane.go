@@ -37,6 +37,9 @@ type Options struct {
 	// (flow_table.max_connections); the map gets EntriesPerPair entries
 	// per pair.
 	MaxConnections uint32
+	// SNAT sizes the SNAT port bitmaps (snat.ip and snat.port_range);
+	// Configure takes only Settings of this shape.
+	SNAT SNATSpace
 	// RandomSNATCursors starts every backend's SNAT port cursor at a
 	// random point of the range instead of its start. pkg/instance sets
 	// it: a restarted instance would otherwise hand out the ports its
@@ -84,6 +87,7 @@ type Dataplane struct {
 
 	// Pinned state (pins.go); guarded by mu.
 	maxConnections uint32
+	snatSpace      SNATSpace // Options.SNAT
 	netnsCookie    uint64
 	stateDir       string               // "": nothing is pinned
 	spec           *ebpf.CollectionSpec // as loaded, for the program of the other attach type
@@ -107,11 +111,14 @@ func Load(opts Options) (*Dataplane, error) {
 	if opts.MaxConnections == 0 {
 		return nil, errors.New("dataplane: MaxConnections must be at least 1")
 	}
+	if err := opts.SNAT.validate(); err != nil {
+		return nil, err
+	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("dataplane: remove memlock limit: %w", err)
 	}
 	d := &Dataplane{attached: map[string]*Attachment{}, staleXDP: opts.StaleXDP,
-		maxConnections: opts.MaxConnections, netnsCookie: opts.NetnsCookie}
+		maxConnections: opts.MaxConnections, netnsCookie: opts.NetnsCookie, snatSpace: opts.SNAT}
 	d.probeFeatures(opts)
 	if d.featureOn(FeaturePinning) {
 		d.stateDir = opts.StateDir
@@ -124,6 +131,7 @@ func Load(opts Options) (*Dataplane, error) {
 		return nil, err
 	}
 	spec.Maps[xlbMapXlbFlows].MaxEntries = EntriesPerPair * opts.MaxConnections
+	spec.Maps[xlbMapXlbSnatPorts].MaxEntries = opts.SNAT.bitmapWords()
 	var pins *pinnedState
 	if d.stateDir != "" {
 		if pins, err = readPins(d.stateDir, opts.NetnsCookie); err != nil {

@@ -25,13 +25,22 @@ const (
 	// LoneCheckTicks found its counterpart missing or of another pair.
 	// The event's key is the lone entry's own.
 	CloseLone = CloseKind(xlbXlbCloseKindXLB_CLOSE_LONE)
+	// CloseOpen is not a close: a new pair (the forward key, Time = its
+	// SYN's). It is removed the embryonic TTL later unless established
+	// (ReapEmbryonic).
+	CloseOpen = CloseKind(xlbXlbCloseKindXLB_CLOSE_OPEN)
+	// CloseHold is not a close: a client's new SYN replaced a pair whose
+	// backend closed first, and the reverse entry (the event's key) stays
+	// as a FlagHold entry keeping the SNAT port until the time-wait after
+	// Time, the pair's close (ReapHold).
+	CloseHold = CloseKind(xlbXlbCloseKindXLB_CLOSE_HOLD)
 )
 
 var closeKindNames = enumNames[CloseKind]{kind: "close_kind", names: map[CloseKind]string{
-	CloseFIN: "fin", CloseRST: "rst", CloseLone: "lone",
+	CloseFIN: "fin", CloseRST: "rst", CloseLone: "lone", CloseOpen: "open", CloseHold: "hold",
 }}
 
-// String names the kind: fin, rst or lone.
+// String names the kind: fin, rst, lone, open or hold.
 func (k CloseKind) String() string { return closeKindNames.of(k) }
 
 // CloseEvent is one pair that became terminal, as the data path posted it

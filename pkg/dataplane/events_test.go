@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -15,8 +16,11 @@ import (
 // pair terminal — the second FIN or the first RST — posts exactly one event
 // naming the pair's forward key, generation, kind, backend and the moment
 // it became terminal (the forward entry's frozen last_seen). Nothing else
-// posts one: not a half close, not a retransmission, not a RST after both
-// FINs. The ring buffer and its fallback, the per-CPU queues, deliver the
+// closes: not a half close, not a retransmission, not a RST after both
+// FINs. The same stream carries a CloseOpen event for every new pair (its
+// forward key at its SYN's time) and a CloseHold event for the reverse
+// entry a SYN leaves held when it replaces a pair whose backend closed
+// first. The ring buffer and its fallback, the per-CPU queues, deliver the
 // same events.
 
 // closePath is one way close events reach userspace.
@@ -76,31 +80,86 @@ func drain(t *testing.T, ev *dataplane.CloseEvents) []dataplane.CloseEvent {
 }
 
 // conn is one connection through the fixture: a client to listen:80, with
-// its pair as the SYN created it.
+// its pair as the handshake left it, and where each side's sequence
+// numbers stand, so that every FIN and RST it sends lies in its receiver's
+// window (bpf/track.h).
 type conn struct {
 	e *dt.Env
 	c netip.AddrPort
 	p dt.Pair
+	// synAt is the forward entry's last_seen right after the SYN: the
+	// SYN's time, which the pair's CloseOpen event carries.
+	synAt uint32
+	// cNext and bNext are the next sequence number of the client and of
+	// the backend; cFIN and bFIN whether that side has sent its FIN.
+	cNext, bNext uint32
+	cFIN, bFIN   bool
 }
 
-// open sends the client's SYN and reads the pair it created.
+// open runs the handshake of client port port (ISNs 1000 and 5000): the
+// SYN, the backend's SYN-ACK, the client's ACK.
 func open(t *testing.T, e *dt.Env, port uint16) *conn {
 	t.Helper()
-	c := dt.Client(port)
-	e.MustRun(t, synFrom(e, c, 80).Frame(), e.Front, dt.XDPTX)
-	return &conn{e: e, c: c, p: e.MustPair(t, c, 80)}
+	k := &conn{e: e, c: dt.Client(port)}
+	k.dial(t, 1000, 5000)
+	return k
 }
 
-// client sends a segment from the client through the pair.
+// dial sends the client's SYN of sequence isnC, reads the pair it created
+// and completes the handshake with a SYN-ACK of sequence isnB.
+func (k *conn) dial(t *testing.T, isnC, isnB uint32) {
+	t.Helper()
+	s := synFrom(k.e, k.c, 80)
+	s.Seq = isnC
+	k.e.MustRun(t, s.Frame(), k.e.Front, dt.XDPTX)
+	k.p = k.e.MustPair(t, k.c, 80)
+	k.synAt = k.p.Fwd.LastSeen
+	k.cNext, k.bNext, k.cFIN, k.bFIN = isnC+1, isnB, false, false
+	k.backend(t, dt.SYN|dt.ACK)
+	k.bNext++
+	k.client(t, dt.ACK)
+	k.p = k.now(t)
+}
+
+// client sends a segment from the client through the pair: at its next
+// sequence number (a FIN sent again: at its FIN's), acknowledging all the
+// backend sent.
 func (k *conn) client(t *testing.T, flags uint8) {
 	t.Helper()
-	k.e.MustRun(t, k.e.FromClient(k.c, 80, flags, 1001, 5001, nil).Frame(), k.e.Front, dt.XDPTX)
+	seq := segSeq(flags, &k.cNext, &k.cFIN)
+	k.e.MustRun(t, k.e.FromClient(k.c, 80, flags, seq, ackOf(flags, k.bNext), nil).Frame(), k.e.Front, dt.XDPTX)
 }
 
-// backend sends a segment from the backend through the pair.
+// backend sends a segment from the backend through the pair, numbered as
+// client does.
 func (k *conn) backend(t *testing.T, flags uint8) {
 	t.Helper()
-	k.e.MustRun(t, k.e.FromBackend(k.p.Backend(), k.p.SNATPort(), flags, 5001, 1001, nil).Frame(), k.e.BackendIface(), dt.XDPTX)
+	seq := segSeq(flags, &k.bNext, &k.bFIN)
+	k.e.MustRun(t, k.e.FromBackend(k.p.Backend(), k.p.SNATPort(), flags, seq, ackOf(flags, k.cNext), nil).Frame(), k.e.BackendIface(), dt.XDPTX)
+}
+
+// segSeq is the sequence number of a segment of flags from a side whose
+// next sequence number is *next and that has sent its FIN (*fin): a first
+// FIN takes one number, a FIN sent again repeats its own.
+func segSeq(flags uint8, next *uint32, fin *bool) uint32 {
+	switch {
+	case flags&dt.FIN == 0:
+		return *next
+	case *fin:
+		return *next - 1
+	}
+	*fin = true
+	*next++
+	return *next - 1
+}
+
+// ackOf is the acknowledgement number of a segment of flags: ack with ACK
+// set, else 0.
+func ackOf(flags uint8, ack uint32) uint32 {
+	if flags&dt.ACK == 0 {
+		return 0
+	}
+	return ack
 }
 
 // finish closes the pair with both FINs, the client's first.
@@ -136,30 +195,97 @@ func (r closeRecord) String() string {
 	return fmt.Sprintf("%s %v gen %d backend %d", r.Kind, r.Key, r.Generation, r.BackendID)
 }
 
+// sameRecords reports whether a and b hold the same records, in any order.
+func sameRecords(a, b []closeRecord) bool {
+	sorted := func(rs []closeRecord) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = r.String()
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(sorted(a), sorted(b))
+}
+
+// posted is an event a test expects: its record and its time.
+type posted struct {
+	closeRecord
+	Time uint32
+}
+
+// recordOf is the record of event c.
+func recordOf(c dataplane.CloseEvent) closeRecord {
+	return closeRecord{Key: c.Key, Generation: c.Generation, Kind: dataplane.CloseKind(c.Kind), BackendID: c.BackendId}
+}
+
+// closedEvent is the event that ended k's current pair with kind: its forward
+// key, stamped with the forward entry's last_seen (the terminal moment).
+func closedEvent(t *testing.T, k *conn, kind dataplane.CloseKind) posted {
+	t.Helper()
+	p := k.now(t)
+	return posted{closeRecord{p.FwdKey, p.Fwd.Generation, kind, p.Fwd.BackendId}, p.Fwd.LastSeen}
+}
+
+// openedEvent is the CloseOpen event of k's pair: its forward key at its SYN's time.
+func openedEvent(k *conn) posted {
+	return posted{closeRecord{k.p.FwdKey, k.p.Fwd.Generation, dataplane.CloseOpen, k.p.Fwd.BackendId}, k.synAt}
+}
+
+// heldEvent is the CloseHold event of pair p, replaced while its backend held
+// TIME_WAIT: its reverse key, at the moment p became terminal.
+func heldEvent(p dt.Pair) posted {
+	return posted{closeRecord{p.RevKey, p.Rev.Generation, dataplane.CloseHold, p.Rev.BackendId}, p.Fwd.LastSeen}
+}
+
+// wantEvents drains and checks that exactly the events want were posted,
+// in any order (the per-CPU queues keep the order of one CPU's events
+// only), each with a zero pad and a time not after the clock. It returns
+// their records in want's order.
+func wantEvents(t *testing.T, e *dt.Env, ev *dataplane.CloseEvents, want ...posted) []closeRecord {
+	t.Helper()
+	got := drain(t, ev)
+	if len(got) != len(want) {
+		t.Fatalf("%d close events %+v, want %v", len(got), got, want)
+	}
+	now := e.Now(t)
+	taken := make([]bool, len(got))
+	var out []closeRecord
+	for _, w := range want {
+		i := -1
+		for j, c := range got {
+			if !taken[j] && recordOf(c) == w.closeRecord {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			t.Fatalf("close events %+v, want %v among them", got, w.closeRecord)
+		}
+		taken[i] = true
+		c := got[i]
+		if c.Time != w.Time || c.Pad != 0 {
+			t.Fatalf("close event %v: time %d pad %d, want time %d and pad 0", w.closeRecord, c.Time, c.Pad, w.Time)
+		}
+		if dataplane.Widen(now, c.Time) > now {
+			t.Fatalf("close event %v: time %d is after the clock %d", w.closeRecord, c.Time, now)
+		}
+		out = append(out, w.closeRecord)
+	}
+	return out
+}
+
 // wantClose drains and checks that exactly one event was posted, for k's
 // current pair, of kind, stamped with the forward entry's last_seen.
 func wantClose(t *testing.T, ev *dataplane.CloseEvents, k *conn, kind dataplane.CloseKind) closeRecord {
 	t.Helper()
-	got := drain(t, ev)
-	if len(got) != 1 {
-		t.Fatalf("%d close events %+v, want one %s for %v", len(got), got, kind, k.p.FwdKey)
-	}
-	c, p := got[0], k.now(t)
-	r := closeRecord{Key: c.Key, Generation: c.Generation, Kind: dataplane.CloseKind(c.Kind), BackendID: c.BackendId}
-	want := closeRecord{Key: p.FwdKey, Generation: p.Fwd.Generation, Kind: kind, BackendID: p.Fwd.BackendId}
-	if r != want {
-		t.Fatalf("close event %v, want %v", r, want)
-	}
-	if c.Key.Direction() != dataplane.DirClient || c.Pad != 0 {
-		t.Fatalf("close event key direction %d pad %d", c.Key.Dir, c.Pad)
-	}
-	if c.Time != p.Fwd.LastSeen {
-		t.Fatalf("close event time %d, forward last_seen %d: want the terminal moment in both", c.Time, p.Fwd.LastSeen)
-	}
-	if now := k.e.Now(t); dataplane.Widen(now, c.Time) > now {
-		t.Fatalf("close event time %d is after the clock %d", c.Time, now)
-	}
-	return r
+	return wantEvents(t, k.e, ev, closedEvent(t, k, kind))[0]
+}
+
+// wantOpen drains and checks that exactly k's CloseOpen event was posted.
+func wantOpen(t *testing.T, ev *dataplane.CloseEvents, k *conn) closeRecord {
+	t.Helper()
+	return wantEvents(t, k.e, ev, openedEvent(k))[0]
 }
 
 // wantNoClose drains and checks that nothing was posted.
@@ -174,10 +300,17 @@ func wantNoClose(t *testing.T, ev *dataplane.CloseEvents, what string) {
 // expected and got, in order.
 func closeScenario(t *testing.T, e *dt.Env, ev *dataplane.CloseEvents) []closeRecord {
 	var out []closeRecord
+	// Every new pair posts CloseOpen at its SYN; the handshake posts nothing.
+	openSeen := func(port uint16) *conn {
+		t.Helper()
+		k := open(t, e, port)
+		out = append(out, wantOpen(t, ev, k))
+		return k
+	}
 
 	// Both FINs, the client's first: the backend's FIN posts CloseFIN
 	// (through the reverse entry, naming the forward key).
-	a := open(t, e, 33000)
+	a := openSeen(33000)
 	a.client(t, dt.FIN|dt.ACK)
 	wantNoClose(t, ev, "a half close by the client")
 	a.backend(t, dt.ACK|dt.PSH)
@@ -195,7 +328,7 @@ func closeScenario(t *testing.T, e *dt.Env, ev *dataplane.CloseEvents) []closeRe
 	}
 
 	// Both FINs, the backend's first: the client's FIN posts it.
-	b := open(t, e, 33001)
+	b := openSeen(33001)
 	b.backend(t, dt.FIN|dt.ACK)
 	b.backend(t, dt.FIN|dt.ACK)
 	wantNoClose(t, ev, "a half close by the backend, retransmitted")
@@ -203,7 +336,7 @@ func closeScenario(t *testing.T, e *dt.Env, ev *dataplane.CloseEvents) []closeRe
 	out = append(out, wantClose(t, ev, b, dataplane.CloseFIN))
 
 	// A client RST, retransmitted, answered by a backend RST: one event.
-	c := open(t, e, 33002)
+	c := openSeen(33002)
 	c.client(t, dt.RST|dt.ACK)
 	out = append(out, wantClose(t, ev, c, dataplane.CloseRST))
 	c.client(t, dt.RST|dt.ACK)
@@ -212,7 +345,7 @@ func closeScenario(t *testing.T, e *dt.Env, ev *dataplane.CloseEvents) []closeRe
 	wantNoClose(t, ev, "RSTs and a FIN after a RST")
 
 	// A backend RST after the client's FIN: through the reverse entry.
-	d := open(t, e, 33003)
+	d := openSeen(33003)
 	d.client(t, dt.FIN|dt.ACK)
 	d.backend(t, dt.RST)
 	out = append(out, wantClose(t, ev, d, dataplane.CloseRST))
@@ -220,24 +353,29 @@ func closeScenario(t *testing.T, e *dt.Env, ev *dataplane.CloseEvents) []closeRe
 	wantNoClose(t, ev, "a retransmitted backend RST")
 
 	// A half-closed pair stays open however long it carries data.
-	h := open(t, e, 33004)
+	h := openSeen(33004)
 	h.backend(t, dt.FIN|dt.ACK)
 	h.client(t, dt.ACK|dt.PSH)
 	h.backend(t, dt.FIN|dt.ACK)
 	h.client(t, dt.ACK|dt.PSH)
 	wantNoClose(t, ev, "a half-closed pair")
 
-	// A SYN replacing a terminal pair posts nothing; the new pair's close
-	// carries the new generation.
+	// A new connection replacing a time-wait pair the client closed first
+	// posts only its own CloseOpen; its close carries the new generation.
 	old := a.p
-	e.MustRun(t, synFrom(e, a.c, 80).Frame(), e.Front, dt.XDPTX)
-	wantNoClose(t, ev, "a SYN replacing a time-wait pair")
-	a.p = a.now(t)
+	a.dial(t, 90000, 70000)
+	out = append(out, wantOpen(t, ev, a))
 	if a.p.Fwd.Generation == old.Fwd.Generation {
 		t.Fatalf("replacement kept generation %d", old.Fwd.Generation)
 	}
 	a.reset(t)
 	out = append(out, wantClose(t, ev, a, dataplane.CloseRST))
+
+	// One replacing a pair the backend closed first leaves its reverse
+	// entry held: CloseHold for it at the old close, then the CloseOpen.
+	oldB := b.now(t)
+	b.dial(t, 90000, 70000)
+	out = append(out, wantEvents(t, e, ev, heldEvent(oldB), openedEvent(b))...)
 
 	if c := e.Counters(t); c.CloseEventsLost != 0 {
 		t.Fatalf("%d close events lost", c.CloseEventsLost)
@@ -270,19 +408,20 @@ func TestCloseEventsBeforeOpen(t *testing.T) {
 			a := open(t, e, 33000)
 			a.finish(t)
 			ev := openEvents(t, e, p.path)
-			wantClose(t, ev, a, dataplane.CloseFIN)
+			wantEvents(t, e, ev, openedEvent(a), closedEvent(t, a, dataplane.CloseFIN))
 			wantNoClose(t, ev, "a second drain")
 		})
 	}
 }
 
-// More closes than a per-CPU queue holds between two drains: the ring
+// More events than a per-CPU queue holds between two drains: the ring
 // buffer delivers them all; the queue delivers the newest CloseQueueSlots
-// in order and reports the rest as overwritten. The closes run on one CPU
+// in order and reports the rest as overwritten. Each of n connection
+// attempts posts two, its CloseOpen and its CloseRST. They run on one CPU
 // (the test thread is pinned) so they all land in one queue.
 func TestCloseEventsFlood(t *testing.T) {
 	const extra = 100
-	const n = dataplane.CloseQueueSlots + extra
+	const n = (dataplane.CloseQueueSlots + extra) / 2
 	for _, p := range closePaths {
 		t.Run(p.name, func(t *testing.T) {
 			e := newPathEnv(t, p, dt.Options{})
@@ -296,7 +435,9 @@ func TestCloseEventsFlood(t *testing.T) {
 			for !allowed.IsSet(cpu) {
 				cpu++
 			}
-			// One tuple, over and over: a SYN replaces the reset pair.
+			// One tuple, over and over: a SYN replaces the reset pair, and
+			// the client gives up on it at once (a RST of its SYN's
+			// sequence + 1, the only one an embryonic pair takes).
 			err := onCPU(e, cpu, func() error {
 				for i := range n {
 					syn := synFrom(e, cli, 80)
@@ -304,7 +445,7 @@ func TestCloseEventsFlood(t *testing.T) {
 					if act, _, err := e.RunHere(syn.Frame(), e.Front); err != nil || act != dt.XDPTX {
 						return fmt.Errorf("SYN %d: %s %v", i, dt.ActionName(act), err)
 					}
-					if act, _, err := e.RunHere(e.FromClient(cli, 80, dt.RST|dt.ACK, uint32(i)+1, 1, nil).Frame(), e.Front); err != nil || act != dt.XDPTX {
+					if act, _, err := e.RunHere(e.FromClient(cli, 80, dt.RST, uint32(i)+1, 0, nil).Frame(), e.Front); err != nil || act != dt.XDPTX {
 						return fmt.Errorf("RST %d: %s %v", i, dt.ActionName(act), err)
 					}
 				}
@@ -318,7 +459,7 @@ func TestCloseEventsFlood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantRead, wantOver := uint64(n), uint64(0)
+			wantRead, wantOver := uint64(2*n), uint64(0)
 			if p.path == dataplane.PathPerCPUQueue {
 				wantRead, wantOver = dataplane.CloseQueueSlots, extra
 			}
@@ -326,11 +467,17 @@ func TestCloseEventsFlood(t *testing.T) {
 				t.Fatalf("read %d (delivered %d), overwritten %d; want %d and %d", read, len(got), over, wantRead, wantOver)
 			}
 			// Every pair got the next generation: the events are the
-			// newest ones, oldest first, one per pair.
+			// newest ones, oldest first, its CloseOpen and its CloseRST
+			// for each pair.
 			last := e.MustPair(t, cli, 80).Fwd.Generation
 			for i, c := range got {
-				if want := last - uint32(len(got)-1-i); c.Generation != want || c.Key != k || dataplane.CloseKind(c.Kind) != dataplane.CloseRST {
-					t.Fatalf("event %d of %d: %s %v gen %d, want rst %v gen %d", i, len(got), dataplane.CloseKind(c.Kind), c.Key, c.Generation, k, want)
+				back := uint32(len(got) - 1 - i)
+				want, kind := last-back/2, dataplane.CloseRST
+				if back%2 == 1 {
+					kind = dataplane.CloseOpen
+				}
+				if c.Generation != want || c.Key != k || dataplane.CloseKind(c.Kind) != kind {
+					t.Fatalf("event %d of %d: %s %v gen %d, want %s %v gen %d", i, len(got), dataplane.CloseKind(c.Kind), c.Key, c.Generation, kind, k, want)
 				}
 			}
 			if c := e.Counters(t); c.CloseEventsLost != 0 || c.PairsReplaced != n-1 {
@@ -357,8 +504,9 @@ func onCPU(e *dt.Env, cpu int, fn func() error) error {
 	})
 }
 
-// The per-CPU queues: closes on two CPUs are all delivered, once, each
+// The per-CPU queues: events on two CPUs are all delivered, once, each
 // CPU's in the order they happened; a reader opened later still gets them.
+// Each connection attempt posts its CloseOpen, then its CloseRST.
 func TestCloseQueueAcrossCPUs(t *testing.T) {
 	var allowed unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
@@ -389,7 +537,7 @@ func TestCloseQueueAcrossCPUs(t *testing.T) {
 				if act, _, err := e.RunHere(synFrom(e, c, 80).Frame(), e.Front); err != nil || act != dt.XDPTX {
 					return fmt.Errorf("SYN %d: %s %v", port, dt.ActionName(act), err)
 				}
-				if act, _, err := e.RunHere(e.FromClient(c, 80, dt.RST|dt.ACK, 1001, 1, nil).Frame(), e.Front); err != nil || act != dt.XDPTX {
+				if act, _, err := e.RunHere(e.FromClient(c, 80, dt.RST, 1001, 0, nil).Frame(), e.Front); err != nil || act != dt.XDPTX {
 					return fmt.Errorf("RST %d: %s %v", port, dt.ActionName(act), err)
 				}
 				byCPU[step.cpu] = append(byCPU[step.cpu], dt.ForwardKey(c, 80))
@@ -400,27 +548,37 @@ func TestCloseQueueAcrossCPUs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	type event struct {
+		key  dataplane.FlowKey
+		kind dataplane.CloseKind
+	}
 	check := func(got []dataplane.CloseEvent) {
 		t.Helper()
-		if len(got) != 10 {
-			t.Fatalf("%d events, want 10: %+v", len(got), got)
+		if len(got) != 20 {
+			t.Fatalf("%d events, want 20: %+v", len(got), got)
 		}
-		pos := map[dataplane.FlowKey]int{}
+		pos := map[event]int{}
 		for i, c := range got {
-			if _, dup := pos[c.Key]; dup {
-				t.Fatalf("%v delivered twice", c.Key)
+			ek := event{c.Key, dataplane.CloseKind(c.Kind)}
+			if _, dup := pos[ek]; dup {
+				t.Fatalf("%s %v delivered twice", ek.kind, ek.key)
 			}
-			pos[c.Key] = i
-			if p := e.MustPair(t, c.Key.Src(), 80); c.Generation != p.Fwd.Generation || dataplane.CloseKind(c.Kind) != dataplane.CloseRST {
+			pos[ek] = i
+			if p := e.MustPair(t, c.Key.Src(), 80); c.Generation != p.Fwd.Generation || (ek.kind != dataplane.CloseRST && ek.kind != dataplane.CloseOpen) {
 				t.Fatalf("event %+v for pair %+v", c, p.Fwd)
 			}
 		}
 		for cpu, keys := range byCPU {
-			for i := 1; i < len(keys); i++ {
-				a, aok := pos[keys[i-1]]
-				b, bok := pos[keys[i]]
+			var order []event
+			for _, k := range keys {
+				order = append(order, event{k, dataplane.CloseOpen}, event{k, dataplane.CloseRST})
+			}
+			for i := 1; i < len(order); i++ {
+				a, aok := pos[order[i-1]]
+				b, bok := pos[order[i]]
 				if !aok || !bok || a > b {
-					t.Fatalf("CPU %d: %v (at %d, %v) and %v (at %d, %v) out of order or missing", cpu, keys[i-1], a, aok, keys[i], b, bok)
+					t.Fatalf("CPU %d: %s %v (at %d, %v) and %s %v (at %d, %v) out of order or missing", cpu,
+						order[i-1].kind, order[i-1].key, a, aok, order[i].kind, order[i].key, b, bok)
 				}
 			}
 		}
@@ -491,11 +649,12 @@ func TestBackendCloseCounts(t *testing.T) {
 			c.client(t, dt.FIN|dt.ACK) // half close: nothing
 			wantCloseCounts(t, e, want)
 
-			// SYNs on the three tuples: a's and b's pairs are replaced
-			// (the new pairs go to backends 0 and 1), c's is reused.
-			for _, k := range []*conn{a, b, c} {
-				e.MustRun(t, synFrom(e, k.c, 80).Frame(), e.Front, dt.XDPTX)
-			}
+			// New connections on a's and b's tuples replace their
+			// pairs (the new pairs go to backends 0 and 1); a SYN on c's
+			// half-closed pair is taken as a retransmission.
+			a.dial(t, 90000, 70000)
+			b.dial(t, 90000, 70000)
+			e.MustRun(t, synFrom(e, c.c, 80).Frame(), e.Front, dt.XDPTX)
 			want[0] = closeCounts{Opened: 2, ClosedFIN: 1, ReplacedFIN: 1}
 			want[1] = closeCounts{Opened: 2, ClosedRST: 1, ReplacedRST: 1}
 			wantCloseCounts(t, e, want)
@@ -504,7 +663,6 @@ func TestBackendCloseCounts(t *testing.T) {
 			}
 
 			// The replacement on backend 0 closes by RST, backend 2 finishes.
-			a.p, c.p = a.now(t), c.now(t)
 			a.reset(t)
 			c.backend(t, dt.FIN|dt.ACK)
 			want[0] = closeCounts{Opened: 2, ClosedFIN: 1, ClosedRST: 1, ReplacedFIN: 1}
@@ -541,24 +699,29 @@ func TestLoneSightings(t *testing.T) {
 			ev := openEvents(t, e, p.path)
 			idle := uint32(dataplane.LoneCheckTicks)
 
-			intact := open(t, e, 33000)
+			openSeen := func(port uint16) *conn {
+				t.Helper()
+				k := open(t, e, port)
+				wantOpen(t, ev, k)
+				return k
+			}
+
+			intact, busy, noRev, noFwd := openSeen(33000), openSeen(33001), openSeen(33002), openSeen(33003)
 			age(t, e, intact.p.FwdKey, idle)
 			age(t, e, intact.p.RevKey, idle)
 			intact.client(t, dt.ACK)
 			intact.backend(t, dt.ACK)
 
-			busy := open(t, e, 33001) // lone, but not idle
+			// lone, but not idle
 			e.DeleteFlow(t, busy.p.RevKey)
 			busy.client(t, dt.ACK)
 			if got := drain(t, ev); len(got) != 0 {
 				t.Fatalf("events %v, want none", got)
 			}
 
-			noRev := open(t, e, 33002)
 			e.DeleteFlow(t, noRev.p.RevKey)
 			age(t, e, noRev.p.FwdKey, idle)
 			noRev.client(t, dt.ACK)
-			noFwd := open(t, e, 33003)
 			e.DeleteFlow(t, noFwd.p.FwdKey)
 			age(t, e, noFwd.p.RevKey, idle)
 			noFwd.backend(t, dt.ACK)

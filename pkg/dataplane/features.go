@@ -241,6 +241,12 @@ func (d *Dataplane) Features() Features {
 func (d *Dataplane) featureOn(f Feature) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.featureOnLocked(f)
+}
+
+// featureOnLocked is featureOn for callers that hold d.mu (or run in Load,
+// before anything else can).
+func (d *Dataplane) featureOnLocked(f Feature) bool {
 	return d.features.Get(f).State == StateAvailable
 }
 

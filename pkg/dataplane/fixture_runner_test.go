@@ -273,7 +273,11 @@ func (f fixture) checkReplaced(t *testing.T, e *dt.Env, old, p dt.Pair) {
 	switch {
 	case f.Break == otherReverse && (err != nil || v.Generation != old.Fwd.Generation+1000):
 		t.Fatalf("the other pair's entry at the old reverse key: %+v, %v; want it left alone", v, err)
-	case f.Break != otherReverse && err != dataplane.ErrNotFound:
+	case f.Pair.Held && (err != nil || v.Generation != old.Rev.Generation || v.Flags != old.Rev.Flags|dataplane.FlagHold ||
+		v.LastSeen != old.Fwd.LastSeen):
+		t.Fatalf("old reverse entry %v: %+v (err %v); want it held: generation %d, flags %#x, last_seen %d (the close)",
+			old.RevKey, v, err, old.Rev.Generation, old.Rev.Flags|dataplane.FlagHold, old.Fwd.LastSeen)
+	case f.Break != otherReverse && !f.Pair.Held && err != dataplane.ErrNotFound:
 		t.Fatalf("old reverse entry %v still present (err %v)", old.RevKey, err)
 	}
 }
@@ -296,8 +300,8 @@ func checkLinked(t *testing.T, e *dt.Env, w pair, p dt.Pair) {
 		t.Fatalf("recipes %v->%v and %v->%v, want %v->%v and %v->%v", p.Fwd.NewSrc(), p.Fwd.NewDst(), p.Rev.NewSrc(), p.Rev.NewDst(),
 			snat, backend, netip.AddrPortFrom(dt.ListenIP, 80), cli)
 	}
-	if p.Fwd.Flags != w.Flags || p.Rev.Flags != 0 {
-		t.Fatalf("flags %#x/%#x, want %#x on the forward entry and 0 on the reverse", p.Fwd.Flags, p.Rev.Flags, w.Flags)
+	if p.Fwd.Flags != w.Flags || p.Rev.Flags != w.Rev {
+		t.Fatalf("flags %#x/%#x, want %#x on the forward entry and %#x on the reverse", p.Fwd.Flags, p.Rev.Flags, w.Flags, w.Rev)
 	}
 	if got := dataplane.Terminal(p.Fwd.Flags); got != w.Terminal {
 		t.Fatalf("Terminal(%#x) = %v, want %v", p.Fwd.Flags, got, w.Terminal)

@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/google/gopacket/layers"
 
@@ -153,22 +154,28 @@ const (
 // pair is the expected pair cli:33000 -> listen:80 after the input. A
 // linked pair is checked whole: both keys, peers, one non-zero generation,
 // backend ids, recipes (backend port from the port map, listen port 80
-// back), flags (the reverse entry's always 0) and a forward last_seen not
-// after the clock.
+// back), the flags of both entries and a forward last_seen not after the
+// clock.
 type pair struct {
 	Is       pairIs
 	Backend  int    // index (and backend id) of the environment's backend
 	SNAT     uint16 // the SNAT port; default 40000
-	Flags    uint32 // close flags on the forward entry
+	Flags    uint32 // the forward entry's flags: handshake (est) and close state
+	Rev      uint32 // the reverse entry's flags (revEst, freed)
 	Terminal bool   // dataplane.Terminal(Flags)
 	// Frozen: the input comes a clock tick after the Given frames, on a
 	// pair already terminal; the forward entry's last_seen (the terminal
 	// moment) must not move, the reverse entry's only when the input came
 	// from the backend.
 	Frozen bool
+	// Held (replaced): the old pair's backend closed first and holds
+	// TIME_WAIT, so its reverse entry stays as a hold entry (FlagHold, the
+	// old generation, last_seen = the old pair's terminal moment) instead
+	// of going (DESIGN §6b "SNAT reuse").
+	Held bool
 }
 
-// Close flags of a pair's forward entry.
+// Flags of a pair's entries.
 const (
 	finC    = dataplane.FlagFINClient
 	finB    = dataplane.FlagFINBackend
@@ -177,33 +184,64 @@ const (
 	initB   = dataplane.FlagInitBackend
 	closedF = dataplane.FlagClosedFIN
 	closedR = dataplane.FlagClosedRST
+
+	// est: the forward entry after the handshake (the backend's SYN-ACK
+	// went through, the client ACKed it and so sent an ACK itself).
+	est = dataplane.FlagSYNACK | dataplane.FlagEstablished | dataplane.FlagACKSeen
+	// revEst: the reverse entry after the handshake (established, and
+	// the backend's SYN-ACK was an ACK).
+	revEst = dataplane.FlagEstablished | dataplane.FlagACKSeen
+	// freed: the reverse entry of a pair that ended leaving the backend
+	// no TIME_WAIT (the client's FIN first, or a RST): its SNAT port is free.
+	freed = dataplane.FlagPortFreed
 )
 
 // The connection every table talks about: cli:33000 -> listen:80, sent to
 // backend 1 (index 0, port 8080) from SNAT port 40000. Client ISN 1000,
-// backend ISN 5000.
+// backend ISN 5000; neither SYN carries a window scale, so every window
+// is the segments' own (65160): every FIN and RST below lies in its
+// receiver's window.
 var (
 	cli     = dt.Client(33000)
 	mss     = []layers.TCPOption{{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{0x05, 0xb4}}}
 	payload = []byte("GET / HTTP/1.1\r\nHost: example\r\n\r\n")
 
-	syn        = seg{Flags: dt.SYN, Seq: 1000, MSS: true}
-	synAck     = seg{From: backend, Flags: dt.SYN | dt.ACK, Seq: 5000, Ack: 1001}
+	// The handshake: the client's SYN, the backend's SYN-ACK, the client's ACK.
+	syn          = seg{Flags: dt.SYN, Seq: 1000, MSS: true}
+	synAck       = seg{From: backend, Flags: dt.SYN | dt.ACK, Seq: 5000, Ack: 1001, MSS: true}
+	handshakeACK = seg{Flags: dt.ACK, Seq: 1001, Ack: 5001}
+
 	clientFIN  = seg{Flags: dt.FIN | dt.ACK, Seq: 1001, Ack: 5001}
 	backendFIN = seg{From: backend, Flags: dt.FIN | dt.ACK, Seq: 5001, Ack: 1001}
 	clientRST  = seg{Flags: dt.RST | dt.ACK, Seq: 1001, Ack: 5001}
 	backendRST = seg{From: backend, Flags: dt.RST, Seq: 5001}
 	// clientFIN2 is the client's FIN after the backend's, acknowledging it.
 	clientFIN2 = seg{Flags: dt.FIN | dt.ACK, Seq: 1001, Ack: 5002}
+	// backendFIN2 is the backend's FIN after the client's, acknowledging it.
+	backendFIN2 = seg{From: backend, Flags: dt.FIN | dt.ACK, Seq: 5001, Ack: 1002}
+	// clientRST2 and backendRST2 follow both FINs: each sender's FIN took
+	// one sequence number.
+	clientRST2  = seg{Flags: dt.RST | dt.ACK, Seq: 1002, Ack: 5002}
+	backendRST2 = seg{From: backend, Flags: dt.RST, Seq: 5002}
 
-	established = []seg{syn}
+	// embryonic is a pair whose backend has not answered yet.
+	embryonic = []seg{syn}
+	// established is a pair after the whole handshake.
+	established = []seg{syn, synAck, handshakeACK}
 	// toB1 is a frame forwarded on the established pair toward its backend.
 	toB1 = out{To: toBackend, Backend: 0, Port: 8080, SNAT: 40000}
 	// toCli is a frame forwarded on the established pair toward the client.
 	toCli = out{To: toClient, Port: 80}
 	// openPair is the established pair, untouched.
-	openPair = pair{Is: kept}
+	openPair = pair{Is: kept, Flags: est, Rev: revEst}
+	// embryonicPair is the pair of a SYN only, untouched.
+	embryonicPair = pair{Is: kept}
 )
+
+// establishedThen is the handshake followed by segs.
+func establishedThen(segs ...seg) []seg {
+	return append(slices.Clone(established), segs...)
+}
 
 // synFrom is the SYN of syn from client c to listen:port.
 func synFrom(e *dt.Env, c netip.AddrPort, port uint16) dt.Segment {

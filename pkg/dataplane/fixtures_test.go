@@ -4,11 +4,13 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
 
 // Packet fixtures for new connections and forwarding (seed "New
-// connections"): a client SYN opens a pair, both directions of a pair are
+// connections"): a client SYN opens a pair, embryonic until the client
+// ACKs the backend's SYN-ACK (DESIGN §6b), both directions of a pair are
 // rewritten and sent back out, everything XLB does not own passes to the
 // stack untouched, and a SYN that finds no room is answered with a RST.
 // The row words are in fixture_table_test.go.
@@ -18,14 +20,17 @@ var packetFixtures = []fixture{
 		In: syn, Action: dt.XDPTX, Out: toB1,
 		Counted: counted{PairsCreated: 1}, Entries: 2, Pair: pair{Is: opened}},
 	{Name: "backend SYN-ACK to the SNAT port goes back to the client from listen:80",
-		Given: established, In: synAck, Action: dt.XDPTX, Out: toCli,
+		Given: embryonic, In: synAck, Action: dt.XDPTX, Out: toCli,
+		Entries: 2, Pair: pair{Is: kept, Flags: dataplane.FlagSYNACK, Rev: dataplane.FlagACKSeen}},
+	{Name: "client ACK of the SYN-ACK establishes the pair",
+		Given: []seg{syn, synAck}, In: handshakeACK, Action: dt.XDPTX, Out: toB1,
 		Entries: 2, Pair: openPair},
 	{Name: "client data after the handshake is rewritten with its payload",
 		Given: established, In: seg{Flags: dt.ACK | dt.PSH, Seq: 1001, Ack: 5001, Data: payload}, Action: dt.XDPTX, Out: toB1,
 		Entries: 2, Pair: openPair},
 	{Name: "retransmitted SYN reuses backend and SNAT port and adds no entry",
-		Given: established, In: syn, Action: dt.XDPTX, Out: toB1,
-		Counted: counted{SYNReused: 1}, Entries: 2, Pair: openPair},
+		Given: embryonic, In: syn, Action: dt.XDPTX, Out: toB1,
+		Counted: counted{SYNReused: 1}, Entries: 2, Pair: embryonicPair},
 	// round robin: the second pair goes to backend 2, on remote port 8443
 	{Name: "same client address and port to a second local port is a distinct pair",
 		Given: established, In: seg{LPort: 443, Flags: dt.SYN, Seq: 1000, MSS: true},
@@ -55,8 +60,8 @@ var packetFixtures = []fixture{
 		In: seg{Flags: dt.SYN, Seq: 1000, MSS: true, Dst: netip.MustParseAddr("192.0.2.99")}, Action: dt.XDPPass},
 	{Name: "SNAT-range port without an entry passes",
 		In: seg{From: backend, SNAT: 40005, Flags: dt.ACK, Seq: 1, Ack: 1}, Action: dt.XDPPass},
-	{Name: "TTL 1 passes to the stack for ICMP time exceeded",
-		Given: established, In: seg{Flags: dt.ACK, Seq: 1001, Ack: 5001, TTL: 1}, Action: dt.XDPPass,
+	{Name: "TTL 1 on a pair is dropped and counted, never forwarded",
+		Given: established, In: seg{Flags: dt.ACK, Seq: 1001, Ack: 5001, TTL: 1}, Action: dt.XDPDrop,
 		Counted: counted{TTLExceeded: 1}, Entries: 2, Pair: openPair},
 
 	// No room for a pair: the SYN is refused with a RST|ACK.
@@ -65,7 +70,7 @@ var packetFixtures = []fixture{
 		Env:   dt.Options{SNATPortLo: 40000, SNATPortHi: 40001, Backends: dt.OneArmBackends[:1]},
 		Given: []seg{syn, {CPort: 33001, Flags: dt.SYN, Seq: 1000, MSS: true}},
 		In:    seg{CPort: 33002, Flags: dt.SYN, Seq: 1000, MSS: true}, Action: dt.XDPTX, Out: out{To: reset, Seq: 0, Ack: 1001},
-		Counted: counted{SNATExhausted: 1}, Entries: 4, Pair: openPair},
+		Counted: counted{SNATExhausted: 1}, Entries: 4, Pair: embryonicPair},
 	{Name: "full flow table answers the SYN with RST|ACK",
 		Env:   dt.Options{MaxConnections: 1},
 		Given: established,
@@ -77,8 +82,8 @@ var packetFixtures = []fixture{
 		Env: dt.Options{TwoArm: true}, In: syn, Action: dt.XDPRedirect, Out: toB1,
 		Counted: counted{PairsCreated: 1}, Entries: 2, Pair: pair{Is: opened}},
 	{Name: "two-arm backend reply is redirected to the client-side interface",
-		Env: dt.Options{TwoArm: true}, Given: established, In: synAck, Action: dt.XDPRedirect, Out: toCli,
-		Entries: 2, Pair: openPair},
+		Env: dt.Options{TwoArm: true}, Given: embryonic, In: synAck, Action: dt.XDPRedirect, Out: toCli,
+		Entries: 2, Pair: pair{Is: kept, Flags: dataplane.FlagSYNACK, Rev: dataplane.FlagACKSeen}},
 }
 
 func TestPacketFixtures(t *testing.T) { runFixtures(t, packetFixtures) }

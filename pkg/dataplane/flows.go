@@ -66,10 +66,12 @@ type FlowWalk struct {
 
 // NewFlowWalk starts a walk that reads at most chunk entries per Next.
 func (d *Dataplane) NewFlowWalk(chunk int) *FlowWalk {
-	return &FlowWalk{
-		m: d.objs.XlbFlows, batch: d.featureOn(FeatureBatchOps),
-		Keys: make([]FlowKey, chunk), Values: make([]FlowValue, chunk),
-	}
+	return newFlowWalk(d.objs.XlbFlows, d.featureOn(FeatureBatchOps), chunk)
+}
+
+// newFlowWalk is a walk of m, with batch reads when batch is set.
+func newFlowWalk(m *ebpf.Map, batch bool, chunk int) *FlowWalk {
+	return &FlowWalk{m: m, batch: batch, Keys: make([]FlowKey, chunk), Values: make([]FlowValue, chunk)}
 }
 
 // Next reads the next entries of the pass into Keys and Values and returns

@@ -33,6 +33,26 @@ const (
 	CloseQueueSlots = uint64(xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS)
 	// ReapBatch is how many requests one run of the reaper takes.
 	ReapBatch = int(xlbXlbLimitsXLB_REAP_BATCH)
+	// MaxSNATAddrs is the number of SNAT addresses (snat.ip) one instance
+	// may use; each multiplies the ports available toward every backend.
+	MaxSNATAddrs = int(xlbXlbLimitsXLB_MAX_SNAT_IPS)
+	// SNATReuseMinTicks is how long after a freed SNAT port's last packet
+	// from the backend a new pair may take it over (bpf/snat.h).
+	SNATReuseMinTicks = Jiffies(xlbXlbLimitsXLB_SNAT_REUSE_MIN_TICKS)
+	// PickTries is how many routable backends a SYN tries when SNAT ports
+	// run out (Counters.SNATFallbacks).
+	PickTries = int(xlbXlbLimitsXLB_PICK_TRIES)
+	// MaxNextHops is the number of next-hop slots (bpf/layout.h struct
+	// nexthop), a power of two.
+	MaxNextHops = uint32(xlbXlbLimitsXLB_MAX_NEXTHOPS)
+	// NextHopProbes is how many slots from a next hop's hash the data
+	// path probes for it (NextHopSlots).
+	NextHopProbes = int(xlbXlbLimitsXLB_NEXTHOP_PROBES)
+	// WScaleNone and WScaleUnknown are FlowValue.Wscale's two non-shift
+	// values: the sender's SYN had no window scale option; the pair was
+	// migrated from a layout that did not track windows (any RST goes).
+	WScaleNone    = uint8(xlbXlbLimitsXLB_WSCALE_NONE)
+	WScaleUnknown = uint8(xlbXlbLimitsXLB_WSCALE_UNKNOWN)
 
 	// dirs is the number of flow directions (Direction): the cells per
 	// backend id in the per-backend traffic map.

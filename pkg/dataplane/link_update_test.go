@@ -23,7 +23,7 @@ func TestUpdateOtherAttachType(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		opts := Options{MaxConnections: 16, StateDir: dir, NetnsCookie: cookie}
+		opts := Options{SNAT: migrateSNAT, MaxConnections: 16, StateDir: dir, NetnsCookie: cookie}
 		old, err := Load(opts)
 		if err != nil {
 			return err

@@ -10,10 +10,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+// LayoutVersion is the version of the pinned maps' keys and values this
+// build reads and writes (bpf/layout.h XLB_LAYOUT_VERSION).
+const LayoutVersion = uint32(xlbXlbPinXLB_LAYOUT_VERSION)
+
 // The pinned metadata record, bpf/layout.h struct xlb_pin_meta.
 const (
 	pinMagic      = uint32(xlbXlbPinXLB_PIN_MAGIC)
-	layoutVersion = uint32(xlbXlbPinXLB_LAYOUT_VERSION)
+	layoutVersion = LayoutVersion
 	metaSize      = int(unsafe.Sizeof(xlbXlbPinMeta{}))
 )
 

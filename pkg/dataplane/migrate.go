@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"net/netip"
 	"slices"
 	"unsafe"
 
@@ -23,14 +24,47 @@ import (
 // program did meanwhile. Maps the program never writes (the config, the
 // routable sets) are copied again just before this process first writes
 // them (refresh), since the predecessor may have published since Load.
+// Derived state (the SNAT port bitmap) is not copied but rebuilt from the
+// flow map after each pass (migration.derive).
 
 // entryConverter converts the entries of one map from one layout to the
 // next. The sizes it returns must be the next layout's.
 type entryConverter struct {
 	// Key converts a key; nil keeps it as it is.
 	Key func(old []byte) ([]byte, error)
-	// Value converts one value (one CPU's, in a per-CPU map); nil keeps it.
-	Value func(old []byte) ([]byte, error)
+	// Value converts one value (one CPU's, in a per-CPU map) of the entry
+	// under key (as the older layout has it); nil keeps it.
+	Value func(key, old []byte) ([]byte, error)
+	// Prepare, when set, makes the converter of one pass over the map's
+	// entries (the first copy, each second copy, each refresh), whose own
+	// Prepare is not called: for a conversion that reads the host or
+	// writes into the new maps (passContext), and keeps what it learnt
+	// for the rest of the pass.
+	Prepare func(c *passContext) (entryConverter, error)
+}
+
+// passContext is what a converter's Prepare is given.
+type passContext struct {
+	// Dst is the new maps, by name: this build's layout.
+	Dst map[string]*ebpf.Map
+	// Host answers what a converter asks of the host.
+	Host migrationHost
+}
+
+// migrationHost is what converters may ask of the host the pins belong
+// to (Dataplane.migrationHost; tests pass their own).
+type migrationHost struct {
+	// Neighbours lists the IPv4 neighbours of the interface ifindex that
+	// hold a link-layer address, in the caller's network namespace.
+	Neighbours func(ifindex int) ([]neighbour, error)
+	// Now reads the data path's clock (jiffies, low 32 bits).
+	Now func() (uint32, error)
+}
+
+// neighbour is an IPv4 neighbour and its link-layer address.
+type neighbour struct {
+	IP  netip.Addr
+	MAC [6]byte
 }
 
 // layoutStep is what changed from layout From to From+1: a converter per
@@ -43,10 +77,12 @@ type layoutStep struct {
 }
 
 // layoutSteps are this build's conversions, by source layout. Layout 2 is
-// the first one ever pinned, so there are none yet: a bump of
-// XLB_LAYOUT_VERSION (bpf/layout.h) adds the step from the version before
-// it, and every older pin keeps migrating through the chain.
-var layoutSteps = map[uint32]layoutStep{}
+// the first one ever pinned; a bump of XLB_LAYOUT_VERSION (bpf/layout.h)
+// adds the step from the version before it, and every older pin keeps
+// migrating through the chain.
+var layoutSteps = map[uint32]layoutStep{
+	2: layout2Step, // migrate_layout2.go
+}
 
 // layout is what a migration copies into: the version, the steps that
 // reach it from older ones, and the second pass of each map (catchUp)
@@ -99,11 +135,16 @@ type migration struct {
 	// only what the old program changed since.
 	seen map[string]map[string]uint64
 	seed maphash.Seed
+	host migrationHost
+	// derive, when set, rebuilds the new maps' derived state (the SNAT
+	// port bitmap) from what the copy produced: the last thing of each
+	// copyAll and catchUp.
+	derive func() error
 }
 
 // newMigration checks that every step from layout from to l.version is
 // known.
-func newMigration(l layout, from uint32, src, dst map[string]*ebpf.Map, batch bool) (*migration, error) {
+func newMigration(l layout, from uint32, src, dst map[string]*ebpf.Map, batch bool, host migrationHost) (*migration, error) {
 	if from > l.version {
 		return nil, fmt.Errorf("layout %d is newer than this build's %d", from, l.version)
 	}
@@ -113,7 +154,7 @@ func newMigration(l layout, from uint32, src, dst map[string]*ebpf.Map, batch bo
 		}
 	}
 	return &migration{layout: l, from: from, src: src, dst: dst, batch: batch, base: map[string]*rawEntries{},
-		seen: map[string]map[string]uint64{}, seed: maphash.MakeSeed()}, nil
+		seen: map[string]map[string]uint64{}, seed: maphash.MakeSeed(), host: host}, nil
 }
 
 // knownLayouts names the layouts l migrates from, as "a..b".
@@ -163,7 +204,15 @@ func (m *migration) copyAll() error {
 			m.base[name] = r
 		}
 	}
-	return nil
+	return m.deriveState()
+}
+
+// deriveState runs derive.
+func (m *migration) deriveState() error {
+	if m.derive == nil {
+		return nil
+	}
+	return m.derive()
 }
 
 // skipCopy: a ring buffer's records cannot be copied (a new ring starts
@@ -191,6 +240,12 @@ func (m *migration) convert(name string, r *rawEntries) (*rawEntries, error) {
 		if !ok {
 			continue
 		}
+		if c.Prepare != nil {
+			var err error
+			if c, err = c.Prepare(&passContext{Dst: m.dst, Host: m.host}); err != nil {
+				return nil, fmt.Errorf("map %s: layout %d to %d: %w", name, v, v+1, err)
+			}
+		}
 		out := newRawEntries(r.keySize, r.valueSize, r.ncpu)
 		if v+1 == m.layout.version { // the last step must produce the new map's sizes
 			out.keySize, out.valueSize = int(dst.KeySize()), int(dst.ValueSize())
@@ -202,7 +257,7 @@ func (m *migration) convert(name string, r *rawEntries) (*rawEntries, error) {
 			}
 			var vals []byte
 			for cpu := range r.ncpu {
-				val, err := apply(c.Value, r.value(i, cpu))
+				val, err := applyValue(c.Value, r.key(i), r.value(i, cpu))
 				if err != nil {
 					return nil, fmt.Errorf("map %s: layout %d to %d: value of key %x: %w", name, v, v+1, r.key(i), err)
 				}
@@ -228,7 +283,15 @@ func apply(f func([]byte) ([]byte, error), b []byte) ([]byte, error) {
 	return f(slices.Clone(b))
 }
 
-// catchUp is the second pass: every map with a merger, in name order.
+func applyValue(f func(key, old []byte) ([]byte, error), k, b []byte) ([]byte, error) {
+	if f == nil {
+		return b, nil
+	}
+	return f(slices.Clone(k), slices.Clone(b))
+}
+
+// catchUp is the second pass: every map with a merger, in name order,
+// then derive.
 func (m *migration) catchUp() error {
 	for _, name := range slices.Sorted(maps.Keys(m.layout.merge)) {
 		if m.src[name] == nil || m.dst[name] == nil || skipCopy(m.src[name], m.dst[name]) {
@@ -237,6 +300,9 @@ func (m *migration) catchUp() error {
 		if err := m.layout.merge[name](m, name); err != nil {
 			return fmt.Errorf("second copy of map %s: %w", name, err)
 		}
+	}
+	if err := m.deriveState(); err != nil {
+		return fmt.Errorf("after the second copy: %w", err)
 	}
 	return nil
 }
@@ -274,10 +340,11 @@ const flowValueSize = int(unsafe.Sizeof(FlowValue{}))
 
 // mergeFlows inserts the flow entries the old program created since the
 // last copy and, for an entry both sides hold for the same pair (same
-// generation), ORs the close flags together and keeps the later
-// last_seen. An entry the new program holds for another pair (a new SYN
-// on the tuple met no entry) is kept. Entries the old program left as the
-// last copy read them are skipped.
+// generation), ORs the flags together and keeps the later last_seen (and
+// with it the sender's window, when the old program tracked one). An
+// entry the new program holds for another pair (a new SYN on the tuple
+// met no entry) is kept. Entries the old program left as the last copy
+// read them are skipped.
 func mergeFlows(m *migration, name string) error {
 	src, err := m.read(name)
 	if err != nil {
@@ -327,19 +394,38 @@ func mergeFlow(dst *ebpf.Map, src *rawEntries, i int) error {
 		merged.Flags |= a.Flags
 		if int32(a.LastSeen-b.LastSeen) > 0 {
 			merged.LastSeen = a.LastSeen
+			if a.Flags&FlagACKSeen != 0 { // the old program saw the later ACK: its window is the current one
+				merged.TrackSeq, merged.TrackWin, merged.Wscale = a.TrackSeq, a.TrackWin, a.Wscale
+			}
 		}
 		if merged == b {
 			return nil
 		}
 		out := slices.Clone(cur)
-		copy(out, (*[flowValueSize]byte)(unsafe.Pointer(&merged))[:])
+		copy(out, toBytes(&merged))
 		return dst.Update(src.key(i), out, ebpf.UpdateExist)
 	}
 }
 
 // decodeFlowValue reads the struct flow_value at the start of raw.
 func decodeFlowValue(raw []byte, v *FlowValue) {
-	copy((*[flowValueSize]byte)(unsafe.Pointer(v))[:], raw)
+	*v, _ = fromBytes[FlowValue](raw[:flowValueSize])
+}
+
+// fromBytes reads a T laid out as the kernel holds it from b, which must
+// be exactly its size.
+func fromBytes[T any](b []byte) (T, error) {
+	var v T
+	if len(b) != int(unsafe.Sizeof(v)) {
+		return v, fmt.Errorf("%d bytes, want %d", len(b), unsafe.Sizeof(v))
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), unsafe.Sizeof(v)), b)
+	return v, nil
+}
+
+// toBytes is v as the kernel holds it.
+func toBytes[T any](v *T) []byte {
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))...)
 }
 
 // addDeltas merges an array of counters: each of the first words words of

@@ -9,6 +9,9 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+// migrateSNAT is the SNAT space of the migration tests' data paths.
+var migrateSNAT = SNATSpace{Addrs: 1, PortLo: 40000, PortHi: 40999}
+
 // nextLayoutPad is what the test-only layout appends to every flow value.
 var nextLayoutPad = []byte{0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5}
 
@@ -19,7 +22,7 @@ func nextLayout() layout {
 	l := currentLayout()
 	l.version = layoutVersion + 1
 	l.steps = map[uint32]layoutStep{layoutVersion: {From: layoutVersion, Maps: map[string]entryConverter{
-		xlbMapXlbFlows: {Value: func(old []byte) ([]byte, error) {
+		xlbMapXlbFlows: {Value: func(_, old []byte) ([]byte, error) {
 			if len(old) != flowValueSize {
 				return nil, fmt.Errorf("a %d-byte flow value, want %d", len(old), flowValueSize)
 			}
@@ -33,14 +36,7 @@ func nextLayout() layout {
 // value 8 bytes longer.
 func nextLayoutMaps(t *testing.T, maxConnections uint32, ring bool) map[string]*ebpf.Map {
 	t.Helper()
-	spec, err := loadXlb()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*ebpf.Map{}
-	for _, name := range stateMaps(spec) {
-		ms := spec.Maps[name].Copy()
-		ms.Key, ms.Value = nil, nil // sizes only: the BTF is this build's
+	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
 		switch name {
 		case xlbMapXlbFlows:
 			ms.ValueSize += uint32(len(nextLayoutPad))
@@ -49,10 +45,33 @@ func nextLayoutMaps(t *testing.T, maxConnections uint32, ring bool) map[string]*
 			if !ring {
 				ms.Type, ms.KeySize, ms.ValueSize, ms.MaxEntries = ebpf.Array, 4, 4, 1
 			}
+		case xlbMapXlbSnatPorts:
+			ms.MaxEntries = migrateSNAT.bitmapWords()
+		}
+		return true
+	})
+}
+
+// stateMapsShaped creates this build's state maps (stateMaps), each spec
+// reshaped first; the maps have sizes only, no BTF (it would be this
+// build's). A map reshape returns false for is left out. The maps are
+// closed at cleanup.
+func stateMapsShaped(t testing.TB, reshape func(name string, ms *ebpf.MapSpec) bool) map[string]*ebpf.Map {
+	t.Helper()
+	spec, err := loadXlb()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*ebpf.Map{}
+	for _, name := range stateMaps(spec) {
+		ms := spec.Maps[name].Copy()
+		ms.Key, ms.Value = nil, nil
+		if !reshape(name, ms) {
+			continue
 		}
 		m, err := ebpf.NewMap(ms)
 		if err != nil {
-			t.Fatalf("create %s of the next layout: %v", name, err)
+			t.Fatalf("create %s: %v", name, err)
 		}
 		t.Cleanup(func() { m.Close() })
 		out[name] = m
@@ -65,8 +84,8 @@ func nextLayoutMaps(t *testing.T, maxConnections uint32, ring bool) map[string]*
 // routable sets, SNAT cursors, the round-robin position and generation.
 func fillState(t *testing.T, d *Dataplane, pairs int) {
 	t.Helper()
-	if err := d.Configure(Settings{Listen: netip.MustParseAddr("192.0.2.10"), SNAT: netip.MustParseAddr("192.0.2.10"),
-		SNATPortLo: 40000, SNATPortHi: 40999, Ports: []PortMap{{Local: 80, Remote: 8080}}}); err != nil {
+	if err := d.Configure(Settings{Listen: netip.MustParseAddr("192.0.2.10"), SNAT: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi, Ports: []PortMap{{Local: 80, Remote: 8080}}}); err != nil {
 		t.Fatal(err)
 	}
 	backends := []BackendRef{{ID: 3, IP: netip.MustParseAddr("192.0.2.33")}, {ID: 7, IP: netip.MustParseAddr("192.0.2.37")}}
@@ -79,9 +98,9 @@ func fillState(t *testing.T, d *Dataplane, pairs int) {
 		b := backends[i%2]
 		fk := NewFlowKey(netip.AddrPortFrom(netip.MustParseAddr("192.0.2.20"), uint16(30000+i)), netip.MustParseAddrPort("192.0.2.10:80"), DirClient)
 		fv := FlowValue{SaddrBe: be32(netip.MustParseAddr("192.0.2.10")), DaddrBe: be32(b.IP), SportBe: be16(uint16(40000 + i)), DportBe: be16(8080),
-			Ifindex: 1, Generation: uint32(i + 1), LastSeen: uint32(1000 + i), BackendId: uint16(b.ID), Flags: uint32(i % 3)}
+			Nexthop: 5, Generation: uint32(i + 1), LastSeen: uint32(1000 + i), BackendId: uint16(b.ID), Flags: uint32(i % 3)}
 		rv := FlowValue{SaddrBe: be32(b.IP), DaddrBe: fk.SaddrBe, SportBe: be16(80), DportBe: fk.SportBe,
-			Ifindex: 1, Generation: uint32(i + 1), LastSeen: uint32(1000 + i), BackendId: uint16(b.ID)}
+			Nexthop: 6, Generation: uint32(i + 1), LastSeen: uint32(1000 + i), BackendId: uint16(b.ID)}
 		if err := d.PutFlow(fk, fv); err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +178,7 @@ func TestMigrateToNextLayout(t *testing.T) {
 
 func testMigrateToNextLayout(t *testing.T, batch bool) {
 	dir := testStateDir(t)
-	old, err := Load(Options{MaxConnections: 64, StateDir: dir, NetnsCookie: testCookie(t)})
+	old, err := Load(Options{SNAT: migrateSNAT, MaxConnections: 64, StateDir: dir, NetnsCookie: testCookie(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +197,7 @@ func testMigrateToNextLayout(t *testing.T, batch bool) {
 		src[name] = pins.take(name)
 	}
 	dst := nextLayoutMaps(t, 32, old.closeRing)
-	mig, err := newMigration(nextLayout(), pins.meta.LayoutVersion, src, dst, batch)
+	mig, err := newMigration(nextLayout(), pins.meta.LayoutVersion, src, dst, batch, migrationHost{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +287,7 @@ func testMigrateToNextLayout(t *testing.T, batch bool) {
 func TestMigrateNeedsEveryStep(t *testing.T) {
 	l := nextLayout()
 	l.version = layoutVersion + 2
-	_, err := newMigration(l, layoutVersion, nil, nil, false)
+	_, err := newMigration(l, layoutVersion, nil, nil, false, migrationHost{})
 	if err == nil || err.Error() != fmt.Sprintf("this build has no conversion from layout %d to %d (it migrates pins of layouts %d only)", layoutVersion+1, layoutVersion+2, layoutVersion+2) {
 		t.Fatalf("got %v", err)
 	}

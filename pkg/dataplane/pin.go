@@ -105,7 +105,7 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbCounters: m.XlbCounters, xlbMapXlbFlows: m.XlbFlows, xlbMapXlbMeta: m.XlbMeta,
 		xlbMapXlbPairEvents: m.XlbPairEvents, xlbMapXlbReapBatch: m.XlbReapBatch, xlbMapXlbReaped: m.XlbReaped,
 		xlbMapXlbScratch: m.XlbScratch, xlbMapXlbShared: m.XlbShared, xlbMapXlbSnatCursors: m.XlbSnatCursors,
-		xlbMapXlbTxPorts: m.XlbTxPorts,
+		xlbMapXlbTxPorts: m.XlbTxPorts, xlbMapXlbNexthops: m.XlbNexthops, xlbMapXlbSnatPorts: m.XlbSnatPorts,
 	}
 }
 

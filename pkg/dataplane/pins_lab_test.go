@@ -42,7 +42,7 @@ func newPinLab(t *testing.T) *pinLab {
 func (l *pinLab) load(maxConnections uint32) (*dataplane.Dataplane, error) {
 	var dp *dataplane.Dataplane
 	err := l.e.Do(func() (err error) {
-		dp, err = dataplane.Load(dataplane.Options{MaxConnections: maxConnections, StateDir: l.dir, NetnsCookie: l.cookie})
+		dp, err = dataplane.Load(dataplane.Options{SNAT: dt.SNATSpace, MaxConnections: maxConnections, StateDir: l.dir, NetnsCookie: l.cookie})
 		return err
 	})
 	return dp, err

@@ -255,7 +255,7 @@ func pinnedLifeCycle(dir string) error {
 		if want == api.StartMigrated {
 			maxConn = 128
 		}
-		dp, err := dataplane.Load(dataplane.Options{MaxConnections: maxConn, StateDir: dir, NetnsCookie: cookie})
+		dp, err := dataplane.Load(dataplane.Options{SNAT: dt.SNATSpace, MaxConnections: maxConn, StateDir: dir, NetnsCookie: cookie})
 		if err != nil {
 			return err
 		}

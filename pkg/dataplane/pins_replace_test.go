@@ -18,7 +18,7 @@ import (
 func TestInterruptedReplacement(t *testing.T) {
 	dir := testStateDir(t)
 	opts := func(maxConn uint32) Options {
-		return Options{MaxConnections: maxConn, StateDir: dir, NetnsCookie: testCookie(t)}
+		return Options{SNAT: migrateSNAT, MaxConnections: maxConn, StateDir: dir, NetnsCookie: testCookie(t)}
 	}
 	first, err := Load(opts(64))
 	if err != nil {

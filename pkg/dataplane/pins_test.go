@@ -63,7 +63,7 @@ func TestAdoptPins(t *testing.T) {
 	next := l.mustLoad(t, 1024)
 	ad := next.Adoption()
 	wantBackends := map[uint32]string{0: l.refs[0].IP.String(), 1: l.refs[1].IP.String(), 2: l.refs[2].IP.String()}
-	if ad.Start != api.StartAdopted || ad.FromLayout != 2 || ad.FromMaxConnections != 1024 || ad.OwnerPID != 4242 || ad.Pairs != 2 || !ad.ShutdownFlag {
+	if ad.Start != api.StartAdopted || ad.FromLayout != dataplane.LayoutVersion || ad.FromMaxConnections != 1024 || ad.OwnerPID != 4242 || ad.Pairs != 2 || !ad.ShutdownFlag {
 		t.Errorf("adoption %+v", ad)
 	}
 	for id, ip := range wantBackends {
@@ -258,7 +258,7 @@ func TestRefusedPins(t *testing.T) {
 		size  int
 		want  []string
 	}{
-		{"future layout", 4, 99, 4, []string{"layout version 99", "up to 2", "systemctl stop xlb"}},
+		{"future layout", 4, 99, 4, []string{"layout version 99", fmt.Sprintf("up to %d", dataplane.LayoutVersion), "systemctl stop xlb"}},
 		{"foreign network namespace", 16, l.cookie + 1, 8, []string{"another network namespace", "own state_dir"}},
 		{"not XLB's record", 0, 0x12345678, 4, []string{"not XLB's pin metadata", "magic 0x12345678"}},
 		{"older layout without a conversion", 4, 1, 4, []string{"layout 1", "no conversion from layout 1 to 2"}},
@@ -314,6 +314,7 @@ func TestPinningFeature(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.opts.MaxConnections = 16
+			c.opts.SNAT = dt.SNATSpace
 			dp, err := dataplane.Load(c.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -378,7 +379,7 @@ func TestAdoptFollowsPinnedClosePath(t *testing.T) {
 	l := newPinLab(t)
 	var first *dataplane.Dataplane
 	err := l.e.Do(func() (err error) {
-		first, err = dataplane.Load(dataplane.Options{MaxConnections: 16, StateDir: l.dir, NetnsCookie: l.cookie,
+		first, err = dataplane.Load(dataplane.Options{SNAT: dt.SNATSpace, MaxConnections: 16, StateDir: l.dir, NetnsCookie: l.cookie,
 			Disable: []dataplane.Feature{dataplane.FeatureRingBuf}})
 		return err
 	})

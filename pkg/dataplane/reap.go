@@ -21,7 +21,14 @@ const (
 	// ReapCheck only reports whether the entry's counterpart is intact.
 	ReapCheck = xlbXlbReapOpXLB_REAP_CHECK
 	// ReapLone removes the entry (either direction) if it is still lone.
+	// A FlagHold entry is never lone (ReapIntact).
 	ReapLone = xlbXlbReapOpXLB_REAP_LONE
+	// ReapEmbryonic removes the pair if it is live, was never established
+	// and its SYN is at least the embryonic TTL old (DESIGN §6b).
+	ReapEmbryonic = xlbXlbReapOpXLB_REAP_EMBRYONIC
+	// ReapHold removes a FlagHold reverse entry once the time-wait has
+	// passed since its pair's close, and frees its SNAT port.
+	ReapHold = xlbXlbReapOpXLB_REAP_HOLD
 )
 
 // ReapResult is the reaper's answer to one request (bpf/layout.h enum
@@ -56,12 +63,13 @@ const (
 type ReapRequest = xlbReapReq
 
 // ReapClock is what the reaper judges requests by: the caller's now (the
-// maintenance loop's clock, so tests can move it) and the two rules'
+// maintenance loop's clock, so tests can move it) and the rules'
 // durations, all in ticks.
 type ReapClock struct {
-	Now       Jiffies
-	TimeWait  Jiffies
-	OrphanTTL Jiffies
+	Now          Jiffies
+	TimeWait     Jiffies
+	OrphanTTL    Jiffies
+	EmbryonicTTL Jiffies
 }
 
 // Reap runs the reaper (bpf/xlb.c xlb_reap) over reqs, ReapBatch at a time,
@@ -72,7 +80,7 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 	d.reapMu.Lock()
 	defer d.reapMu.Unlock()
 	b := &d.reapBuf
-	b.Now, b.TimeWait, b.OrphanTtl = uint64(c.Now), uint64(c.TimeWait), uint64(c.OrphanTTL)
+	b.Now, b.TimeWait, b.OrphanTtl, b.EmbryonicTtl = uint64(c.Now), uint64(c.TimeWait), uint64(c.OrphanTTL), uint64(c.EmbryonicTTL)
 	for len(reqs) > 0 {
 		n := min(len(reqs), ReapBatch)
 		b.Count = uint32(n)
@@ -106,6 +114,7 @@ type ReapedCounts struct {
 	LoneTimeWait uint64 // lone forward entries of time-wait pairs removed
 	LoneReset    uint64 // lone forward entries of reset pairs removed
 	LoneReverse  uint64 // lone reverse entries removed
+	Embryonic    uint64 // pairs removed the embryonic TTL after their SYN, never established
 }
 
 // Lone is the number of lone entries removed, either direction.
@@ -130,6 +139,7 @@ func (d *Dataplane) AllReapedCounts() ([]ReapedCounts, error) {
 			LoneTimeWait: r[xlbXlbReapedReasonXLB_REAPED_LONE_TIMEWAIT],
 			LoneReset:    r[xlbXlbReapedReasonXLB_REAPED_LONE_RESET],
 			LoneReverse:  r[xlbXlbReapedReasonXLB_REAPED_LONE_REVERSE],
+			Embryonic:    r[xlbXlbReapedReasonXLB_REAPED_EMBRYONIC],
 		}
 	}
 	return out, nil

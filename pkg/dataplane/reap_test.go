@@ -481,8 +481,15 @@ func TestReapGaugesMatchRecount(t *testing.T) {
 	for _, i := range []int{6, 7, 9} {
 		e.DeleteFlow(t, conns[i].now(t).RevKey)
 	}
+	// two connection attempts the backends never answered: the first goes
+	// as embryonic, the second stays (an active pair until it does)
+	var attempts []dt.Pair
+	for _, port := range []uint16{33018, 33019} {
+		e.MustRun(t, synFrom(e, dt.Client(port), 80).Frame(), e.Front, dt.XDPTX)
+		attempts = append(attempts, e.MustPair(t, dt.Client(port), 80))
+	}
 	now := e.Now(t)
-	var reqs []dataplane.ReapRequest
+	reqs := []dataplane.ReapRequest{fwdReq(attempts[0], dataplane.ReapEmbryonic)}
 	for i, k := range conns {
 		p, ok := e.LookupPair(t, k.c, 80)
 		if !ok {
@@ -493,15 +500,16 @@ func TestReapGaugesMatchRecount(t *testing.T) {
 			reqs = append(reqs, fwdReq(p, dataplane.ReapLone))
 		case i == 9:
 			reqs = append(reqs, fwdReq(p, dataplane.ReapReset))
-		case i < 6: // everything that may go, goes
-			reqs = append(reqs, fwdReq(p, dataplane.ReapReset), fwdReq(p, dataplane.ReapTimeWait), fwdReq(p, dataplane.ReapOrphan))
+		case i < 6: // everything that may go, goes (none of them is embryonic)
+			reqs = append(reqs, fwdReq(p, dataplane.ReapEmbryonic), fwdReq(p, dataplane.ReapReset), fwdReq(p, dataplane.ReapTimeWait),
+				fwdReq(p, dataplane.ReapOrphan))
 		case i%6 == 2:
 			reqs = append(reqs, fwdReq(p, dataplane.ReapTimeWait))
 		case i%6 == 4:
 			reqs = append(reqs, fwdReq(p, dataplane.ReapReset))
 		}
 	}
-	c := clockAt(now + 10*orphanTTL)
+	c := reapClock(now + 10*orphanTTL)
 	if err := e.DP.Reap(reqs, c); err != nil {
 		t.Fatal(err)
 	}
@@ -510,9 +518,9 @@ func TestReapGaugesMatchRecount(t *testing.T) {
 		results[r.Result]++
 	}
 	// reaped: orphans 0, 1, 3, 5; time-wait 2, 14; resets 4, 10, 16;
-	// lone 6, 7; repaired 9
-	if results[dataplane.Reaped] != 11 || results[dataplane.ReapRepaired] != 1 {
-		t.Fatalf("results %v, want 11 reaped and 1 repaired", results)
+	// lone 6, 7; embryonic 18; repaired 9
+	if results[dataplane.Reaped] != 12 || results[dataplane.ReapRepaired] != 1 {
+		t.Fatalf("results %v, want 12 reaped and 1 repaired", results)
 	}
 
 	stats, err := e.DP.AllBackendStats()
@@ -528,7 +536,7 @@ func TestReapGaugesMatchRecount(t *testing.T) {
 	for id := range int(dataplane.MaxBackends) {
 		s, r := stats[id], reaped[id]
 		g := gauges{
-			active:    int64(s.Opened - s.ClosedFIN - s.ClosedRST - r.Orphaned - r.LoneActive),
+			active:    int64(s.Opened - s.ClosedFIN - s.ClosedRST - r.Orphaned - r.LoneActive - r.LoneReverse - r.Embryonic),
 			timeWait:  int64(s.ClosedFIN - r.TimeWait - s.ReplacedFIN - r.LoneTimeWait),
 			resetting: int64(s.ClosedRST - r.Reset - s.ReplacedRST - r.LoneReset),
 		}

@@ -13,24 +13,71 @@ type PortMap struct {
 }
 
 // Settings is the data path's view of the config (DESIGN §1): where clients
-// connect, which source address and port range face the backends.
+// connect, which source addresses and port range face the backends.
 type Settings struct {
-	Listen     netip.Addr // listen (VIP) address, IPv4
-	SNAT       netip.Addr // backend-facing source address, IPv4
-	SNATPortLo uint16     // inclusive
-	SNATPortHi uint16     // inclusive
-	Ports      []PortMap  // 1..MaxPorts
+	Listen     netip.Addr   // listen (VIP) address, IPv4
+	SNAT       []netip.Addr // backend-facing source addresses, IPv4, 1..MaxSNATAddrs, distinct
+	SNATPortLo uint16       // inclusive
+	SNATPortHi uint16       // inclusive
+	Ports      []PortMap    // 1..MaxPorts
 }
 
-func (s Settings) validate() error {
-	if !s.Listen.Is4() || !s.SNAT.Is4() {
-		return errors.New("dataplane: listen and SNAT addresses must be IPv4")
+// SNATSpace is the shape of the SNAT port bitmaps (bpf/layout.h struct
+// xlb_config): how many SNAT addresses and which port range. The bitmaps
+// take MaxBackends x Addrs x ceil(ports in range / 64) x 8 bytes: 2.5 MB
+// for one address and the default 20,000 ports.
+type SNATSpace struct {
+	Addrs  int    // 1..MaxSNATAddrs
+	PortLo uint16 // inclusive, >= 1
+	PortHi uint16 // inclusive
+}
+
+func (s SNATSpace) validate() error {
+	if s.Addrs < 1 || s.Addrs > MaxSNATAddrs {
+		return fmt.Errorf("dataplane: %d SNAT addresses, want 1..%d", s.Addrs, MaxSNATAddrs)
+	}
+	if s.PortLo == 0 || s.PortHi < s.PortLo {
+		return fmt.Errorf("dataplane: bad SNAT port range %d-%d", s.PortLo, s.PortHi)
+	}
+	return nil
+}
+
+// words is the bitmap words of one (backend id, SNAT address).
+func (s SNATSpace) words() uint32 { return (uint32(s.PortHi) - uint32(s.PortLo) + 64) / 64 }
+
+// bitmapWords is the length of xlb_snat_ports.
+func (s SNATSpace) bitmapWords() uint32 { return MaxBackends * uint32(s.Addrs) * s.words() }
+
+// Space is the SNAT space the settings need.
+func (s Settings) Space() SNATSpace {
+	return SNATSpace{Addrs: len(s.SNAT), PortLo: s.SNATPortLo, PortHi: s.SNATPortHi}
+}
+
+func (s Settings) validate(space SNATSpace) error {
+	if !s.Listen.Is4() {
+		return errors.New("dataplane: the listen address must be IPv4")
+	}
+	if len(s.SNAT) == 0 || len(s.SNAT) > MaxSNATAddrs {
+		return fmt.Errorf("dataplane: %d SNAT addresses, want 1..%d", len(s.SNAT), MaxSNATAddrs)
+	}
+	for i, a := range s.SNAT {
+		if !a.Is4() {
+			return fmt.Errorf("dataplane: SNAT address %s is not IPv4", a)
+		}
+		for _, b := range s.SNAT[:i] {
+			if a == b {
+				return fmt.Errorf("dataplane: SNAT address %s twice", a)
+			}
+		}
 	}
 	if len(s.Ports) == 0 || len(s.Ports) > MaxPorts {
 		return fmt.Errorf("dataplane: %d port mappings, want 1..%d", len(s.Ports), MaxPorts)
 	}
-	if s.SNATPortLo == 0 || s.SNATPortHi < s.SNATPortLo {
-		return fmt.Errorf("dataplane: bad SNAT port range %d-%d", s.SNATPortLo, s.SNATPortHi)
+	if err := s.Space().validate(); err != nil {
+		return err
+	}
+	if s.Space() != space {
+		return fmt.Errorf("dataplane: the settings need SNAT space %+v, the loaded bitmaps were sized for %+v", s.Space(), space)
 	}
 	return nil
 }
@@ -40,7 +87,7 @@ func (s Settings) validate() error {
 // active set is kept and the shutdown flag a predecessor left is cleared
 // (Adoption.ShutdownFlag).
 func (d *Dataplane) Configure(s Settings) error {
-	if err := s.validate(); err != nil {
+	if err := s.validate(d.snatSpace); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -48,9 +95,15 @@ func (d *Dataplane) Configure(s Settings) error {
 	if err := d.syncPinnedConfigLocked(); err != nil {
 		return err
 	}
+	prev := d.cfg
 	c := d.cfg
 	c.ListenIpBe = be32(s.Listen)
-	c.SnatIpBe = be32(s.SNAT)
+	c.SnatIpsBe = [MaxSNATAddrs]uint32{}
+	for i, a := range s.SNAT {
+		c.SnatIpsBe[i] = be32(a)
+	}
+	c.Nsnat = uint32(len(s.SNAT))
+	c.SnatWords = s.Space().words()
 	c.SnatPortLo = s.SNATPortLo
 	c.SnatPortHi = s.SNATPortHi
 	c.Nports = uint32(len(s.Ports))
@@ -58,7 +111,11 @@ func (d *Dataplane) Configure(s Settings) error {
 	for i, p := range s.Ports {
 		c.Ports[i] = xlbPortMap{LocalPortBe: be16(p.Local), RemotePortBe: be16(p.Remote)}
 	}
-	return d.writeConfigLocked(c)
+	if err := d.writeConfigLocked(c); err != nil {
+		return err
+	}
+	// other SNAT addresses or another range lay the bitmap out otherwise
+	return d.syncSNATPortsLocked(prev)
 }
 
 // SetShutdown sets or clears the shutdown flag: while set, matching non-RST

@@ -11,10 +11,13 @@ import (
 // bytes, padding zeroed). Address and port fields are in network byte order.
 type FlowKey = xlbFlowKey
 
-// FlowValue is one directional entry: the rewrite recipe, the pair link
-// (Generation, BackendId; the counterpart's key is Peer) and state
-// (bpf/layout.h struct flow_value, 48 bytes). LastSeen holds the low 32
-// bits of the data path's clock: compare it with Jiffies.Low32 and Age.
+// FlowValue is one directional entry: the rewrite recipe (its egress
+// interface and MACs in the next-hop slot Nexthop names), the pair link
+// (Generation, BackendId; the counterpart's key is Peer), the pair and
+// entry state (Flags) and its sender's TCP window (TrackSeq, TrackWin,
+// Wscale) (bpf/layout.h struct flow_value, 44 bytes). LastSeen holds the
+// low 32 bits of the data path's clock: compare it with Jiffies.Low32 and
+// Age.
 type FlowValue = xlbFlowValue
 
 // Direction of a flow entry.
@@ -38,6 +41,24 @@ const (
 	// the packet that ended it: both FINs (time-wait) or a RST.
 	FlagClosedFIN = uint32(xlbXlbFlowFlagsXLB_F_CLOSED_FIN)
 	FlagClosedRST = uint32(xlbXlbFlowFlagsXLB_F_CLOSED_RST)
+	// FlagSYNACK: the backend's SYN-ACK went through; FlagEstablished:
+	// the client ACKed it (both entries). A pair without FlagEstablished
+	// is embryonic (DESIGN §6b).
+	FlagSYNACK      = uint32(xlbXlbFlowFlagsXLB_F_SYNACK)
+	FlagEstablished = uint32(xlbXlbFlowFlagsXLB_F_ESTABLISHED)
+)
+
+// Entry-state bits, on either entry (FlowValue.Flags).
+const (
+	// FlagACKSeen: the entry's sender has sent an ACK, so TrackSeq and
+	// TrackWin hold its receive window.
+	FlagACKSeen = uint32(xlbXlbFlowFlagsXLB_F_ACK_SEEN)
+	// FlagPortFreed (reverse entry): the pair ended leaving the backend
+	// no TIME_WAIT; its SNAT port is free to take over.
+	FlagPortFreed = uint32(xlbXlbFlowFlagsXLB_F_PORT_FREED)
+	// FlagHold (reverse entry): lone on purpose, keeping the SNAT port of
+	// a replaced pair whose backend holds TIME_WAIT (ReapHold).
+	FlagHold = uint32(xlbXlbFlowFlagsXLB_F_HOLD)
 )
 
 const protoTCP = 6

@@ -47,7 +47,11 @@ type xlbCreateScratch struct {
 	_    structs.HostLayout
 	Fwd  xlbFlowValue
 	Rev  xlbFlowValue
+	Tmpl xlbFlowValue
 	Rkey xlbFlowKey
+	Okey xlbFlowKey
+	Rr   uint32
+	Pad  uint32
 }
 
 type xlbFlowKey struct {
@@ -67,16 +71,26 @@ type xlbFlowValue struct {
 	DaddrBe    uint32
 	SportBe    uint16
 	DportBe    uint16
-	Smac       [6]uint8
-	Dmac       [6]uint8
-	Ifindex    uint32
 	CsumIp     uint16
 	CsumL4     uint16
+	Nexthop    uint32
 	Generation uint32
 	Flags      uint32
 	LastSeen   uint32
+	TrackSeq   uint32
+	TrackWin   uint32
 	BackendId  uint16
-	Pad        uint16
+	Wscale     uint8
+	Pad        uint8
+}
+
+type xlbNexthop struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	IpBe    uint32
+	Smac    [6]uint8
+	Dmac    [6]uint8
+	Used    uint32
 }
 
 type xlbPortMap struct {
@@ -86,13 +100,14 @@ type xlbPortMap struct {
 }
 
 type xlbReapBatch struct {
-	_         structs.HostLayout
-	Now       uint64
-	TimeWait  uint64
-	OrphanTtl uint64
-	Count     uint32
-	Pad       uint32
-	Reqs      [2048]xlbReapReq
+	_            structs.HostLayout
+	Now          uint64
+	TimeWait     uint64
+	OrphanTtl    uint64
+	EmbryonicTtl uint64
+	Count        uint32
+	Pad          uint32
+	Reqs         [2048]xlbReapReq
 }
 
 type xlbReapReq struct {
@@ -116,18 +131,22 @@ const (
 	xlbXlbCloseKindXLB_CLOSE_FIN  xlbXlbCloseKind = 1
 	xlbXlbCloseKindXLB_CLOSE_RST  xlbXlbCloseKind = 2
 	xlbXlbCloseKindXLB_CLOSE_LONE xlbXlbCloseKind = 3
+	xlbXlbCloseKindXLB_CLOSE_OPEN xlbXlbCloseKind = 4
+	xlbXlbCloseKindXLB_CLOSE_HOLD xlbXlbCloseKind = 5
 )
 
 type xlbXlbConfig struct {
 	_          structs.HostLayout
 	ListenIpBe uint32
-	SnatIpBe   uint32
 	SnatPortLo uint16
 	SnatPortHi uint16
 	Nports     uint32
 	Ports      [8]xlbPortMap
 	Flags      uint32
 	ActiveSet  uint32
+	Nsnat      uint32
+	SnatWords  uint32
+	SnatIpsBe  [8]uint32
 }
 
 type xlbXlbCounter uint32
@@ -153,7 +172,14 @@ const (
 	xlbXlbCounterXLB_C_SHUTDOWN_RESETS    xlbXlbCounter = 17
 	xlbXlbCounterXLB_C_TTL_EXCEEDED       xlbXlbCounter = 18
 	xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST  xlbXlbCounter = 19
-	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 20
+	xlbXlbCounterXLB_C_RST_OUT_OF_WINDOW  xlbXlbCounter = 20
+	xlbXlbCounterXLB_C_SNAT_TAKEOVERS     xlbXlbCounter = 21
+	xlbXlbCounterXLB_C_SNAT_FALLBACKS     xlbXlbCounter = 22
+	xlbXlbCounterXLB_C_HOLD_DROPS         xlbXlbCounter = 23
+	xlbXlbCounterXLB_C_ICMP_TO_CLIENT     xlbXlbCounter = 24
+	xlbXlbCounterXLB_C_ICMP_TO_BACKEND    xlbXlbCounter = 25
+	xlbXlbCounterXLB_C_NEXTHOP_REFRESH    xlbXlbCounter = 26
+	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 27
 )
 
 type xlbXlbDir uint32
@@ -173,6 +199,11 @@ const (
 	xlbXlbFlowFlagsXLB_F_INIT_BACKEND xlbXlbFlowFlags = 16
 	xlbXlbFlowFlagsXLB_F_CLOSED_FIN   xlbXlbFlowFlags = 32
 	xlbXlbFlowFlagsXLB_F_CLOSED_RST   xlbXlbFlowFlags = 64
+	xlbXlbFlowFlagsXLB_F_SYNACK       xlbXlbFlowFlags = 128
+	xlbXlbFlowFlagsXLB_F_ESTABLISHED  xlbXlbFlowFlags = 256
+	xlbXlbFlowFlagsXLB_F_ACK_SEEN     xlbXlbFlowFlags = 512
+	xlbXlbFlowFlagsXLB_F_PORT_FREED   xlbXlbFlowFlags = 1024
+	xlbXlbFlowFlagsXLB_F_HOLD         xlbXlbFlowFlags = 2048
 )
 
 type xlbXlbLimits uint32
@@ -185,10 +216,19 @@ const (
 	xlbXlbLimitsXLB_MAX_BACKENDS            xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64
 	xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS xlbXlbLimits = 262144
-	xlbXlbLimitsXLB_SNAT_MAX_TRIES          xlbXlbLimits = 32
+	xlbXlbLimitsXLB_MAX_SNAT_IPS            xlbXlbLimits = 8
+	xlbXlbLimitsXLB_SNAT_PORT_SPACE         xlbXlbLimits = 65536
+	xlbXlbLimitsXLB_SNAT_MAX_WORDS          xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_SNAT_REUSE_MIN_TICKS    xlbXlbLimits = 100
+	xlbXlbLimitsXLB_PICK_TRIES              xlbXlbLimits = 4
+	xlbXlbLimitsXLB_MAX_NEXTHOPS            xlbXlbLimits = 65536
+	xlbXlbLimitsXLB_NEXTHOP_PROBES          xlbXlbLimits = 8
+	xlbXlbLimitsXLB_WSCALE_NONE             xlbXlbLimits = 255
+	xlbXlbLimitsXLB_WSCALE_UNKNOWN          xlbXlbLimits = 254
+	xlbXlbLimitsXLB_WSCALE_MAX              xlbXlbLimits = 14
 	xlbXlbLimitsXLB_LONE_CHECK_TICKS        xlbXlbLimits = 256
 	xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS       xlbXlbLimits = 8192
-	xlbXlbLimitsXLB_CLOSE_RING_BYTES        xlbXlbLimits = 1048576
+	xlbXlbLimitsXLB_CLOSE_RING_BYTES        xlbXlbLimits = 4194304
 	xlbXlbLimitsXLB_REAP_BATCH              xlbXlbLimits = 2048
 	xlbXlbLimitsXLB_PAIR_EVENTS             xlbXlbLimits = 4
 	xlbXlbLimitsXLB_REAPED_REASONS          xlbXlbLimits = 8
@@ -210,7 +250,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 2
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 3
 )
 
 type xlbXlbPinMeta struct {
@@ -228,11 +268,13 @@ type xlbXlbPinMeta struct {
 type xlbXlbReapOp uint8
 
 const (
-	xlbXlbReapOpXLB_REAP_RESET    xlbXlbReapOp = 1
-	xlbXlbReapOpXLB_REAP_TIMEWAIT xlbXlbReapOp = 2
-	xlbXlbReapOpXLB_REAP_ORPHAN   xlbXlbReapOp = 3
-	xlbXlbReapOpXLB_REAP_CHECK    xlbXlbReapOp = 4
-	xlbXlbReapOpXLB_REAP_LONE     xlbXlbReapOp = 5
+	xlbXlbReapOpXLB_REAP_RESET     xlbXlbReapOp = 1
+	xlbXlbReapOpXLB_REAP_TIMEWAIT  xlbXlbReapOp = 2
+	xlbXlbReapOpXLB_REAP_ORPHAN    xlbXlbReapOp = 3
+	xlbXlbReapOpXLB_REAP_CHECK     xlbXlbReapOp = 4
+	xlbXlbReapOpXLB_REAP_LONE      xlbXlbReapOp = 5
+	xlbXlbReapOpXLB_REAP_EMBRYONIC xlbXlbReapOp = 6
+	xlbXlbReapOpXLB_REAP_HOLD      xlbXlbReapOp = 7
 )
 
 type xlbXlbReapResult uint8
@@ -256,6 +298,7 @@ const (
 	xlbXlbReapedReasonXLB_REAPED_LONE_TIMEWAIT xlbXlbReapedReason = 4
 	xlbXlbReapedReasonXLB_REAPED_LONE_RESET    xlbXlbReapedReason = 5
 	xlbXlbReapedReasonXLB_REAPED_LONE_REVERSE  xlbXlbReapedReason = 6
+	xlbXlbReapedReasonXLB_REAPED_EMBRYONIC     xlbXlbReapedReason = 7
 )
 
 type xlbXlbState struct {
@@ -279,12 +322,14 @@ const (
 	xlbMapXlbCounters        = "xlb_counters"
 	xlbMapXlbFlows           = "xlb_flows"
 	xlbMapXlbMeta            = "xlb_meta"
+	xlbMapXlbNexthops        = "xlb_nexthops"
 	xlbMapXlbPairEvents      = "xlb_pair_events"
 	xlbMapXlbReapBatch       = "xlb_reap_batch"
 	xlbMapXlbReaped          = "xlb_reaped"
 	xlbMapXlbScratch         = "xlb_scratch"
 	xlbMapXlbShared          = "xlb_shared"
 	xlbMapXlbSnatCursors     = "xlb_snat_cursors"
+	xlbMapXlbSnatPorts       = "xlb_snat_ports"
 	xlbMapXlbTxPorts         = "xlb_tx_ports"
 	xlbProgXlbClock          = "xlb_clock"
 	xlbProgXlbReap           = "xlb_reap"
@@ -295,6 +340,7 @@ const (
 	xlbVarXlbDirBtf          = "__xlb_dir_btf"
 	xlbVarXlbFlowFlagsBtf    = "__xlb_flow_flags_btf"
 	xlbVarXlbLimitsBtf       = "__xlb_limits_btf"
+	xlbVarXlbNexthopBtf      = "__xlb_nexthop_btf"
 	xlbVarXlbPairEventBtf    = "__xlb_pair_event_btf"
 	xlbVarXlbPinBtf          = "__xlb_pin_btf"
 	xlbVarXlbReapedReasonBtf = "__xlb_reaped_reason_btf"
@@ -361,12 +407,14 @@ type xlbMapSpecs struct {
 	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
 	XlbMeta         *ebpf.MapSpec `ebpf:"xlb_meta"`
+	XlbNexthops     *ebpf.MapSpec `ebpf:"xlb_nexthops"`
 	XlbPairEvents   *ebpf.MapSpec `ebpf:"xlb_pair_events"`
 	XlbReapBatch    *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
 	XlbReaped       *ebpf.MapSpec `ebpf:"xlb_reaped"`
 	XlbScratch      *ebpf.MapSpec `ebpf:"xlb_scratch"`
 	XlbShared       *ebpf.MapSpec `ebpf:"xlb_shared"`
 	XlbSnatCursors  *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
+	XlbSnatPorts    *ebpf.MapSpec `ebpf:"xlb_snat_ports"`
 	XlbTxPorts      *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
 }
 
@@ -380,6 +428,7 @@ type xlbVariableSpecs struct {
 	XlbDirBtf          *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf    *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
 	XlbLimitsBtf       *ebpf.VariableSpec `ebpf:"__xlb_limits_btf"`
+	XlbNexthopBtf      *ebpf.VariableSpec `ebpf:"__xlb_nexthop_btf"`
 	XlbPairEventBtf    *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf          *ebpf.VariableSpec `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
@@ -415,12 +464,14 @@ type xlbMaps struct {
 	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
 	XlbMeta         *ebpf.Map `ebpf:"xlb_meta"`
+	XlbNexthops     *ebpf.Map `ebpf:"xlb_nexthops"`
 	XlbPairEvents   *ebpf.Map `ebpf:"xlb_pair_events"`
 	XlbReapBatch    *ebpf.Map `ebpf:"xlb_reap_batch"`
 	XlbReaped       *ebpf.Map `ebpf:"xlb_reaped"`
 	XlbScratch      *ebpf.Map `ebpf:"xlb_scratch"`
 	XlbShared       *ebpf.Map `ebpf:"xlb_shared"`
 	XlbSnatCursors  *ebpf.Map `ebpf:"xlb_snat_cursors"`
+	XlbSnatPorts    *ebpf.Map `ebpf:"xlb_snat_ports"`
 	XlbTxPorts      *ebpf.Map `ebpf:"xlb_tx_ports"`
 }
 
@@ -435,12 +486,14 @@ func (m *xlbMaps) Close() error {
 		m.XlbCounters,
 		m.XlbFlows,
 		m.XlbMeta,
+		m.XlbNexthops,
 		m.XlbPairEvents,
 		m.XlbReapBatch,
 		m.XlbReaped,
 		m.XlbScratch,
 		m.XlbShared,
 		m.XlbSnatCursors,
+		m.XlbSnatPorts,
 		m.XlbTxPorts,
 	)
 }
@@ -455,6 +508,7 @@ type xlbVariables struct {
 	XlbDirBtf          *ebpf.Variable `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf    *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
 	XlbLimitsBtf       *ebpf.Variable `ebpf:"__xlb_limits_btf"`
+	XlbNexthopBtf      *ebpf.Variable `ebpf:"__xlb_nexthop_btf"`
 	XlbPairEventBtf    *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf          *ebpf.Variable `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`

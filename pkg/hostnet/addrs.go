@@ -1,9 +1,11 @@
 // Package hostnet is XLB's view of the host's network: the addresses
-// `auto` resolves to (addrs.go), the sysctls XLB changes and the journal
-// that restores them even after a crash (sysctl.go, ports.go, journal.go),
-// the one-instance-per-namespace lock (lock.go), and backend routes and
-// kernel-managed neighbours (resolver.go). Everything acts on the calling
-// thread's network namespace, or on the namespace of a netlink handle.
+// `auto` resolves to (addrs.go), the sysctls XLB changes, the journal
+// that restores them even after a crash and the guard that puts them back
+// when something resets them while XLB runs (sysctl.go, ports.go,
+// journal.go, sysctlguard.go), the one-instance-per-namespace lock
+// (lock.go), and backend routes and kernel-managed neighbours
+// (resolver.go). Everything acts on the calling thread's network
+// namespace, or on the namespace of a netlink handle.
 package hostnet
 
 import (

@@ -88,10 +88,12 @@ type Instance struct {
 	Backends *backend.Manager     // discovery and the routable set
 
 	resolver *hostnet.Resolver
+	guard    *hostnet.SysctlGuard
+	ifindex  []int // attached interfaces, for the next-hop watcher
 	lock     *hostnet.NetnsLock
 	opts     Options
 	log      logrus.FieldLogger
-	cancel   context.CancelFunc // stops discovery
+	cancel   context.CancelFunc // stops discovery, the next-hop watcher and the host settings guard
 	wg       sync.WaitGroup
 	undo     []func() error // run in reverse order by Stop
 	stopOnce sync.Once
@@ -105,10 +107,11 @@ type Instance struct {
 
 // Start brings an instance up to "attached and discovering" in the
 // caller's network namespace: host values resolved, SNAT ports reserved,
-// FIB lookups enabled, program loaded and attached to every interface,
-// backend provider started and its first set published. It returns when
-// the provider has synced, or with ctx's error when ctx ends first. On
-// error, everything already done is undone.
+// FIB lookups enabled and guarded (hostnet.SysctlGuard), program loaded
+// and attached to every interface, next hops followed
+// (hostnet.WatchNextHops), backend provider started and its first set
+// published. It returns when the provider has synced, or with ctx's error
+// when ctx ends first. On error, everything already done is undone.
 //
 // Start and Stop touch the calling thread's network namespace (sysctls
 // under /proc/sys, the instance lock); the goroutines Start leaves running
@@ -173,6 +176,7 @@ func (in *Instance) start(ctx context.Context) error {
 	dpOpts := dataplane.Options{
 		MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: !in.opts.FixedSNATCursors,
 		Disable: in.opts.Disable, StaleXDP: j.XDPPrograms(),
+		SNAT: dataplane.SNATSpace{Addrs: len(r.SNAT), PortLo: c.SNAT.PortLo, PortHi: c.SNAT.PortHi},
 	}
 	if !in.opts.Unpinned {
 		// The data path's pinning probe mounts it too; here it is said.
@@ -221,6 +225,13 @@ func (in *Instance) start(ctx context.Context) error {
 	if err := j.Set(hostnet.FIBLookupSysctl, "1"); err != nil {
 		return err
 	}
+	// Opened here, in this thread's namespace; checks run with discovery.
+	if in.guard, err = hostnet.GuardSysctls(hostnet.GuardOptions{
+		SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi, Log: in.log.WithField("component", "hostsettings"),
+	}); err != nil {
+		return err
+	}
+	in.undo = append(in.undo, in.guard.Close)
 	settings := dataplane.Settings{Listen: r.Listen, SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
 	for _, p := range c.Ports {
 		settings.Ports = append(settings.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
@@ -243,6 +254,7 @@ func (in *Instance) start(ctx context.Context) error {
 		}
 		in.log.WithFields(logrus.Fields{"interface": ifname, "mode": a.Mode, "via": a.Via, "replaced_in_place": a.Adopted}).Info("XDP program attached")
 		attached[a.Ifindex] = ifname
+		in.ifindex = append(in.ifindex, a.Ifindex)
 		// A program attached through netlink outlives a crash: record it
 		// so the next start can replace it (Options.StaleXDP).
 		netlinkID := uint32(0)
@@ -262,7 +274,7 @@ func (in *Instance) start(ctx context.Context) error {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	in.undo = append(in.undo, func() error { nl.Close(); return nil })
-	in.resolver = hostnet.NewResolver(nl, r.SNAT, attached)
+	in.resolver = hostnet.NewResolver(nl, r.SNAT[0], attached)
 	in.resolver.OnManaged = j.AddNeighbour
 	for _, n := range j.Neighbours() {
 		in.resolver.Adopt(n.Interface, n.IP)
@@ -272,7 +284,9 @@ func (in *Instance) start(ctx context.Context) error {
 	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{
 		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends)})
 
-	in.startDiscovery(ctx)
+	if err := in.startDiscovery(ctx); err != nil {
+		return err
+	}
 	select {
 	case <-in.Backends.Synced():
 	case <-ctx.Done():
@@ -287,17 +301,36 @@ func (in *Instance) start(ctx context.Context) error {
 	return dp.Pin(dataplane.PinMeta{OwnerPID: uint32(os.Getpid()), ConfigDigest: digest})
 }
 
-// startDiscovery runs the backend manager until StopDiscovery.
-func (in *Instance) startDiscovery(ctx context.Context) {
+// startDiscovery runs, until StopDiscovery, everything that writes the
+// data path or the host while the instance serves: the backend manager,
+// the next-hop watcher (it writes the next-hop map, so a hand-off's
+// predecessor stops it before its successor starts its own) and the host
+// settings guard. The watcher opens its sockets in the calling thread's
+// network namespace.
+func (in *Instance) startDiscovery(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := hostnet.WatchNextHops(runCtx, in.ifindex, in.DP, in.log.WithField("component", "nexthops"))
+	if err != nil {
+		cancel()
+		return err
+	}
 	in.cancel = cancel
-	in.wg.Add(1)
+	in.wg.Add(3)
 	go func() {
 		defer in.wg.Done()
 		if err := in.Backends.Run(runCtx); err != nil {
 			in.log.WithError(err).Error("backend provider stopped")
 		}
 	}()
+	go func() {
+		defer in.wg.Done()
+		<-w.Done()
+	}()
+	go func() {
+		defer in.wg.Done()
+		in.guard.Run(runCtx)
+	}()
+	return nil
 }
 
 // known is the backend manager's Options.Known: every backend a running
@@ -341,8 +374,7 @@ func (in *Instance) Reclaim(ctx context.Context) error {
 		return err
 	}
 	in.Backends.Republish()
-	in.startDiscovery(ctx)
-	return nil
+	return in.startDiscovery(ctx)
 }
 
 // Abandon releases this process's hold on the instance without undoing
@@ -357,11 +389,36 @@ func (in *Instance) Abandon() error {
 		if in.DP != nil {
 			errs = append(errs, in.DP.Release())
 		}
+		if in.guard != nil {
+			errs = append(errs, in.guard.Close())
+		}
 		if in.lock != nil {
 			errs = append(errs, in.lock.Abandon())
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// NextHopGC frees the data path's next-hop slots that no flow entry
+// references and no packet used since passStart (the maintenance loop's
+// Options.NextHopGC: referenced is its bitset over slot ids, collected over
+// whole walk passes; dataplane.FreeNextHops).
+func (in *Instance) NextHopGC(referenced []uint64, passStart uint32) error {
+	freed, err := in.DP.FreeNextHops(referenced, passStart)
+	if freed > 0 {
+		in.log.WithField("freed", freed).Debug("freed unused next-hop slots")
+	}
+	return err
+}
+
+// HostSettings returns the host settings the instance guards and how often
+// each was put back since it started (hostnet.SysctlGuard); nil before the
+// guard starts.
+func (in *Instance) HostSettings() []hostnet.SettingRepairs {
+	if in.guard == nil {
+		return nil
+	}
+	return in.guard.Repairs()
 }
 
 // BackendIDs lists the data-path ids of every backend the instance knows
@@ -375,8 +432,9 @@ func (in *Instance) BackendIDs() []uint32 {
 	return ids
 }
 
-// StopDiscovery stops the backend provider and resolution loop and waits
-// for them; the routable set in the data path stays as it was.
+// StopDiscovery stops the backend provider and resolution loop, the
+// next-hop watcher and the host settings guard, and waits for them; the
+// routable set and the next hops in the data path stay as they were.
 func (in *Instance) StopDiscovery() {
 	if in.cancel != nil {
 		in.cancel()

@@ -25,7 +25,7 @@ const reservedPorts = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 func labConfig(l *lab.Lab, extra ...config.Backend) *config.Config {
 	c := config.Default()
 	c.Listen = config.Listen{IP: l.XLB.IP()}
-	c.SNAT = config.SNAT{IP: l.XLB.IP(), PortLo: 40000, PortHi: 40999}
+	c.SNAT = config.SNAT{IPs: []netip.Addr{l.XLB.IP()}, PortLo: 40000, PortHi: 40999}
 	c.Interfaces = []string{"eth0"}
 	c.FlowTable.MaxConnections = 4096
 	c.Ports = []config.PortMapping{{LocalPort: 80, RemotePort: 8080}}

@@ -59,8 +59,8 @@ const (
 	// schedule is full and removes as many pairs per cycle as it receives.
 	benchWarmupSeconds = 70
 	// benchMeasuredCycles is the fewest cycles measured (more with
-	// -benchtime Nx, N larger): one whole pass of the walk with the
-	// default orphan TTL (OrphanTTL/10 at one cycle per second).
+	// -benchtime Nx, N larger): three whole passes of the walk with the
+	// defaults (a pass per EmbryonicTTL, 10 s, at one cycle per second).
 	benchMeasuredCycles = 30
 	// benchPatience is how many cycles past its expected removal a
 	// terminal pair may stay before a benchmark gives up on it.
@@ -73,16 +73,18 @@ var benchTimeWaitCycles = int(maintenance.TimeWait / time.Second)
 // BenchmarkCycle measures steady-state maintenance cycles over a flow map
 // of N pairs (figures in the file comment).
 //
-// idle: N live pairs written straight into the map, fresh, that nothing
-// closes; every cycle reads and checks its slice of the walk and removes
-// nothing. Measured over one walk pass (30 cycles) after one pass of
-// warm-up. reads=per_key is the fallback where batch map operations are
+// idle: N live, established pairs written straight into the map, fresh,
+// that nothing closes; every cycle reads and checks its slice of the walk
+// and removes nothing. Measured over three walk passes (30 cycles) after
+// one pass of warm-up. reads=per_key is the fallback where batch map operations are
 // refused (dataplane.FeatureBatchOps disabled).
 //
 // closes=5000: N live pairs (N − 20,000 written straight into the map,
 // 20,000 opened through the real program) and, every simulated second,
 // 5,000 of the opened pairs made terminal through the real program (2,500
-// with both FINs, 2,500 with a client RST) and 5,000 new ones opened, so
+// with both FINs, 2,500 with a client RST) and 5,000 new ones opened (each
+// a whole handshake, so every cycle also checks the 5,000 pairs whose
+// embryonic deadline falls), so
 // N stays live and, once the time-wait is full, 150,000 pairs wait in
 // time-wait on top of them. Measured over 30 cycles after 70 simulated
 // seconds. events=per_cpu_queue is the fallback where ring buffers are
@@ -407,8 +409,9 @@ func benchTicks(b *testing.B, dp *dataplane.Dataplane, d time.Duration) dataplan
 	return j
 }
 
-// benchFill writes n live pairs, last seen at now, straight into the flow
-// map (BPF_MAP_UPDATE_BATCH, or one update per entry on the per-key path).
+// benchFill writes n live, established pairs, last seen at now, straight
+// into the flow map (BPF_MAP_UPDATE_BATCH, or one update per entry on the
+// per-key path).
 // Clients 198.18.0.0/16 on ports 10000-59999 to listen 192.0.2.10:80;
 // backends 203.0.113.1-250:8080 (outside the fixture's routable set, so
 // no packet ever meets these pairs) from SNAT 192.0.2.10:1024 and up;
@@ -436,7 +439,7 @@ func benchFill(b *testing.B, dp *dataplane.Dataplane, n int, now dataplane.Jiffi
 		rk := dataplane.NewFlowKey(backend, snat, dataplane.DirBackend)
 		gen, bid := uint32(1<<31+i), uint16(64+i%64)
 		fv := dataplane.FlowValue{SaddrBe: rk.DaddrBe, DaddrBe: rk.SaddrBe, SportBe: rk.DportBe, DportBe: rk.SportBe,
-			Generation: gen, BackendId: bid, LastSeen: now.Low32()}
+			Generation: gen, BackendId: bid, LastSeen: now.Low32(), Flags: dataplane.FlagSYNACK | dataplane.FlagEstablished}
 		rv := dataplane.FlowValue{SaddrBe: fk.DaddrBe, DaddrBe: fk.SaddrBe, SportBe: fk.DportBe, DportBe: fk.SportBe,
 			Generation: gen, BackendId: bid, LastSeen: now.Low32()}
 		if i == 0 && (fv.Peer(fk) != rk || rv.Peer(rk) != fk) {
@@ -525,7 +528,8 @@ func (t *benchTraffic) oldest(n int) []benchConn {
 
 // churn makes the fins oldest open connections terminal with both FINs
 // (client first), the rsts next ones with a client RST, and opens opens
-// new ones with a SYN. Every frame must be forwarded (XDP_TX: one arm).
+// new ones with a whole handshake (SYN, SYN-ACK, ACK). Every frame must be
+// forwarded (XDP_TX: one arm).
 func (t *benchTraffic) churn(fins, rsts, opens int) error {
 	e := t.e
 	closing := t.open[:fins+rsts]
@@ -566,7 +570,14 @@ func (t *benchTraffic) churn(fins, rsts, opens int) error {
 			if err != nil {
 				return fmt.Errorf("SYN from %v: %w", client, err)
 			}
-			opened = append(opened, benchConn{client: client, backend: d.Dst(), snatPort: d.Src().Port()})
+			c := benchConn{client: client, backend: d.Dst(), snatPort: d.Src().Port()}
+			if _, err := send(e.FromBackend(c.backend, c.snatPort, dt.SYN|dt.ACK, 5000, 1001, nil), e.BackendIface()); err != nil {
+				return err
+			}
+			if _, err := send(e.FromClient(client, 80, dt.ACK, 1001, 5001, nil), e.Front); err != nil {
+				return err
+			}
+			opened = append(opened, c)
 		}
 		return nil
 	})

@@ -10,6 +10,25 @@
 //     schedule and asks for its removal when the 60 s are up.
 //   - A pair that saw a RST is removed by the next cycle: its close event
 //     is read and the removal asked for in the same cycle.
+//   - A pair whose handshake never completed (the client never ACKed the
+//     backend's SYN-ACK: no dataplane.FlagEstablished) is removed
+//     embryonic_ttl_secs after its SYN (EmbryonicTTL, default 10 s),
+//     whatever it saw meanwhile (DESIGN §6b, issue 13): packets do not
+//     refresh an embryonic pair, so its forward entry's last-seen time is
+//     the SYN's. The data path posts a dataplane.CloseOpen event for every
+//     new pair; the loop keeps it in a schedule and asks for the pair's
+//     removal at the deadline. The reaper removes it only if it is still
+//     live and not established; an established, closed or replaced pair
+//     is left alone and the entry dropped. Removals are counted per
+//     backend (dataplane.ReapedCounts.Embryonic) and leave the active
+//     gauge (Sample.EmbryonicExpired).
+//   - A reverse entry held after its pair was replaced
+//     (dataplane.FlagHold: the client reused its port while the backend
+//     holds TIME_WAIT for the pair's SNAT port) keeps that port for the
+//     time-wait after the pair's close, then is removed. The data path
+//     posts a dataplane.CloseHold event with the close time; the loop
+//     schedules the removal like a time-wait. A held entry is lone on
+//     purpose: it is never checked or repaired as lone.
 //   - A pair that saw no packet in either direction for the orphan TTL
 //     (orphan_ttl_secs) is removed as orphaned.
 //   - A lone entry (its counterpart missing or of another generation) is
@@ -22,12 +41,39 @@
 // Close events need no walk. Orphans and idle lone entries only a walk
 // can find: the loop reads a slice of the flow map each cycle and resumes
 // there on the next, sized so that every entry is visited at least once
-// every OrphanTTL/10 (30 s with the default TTL). The walk also catches
-// terminal pairs whose close event was lost (a full ring buffer, an
-// overwritten queue slot, a restart), at most one pass late. The walk
+// per pass length, the shorter of OrphanTTL/10 and EmbryonicTTL (10 s
+// with the defaults). The walk applies every rule above on its own, so it
+// also catches pairs whose event was lost (a full ring buffer, an
+// overwritten queue slot, a restart): a terminal pair or a held entry at
+// most one pass late, and an embryonic pair whose dataplane.CloseOpen was
+// lost (the ring buffer full during a SYN flood) within one more
+// EmbryonicTTL, which is why a pass is never longer than that. The walk
 // sends the reaper only what it would remove (or, for idle reverse
 // entries, check): a steady table costs one batch read per slice and no
 // lookups.
+//
+// # Bounded schedules
+//
+// Each rule with a deadline (time-wait, embryonic, hold) keeps its events
+// in a schedule: a FIFO, since events arrive nearly in time order and
+// every deadline of a rule is the event's time plus the same duration,
+// with a heap for the few that arrive out of order. A schedule holds at
+// most one request per pair the flow map can hold (per entry, for holds),
+// so its memory is bounded by the table's size whatever the event rate: a
+// SYN flood fills the table, and every pair in it has at most one entry
+// in the embryonic schedule. An event that finds its schedule full is
+// counted (CloseEvents.Unscheduled) and left to the walk.
+//
+// # Next hops no entry names
+//
+// Entries name a slot of the data path's next-hop table
+// (FlowValue.Nexthop). With Options.NextHopGC the walk collects, over a
+// whole pass, the slot of every entry it reads into a bitset; at the end
+// of the pass (at most once per pass length) the hook gets the bitset and
+// the clock when the pass began. The data path stamps a slot when a new
+// pair names it, so a slot neither in the bitset nor used since then is
+// named by no entry and may be freed (dataplane.FreeNextHops); a packet
+// whose slot was freed looks its next hop up again.
 //
 // # Deletes are re-checked in the kernel
 //
@@ -36,7 +82,7 @@
 // (dataplane.Reap). It looks up the entry again, compares the generation,
 // the close state and both entries' last-seen times with the rule it is
 // asked to apply, and only then deletes the forward entry and its
-// counterpart, in one run. A packet that arrives after the loop's decision
+// counterpart (a held entry alone), in one run. A packet that arrives after the loop's decision
 // (an ACK refreshing an idle pair, a SYN that replaced a terminal pair)
 // keeps its pair: the check and the delete are nanoseconds apart, not a
 // system call or a whole walk. The reaper counts what it removed per

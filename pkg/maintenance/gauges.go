@@ -10,14 +10,18 @@ import (
 // data path opened, closed and replaced per backend, minus what the reaper
 // removed per backend (bpf/layout.h enum xlb_reaped_reason has the
 // formulas). A pair is accounted for by whoever deletes its forward entry,
-// so each pair leaves exactly one gauge exactly once. A lone reverse entry
-// that outlives two checks lost its forward entry outside XLB (every
-// deletion XLB makes removes a pair whole, in one program run): its pair
-// was never accounted, and leaves the active gauge when it is repaired.
+// so each pair leaves exactly one gauge exactly once: a pair removed
+// embryonic_ttl after its SYN leaves the active gauge (ReapedCounts.
+// Embryonic). A held reverse entry (XLB_F_HOLD) is what a replaced pair
+// left behind; the replacement accounted for the pair, so its removal
+// counts nowhere. A lone reverse entry that outlives two checks lost its
+// forward entry outside XLB (every other deletion XLB makes removes a pair
+// whole, in one program run): its pair was never accounted, and leaves the
+// active gauge when it is repaired.
 type gauges struct {
-	active, timewait, resetting uint64
-	orphaned, repairs           uint64 // the reaper's totals
-	per                         []BackendSample
+	active, timewait, resetting  uint64
+	orphaned, embryonic, repairs uint64 // the reaper's totals
+	per                          []BackendSample
 }
 
 // readGauges reads the reaper's counts first and the data path's after, so
@@ -45,7 +49,7 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 		st, r := stats[id], reaped[id]
 		b := BackendSample{
 			ID:       uint32(id),
-			Active:   sub(st.Opened, st.ClosedFIN, st.ClosedRST, r.Orphaned, r.LoneActive, r.LoneReverse),
+			Active:   sub(st.Opened, st.ClosedFIN, st.ClosedRST, r.Orphaned, r.LoneActive, r.LoneReverse, r.Embryonic),
 			TimeWait: sub(st.ClosedFIN, r.TimeWait, st.ReplacedFIN, r.LoneTimeWait),
 			Stats:    st,
 		}
@@ -54,6 +58,7 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 		g.timewait += b.TimeWait
 		g.resetting += resetting
 		g.orphaned += r.Orphaned
+		g.embryonic += r.Embryonic
 		g.repairs += r.Lone()
 		if listed[id] || b.Active+b.TimeWait+resetting > 0 {
 			g.per = append(g.per, b)

@@ -18,8 +18,9 @@ const TimeWait = 60 * time.Second
 
 // Defaults for zero Options fields.
 const (
-	DefaultInterval  = time.Second
-	DefaultOrphanTTL = 300 * time.Second // orphan_ttl_secs' default (DESIGN §1), config.DefaultOrphanTTL
+	DefaultInterval     = time.Second
+	DefaultOrphanTTL    = 300 * time.Second // orphan_ttl_secs' default (DESIGN §1), config.DefaultOrphanTTL
+	DefaultEmbryonicTTL = 10 * time.Second  // embryonic_ttl_secs' default (issue 13)
 )
 
 // Options configure a Loop. Zero values take the defaults.
@@ -27,8 +28,24 @@ type Options struct {
 	// OrphanTTL is how long a pair may go without a packet in either
 	// direction before it is removed as orphaned (orphan_ttl_secs). The
 	// config layer enforces the 300 s minimum; the loop uses what it gets.
-	// The walk visits every entry at least once per OrphanTTL/10.
+	// The walk visits every entry at least once per OrphanTTL/10 (or
+	// EmbryonicTTL, when shorter).
 	OrphanTTL time.Duration
+	// EmbryonicTTL is how long after its SYN a pair that never completed
+	// its handshake (the client never ACKed the backend's SYN-ACK) is
+	// removed (flow_table.embryonic_ttl_secs; DESIGN §6b, issue 13). The
+	// config layer keeps it within 1 s..OrphanTTL; the loop uses what it
+	// gets.
+	EmbryonicTTL time.Duration
+	// NextHopGC, when set, is handed the next-hop slots the flow map's
+	// entries name at the end of a complete walk pass, at most once per
+	// pass length: referenced is a bitset of dataplane.MaxNextHops bits
+	// (slot id i is bit i%64 of word i/64), valid only during the call;
+	// passStart is the data path's clock (jiffies, low 32 bits) when the
+	// passes began. A slot neither referenced nor used since passStart is
+	// named by no entry (dataplane.FreeNextHops frees those). An error is
+	// logged (warning); the next pass tries again.
+	NextHopGC func(referenced []uint64, passStart uint32) error
 	// Interval between cycles of Run. Production uses the default (1 s);
 	// other values are for tests.
 	Interval time.Duration
@@ -51,11 +68,12 @@ type Options struct {
 // Loop is the maintenance loop over one data path's flow map. Cycles are
 // serialised.
 type Loop struct {
-	dp  *dataplane.Dataplane
-	o   Options
-	log logrus.FieldLogger
-	ttl dataplane.Jiffies // OrphanTTL in jiffies
-	tw  dataplane.Jiffies // TimeWait in jiffies
+	dp   *dataplane.Dataplane
+	o    Options
+	log  logrus.FieldLogger
+	ttl  dataplane.Jiffies // OrphanTTL in jiffies
+	tw   dataplane.Jiffies // TimeWait in jiffies
+	ettl dataplane.Jiffies // EmbryonicTTL in jiffies
 
 	mu          sync.Mutex // serialises cycles; guards everything below
 	latest      *Sample    // the latest published sample; nil before the first
@@ -65,6 +83,9 @@ type Loop struct {
 	failures    uint64    // consecutive failed cycles: the current spell
 	failSince   time.Time // end of the spell's first failed cycle
 	timewait    schedule  // pairs in time-wait, by the end of their time-wait
+	embryonic   schedule  // new pairs, by their SYN plus the embryonic TTL
+	hold        schedule  // XLB_F_HOLD reverse entries, by their pair's close plus the time-wait
+	unscheduled uint64    // events the schedules had no room for, since New
 	retry       []dataplane.ReapRequest
 	lone        map[pairID]struct{} // entries the previous cycle's checks found lone
 	walk        *walk
@@ -90,6 +111,9 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	if o.OrphanTTL <= 0 {
 		o.OrphanTTL = DefaultOrphanTTL
 	}
+	if o.EmbryonicTTL <= 0 {
+		o.EmbryonicTTL = DefaultEmbryonicTTL
+	}
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
@@ -107,15 +131,33 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: %w", err)
 	}
+	ettl, err := dp.Ticks(o.EmbryonicTTL)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
 	ev, err := dp.OpenCloseEvents()
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: %w", err)
 	}
-	passCycles := uint64(o.OrphanTTL / 10 / o.Interval)
+	var refs *nextHopRefs
+	if o.NextHopGC != nil {
+		refs = newNextHopRefs()
+	}
+	entries := int(dp.FlowCapacity())
+	pairs := entries / int(dataplane.EntriesPerPair)
 	return &Loop{
-		dp: dp, o: o, log: o.Log.WithField("component", "maintenance"), ttl: ttl, tw: tw,
-		events: ev, lone: map[pairID]struct{}{}, walk: newWalk(dp, passCycles),
+		dp: dp, o: o, log: o.Log.WithField("component", "maintenance"), ttl: ttl, tw: tw, ettl: ettl,
+		timewait: newSchedule(pairs), embryonic: newSchedule(pairs), hold: newSchedule(entries),
+		events: ev, lone: map[pairID]struct{}{}, walk: newWalk(dp, passCycles(o), refs),
 	}, nil
+}
+
+// passCycles is the number of cycles a walk pass may take: the shorter of
+// OrphanTTL/10 and EmbryonicTTL, over the interval. The embryonic bound
+// makes a pair whose XLB_CLOSE_OPEN event was lost (a ring buffer full
+// during a SYN flood) leave within one more embryonic TTL.
+func passCycles(o Options) uint64 {
+	return uint64(min(o.OrphanTTL/10, o.EmbryonicTTL) / o.Interval)
 }
 
 // Close stops reading close events. The loop must not run afterwards.
@@ -127,7 +169,7 @@ func (l *Loop) Close() error {
 
 // Run runs a cycle immediately and then every Interval until ctx is
 // cancelled. A cycle's work is bounded (its close events, its due
-// time-waits and one slice of the walk), so cycles keep their pace; one
+// deadlines and one slice of the walk), so cycles keep their pace; one
 // that overruns the interval is followed by a pause of a tenth of it.
 //
 // A failed cycle does not stop Run: Cycle has logged it (once per spell)
@@ -200,6 +242,7 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 	l.log.WithFields(logrus.Fields{
 		"cycle": s.Cycle, "active": s.Active, "timewait": s.TimeWait, "resetting": s.Resetting,
 		"removed_timewait": rm.TimeWait, "removed_reset": rm.Reset, "removed_orphaned": rm.Orphaned,
+		"removed_embryonic": rm.Embryonic, "removed_hold": rm.Hold,
 		"repaired": rm.Repaired, "kept": rm.Kept, "walked": s.Walk.Visited, "duration": s.Duration,
 	}).Debug("maintenance cycle")
 	return s, nil
@@ -236,7 +279,7 @@ func (l *Loop) carry(rm Removed) *Sample {
 }
 
 // maintain is the body of a cycle: gather the requests (close events, due
-// time-waits, last cycle's lone entries, this cycle's slice of the walk),
+// deadlines, last cycle's lone entries, this cycle's slice of the walk),
 // have the reaper apply them, and build the sample of a successful cycle
 // (Time, Duration and Maintenance are set by Cycle). Removals are recorded
 // in rm as they happen, so a cycle that fails after some can still report
@@ -249,15 +292,20 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	reqs := append(l.reqs[:0], l.retry...)
 	l.retry = l.retry[:0]
 
-	// 1. Close events: resets now, time-waits into the schedule, lone
-	// sightings to the next cycle (a second look, one cycle later).
+	// 1. Close events: resets now; time-waits, new pairs and holds into
+	// their schedules; lone sightings to the next cycle (a second look,
+	// one cycle later).
 	var sighted []pairID
 	read, over, err := l.events.Drain(func(ev *dataplane.CloseEvent) {
 		switch dataplane.CloseKind(ev.Kind) {
 		case dataplane.CloseRST:
 			reqs = append(reqs, dataplane.ReapRequest{Key: ev.Key, Generation: ev.Generation, Op: dataplane.ReapReset})
 		case dataplane.CloseFIN:
-			l.timewait.add(due{deadline: dataplane.Widen(now, ev.Time) + l.tw, key: ev.Key, gen: ev.Generation})
+			l.schedule(&l.timewait, now, ev, l.tw)
+		case dataplane.CloseOpen:
+			l.schedule(&l.embryonic, now, ev, l.ettl)
+		case dataplane.CloseHold:
+			l.schedule(&l.hold, now, ev, l.tw)
 		case dataplane.CloseLone:
 			sighted = append(sighted, pairID{ev.Key, ev.Generation})
 		}
@@ -269,10 +317,16 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		l.requeue(reqs)
 		return nil, err
 	}
-	// 2. Time-waits that end now.
-	l.timewait.popDue(now, func(d due) {
-		reqs = append(reqs, dataplane.ReapRequest{Key: d.key, Generation: d.gen, Op: dataplane.ReapTimeWait})
-	})
+	// 2. Deadlines that fall now: time-waits that end, embryonic TTLs that
+	// run out, holds that end.
+	for _, sc := range []struct {
+		s  *schedule
+		op dataplane.ReapOp
+	}{{&l.timewait, dataplane.ReapTimeWait}, {&l.embryonic, dataplane.ReapEmbryonic}, {&l.hold, dataplane.ReapHold}} {
+		sc.s.popDue(now, func(d due) {
+			reqs = append(reqs, dataplane.ReapRequest{Key: d.key, Generation: d.gen, Op: sc.op})
+		})
+	}
 	// 3. Entries the previous cycle found lone: removed if still lone.
 	for id := range l.lone {
 		reqs = append(reqs, dataplane.ReapRequest{Key: id.key, Generation: id.gen, Op: dataplane.ReapLone})
@@ -282,7 +336,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		l.lone[id] = struct{}{}
 	}
 	// 4. This cycle's slice of the walk.
-	err = l.walk.step(ctx, l.walkEstimate(), func(k *dataplane.FlowKey, v *dataplane.FlowValue) {
+	err = l.walk.step(ctx, now, l.walkEstimate(), func(k *dataplane.FlowKey, v *dataplane.FlowValue) {
 		if op, ok := l.decide(now, k, v); ok {
 			reqs = append(reqs, dataplane.ReapRequest{Key: *k, Generation: v.Generation, Op: op})
 		}
@@ -296,7 +350,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		l.afterDecide()
 	}
 	// 5. The reaper re-checks and removes.
-	if err := l.dp.Reap(reqs, dataplane.ReapClock{Now: now, TimeWait: l.tw, OrphanTTL: l.ttl}); err != nil {
+	if err := l.dp.Reap(reqs, dataplane.ReapClock{Now: now, TimeWait: l.tw, OrphanTTL: l.ttl, EmbryonicTTL: l.ettl}); err != nil {
 		l.reqs = reqs
 		l.requeue(reqs)
 		return nil, fmt.Errorf("maintenance: %w", err)
@@ -305,6 +359,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	for i := range reqs {
 		l.account(&reqs[i], rm)
 	}
+	l.collectNextHops()
 
 	// 6. Figures.
 	counters, err := l.dp.Counters()
@@ -320,7 +375,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	s := &Sample{
 		Cycle:            l.cycle,
 		Now:              now,
-		FlowEntries:      uint64(dataplane.EntriesPerPair) * pairs,
+		FlowEntries:      uint64(dataplane.EntriesPerPair)*pairs + uint64(l.hold.Len()),
 		FlowCapacity:     uint64(l.dp.FlowCapacity()),
 		Active:           g.active,
 		TimeWait:         g.timewait,
@@ -330,23 +385,34 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		Opened:           counters.PairsCreated,
 		Closed:           closedOf(counters),
 		Orphaned:         g.orphaned,
+		EmbryonicExpired: g.embryonic,
 		InvariantRepairs: g.repairs,
 		Lone:             uint64(len(l.lone)),
 		Removed:          *rm,
 		Walk:             l.walk.status,
 		CloseEvents: CloseEvents{
 			Path: l.events.Path(), Read: l.eventsRead,
-			Lost: counters.CloseEventsLost + l.overwritten, TimeWaitScheduled: uint64(l.timewait.Len()),
+			Lost:              counters.CloseEventsLost + l.overwritten,
+			TimeWaitScheduled: uint64(l.timewait.Len()), EmbryonicScheduled: uint64(l.embryonic.Len()),
+			HoldScheduled: uint64(l.hold.Len()), Unscheduled: l.unscheduled,
 		},
 	}
 	return s, nil
 }
 
+// schedule puts the request an event announces into s, due wait after the
+// event's time; a full schedule leaves the pair to the walk.
+func (l *Loop) schedule(s *schedule, now dataplane.Jiffies, ev *dataplane.CloseEvent, wait dataplane.Jiffies) {
+	if !s.add(due{deadline: dataplane.Widen(now, ev.Time) + wait, key: ev.Key, gen: ev.Generation}) {
+		l.unscheduled++
+	}
+}
+
 // walkEstimate is the number of entries the walk expects in the map: the
-// latest gauges' two per pair, or the last complete pass's count if larger
-// (lone entries, pairs the counters do not know of). Until a pass has
-// completed it is the map's capacity, so a table adopted full is still
-// walked within a pass's cycles.
+// latest sample's (two per pair, plus held entries), or the last complete
+// pass's count if larger (lone entries, pairs the counters do not know
+// of). Until a pass has completed it is the map's capacity, so a table
+// adopted full is still walked within a pass's cycles.
 func (l *Loop) walkEstimate() uint64 {
 	est := l.walk.status.LastPassEntries
 	if l.walk.status.Passes == 0 {
@@ -360,17 +426,25 @@ func (l *Loop) walkEstimate() uint64 {
 
 // decide is the walk's request for one entry, if any. Forward entries
 // carry the pair's state: a reset pair is removed now, a time-wait pair
-// once its time-wait is over (both normally through their close events;
-// the walk catches the ones whose event was lost), a live pair idle for
-// the orphan TTL is an orphan candidate (the reaper checks the reverse
-// entry's last-seen time too, and repairs the pair if it is lone). A
-// reverse entry idle for the orphan TTL is checked for its counterpart: a
-// live pair's forward entry handles the pair, so only a lone one is
-// removed. Lone entries that see packets are reported by the data path
-// (dataplane.CloseLone); the walk finds the idle ones.
+// once its time-wait is over, an embryonic pair (live, never established)
+// once the embryonic TTL has passed since its SYN (all three normally
+// through their events; the walk catches the ones whose event was lost),
+// an established live pair idle for the orphan TTL is an orphan candidate
+// (the reaper checks the reverse entry's last-seen time too, and repairs
+// the pair if it is lone). A held reverse entry (XLB_F_HOLD: lone on
+// purpose, keeping its SNAT port through the backend's TIME_WAIT) is
+// removed once the time-wait has passed since its pair closed, and is
+// never checked as lone. Any other reverse entry idle for the orphan TTL
+// is checked for its counterpart: a live pair's forward entry handles the
+// pair, so only a lone one is removed. Lone entries that see packets are
+// reported by the data path (dataplane.CloseLone); the walk finds the idle
+// ones.
 func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.FlowValue) (dataplane.ReapOp, bool) {
 	age := dataplane.Age(now, v.LastSeen)
 	if k.Direction() != dataplane.DirClient {
+		if v.Flags&dataplane.FlagHold != 0 {
+			return dataplane.ReapHold, age >= l.tw
+		}
 		return dataplane.ReapCheck, age >= l.ttl
 	}
 	switch {
@@ -378,6 +452,8 @@ func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.
 		return dataplane.ReapReset, true
 	case v.Flags&dataplane.FlagClosedFIN != 0:
 		return dataplane.ReapTimeWait, age >= l.tw
+	case v.Flags&dataplane.FlagEstablished == 0:
+		return dataplane.ReapEmbryonic, age >= l.ettl
 	}
 	return dataplane.ReapOrphan, age >= l.ttl
 }
@@ -402,6 +478,10 @@ func (l *Loop) account(r *dataplane.ReapRequest, rm *Removed) {
 			rm.TimeWait++
 		case dataplane.ReapOrphan:
 			rm.Orphaned++
+		case dataplane.ReapEmbryonic:
+			rm.Embryonic++
+		case dataplane.ReapHold:
+			rm.Hold++
 		case dataplane.ReapLone:
 			rm.Repaired++
 			l.log.WithFields(logrus.Fields{"key": r.Key.String(), "generation": r.Generation}).
@@ -416,8 +496,10 @@ func (l *Loop) account(r *dataplane.ReapRequest, rm *Removed) {
 	case dataplane.ReapKept:
 		// A packet moved the pair on after the decision (or, for a
 		// time-wait, the entry's stamp is a little later than its
-		// event's): it stays, and the walk looks at it again.
-		if r.Op != dataplane.ReapCheck {
+		// event's): it stays, and the walk looks at it again. A pair
+		// found established at its embryonic deadline is the usual
+		// outcome, not a refusal.
+		if r.Op != dataplane.ReapCheck && r.Op != dataplane.ReapEmbryonic {
 			rm.Kept++
 		}
 	case dataplane.ReapLoneFound:

@@ -145,7 +145,18 @@ type conn struct {
 	syn  uint32 // client ISN
 }
 
+// open opens an established connection through the real program: the
+// client's SYN, the backend's SYN-ACK and the client's ACK.
 func (r *rig) open(port uint16) *conn {
+	r.t.Helper()
+	c := r.openEmbryonic(port)
+	c.send(c.fromBackend(dt.SYN|dt.ACK, 5000, 1001))
+	c.send(c.fromClient(dt.ACK, 1001, 5001))
+	return c
+}
+
+// openEmbryonic sends only the client's SYN: the pair stays embryonic.
+func (r *rig) openEmbryonic(port uint16) *conn {
 	r.t.Helper()
 	c := &conn{r: r, port: port, syn: 1000}
 	c.send(c.fromClient(dt.SYN, c.syn, 0))
@@ -221,8 +232,9 @@ func testTimeWait(t *testing.T, o dt.Options) {
 			r.clk.Set(closedAt + r.ticks(59*time.Second))
 			s := r.cycle()
 			wantSample(t, s, 1, 1, 0)
-			if s.CloseEvents.Read != 1 || s.CloseEvents.TimeWaitScheduled != 1 {
-				t.Fatalf("close events %+v, want one read and scheduled", s.CloseEvents)
+			// Read: the two pairs' OPEN events and the close.
+			if s.CloseEvents.Read != 3 || s.CloseEvents.TimeWaitScheduled != 1 {
+				t.Fatalf("close events %+v, want three read, one time-wait scheduled", s.CloseEvents)
 			}
 			r.wantEntries(4)
 			r.clk.Set(closedAt + r.ticks(60*time.Second) - 1)
@@ -271,7 +283,8 @@ func TestResetRemovedOnTheNextCycle(t *testing.T) {
 				s = r.cycle()
 				r.wantEntries(0)
 				wantSample(t, s, 0, 0, 0)
-				if s.Removed.Reset != 1 || s.Closed != want || s.Orphaned != 0 || s.CloseEvents.Read != 1 {
+				// Read: the OPEN event (the first cycle) and the RST.
+				if s.Removed.Reset != 1 || s.Closed != want || s.Orphaned != 0 || s.CloseEvents.Read != 2 {
 					t.Fatalf("removed %+v closed %+v orphaned %d events %+v", s.Removed, s.Closed, s.Orphaned, s.CloseEvents)
 				}
 			})
@@ -367,15 +380,21 @@ func testRefresh(t *testing.T, o dt.Options) {
 	}
 }
 
+// rewrite changes entry k in the map with change.
+func (r *rig) rewrite(k dataplane.FlowKey, change func(*dataplane.FlowValue)) {
+	r.t.Helper()
+	v := r.e.DeleteFlow(r.t, k)
+	change(&v)
+	if err := r.e.DP.PutFlow(k, v); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // ageEntry moves an entry's last-seen time ticks into the past, as if it
 // had been idle that long.
 func (r *rig) ageEntry(k dataplane.FlowKey, ticks dataplane.Jiffies) {
 	r.t.Helper()
-	v := r.e.DeleteFlow(r.t, k)
-	v.LastSeen -= uint32(ticks)
-	if err := r.e.DP.PutFlow(k, v); err != nil {
-		r.t.Fatal(err)
-	}
+	r.rewrite(k, func(v *dataplane.FlowValue) { v.LastSeen -= uint32(ticks) })
 }
 
 // Lone entries that see packets are reported by the data path and
@@ -571,6 +590,10 @@ func TestFreshPairBetweenReadAndDeleteSurvives(t *testing.T) {
 			if fresh.Fwd.Flags != 0 {
 				t.Fatalf("fresh pair flags %#x", fresh.Fwd.Flags)
 			}
+			// Established, it outlives the embryonic TTL the clock may
+			// already be past.
+			c.send(c.fromBackend(dt.SYN|dt.ACK, 5000, 777001))
+			c.send(c.fromClient(dt.ACK, 777001, 5001))
 			after := r.e.Counters(t)
 			if after.PairsReplaced-before.PairsReplaced != 1 {
 				t.Fatalf("the hook's SYN did not replace the pair")
@@ -630,8 +653,8 @@ func TestSample(t *testing.T) {
 			t.Fatalf("backend %d: %+v, want %+v", id, b, w)
 		}
 	}
-	if b, _ := s.Backend(0); b.Stats.SentPackets != 2 || b.Stats.SentBytes == 0 {
-		t.Fatalf("backend 0 stats %+v: want the two SYNs", b.Stats)
+	if b, _ := s.Backend(0); b.Stats.SentPackets != 4 || b.Stats.SentBytes == 0 {
+		t.Fatalf("backend 0 stats %+v: want the two SYNs and the two handshake ACKs", b.Stats)
 	}
 	if _, ok := s.Backend(3); ok {
 		t.Fatal("backend 3 listed")

@@ -51,13 +51,15 @@ type Sample struct {
 	CountersStale bool
 
 	// FlowEntries is the number of directional entries in the flow map
-	// after the cycle, two per connection pair (lone entries awaiting
-	// repair aside); FlowCapacity is the flow map's max_entries. Both are
+	// after the cycle: two per connection pair plus the held reverse
+	// entries the hold schedule waits for (lone entries awaiting repair
+	// aside); FlowCapacity is the flow map's max_entries. Both are
 	// entries, not pairs.
 	FlowEntries  uint64
 	FlowCapacity uint64
 
-	// Active is the number of non-terminal pairs (open or half-closed).
+	// Active is the number of non-terminal pairs (open or half-closed),
+	// embryonic ones included.
 	Active uint64
 	// TimeWait is the number of pairs that saw both FINs and are kept
 	// for the 60 s TCP time-wait interval.
@@ -82,6 +84,11 @@ type Sample struct {
 	// Orphaned counts pairs removed after OrphanTTL without a packet in
 	// either direction, since the flow map was created. Not part of Closed.
 	Orphaned uint64
+	// EmbryonicExpired counts pairs removed EmbryonicTTL after their SYN
+	// because the client never ACKed the backend's SYN-ACK, since the flow
+	// map was created (xlb_connections_embryonic_expired_total). Not part
+	// of Closed.
+	EmbryonicExpired uint64
 	// InvariantRepairs counts lone entries (counterpart missing or of
 	// another generation) removed since the flow map was created. The
 	// data path counts FIN/RST packets on lone entries separately
@@ -113,6 +120,19 @@ type CloseEvents struct {
 	// TimeWaitScheduled is the number of pairs waiting for the end of
 	// their time-wait.
 	TimeWaitScheduled uint64
+	// EmbryonicScheduled is the number of new pairs (dataplane.CloseOpen)
+	// waiting for their embryonic deadline, established ones included
+	// (the deadline only checks them).
+	EmbryonicScheduled uint64
+	// HoldScheduled is the number of held reverse entries
+	// (dataplane.CloseHold) waiting for the end of their time-wait.
+	HoldScheduled uint64
+	// Unscheduled counts events since the loop started that found their
+	// schedule full: each schedule holds at most as many requests as the
+	// flow map holds pairs (entries, for holds), so a SYN flood cannot
+	// grow it beyond the table. The walk applies the same rules and finds
+	// those pairs within a pass.
+	Unscheduled uint64
 }
 
 // Maintenance is the health of the maintenance loop as of one sample. A
@@ -147,14 +167,19 @@ type Closed struct {
 // Total is the number of closed connections.
 func (c Closed) Total() uint64 { return c.ClientFIN + c.BackendFIN + c.ClientRST + c.BackendRST }
 
-// Removed counts one cycle's removals, in pairs except Repaired (entries).
+// Removed counts one cycle's removals, in pairs except Repaired and Hold
+// (entries).
 type Removed struct {
-	TimeWait uint64 // pairs whose time-wait ended
-	Reset    uint64 // RST pairs, on the cycle after the RST
-	Orphaned uint64 // idle pairs
-	Repaired uint64 // lone entries
+	TimeWait  uint64 // pairs whose time-wait ended
+	Reset     uint64 // RST pairs, on the cycle after the RST
+	Orphaned  uint64 // idle pairs
+	Embryonic uint64 // pairs never established, EmbryonicTTL after their SYN
+	Hold      uint64 // held reverse entries whose time-wait ended
+	Repaired  uint64 // lone entries
 	// Kept counts removals the reaper refused on its re-check: a packet,
-	// a close or a new pair moved the pair on after the decision.
+	// a close or a new pair moved the pair on after the decision. A pair
+	// found established (or closed) at its embryonic deadline is the
+	// usual case, not a refusal, and is not counted.
 	Kept uint64
 }
 

@@ -27,8 +27,8 @@ type WalkStatus struct {
 	// LastPassCycles is the number of cycles the last complete pass took.
 	LastPassCycles uint64
 	// PassCycles is the number of cycles a pass may take: every entry is
-	// visited at least once per PassCycles cycles (OrphanTTL/10 over the
-	// interval).
+	// visited at least once per PassCycles cycles (the shorter of
+	// OrphanTTL/10 and EmbryonicTTL, over the interval).
 	PassCycles uint64
 }
 
@@ -38,10 +38,14 @@ type walk struct {
 	passCycles uint64 // cycles a pass may take
 	cycles     uint64 // cycles the current pass has taken, this one included
 	status     WalkStatus
+	refs       *nextHopRefs // next-hop slots the entries name; nil without Options.NextHopGC
 }
 
-func newWalk(dp *dataplane.Dataplane, passCycles uint64) *walk {
-	return &walk{fw: dp.NewFlowWalk(walkChunk), passCycles: max(1, passCycles), status: WalkStatus{PassCycles: max(1, passCycles)}}
+// newWalk prepares the walk; with refs it collects the next-hop slots of
+// every entry it reads.
+func newWalk(dp *dataplane.Dataplane, passCycles uint64, refs *nextHopRefs) *walk {
+	passCycles = max(1, passCycles)
+	return &walk{fw: dp.NewFlowWalk(walkChunk), passCycles: passCycles, status: WalkStatus{PassCycles: passCycles}, refs: refs}
 }
 
 // quota is how many entries this cycle reads so that the pass ends within
@@ -62,10 +66,16 @@ func (w *walk) quota(estimate uint64) uint64 {
 	return max(minSlice, (left+cyclesLeft-1)/cyclesLeft)
 }
 
-// step reads this cycle's slice and calls visit for each entry. The pass
-// may end within the slice; the rest of the slice is not read (the next
-// pass starts next cycle).
-func (w *walk) step(ctx context.Context, estimate uint64, visit func(*dataplane.FlowKey, *dataplane.FlowValue)) error {
+// step reads this cycle's slice (now is the cycle's clock) and calls visit
+// for each entry. The pass may end within the slice; the rest of the slice
+// is not read (the next pass starts next cycle).
+func (w *walk) step(ctx context.Context, now dataplane.Jiffies, estimate uint64, visit func(*dataplane.FlowKey, *dataplane.FlowValue)) error {
+	if w.refs != nil {
+		if w.cycles == 0 {
+			w.refs.begin(now)
+		}
+		w.refs.cycles++
+	}
 	w.cycles++
 	q := w.quota(estimate)
 	read := uint64(0)
@@ -78,6 +88,9 @@ func (w *walk) step(ctx context.Context, estimate uint64, visit func(*dataplane.
 			return fmt.Errorf("maintenance: walk: %w", err)
 		}
 		for i := range n {
+			if w.refs != nil {
+				w.refs.mark(w.fw.Values[i].Nexthop)
+			}
 			visit(&w.fw.Keys[i], &w.fw.Values[i])
 		}
 		read += uint64(n)
@@ -86,6 +99,9 @@ func (w *walk) step(ctx context.Context, estimate uint64, visit func(*dataplane.
 			w.status.Passes++
 			w.status.LastPassEntries, w.status.LastPassCycles = w.status.Visited, w.cycles
 			w.status.Visited, w.cycles = 0, 0
+			if w.refs != nil && w.refs.cycles >= w.passCycles {
+				w.refs.ready = true
+			}
 			return nil
 		}
 	}

@@ -99,7 +99,7 @@ func TestWalkFindsPairsWithoutCloseEvents(t *testing.T) {
 		fin, _ := r.forge(c.pair(), 34001, 50001, 1<<30+1, dataplane.FlagFINClient|dataplane.FlagFINBackend|dataplane.FlagClosedFIN, now)
 		r.clk.Set(now)
 		s := r.cycle()
-		if s.Removed.Reset != 1 || s.CloseEvents.Read != 0 {
+		if s.Removed.Reset != 1 || s.CloseEvents.Read != 1 { // the live pair's OPEN
 			t.Fatalf("removed %+v events %+v; want the reset pair removed without an event", s.Removed, s.CloseEvents)
 		}
 		if _, err := r.e.DP.LookupFlow(rst); err != dataplane.ErrNotFound {
@@ -124,15 +124,16 @@ func TestWalkFindsPairsWithoutCloseEvents(t *testing.T) {
 }
 
 // The walk reads a slice per cycle and visits every entry at least once
-// per OrphanTTL/10: with a 10 s interval and the 300 s TTL a pass may
-// take 3 cycles, so once a pass has measured the table, 6,000 pairs
+// per OrphanTTL/10 (here shorter than the EmbryonicTTL): with a 10 s
+// interval, the 300 s TTL and a 30 s embryonic TTL a pass may take 3
+// cycles, so once a pass has measured the table, 6,000 pairs
 // (12,000 entries) are read in slices of about 4,000 and every pass ends
 // within 3 cycles. (The forged pairs are unknown to the counters: the first
 // pass sizes itself from the map's capacity, the next ones from the last.)
 func TestWalkSlicesAndCompletesPasses(t *testing.T) {
 	onEachPath(t, func(t *testing.T, o dt.Options) {
 		o.MaxConnections = 8192
-		r := newRig(t, o, maintenance.Options{Interval: 10 * time.Second})
+		r := newRig(t, o, maintenance.Options{Interval: 10 * time.Second, EmbryonicTTL: 30 * time.Second})
 		c := r.open(33000)
 		now := r.e.Now(t)
 		const forged = 6000

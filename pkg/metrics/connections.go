@@ -22,6 +22,7 @@ type connectionsCollector struct {
 	descs
 
 	active, timewait, opened, closed, orphaned *prometheus.Desc
+	embryonic                                  *prometheus.Desc
 	entries, capacity                          *prometheus.Desc
 }
 
@@ -32,6 +33,7 @@ func newConnectionsCollector() *connectionsCollector {
 	c.opened = c.add("xlb_connections_opened_total", "Connections (pairs) the data path created, as of the latest maintenance cycle.")
 	c.closed = c.add("xlb_connections_closed_total", "Connections closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.", "initiator", "reason")
 	c.orphaned = c.add("xlb_connections_orphaned_total", "Idle connection pairs removed after orphan_ttl_secs without a packet in either direction, since the flow map was created, as of the latest maintenance cycle.")
+	c.embryonic = c.add("xlb_connections_embryonic_expired_total", "Connection pairs whose handshake never completed (no client ACK of the backend's SYN-ACK), removed flow_table.embryonic_ttl_secs after their SYN, since the flow map was created, as of the latest maintenance cycle. Not included in xlb_connections_closed_total.")
 	c.entries = c.add("xlb_flow_map_entries", "Directional entries in the flow map (two per connection pair), as of the latest maintenance cycle.")
 	c.capacity = c.add("xlb_flow_map_capacity", "Maximum directional entries of the flow map (two per connection pair of flow_table.max_connections).")
 	return c
@@ -51,6 +53,7 @@ func (c *connectionsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus
 	counter(ch, c.closed, x.Closed.BackendFIN, "backend", "fin")
 	counter(ch, c.closed, x.Closed.BackendRST, "backend", "rst")
 	counter(ch, c.orphaned, x.Orphaned)
+	counter(ch, c.embryonic, x.EmbryonicExpired)
 	gauge(ch, c.entries, float64(x.FlowEntries))
 	gauge(ch, c.capacity, float64(x.FlowCapacity))
 	return nil

@@ -20,7 +20,7 @@ var xdpActions = [dataplane.XDPActions]string{"aborted", "drop", "pass", "tx", "
 type dataplaneCollector struct {
 	descs
 
-	actions, invariant *prometheus.Desc
+	actions, invariant, icmp *prometheus.Desc
 	// events are the counters exported as they are.
 	events []eventSeries
 }
@@ -34,6 +34,8 @@ type eventSeries struct {
 func newDataplaneCollector() *dataplaneCollector {
 	c := &dataplaneCollector{}
 	c.actions = c.add("xlb_xdp_actions_total", "XDP verdicts returned by the XDP program, by action (aborted, drop, pass, tx, redirect).", "action")
+	c.icmp = c.add("xlb_icmp_translated_total",
+		"ICMP errors (destination unreachable, fragmentation needed included, and time exceeded) about a connection pair that the data path translated and sent on, by direction: to_client (from the backend's side toward the client) or to_backend.", "direction")
 	c.invariant = c.add("xlb_flow_pair_invariant_violations_total",
 		"Half pairs seen: FIN/RST packets the data path met on an entry without a valid counterpart, plus lone entries the maintenance loop repaired, both since the flow map was created.")
 	type C = dataplane.Counters
@@ -41,12 +43,17 @@ func newDataplaneCollector() *dataplaneCollector {
 		name, help string
 		value      func(*C) uint64
 	}{
-		{"xlb_snat_port_exhausted_total", "SYNs answered with a RST because no SNAT port was free toward the chosen backend.", func(n *C) uint64 { return n.SNATExhausted }},
+		{"xlb_snat_port_exhausted_total", "SYNs answered with a RST because no SNAT port was free toward the chosen backend nor toward the routable backends tried after it (xlb_snat_backend_fallbacks_total).", func(n *C) uint64 { return n.SNATExhausted }},
 		{"xlb_shutdown_resets_total", "RSTs sent in reply to packets while the shutdown flag was set (shutdown window).", func(n *C) uint64 { return n.ShutdownResets }},
 		{"xlb_flow_table_full_total", "SYNs answered with a RST because the flow map was full (flow_table.max_connections).", func(n *C) uint64 { return n.TableFull }},
 		{"xlb_no_backend_resets_total", "SYNs answered with a RST because no backend was routable.", func(n *C) uint64 { return n.NoBackend }},
 		{"xlb_fib_miss_total", "SYNs dropped because the next hop toward the backend was not resolved.", func(n *C) uint64 { return n.FIBMiss }},
-		{"xlb_ttl_exceeded_total", "Packets passed to the host stack because their TTL would expire when forwarded.", func(n *C) uint64 { return n.TTLExceeded }},
+		{"xlb_ttl_exceeded_total", "Balanced packets dropped because their TTL was 1 or less (they would expire when forwarded); such a SYN never creates a pair.", func(n *C) uint64 { return n.TTLExceeded }},
+		{"xlb_rst_out_of_window_total", "RSTs dropped because their sequence number lay outside the window last seen for that direction (RFC 5961 §3); the pair lives on.", func(n *C) uint64 { return n.RSTOutOfWindow }},
+		{"xlb_snat_port_takeovers_total", "SNAT ports a new pair took over from a terminal pair to the same backend that holds no TIME_WAIT for it (the client closed first, or a RST ended it); the old pair was removed.", func(n *C) uint64 { return n.SNATTakeovers }},
+		{"xlb_snat_backend_fallbacks_total", "SYNs sent to the next routable backend because the chosen backend had no free SNAT port.", func(n *C) uint64 { return n.SNATFallbacks }},
+		{"xlb_snat_hold_drops_total", "Packets dropped on a SNAT port held for its backend's TIME_WAIT after the client reused its source port for a new connection.", func(n *C) uint64 { return n.HoldDrops }},
+		{"xlb_nexthop_refreshes_total", "Packets whose pair's next hop had been freed (unused or changed), so the data path looked it up again.", func(n *C) uint64 { return n.NextHopRefreshes }},
 		{"xlb_syn_retransmits_total", "Retransmitted SYNs that reused the live pair of their connection.", func(n *C) uint64 { return n.SYNReused }},
 		{"xlb_flow_pairs_replaced_total", "Closed or reset pairs replaced by a new SYN on the same tuple.", func(n *C) uint64 { return n.PairsReplaced }},
 	} {
@@ -70,6 +77,8 @@ func (c *dataplaneCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.M
 	for _, e := range c.events {
 		counter(ch, e.desc, e.value(n))
 	}
+	counter(ch, c.icmp, n.ICMPToClient, "to_client")
+	counter(ch, c.icmp, n.ICMPToBackend, "to_backend")
 	var repairs uint64
 	if s.Sample != nil {
 		repairs = s.Sample.InvariantRepairs

@@ -11,7 +11,8 @@
 //
 // Which part of the snapshot feeds which series:
 //
-//   - Connection and pair series (xlb_connections_*, xlb_flow_map_*,
+//   - Connection and pair series (xlb_connections_*, among them
+//     xlb_connections_embryonic_expired_total, xlb_flow_map_*,
 //     per-backend traffic xlb_backend_*_total and
 //     xlb_backend_connections_*) come from the maintenance sample only, so
 //     that a connection leaves xlb_connections_active and enters
@@ -20,7 +21,11 @@
 //     pair terminal, and the sample reads the counters the gauges are
 //     derived from together).
 //   - Data-path event counters (xlb_xdp_actions_total,
-//     xlb_snat_port_exhausted_total, xlb_shutdown_resets_total, ...) come
+//     xlb_snat_port_exhausted_total, xlb_shutdown_resets_total,
+//     xlb_rst_out_of_window_total, xlb_snat_port_takeovers_total,
+//     xlb_snat_backend_fallbacks_total, xlb_snat_hold_drops_total,
+//     xlb_icmp_translated_total{direction="to_client|to_backend"},
+//     xlb_nexthop_refreshes_total, xlb_ttl_exceeded_total, ...) come
 //     from Snapshot.Counters, the daemon's latest read: each maintenance
 //     cycle reads them with its sample, and while no cycle runs (the
 //     shutdown window) the daemon reads them each second, so they keep
@@ -39,8 +44,12 @@
 //     (maintenance.Sample.CloseEvents: events read, and events lost to a
 //     full ring buffer or an overwritten per-CPU queue slot),
 //     xlb_maintenance_timewait_scheduled (pairs waiting in the loop's
-//     time-wait schedule) and xlb_maintenance_walk_passes_total (complete
-//     passes of the incremental walk, maintenance.Sample.Walk).
+//     time-wait schedule), xlb_maintenance_embryonic_scheduled and
+//     xlb_maintenance_hold_scheduled (new pairs awaiting their embryonic
+//     deadline, SNAT ports held for a backend's TIME_WAIT),
+//     xlb_close_events_unscheduled_total (events that found a schedule
+//     full, left to the walk) and xlb_maintenance_walk_passes_total
+//     (complete passes of the incremental walk, maintenance.Sample.Walk).
 //   - xlb_maintenance_duration_seconds is the histogram of successful
 //     cycles' durations the snapshot keeps (Snapshot.MaintenanceDurations,
 //     cumulative bucket counts exported as a constant histogram).
@@ -56,6 +65,12 @@
 //     exported from the first snapshot on, 0 before any hand-off) and
 //     xlb_adopted_connection_pairs (pairs found in the pinned flow map
 //     when this process started, 0 for a fresh start).
+//   - xlb_host_setting_repairs_total{setting} comes from
+//     Snapshot.HostSettings, which the daemon refreshes with each sample:
+//     the resets of net.ipv4.conf.lo.forwarding and
+//     net.ipv4.ip_local_reserved_ports the instance's guard put back
+//     (hostnet.SysctlGuard), since the instance started; one series per
+//     guarded setting from the first sample on.
 //   - xlb_scrape_collector_success{collector} is 1 for each collector that
 //     exported its series from the snapshot and 0 for one whose source the
 //     snapshot records as unreadable (only the data-path counters can be:

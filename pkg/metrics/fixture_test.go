@@ -50,16 +50,20 @@ func fixtureSample() *maintenance.Sample {
 			Actions: [5]uint64{0, 51, 52, 53, 54}, PairsCreated: 36, SNATExhausted: 55,
 			TableFull: 56, NoBackend: 57, FIBMiss: 58, SYNReused: 59, PairsReplaced: 60,
 			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63, CloseEventsLost: 20,
+			RSTOutOfWindow: 100, SNATTakeovers: 101, SNATFallbacks: 102, HoldDrops: 103,
+			ICMPToClient: 104, ICMPToBackend: 105, NextHopRefreshes: 106,
 		},
 		Opened:           36,
 		Closed:           maintenance.Closed{ClientFIN: 14, BackendFIN: 15, ClientRST: 16, BackendRST: 17},
 		Orphaned:         18,
+		EmbryonicExpired: 26,
 		InvariantRepairs: 19,
 		// Cycles failed earlier; the latest one succeeded.
 		Maintenance: maintenance.Maintenance{Errors: 21},
 		// Lost: the ring buffer's 20 plus 3 overwritten queue slots.
-		CloseEvents: maintenance.CloseEvents{Path: dataplane.PathRingBuffer, Read: 22, Lost: 23, TimeWaitScheduled: 24},
-		Walk:        maintenance.WalkStatus{Passes: 25, Visited: 65, LastPassEntries: 66, LastPassCycles: 67, PassCycles: 68},
+		CloseEvents: maintenance.CloseEvents{Path: dataplane.PathRingBuffer, Read: 22, Lost: 23, TimeWaitScheduled: 24,
+			EmbryonicScheduled: 27, HoldScheduled: 28, Unscheduled: 29},
+		Walk: maintenance.WalkStatus{Passes: 25, Visited: 65, LastPassEntries: 66, LastPassCycles: 67, PassCycles: 68},
 	}
 }
 
@@ -70,6 +74,8 @@ var liveCounters = dataplane.Counters{
 	Actions: [5]uint64{1, 71, 72, 73, 74}, PairsCreated: 40, SNATExhausted: 75,
 	TableFull: 76, NoBackend: 77, FIBMiss: 78, SYNReused: 79, PairsReplaced: 80,
 	InvariantViolations: 81, ShutdownResets: 82, TTLExceeded: 83,
+	RSTOutOfWindow: 84, SNATTakeovers: 85, SNATFallbacks: 86, HoldDrops: 87,
+	ICMPToClient: 88, ICMPToBackend: 89, NextHopRefreshes: 90,
 }
 
 // fixtureSnapshot is a running instance with three listed backends:
@@ -85,7 +91,7 @@ func fixtureSnapshot() *snapshot.Snapshot {
 		StartedAt: fixtureNow.Add(-time.Hour),
 		Listen:    ip("192.0.2.10"),
 		Ports:     []config.PortMapping{{LocalPort: 80, RemotePort: 8080}},
-		SNAT:      ip("198.51.100.1"),
+		SNAT:      []netip.Addr{ip("198.51.100.1"), ip("198.51.100.2")},
 		XDPMode:   "auto",
 		Attached: []dataplane.Attachment{
 			{Interface: "eth0", Ifindex: 2, Mode: dataplane.ModeNative},
@@ -105,6 +111,10 @@ func fixtureSnapshot() *snapshot.Snapshot {
 		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", ReloadRequired: true, ChangedKeys: []string{"ports"}},
 		// Adopted after a crash; values distinct from every other series.
 		Upgrades: snapshot.Upgrades{OK: 91, Failed: 92, Start: api.StartAdopted, AdoptedPairs: 93, LastFailure: "successor exited with status 1"},
+		HostSettings: []snapshot.HostSetting{
+			{Name: "net.ipv4.conf.lo.forwarding", Repairs: 94},
+			{Name: "net.ipv4.ip_local_reserved_ports", Repairs: 95},
+		},
 	}
 }
 

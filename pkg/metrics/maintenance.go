@@ -21,6 +21,7 @@ type maintenanceCollector struct {
 
 	sampleAge, cycles, errors, failing          *prometheus.Desc
 	eventsRead, eventsLost, walkPasses, twSched *prometheus.Desc
+	embSched, holdSched, unscheduled            *prometheus.Desc
 	duration                                    *prometheus.Desc
 }
 
@@ -34,6 +35,9 @@ func newMaintenanceCollector(now func() time.Time) *maintenanceCollector {
 	c.eventsLost = c.add("xlb_close_events_lost_total", "Close events that never reached the maintenance loop: the ring buffer was full (counted since the flow map was created) or a per-CPU queue slot was overwritten before it was read (since this process started its maintenance loop). The walk removes those pairs instead, at most one pass late.")
 	c.walkPasses = c.add("xlb_maintenance_walk_passes_total", "Complete passes of the maintenance loop's incremental walk over the flow map since this process started its maintenance loop; a pass visits every entry and takes at most orphan_ttl_secs/10 seconds.")
 	c.twSched = c.add("xlb_maintenance_timewait_scheduled", "Pairs the maintenance loop holds for removal at the end of their "+timeWait+" time-wait (from their close events), as of the latest maintenance cycle. Differs from xlb_connections_timewait by pairs whose close event was lost (the walk removes them) and pairs a new SYN replaced (still scheduled).")
+	c.embSched = c.add("xlb_maintenance_embryonic_scheduled", "New connection pairs the maintenance loop holds for a check at their embryonic deadline (flow_table.embryonic_ttl_secs after the SYN; established ones are only checked), as of the latest maintenance cycle.")
+	c.holdSched = c.add("xlb_maintenance_hold_scheduled", "SNAT ports held for their backend's "+timeWait+" TIME_WAIT after a client reused its source port, which the maintenance loop releases when that time-wait ends, as of the latest maintenance cycle.")
+	c.unscheduled = c.add("xlb_close_events_unscheduled_total", "Close events that found the maintenance loop's schedule full (a schedule holds at most as many requests as the flow map holds pairs) since this process started its maintenance loop; the walk applies the same rules to those pairs within a pass.")
 	c.duration = c.add("xlb_maintenance_duration_seconds", "Wall-clock duration of maintenance cycles (close events, due time-waits, one slice of the flow map walk, the reaper's removals and the sample), one observation per successful cycle.")
 	return c
 }
@@ -61,5 +65,8 @@ func (c *maintenanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus
 	counter(ch, c.eventsLost, x.CloseEvents.Lost)
 	counter(ch, c.walkPasses, x.Walk.Passes)
 	gauge(ch, c.twSched, float64(x.CloseEvents.TimeWaitScheduled))
+	gauge(ch, c.embSched, float64(x.CloseEvents.EmbryonicScheduled))
+	gauge(ch, c.holdSched, float64(x.CloseEvents.HoldScheduled))
+	counter(ch, c.unscheduled, x.CloseEvents.Unscheduled)
 	return nil
 }

@@ -55,6 +55,20 @@ var designMetrics = []struct {
 	// Hot upgrades (DESIGN §6).
 	{"xlb_hot_upgrades_total", dto.MetricType_COUNTER, []string{"result"}},
 	{"xlb_adopted_connection_pairs", dto.MetricType_GAUGE, nil},
+	// Capacity and hostile traffic (DESIGN §6b, issue 13).
+	{"xlb_connections_embryonic_expired_total", dto.MetricType_COUNTER, nil},
+	{"xlb_rst_out_of_window_total", dto.MetricType_COUNTER, nil},
+	{"xlb_snat_port_takeovers_total", dto.MetricType_COUNTER, nil},
+	{"xlb_snat_backend_fallbacks_total", dto.MetricType_COUNTER, nil},
+	{"xlb_snat_hold_drops_total", dto.MetricType_COUNTER, nil},
+	{"xlb_icmp_translated_total", dto.MetricType_COUNTER, []string{"direction"}},
+	{"xlb_nexthop_refreshes_total", dto.MetricType_COUNTER, nil},
+	{"xlb_ttl_exceeded_total", dto.MetricType_COUNTER, nil},
+	{"xlb_fib_miss_total", dto.MetricType_COUNTER, nil},
+	{"xlb_host_setting_repairs_total", dto.MetricType_COUNTER, []string{"setting"}},
+	{"xlb_maintenance_embryonic_scheduled", dto.MetricType_GAUGE, nil},
+	{"xlb_maintenance_hold_scheduled", dto.MetricType_GAUGE, nil},
+	{"xlb_close_events_unscheduled_total", dto.MetricType_COUNTER, nil},
 }
 
 func TestScrapeHasEveryDesignMetric(t *testing.T) {
@@ -97,6 +111,8 @@ func TestScrapeHasEveryDesignMetric(t *testing.T) {
 		{"xlb_xdp_actions_total", "action", []string{"aborted", "drop", "pass", "tx", "redirect"}},
 		{"xlb_hot_upgrades_total", "result", []string{"ok", "failed"}},
 		{"xlb_lifecycle_state", "state", []string{"starting", "running", "handing_over", "shutting_down"}},
+		{"xlb_icmp_translated_total", "direction", []string{"to_client", "to_backend"}},
+		{"xlb_host_setting_repairs_total", "setting", []string{"net.ipv4.conf.lo.forwarding", "net.ipv4.ip_local_reserved_ports"}},
 	} {
 		for _, v := range c.values {
 			if _, ok := find(fams, c.name, map[string]string{c.label: v}); !ok {
@@ -141,6 +157,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_connections_closed_total", L{"initiator": "client", "reason": "rst"}, float64(x.Closed.ClientRST))
 	check("xlb_connections_closed_total", L{"initiator": "backend", "reason": "rst"}, float64(x.Closed.BackendRST))
 	check("xlb_connections_orphaned_total", nil, float64(x.Orphaned))
+	check("xlb_connections_embryonic_expired_total", nil, float64(x.EmbryonicExpired))
 	check("xlb_flow_map_entries", nil, float64(x.FlowEntries))
 	check("xlb_flow_map_capacity", nil, float64(x.FlowCapacity))
 	check("xlb_maintenance_sample_age_seconds", nil, 2)
@@ -151,6 +168,9 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_close_events_lost_total", nil, float64(x.CloseEvents.Lost))
 	check("xlb_maintenance_walk_passes_total", nil, float64(x.Walk.Passes))
 	check("xlb_maintenance_timewait_scheduled", nil, float64(x.CloseEvents.TimeWaitScheduled))
+	check("xlb_maintenance_embryonic_scheduled", nil, float64(x.CloseEvents.EmbryonicScheduled))
+	check("xlb_maintenance_hold_scheduled", nil, float64(x.CloseEvents.HoldScheduled))
+	check("xlb_close_events_unscheduled_total", nil, float64(x.CloseEvents.Unscheduled))
 	// Backends: three listed (backend-4 departed and idle is not).
 	check("xlb_backends", L{"state": "discovered"}, 2)
 	check("xlb_backends", L{"state": "routable"}, 1)
@@ -185,6 +205,13 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_ttl_exceeded_total", nil, float64(liveCounters.TTLExceeded))
 	check("xlb_syn_retransmits_total", nil, float64(liveCounters.SYNReused))
 	check("xlb_flow_pairs_replaced_total", nil, float64(liveCounters.PairsReplaced))
+	check("xlb_rst_out_of_window_total", nil, float64(liveCounters.RSTOutOfWindow))
+	check("xlb_snat_port_takeovers_total", nil, float64(liveCounters.SNATTakeovers))
+	check("xlb_snat_backend_fallbacks_total", nil, float64(liveCounters.SNATFallbacks))
+	check("xlb_snat_hold_drops_total", nil, float64(liveCounters.HoldDrops))
+	check("xlb_icmp_translated_total", L{"direction": "to_client"}, float64(liveCounters.ICMPToClient))
+	check("xlb_icmp_translated_total", L{"direction": "to_backend"}, float64(liveCounters.ICMPToBackend))
+	check("xlb_nexthop_refreshes_total", nil, float64(liveCounters.NextHopRefreshes))
 	check("xlb_flow_pair_invariant_violations_total", nil, float64(liveCounters.InvariantViolations+x.InvariantRepairs))
 	check("xlb_scrape_collector_success", L{"collector": "dataplane"}, 1)
 	// Instance.
@@ -204,6 +231,9 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_hot_upgrades_total", L{"result": "ok"}, float64(snap.Upgrades.OK))
 	check("xlb_hot_upgrades_total", L{"result": "failed"}, float64(snap.Upgrades.Failed))
 	check("xlb_adopted_connection_pairs", nil, float64(snap.Upgrades.AdoptedPairs))
+	// Host settings guard (snapshot.HostSettings).
+	check("xlb_host_setting_repairs_total", L{"setting": "net.ipv4.conf.lo.forwarding"}, 94)
+	check("xlb_host_setting_repairs_total", L{"setting": "net.ipv4.ip_local_reserved_ports"}, 95)
 }
 
 // TestExpositionText pins the exact text of a few families, help included.
@@ -286,7 +316,8 @@ xlb_connections_active 7
 	srv, _ = testServer(t, &empty)
 	fams, _ := scrape(t, srv)
 	for _, name := range []string{"xlb_maintenance_errors_total", "xlb_maintenance_failing",
-		"xlb_close_events_total", "xlb_close_events_lost_total", "xlb_maintenance_walk_passes_total", "xlb_maintenance_timewait_scheduled"} {
+		"xlb_close_events_total", "xlb_close_events_lost_total", "xlb_maintenance_walk_passes_total", "xlb_maintenance_timewait_scheduled",
+		"xlb_maintenance_embryonic_scheduled", "xlb_maintenance_hold_scheduled", "xlb_close_events_unscheduled_total", "xlb_connections_embryonic_expired_total"} {
 		if _, ok := fams[name]; ok {
 			t.Errorf("%s exported before the first sample", name)
 		}
@@ -300,7 +331,10 @@ func TestNoLabelValueIsAnAddress(t *testing.T) {
 	store.Publish(snap)
 	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	addrs := []string{snap.Listen.String(), snap.SNAT.String()}
+	addrs := []string{snap.Listen.String()}
+	for _, a := range snap.SNAT {
+		addrs = append(addrs, a.String())
+	}
 	for _, b := range snap.Backends {
 		addrs = append(addrs, b.IP.String())
 	}
@@ -380,5 +414,32 @@ func TestLint(t *testing.T) {
 		if strings.HasPrefix(p.Metric, "xlb_") {
 			t.Errorf("lint: %s: %s", p.Metric, p.Text)
 		}
+	}
+}
+
+// TestExpositionTextIssue13 pins the families added for capacity and
+// hostile traffic whose labels or help carry meaning: the ICMP directions,
+// the guarded host settings and the TTL drop (no longer a pass to the
+// stack).
+func TestExpositionTextIssue13(t *testing.T) {
+	var store snapshot.Store
+	store.Publish(fixtureSnapshot())
+	srv, _ := testServer(t, &store)
+	want := `
+# HELP xlb_host_setting_repairs_total Resets of a host setting XLB needs (net.ipv4.conf.lo.forwarding, net.ipv4.ip_local_reserved_ports) that the instance found and put back (checked once a second; each repair is logged as one warning), since the instance started.
+# TYPE xlb_host_setting_repairs_total counter
+xlb_host_setting_repairs_total{setting="net.ipv4.conf.lo.forwarding"} 94
+xlb_host_setting_repairs_total{setting="net.ipv4.ip_local_reserved_ports"} 95
+# HELP xlb_icmp_translated_total ICMP errors (destination unreachable, fragmentation needed included, and time exceeded) about a connection pair that the data path translated and sent on, by direction: to_client (from the backend's side toward the client) or to_backend.
+# TYPE xlb_icmp_translated_total counter
+xlb_icmp_translated_total{direction="to_backend"} 89
+xlb_icmp_translated_total{direction="to_client"} 88
+# HELP xlb_ttl_exceeded_total Balanced packets dropped because their TTL was 1 or less (they would expire when forwarded); such a SYN never creates a pair.
+# TYPE xlb_ttl_exceeded_total counter
+xlb_ttl_exceeded_total 83
+`
+	if err := testutil.GatherAndCompare(srv.reg, strings.NewReader(want),
+		"xlb_host_setting_repairs_total", "xlb_icmp_translated_total", "xlb_ttl_exceeded_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -51,7 +51,9 @@ func (s *Snapshot) Routable() int {
 
 // Readiness decides /readyz: ready, or the first reason that applies in
 // this order: shutting_down, starting, awaiting_dataplane_sample,
-// dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends.
+// dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends,
+// fib_lookup_failing (SYNs keep being dropped for lack of a next hop and
+// no pair is created: FIBHistory.Failing).
 // An instance handing over (hot upgrade) is still serving, so it stays
 // ready; its maintenance loop is stopped on purpose meanwhile, so its
 // samples are not judged stale.
@@ -78,6 +80,8 @@ func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
 		return false, api.ReasonBackendProviderUnhealthy
 	case s.Routable() == 0:
 		return false, api.ReasonNoRoutableBackends
+	case s.FIB.Failing():
+		return false, api.ReasonFIBLookupFailing
 	}
 	return true, ""
 }

@@ -6,9 +6,10 @@ import (
 )
 
 // AddSample records one maintenance sample in s (a copy being prepared by
-// Store.Update): Sample; the data-path counters the cycle read (Counters,
-// or CountersError when a failed cycle could not read them either,
-// maintenance.Sample.CountersStale); and, for a successful cycle, its
+// Store.Update): Sample; the data-path counters the cycle read (Counters
+// and the FIB history, or CountersError when a failed cycle could not read
+// them either, maintenance.Sample.CountersStale); and, for a successful
+// cycle, its
 // duration in MaintenanceDurations (failed cycles stay out: the histogram
 // describes successful cycles). smp must not be modified afterwards.
 func (s *Snapshot) AddSample(smp *maintenance.Sample) {
@@ -18,6 +19,7 @@ func (s *Snapshot) AddSample(smp *maintenance.Sample) {
 	} else {
 		c := smp.Counters
 		s.Counters, s.CountersError = &c, ""
+		s.FIB = s.FIB.add(c)
 	}
 	if !smp.Maintenance.Failing() {
 		s.MaintenanceDurations = s.MaintenanceDurations.Observe(smp.Duration)
@@ -26,12 +28,14 @@ func (s *Snapshot) AddSample(smp *maintenance.Sample) {
 
 // SetCounters records a read of the data path's counters made outside the
 // maintenance loop (the daemon reads them each second of the shutdown
-// window, when no cycle runs): c when err is nil, else err in
-// CountersError with Counters left at the latest successful read.
+// window, when no cycle runs): c (and the FIB history) when err is nil,
+// else err in CountersError with Counters left at the latest successful
+// read.
 func (s *Snapshot) SetCounters(c dataplane.Counters, err error) {
 	if err != nil {
 		s.CountersError = err.Error()
 		return
 	}
 	s.Counters, s.CountersError = &c, ""
+	s.FIB = s.FIB.add(c)
 }

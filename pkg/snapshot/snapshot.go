@@ -32,9 +32,11 @@ type Snapshot struct {
 	// ShutdownDeadline is when the shutdown window ends (zero before).
 	ShutdownDeadline time.Time
 
-	Listen     netip.Addr
-	Ports      []config.PortMapping
-	SNAT       netip.Addr
+	Listen netip.Addr
+	Ports  []config.PortMapping
+	// SNAT are the backend-facing source addresses, resolved, in config
+	// order.
+	SNAT       []netip.Addr
 	XDPMode    string                 // configured: auto, native or generic
 	Attached   []dataplane.Attachment // what is attached, by interface name
 	Interfaces []string               // configured (resolved) interfaces
@@ -60,6 +62,10 @@ type Snapshot struct {
 	// latest successful read.
 	Counters      *dataplane.Counters
 	CountersError string
+	// FIB is the recent history of the next-hop failure and pair creation
+	// counters from the same reads, for readiness reason
+	// fib_lookup_failing (FIBHistory.Failing).
+	FIB FIBHistory
 
 	Provider      string // "static", "kubernetes"
 	ProviderError string // non-empty while the provider is unhealthy
@@ -70,6 +76,20 @@ type Snapshot struct {
 	// Upgrades is how this process came to own the data path and how the
 	// hot upgrades (SIGUSR2 hand-offs) of its pinned state went.
 	Upgrades Upgrades
+
+	// HostSettings are the host settings the instance guards and how often
+	// it put each back after something reset it (hostnet.SysctlGuard), in
+	// a fixed order; nil before the instance is up.
+	HostSettings []HostSetting
+}
+
+// HostSetting is one guarded host setting and its repairs.
+type HostSetting struct {
+	// Name is the dotted sysctl name, e.g. net.ipv4.conf.lo.forwarding
+	// (the setting label of xlb_host_setting_repairs_total).
+	Name string
+	// Repairs counts the resets the guard undid since the instance started.
+	Repairs uint64
 }
 
 // Upgrades describes the pinned state's hand-offs (DESIGN §6).

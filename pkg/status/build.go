@@ -31,7 +31,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		Dataplane:         buildDataplane(s, now),
 		Maintenance:       buildMaintenance(s),
 		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
-		SNAT:              api.SNAT{IP: addrString(s.SNAT)},
+		SNAT:              buildSNAT(s.SNAT),
 		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError},
 		Backends:          buildBackends(s),
 		Config: api.Config{
@@ -48,6 +48,10 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 			Failed:       s.Upgrades.Failed,
 			LastFailure:  s.Upgrades.LastFailure,
 		},
+		HostSettings: make([]api.HostSetting, 0, len(s.HostSettings)),
+	}
+	for _, h := range s.HostSettings {
+		d.HostSettings = append(d.HostSettings, api.HostSetting{Name: h.Name, RepairsTotal: h.Repairs})
 	}
 	if !s.StartedAt.IsZero() {
 		d.StartedAtUnixMs = s.StartedAt.UnixMilli()
@@ -71,6 +75,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 			ClosedTotal:           smp.Closed.Total(),
 			ClosedBy:              api.ClosedBy(smp.Closed),
 			OrphanedTotal:         smp.Orphaned,
+			EmbryonicExpiredTotal: smp.EmbryonicExpired,
 			InvariantRepairsTotal: smp.InvariantRepairs,
 			LoneEntries:           smp.Lone,
 		}
@@ -130,7 +135,27 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 		InvariantViolationsTotal: c.InvariantViolations,
 		ShutdownResetsTotal:      c.ShutdownResets,
 		TTLExceededTotal:         c.TTLExceeded,
+		RSTOutOfWindowTotal:      c.RSTOutOfWindow,
+		SNATTakeoversTotal:       c.SNATTakeovers,
+		SNATFallbacksTotal:       c.SNATFallbacks,
+		HoldDropsTotal:           c.HoldDrops,
+		ICMPToClientTotal:        c.ICMPToClient,
+		ICMPToBackendTotal:       c.ICMPToBackend,
+		NextHopRefreshesTotal:    c.NextHopRefreshes,
 	}
+}
+
+// buildSNAT lists the SNAT addresses; IP repeats the first for clients of
+// the single-address document.
+func buildSNAT(addrs []netip.Addr) api.SNAT {
+	out := api.SNAT{IPs: make([]string, 0, len(addrs))}
+	for _, a := range addrs {
+		out.IPs = append(out.IPs, addrString(a))
+	}
+	if len(out.IPs) > 0 {
+		out.IP = out.IPs[0]
+	}
+	return out
 }
 
 // buildMaintenance reshapes the latest sample's maintenance health, close
@@ -146,10 +171,13 @@ func buildMaintenance(s *snapshot.Snapshot) api.Maintenance {
 		ConsecutiveFailures: m.ConsecutiveFailures,
 		LastError:           m.LastError,
 		CloseEvents: api.CloseEvents{
-			Path:              ev.Path,
-			ReadTotal:         ev.Read,
-			LostTotal:         ev.Lost,
-			TimeWaitScheduled: ev.TimeWaitScheduled,
+			Path:               ev.Path,
+			ReadTotal:          ev.Read,
+			LostTotal:          ev.Lost,
+			TimeWaitScheduled:  ev.TimeWaitScheduled,
+			EmbryonicScheduled: ev.EmbryonicScheduled,
+			HoldScheduled:      ev.HoldScheduled,
+			UnscheduledTotal:   ev.Unscheduled,
 		},
 		Walk: api.Walk{
 			PassesTotal:     w.Passes,

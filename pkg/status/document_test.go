@@ -62,19 +62,22 @@ func TestDocumentValues(t *testing.T) {
 				SNATPortExhaustedTotal: 2, TableFullTotal: 1, NoBackendTotal: 5, FIBMissTotal: 4,
 				SYNReusedTotal: 17, PairsReplacedTotal: 6, InvariantViolationsTotal: 1,
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
+				RSTOutOfWindowTotal: 21, SNATTakeoversTotal: 22, SNATFallbacksTotal: 23, HoldDropsTotal: 24,
+				ICMPToClientTotal: 25, ICMPToBackendTotal: 26, NextHopRefreshesTotal: 27,
 			},
 		},
 		Maintenance: api.Maintenance{
 			ErrorsTotal: 2,
-			CloseEvents: api.CloseEvents{Path: "per_cpu_queue", ReadTotal: 1201, LostTotal: 3, TimeWaitScheduled: 2},
-			Walk:        api.Walk{PassesTotal: 7993, Visited: 0, LastPassEntries: 58, LastPassCycles: 1, PassCycles: 30},
+			CloseEvents: api.CloseEvents{Path: "per_cpu_queue", ReadTotal: 1201, LostTotal: 3, TimeWaitScheduled: 2,
+				EmbryonicScheduled: 4, HoldScheduled: 1, UnscheduledTotal: 7},
+			Walk: api.Walk{PassesTotal: 7993, Visited: 0, LastPassEntries: 58, LastPassCycles: 1, PassCycles: 30},
 		},
 		Listen: api.Listen{IP: "192.0.2.10", Ports: []api.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}}},
-		SNAT:   api.SNAT{IP: "198.51.100.1"},
+		SNAT:   api.SNAT{IP: "198.51.100.1", IPs: []string{"198.51.100.1", "198.51.100.2"}},
 		Connections: api.Connections{
 			Active: 27, TimeWait: 2, Resetting: 1, OpenedTotal: 1234, ClosedTotal: 1204,
 			ClosedBy:      api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
-			OrphanedTotal: 3, InvariantRepairsTotal: 1, LoneEntries: 0,
+			OrphanedTotal: 3, EmbryonicExpiredTotal: 11, InvariantRepairsTotal: 1, LoneEntries: 0,
 		},
 		Provider: api.Provider{Name: "static", Healthy: true, Error: ""},
 		Backends: []api.Backend{
@@ -96,6 +99,10 @@ func TestDocumentValues(t *testing.T) {
 		Upgrades: api.Upgrades{
 			Start: "handed_over", AdoptedPairs: 29, OK: 3, Failed: 1,
 			LastFailure: "new process exited with status 1: config: xlb.yaml:4: unknown field \"prots\"",
+		},
+		HostSettings: []api.HostSetting{
+			{Name: "net.ipv4.conf.lo.forwarding", RepairsTotal: 2},
+			{Name: "net.ipv4.ip_local_reserved_ports", RepairsTotal: 0},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -217,6 +224,10 @@ var designFields = []string{
 	"maintenance.walk.passes_total", "maintenance.walk.visited", "maintenance.walk.last_pass_entries",
 	"maintenance.walk.last_pass_cycles", "maintenance.walk.pass_cycles",
 	"upgrades.start", "upgrades.adopted_pairs", "upgrades.ok", "upgrades.failed", "upgrades.last_failure",
+	"snat.ip", "snat.ips", "connections.embryonic_expired_total",
+	"maintenance.close_events.embryonic_scheduled", "maintenance.close_events.hold_scheduled",
+	"maintenance.close_events.unscheduled_total",
+	"host_settings.[].name", "host_settings.[].repairs_total",
 }
 
 func lookup(v any, path string) (any, bool) {
@@ -291,7 +302,8 @@ func TestDocumentFieldsPresent(t *testing.T) {
 	if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Lifecycle != "starting" || doc.Readiness.Reason != "starting" || doc.Backends == nil || doc.Listen.Ports == nil {
+	if doc.Lifecycle != "starting" || doc.Readiness.Reason != "starting" || doc.Backends == nil || doc.Listen.Ports == nil ||
+		doc.SNAT.IPs == nil || doc.HostSettings == nil {
 		t.Errorf("nothing published: %+v", doc)
 	}
 }

@@ -31,7 +31,7 @@ func fixture() *snapshot.Snapshot {
 		StartedAt:  fixedNow.Add(-(2*time.Hour + 13*time.Minute + 5*time.Second + 300*time.Millisecond)),
 		Listen:     ip("192.0.2.10"),
 		Ports:      []config.PortMapping{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}},
-		SNAT:       ip("198.51.100.1"),
+		SNAT:       []netip.Addr{ip("198.51.100.1"), ip("198.51.100.2")},
 		XDPMode:    "auto",
 		Interfaces: []string{"eth0", "eth1"},
 		// Unordered on purpose: the document sorts by interface.
@@ -58,13 +58,15 @@ func fixture() *snapshot.Snapshot {
 			Opened:           1234,
 			Closed:           maintenance.Closed{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
 			Orphaned:         3,
+			EmbryonicExpired: 11,
 			InvariantRepairs: 1,
 			Lone:             0,
 			// Two cycles failed earlier; the latest one succeeded.
 			Maintenance: maintenance.Maintenance{Errors: 2},
 			// Close events through the per-CPU queues (ring_buffer is
 			// disabled): one per closed connection, 3 of them lost.
-			CloseEvents: maintenance.CloseEvents{Path: dataplane.PathPerCPUQueue, Read: 1201, Lost: 3, TimeWaitScheduled: 2},
+			CloseEvents: maintenance.CloseEvents{Path: dataplane.PathPerCPUQueue, Read: 1201, Lost: 3, TimeWaitScheduled: 2,
+				EmbryonicScheduled: 4, HoldScheduled: 1, Unscheduled: 7},
 			// A small table is walked whole every cycle.
 			Walk: maintenance.WalkStatus{Passes: 7993, Visited: 0, LastPassEntries: 58, LastPassCycles: 1, PassCycles: 30},
 			Counters: dataplane.Counters{
@@ -72,6 +74,8 @@ func fixture() *snapshot.Snapshot {
 				PairsCreated:  1234,
 				SNATExhausted: 2, TableFull: 1, NoBackend: 5, FIBMiss: 4, SYNReused: 17, PairsReplaced: 6,
 				InvariantViolations: 1, ShutdownResets: 0, TTLExceeded: 9,
+				RSTOutOfWindow: 21, SNATTakeovers: 22, SNATFallbacks: 23, HoldDrops: 24,
+				ICMPToClient: 25, ICMPToBackend: 26, NextHopRefreshes: 27,
 				ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
 			},
 			Backends: []maintenance.BackendSample{
@@ -97,6 +101,11 @@ func fixture() *snapshot.Snapshot {
 		Upgrades: snapshot.Upgrades{
 			OK: 3, Failed: 1, Start: api.StartHandedOver, AdoptedPairs: 29,
 			LastFailure: "new process exited with status 1: config: xlb.yaml:4: unknown field \"prots\"",
+		},
+		// Something turned lo.forwarding off twice; the guard put it back.
+		HostSettings: []snapshot.HostSetting{
+			{Name: "net.ipv4.conf.lo.forwarding", Repairs: 2},
+			{Name: "net.ipv4.ip_local_reserved_ports", Repairs: 0},
 		},
 	}
 	// The daemon publishes the counters each sample read with it

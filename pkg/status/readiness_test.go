@@ -67,6 +67,14 @@ func TestReadyz(t *testing.T) {
 			}
 			s.Backends = bs
 		}), "no_routable_backends"},
+		// SYNs keep being dropped for lack of a next hop and no pair is
+		// created (snapshot.FIBHistory.Failing); a created pair ends it.
+		{"fib lookups failing", clone(fibReads(0, 0, 0, 0)), "fib_lookup_failing"},
+		{"fib lookups failing, then a pair created", clone(fibReads(0, 0, 0, 0, 1)), ""},
+		{"fib lookups failing, no routable backends", clone(func(s *snapshot.Snapshot) {
+			fibReads(0, 0, 0, 0)(s)
+			s.Backends = nil
+		}), "no_routable_backends"},
 		{"ready", fixture(), ""},
 	}
 	for _, c := range cases {
@@ -115,5 +123,19 @@ func TestShutdownSecondsLeft(t *testing.T) {
 	}
 	if d := Build(s, fixedNow.Add(time.Minute)); d.Shutdown.SecondsLeft != 0 {
 		t.Errorf("after the deadline: seconds_left = %d, want 0", d.Shutdown.SecondsLeft)
+	}
+}
+
+// fibReads returns an edit that feeds the snapshot one counter read per
+// argument: each adds 10 SYNs dropped for lack of a next hop and the given
+// number of pairs created.
+func fibReads(created ...uint64) func(*snapshot.Snapshot) {
+	return func(s *snapshot.Snapshot) {
+		c := s.Sample.Counters
+		for _, n := range created {
+			c.FIBMiss += 10
+			c.PairsCreated += n
+			s.SetCounters(c, nil)
+		}
 	}
 }

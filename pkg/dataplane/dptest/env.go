@@ -38,6 +38,10 @@ type Options struct {
 	Backends []netip.Addr
 	// Disable turns optional kernel features off (dataplane.Options.Disable).
 	Disable []dataplane.Feature
+	// ExtraSNAT are SNAT addresses after the first (snat.ip as a list),
+	// added to the interface of the first: one-arm 192.0.2.0/24, two-arm
+	// 198.51.100.0/24.
+	ExtraSNAT []netip.Addr
 }
 
 // Env is a packet-fixture environment. Front is XLB's client-side interface
@@ -51,7 +55,8 @@ type Env struct {
 	DP       *dataplane.Dataplane
 	Front    Iface
 	Back     Iface
-	SNAT     netip.Addr
+	SNAT     netip.Addr   // the first SNAT address
+	SNATs    []netip.Addr // every SNAT address: SNAT, then Options.ExtraSNAT
 	Backends []netip.Addr
 	Settings dataplane.Settings
 	ns       netns.NsHandle
@@ -77,6 +82,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 	if len(o.Backends) > 0 {
 		e.Backends = o.Backends
 	}
+	e.SNATs = append([]netip.Addr{e.SNAT}, o.ExtraSNAT...)
 	ns, err := testnet.NewAnon()
 	if err != nil {
 		t.Fatalf("dptest: %v", err)
@@ -89,7 +95,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 	if err := e.Do(testnet.DisableIPv6); err != nil {
 		t.Fatalf("dptest: disable IPv6: %v", err)
 	}
-	if err := e.buildNet(ns); err != nil {
+	if err := e.buildNet(ns, o.ExtraSNAT); err != nil {
 		t.Fatalf("dptest: build namespace: %v", err)
 	}
 	// The instance comes up exactly as the daemon brings it up
@@ -100,7 +106,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 	// routable set, ids 0..n-1 in Options.Backends order.
 	cfg := config.Default()
 	cfg.Listen = config.Listen{IP: ListenIP}
-	cfg.SNAT = config.SNAT{IP: e.SNAT, PortLo: o.SNATPortLo, PortHi: o.SNATPortHi}
+	cfg.SNAT = config.SNAT{IPs: e.SNATs, PortLo: o.SNATPortLo, PortHi: o.SNATPortHi}
 	cfg.Interfaces = []string{e.Front.Name, e.Back.Name}
 	cfg.XDPMode = config.XDPModeGeneric
 	cfg.FlowTable.MaxConnections = o.MaxConnections
@@ -131,7 +137,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 	})
 	e.Instance.StopDiscovery()
 	e.DP = e.Instance.DP
-	e.Settings = dataplane.Settings{Listen: ListenIP, SNAT: e.SNAT, SNATPortLo: o.SNATPortLo, SNATPortHi: o.SNATPortHi, Ports: o.Ports}
+	e.Settings = dataplane.Settings{Listen: ListenIP, SNAT: e.SNATs, SNATPortLo: o.SNATPortLo, SNATPortHi: o.SNATPortHi, Ports: o.Ports}
 	refs := make([]dataplane.BackendRef, len(e.Backends))
 	for i, b := range e.Backends {
 		refs[i] = dataplane.BackendRef{ID: uint32(i), IP: b}
@@ -145,7 +151,7 @@ func NewEnv(t testing.TB, o Options) *Env {
 // Do runs fn inside the fixture namespace.
 func (e *Env) Do(fn func() error) error { return testnet.In(e.ns, fn) }
 
-func (e *Env) buildNet(ns netns.NsHandle) error {
+func (e *Env) buildNet(ns netns.NsHandle, extraSNAT []netip.Addr) error {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		return err
@@ -178,5 +184,26 @@ func (e *Env) buildNet(ns netns.NsHandle) error {
 	if e.Back, err = mk("xb0", "xb1", BackIP, TwoArmBackends); err != nil {
 		return err
 	}
+	ifc := e.Front
+	if e.SNAT == BackIP {
+		ifc = e.Back
+	}
+	for _, a := range extraSNAT {
+		link, err := h.LinkByIndex(ifc.Index)
+		if err != nil {
+			return err
+		}
+		if err := h.AddrAdd(link, &netlink.Addr{IPNet: netipx(netip.PrefixFrom(a, 24))}); err != nil {
+			return fmt.Errorf("SNAT address %s: %w", a, err)
+		}
+	}
 	return nil
 }
+
+func netipx(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}
+}
+
+// SNATSpace is the SNAT space of an Env with default Options: one address,
+// ports 40000-40009. Tests that load a data path without an Env use it too.
+var SNATSpace = dataplane.SNATSpace{Addrs: 1, PortLo: 40000, PortHi: 40009}

@@ -30,12 +30,17 @@ func Load() (*Floor, error) {
 // Program returns the floor XDP program.
 func (f *Floor) Program() *ebpf.Program { return f.objs.FloorXdp }
 
-// Put installs the recipe v for key k, as XLB's flow map would hold it
-// (bpf/layout.h struct flow_key and flow_value). The floor ignores the
+// Put installs for key k the recipe of XLB's entry v and the MACs of its
+// next hop, as a floor recipe: XLB's rewrite with the MACs in the entry
+// itself (bpf/floor.c struct floor_recipe). The floor ignores the
 // direction, so the key is stored with Dir 0.
-func (f *Floor) Put(k dataplane.FlowKey, v dataplane.FlowValue) error {
+func (f *Floor) Put(k dataplane.FlowKey, v dataplane.FlowValue, smac, dmac [6]byte) error {
 	k.Dir = 0
-	if err := f.objs.FloorFlows.Update(&k, &v, ebpf.UpdateAny); err != nil {
+	r := floorFloorRecipe{
+		SaddrBe: v.SaddrBe, DaddrBe: v.DaddrBe, SportBe: v.SportBe, DportBe: v.DportBe,
+		CsumIp: v.CsumIp, CsumL4: v.CsumL4, Smac: smac, Dmac: dmac,
+	}
+	if err := f.objs.FloorFlows.Update(&k, &r, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("floor: insert %s: %w", k, err)
 	}
 	return nil

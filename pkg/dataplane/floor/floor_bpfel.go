@@ -8,9 +8,23 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type floorFloorRecipe struct {
+	_       structs.HostLayout
+	SaddrBe uint32
+	DaddrBe uint32
+	SportBe uint16
+	DportBe uint16
+	CsumIp  uint16
+	CsumL4  uint16
+	Smac    [6]uint8
+	Dmac    [6]uint8
+	Pad     uint32
+}
 
 // Names of all BPF objects in the ELF.
 //

@@ -4,4 +4,4 @@ package floor
 // program's (pkg/dataplane/gen.go), in its own package so that the daemon
 // binary does not carry it.
 //
-//go:generate sh -c "go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types floor ../../../bpf/floor.c -- -I../../../bpf -I/usr/include/$(clang -print-multiarch) -O2 -g -Wall -Werror -mcpu=v3"
+//go:generate sh -c "go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types -type floor_recipe floor ../../../bpf/floor.c -- -I../../../bpf -I/usr/include/$(clang -print-multiarch) -O2 -g -Wall -Werror -mcpu=v3"

@@ -56,6 +56,22 @@ type Document struct {
 	// it and disappears once they are gone.
 	Backends []Backend `json:"backends"`
 	Config   Config    `json:"config"`
+	// HostSettings are the host settings the instance guards
+	// (net.ipv4.conf.lo.forwarding, net.ipv4.ip_local_reserved_ports) and
+	// how often each was put back after something reset it; empty before
+	// the instance is up.
+	HostSettings []HostSetting `json:"host_settings"`
+}
+
+// HostSetting is one guarded host setting (snapshot.HostSetting): the
+// instance reads it once a second and writes XLB's value back, with one
+// warning in the log, when something reset it (issue 13).
+type HostSetting struct {
+	// Name is the dotted sysctl name.
+	Name string `json:"name"`
+	// RepairsTotal counts the resets put back since the instance started
+	// (xlb_host_setting_repairs_total{setting}).
+	RepairsTotal uint64 `json:"repairs_total"`
 }
 
 // Readiness is the /readyz decision (snapshot.Snapshot.Readiness).
@@ -174,6 +190,19 @@ type CloseEvents struct {
 	// pair a new SYN replaced stays scheduled until its time-wait would
 	// have ended.
 	TimeWaitScheduled uint64 `json:"timewait_scheduled"`
+	// EmbryonicScheduled is the number of new pairs the loop holds for a
+	// check at their embryonic deadline (flow_table.embryonic_ttl_secs
+	// after the SYN); established ones among them are only checked.
+	EmbryonicScheduled uint64 `json:"embryonic_scheduled"`
+	// HoldScheduled is the number of SNAT ports held for their backend's
+	// TIME_WAIT (a client reused its source port on a pair the backend
+	// closed first) the loop releases when that time-wait ends.
+	HoldScheduled uint64 `json:"hold_scheduled"`
+	// UnscheduledTotal counts events since the loop started that found
+	// their schedule full (each holds at most as many requests as the flow
+	// map holds pairs, so a SYN flood cannot grow it); the walk applies
+	// the same rules to those pairs within a pass.
+	UnscheduledTotal uint64 `json:"unscheduled_total"`
 }
 
 // Walk describes the incremental walk (maintenance.WalkStatus): each cycle
@@ -241,7 +270,14 @@ type Counters struct {
 	PairsReplacedTotal       uint64     `json:"pairs_replaced_total"`       // terminal pairs replaced by a new SYN
 	InvariantViolationsTotal uint64     `json:"invariant_violations_total"` // FIN/RST on a lone entry
 	ShutdownResetsTotal      uint64     `json:"shutdown_resets_total"`      // RSTs sent in the shutdown window
-	TTLExceededTotal         uint64     `json:"ttl_exceeded_total"`         // passed to the stack, TTL would expire
+	TTLExceededTotal         uint64     `json:"ttl_exceeded_total"`         // balanced packets dropped with TTL <= 1 (never a pair)
+	RSTOutOfWindowTotal      uint64     `json:"rst_out_of_window_total"`    // RSTs dropped: outside the receiver's window (RFC 5961 §3)
+	SNATTakeoversTotal       uint64     `json:"snat_takeovers_total"`       // SNAT ports taken over from a terminal pair the backend holds no TIME_WAIT for
+	SNATFallbacksTotal       uint64     `json:"snat_fallbacks_total"`       // SYNs sent to the next routable backend: the first one's ports ran out
+	HoldDropsTotal           uint64     `json:"hold_drops_total"`           // packets dropped on a port held for its backend's TIME_WAIT
+	ICMPToClientTotal        uint64     `json:"icmp_to_client_total"`       // ICMP errors about a pair translated toward the client
+	ICMPToBackendTotal       uint64     `json:"icmp_to_backend_total"`      // ICMP errors about a pair translated toward the backend
+	NextHopRefreshesTotal    uint64     `json:"next_hop_refreshes_total"`   // packets whose next hop was freed: looked up again
 }
 
 // XDPActions counts XDP verdicts.
@@ -266,9 +302,13 @@ type PortMap struct {
 	RemotePort uint16 `json:"remote_port"`
 }
 
-// SNAT is the backend-facing source address.
+// SNAT is the backend-facing source addresses.
 type SNAT struct {
+	// IP is the first of IPs ("" before the instance is up), kept for
+	// clients of schema version 1 written before snat.ip took a list.
 	IP string `json:"ip"`
+	// IPs are every SNAT address (snat.ip, resolved), in config order.
+	IPs []string `json:"ips"`
 }
 
 // Connections counts connection pairs (DESIGN §4 counting rule): the data
@@ -276,7 +316,8 @@ type SNAT struct {
 // (its second FIN or its RST), and the gauges are differences of the data
 // path's and the reaper's counters, so as of one sample a connection has
 // left active and is counted once in closed_total; orphan removals count
-// in orphaned_total only.
+// in orphaned_total only, expired embryonic pairs in
+// embryonic_expired_total only.
 type Connections struct {
 	Active      uint64   `json:"active"`    // open or half-closed pairs
 	TimeWait    uint64   `json:"timewait"`  // both FINs seen, waiting out 60 s
@@ -287,6 +328,10 @@ type Connections struct {
 	// OrphanedTotal counts idle pairs removed after orphan_ttl_secs, since
 	// the flow map was created (the reaper's count).
 	OrphanedTotal uint64 `json:"orphaned_total"`
+	// EmbryonicExpiredTotal counts pairs whose handshake never completed,
+	// removed flow_table.embryonic_ttl_secs after their SYN, since the flow
+	// map was created (the reaper's count; not in closed_total).
+	EmbryonicExpiredTotal uint64 `json:"embryonic_expired_total"`
 	// InvariantRepairsTotal counts lone entries removed since the flow map
 	// was created (the reaper's count); LoneEntries are those the latest
 	// cycle found (repaired next cycle if still lone).

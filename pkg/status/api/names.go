@@ -52,6 +52,11 @@ const (
 	ReasonDataplaneSampleStale     Reason = "dataplane_sample_stale"
 	ReasonBackendProviderUnhealthy Reason = "backend_provider_unhealthy"
 	ReasonNoRoutableBackends       Reason = "no_routable_backends"
+	// ReasonFIBLookupFailing: new connections keep failing for lack of a
+	// next hop (SYNs dropped, no pair created, over the last three
+	// seconds), e.g. after something turned net.ipv4.conf.lo.forwarding
+	// off (issue 13).
+	ReasonFIBLookupFailing Reason = "fib_lookup_failing"
 )
 
 // Feature states.

@@ -64,7 +64,7 @@ function render(d) {
   const rows = [
     ["Uptime", duration(d.uptime_seconds)],
     ["Listen", d.listen.ip + "  " + ports],
-    ["SNAT", d.snat.ip || "—"],
+    ["SNAT", (d.snat.ips || []).join(", ") || d.snat.ip || "—"],
     ["XDP", xdp],
     ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error)],
     ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms"],
@@ -72,19 +72,28 @@ function render(d) {
     ["Started", started],
     ["Hot upgrades", upgrades],
   ];
+  const reset = (d.host_settings || []).filter(h => h.repairs_total > 0)
+    .map(h => h.name + " put back " + h.repairs_total + "×").join(", ");
+  if (d.host_settings && d.host_settings.length) rows.push(["Sysctls", reset || "guarded, never reset"]);
   const unpinned = dp.features.find(f => f.path === "unpinned");
   if (unpinned) rows.push(["Pinned state", "none: a restart or crash loses every connection (" + unpinned.detail + ")"]);
   if (d.shutdown) rows.unshift(["Shutdown", d.shutdown.seconds_left + " s left"]);
   fill($("instance"), rows);
 
-  const c = d.connections, fm = dp.flow_map;
+  const c = d.connections, fm = dp.flow_map, k = dp.counters;
   const pct = fm.capacity ? (100 * fm.entries / fm.capacity).toFixed(1) + "%" : "—";
   fill($("connections"), [
     ["Active", c.active], ["Time-wait", c.timewait], ["Opened", c.opened_total],
     ["Closed", c.closed_total + " (client FIN " + c.closed_by.client_fin + ", backend FIN " + c.closed_by.backend_fin +
       ", client RST " + c.closed_by.client_rst + ", backend RST " + c.closed_by.backend_rst + ")"],
     ["Orphaned", c.orphaned_total],
+    ["Embryonic expired", c.embryonic_expired_total],
     ["Flow map", fm.entries + " / " + fm.capacity + " entries (" + pct + ")"],
+    ["SNAT ports", "taken over " + k.snat_takeovers_total + ", fallbacks " + k.snat_fallbacks_total +
+      ", exhausted " + k.snat_port_exhausted_total + ", held-port drops " + k.hold_drops_total],
+    ["Dropped", "out-of-window RSTs " + k.rst_out_of_window_total + ", TTL ≤ 1 " + k.ttl_exceeded_total +
+      ", no next hop " + k.fib_miss_total],
+    ["ICMP translated", "to clients " + k.icmp_to_client_total + ", to backends " + k.icmp_to_backend_total],
   ]);
 
   const tb = $("backends");

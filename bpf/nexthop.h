@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * nexthop.h — next hops (layout.h struct nexthop, the xlb_nexthops map):
+ * where a pair's packets leave, resolved with bpf_fib_lookup at pair
+ * creation and kept current by the daemon from netlink neighbour and link
+ * events, so that an established flow follows a changed MAC.
+ *
+ * A slot is found from nexthop_hash by probing XLB_NEXTHOP_PROBES
+ * consecutive slots. pkg/dataplane/nexthops.go computes the same hash
+ * (NextHopSlots); change both together.
+ */
+#ifndef XLB_NEXTHOP_H
+#define XLB_NEXTHOP_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+
+#include "layout.h"
+#include "maps.h"
+#include "counters.h"
+#include "clock.h"
+#include "packet.h"
+
+/*
+ * The slot hash of next hop (ifindex, ip): ip is the address's four bytes
+ * as they sit in memory. An L2-sender slot (ip 0) hashes its dmac instead,
+ * as three 16-bit words w0..w2: (w0 | w1 << 16) ^ w2.
+ */
+static __always_inline __u32 nexthop_hash(__u32 ifindex, __u32 ip, const __u8 *dmac)
+{
+	__u32 k = ip, h;
+
+	if (!ip) {
+		const __u16 *w = (const __u16 *)dmac;
+
+		k = ((__u32)w[0] | ((__u32)w[1] << 16)) ^ (__u32)w[2];
+	}
+	h = ifindex * 0x9E3779B1u ^ k * 0x85EBCA6Bu;
+	h ^= h >> 15;
+	return h;
+}
+
+static __always_inline int mac_equal(const __u8 *a, const __u8 *b)
+{
+	const __u16 *x = (const __u16 *)a, *y = (const __u16 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2];
+}
+
+/* What a next-hop claim looks for, and what it found. */
+struct nexthop_claim {
+	__u32 ifindex;
+	__u32 ip;       /* __be32 as in memory; 0 for the L2 sender */
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u32 hash;
+	__u32 now;
+	__u32 id;       /* the slot found or claimed */
+	int found;
+};
+
+/*
+ * One probe: the slot is this next hop's (refresh its MACs and stamp it),
+ * or free (claim it with compare-and-swap on ifindex). A slot that another
+ * CPU is filling in may be passed over; the next hop then takes a second
+ * slot, which is harmless.
+ */
+static long nexthop_probe(__u64 i, void *arg)
+{
+	struct nexthop_claim *c = arg;
+	struct nexthop *nh;
+	__u32 id = (c->hash + (__u32)i) & (XLB_MAX_NEXTHOPS - 1);
+
+	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+	if (!nh)
+		return 1;
+	if (nh->ifindex == c->ifindex && nh->ip_be == c->ip && (c->ip || mac_equal(nh->dmac, c->dmac))) {
+		if (c->ip) {
+			/* a resolved neighbour: the FIB's answer is the current one */
+			copy_mac(nh->smac, c->smac);
+			copy_mac(nh->dmac, c->dmac);
+		}
+		nh->used = c->now;
+		c->id = id;
+		c->found = 1;
+		return 1;
+	}
+	if (nh->ifindex)
+		return 0;
+	if (__sync_val_compare_and_swap(&nh->ifindex, 0, c->ifindex) != 0)
+		return 0;
+	nh->ip_be = c->ip;
+	copy_mac(nh->smac, c->smac);
+	copy_mac(nh->dmac, c->dmac);
+	nh->used = c->now;
+	c->id = id;
+	c->found = 1;
+	return 1;
+}
+
+/*
+ * The slot for next hop (ifindex, ip, MACs), found or claimed. Returns 0
+ * and the slot in c->id, or -1 when all XLB_NEXTHOP_PROBES slots belong
+ * to other next hops.
+ *
+ * This and resolve_next_hop are global functions: the verifier checks
+ * each once, on its own, rather than at each of their many call sites
+ * (without CAP_PERFMON every such walk counts against its branch limit).
+ */
+__noinline int nexthop_slot(struct nexthop_claim *arg)
+{
+	struct nexthop_claim c; /* bpf_loop wants its context on this stack */
+
+	if (!arg)
+		return -1;
+	c = *arg;
+	c.hash = nexthop_hash(c.ifindex, c.ip, c.dmac);
+	c.now = now32();
+	c.found = 0;
+	bpf_loop(XLB_NEXTHOP_PROBES, nexthop_probe, &c, 0);
+	arg->id = c.id;
+	return c.found ? 0 : -1;
+}
+
+/*
+ * Next hop toward dst from src, as the host's FIB would route a packet this
+ * host sends (XLB originates the backend-facing side of a full-NAT pair): the
+ * lookup enters from the loopback device, like a locally generated route
+ * lookup, so policy rules and the longest prefix apply unchanged. The kernel
+ * requires forwarding on the device named in the lookup; the daemon enables
+ * net.ipv4.conf.lo.forwarding, which forwards nothing by itself, and puts
+ * it back when something resets it. Fills c (ifindex, neighbour address,
+ * MACs) and returns 0; -1 when the FIB has no usable answer or the egress
+ * interface is neither ingress nor in the redirect map.
+ */
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#define LOOPBACK_IFINDEX 1
+static __always_inline int fib_next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, struct nexthop_claim *c)
+{
+	struct bpf_fib_lookup fib = {};
+	__u32 oif;
+	int rc;
+
+	fib.family = AF_INET;
+	fib.l4_protocol = IPPROTO_TCP;
+	fib.ipv4_src = src;
+	fib.ipv4_dst = dst;
+	fib.ifindex = LOOPBACK_IFINDEX;
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	oif = fib.ifindex;
+	if (oif != ctx->ingress_ifindex && !bpf_map_lookup_elem(&xlb_tx_ports, &oif))
+		return -1;
+	c->ifindex = oif;
+	c->ip = fib.ipv4_dst; /* the gateway, or dst itself on link */
+	copy_mac(c->smac, fib.smac);
+	copy_mac(c->dmac, fib.dmac);
+	return 0;
+}
+
+/* The slot of the next hop toward dst from src; -1 when there is none. */
+__noinline int resolve_next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, __u32 *id)
+{
+	struct nexthop_claim c;
+
+	if (!id)
+		return -1;
+	__builtin_memset(&c, 0, sizeof(c));
+	if (fib_next_hop(ctx, src, dst, &c) || nexthop_slot(&c))
+		return -1;
+	*id = c.id;
+	return 0;
+}
+
+/*
+ * The slot of the L2 sender of the frame (eth): the way back to a client
+ * the FIB cannot route, answered on the ingress interface. -1 when no slot
+ * is left.
+ */
+static __always_inline int sender_next_hop(struct xdp_md *ctx, struct ethhdr *eth, __u32 *id)
+{
+	struct nexthop_claim c;
+
+	__builtin_memset(&c, 0, sizeof(c));
+	c.ifindex = ctx->ingress_ifindex;
+	c.ip = 0;
+	copy_mac(c.smac, eth->h_dest);
+	copy_mac(c.dmac, eth->h_source);
+	if (nexthop_slot(&c))
+		return -1;
+	*id = c.id;
+	return 0;
+}
+
+#endif

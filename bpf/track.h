@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * track.h — what the data path follows of each TCP connection beyond its
+ * addresses: the handshake (embryonic until the client ACKs the backend's
+ * SYN-ACK; DESIGN §6b) and each side's receive window, against which a
+ * RST is checked before it may end a pair (RFC 5961 §3; the window check
+ * of nf_conntrack's TCP tracking). layout.h struct flow_value describes
+ * the fields.
+ */
+#ifndef XLB_TRACK_H
+#define XLB_TRACK_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "layout.h"
+#include "packet.h"
+
+#define TCPOPT_EOL 0
+#define TCPOPT_NOP 1
+#define TCPOPT_WSCALE 3
+#define TCPOLEN_WSCALE 3
+
+/* Where the option walk is. */
+struct wscale_walk {
+	struct xdp_md *ctx;
+	__u32 off;   /* frame offset of the next option */
+	__u32 end;   /* frame offset just past the options */
+	__u8 shift;  /* the option's shift, or XLB_WSCALE_NONE */
+};
+
+/*
+ * One option: kind and length are read with bpf_xdp_load_bytes, so the
+ * variable offset never becomes packet pointer arithmetic (which the
+ * verifier refuses without CAP_PERFMON).
+ */
+static long wscale_step(__u64 i, void *arg)
+{
+	struct wscale_walk *w = arg;
+	__u8 b[2];
+
+	if (w->off >= w->end || bpf_xdp_load_bytes(w->ctx, w->off, b, 1))
+		return 1;
+	if (b[0] == TCPOPT_EOL)
+		return 1;
+	if (b[0] == TCPOPT_NOP) {
+		w->off++;
+		return 0;
+	}
+	if (w->off + 2 > w->end || bpf_xdp_load_bytes(w->ctx, w->off, b, 2) || b[1] < 2)
+		return 1; /* malformed: no scaling */
+	if (b[0] == TCPOPT_WSCALE && b[1] == TCPOLEN_WSCALE) {
+		if (w->off + 3 <= w->end && !bpf_xdp_load_bytes(w->ctx, w->off + 2, b, 1))
+			w->shift = b[0] > XLB_WSCALE_MAX ? XLB_WSCALE_MAX : b[0];
+		return 1;
+	}
+	w->off += b[1];
+	return 0;
+}
+
+/*
+ * The window scale option of a SYN or SYN-ACK (RFC 7323 §2): its shift,
+ * at most XLB_WSCALE_MAX, or XLB_WSCALE_NONE without one. parse() has
+ * checked that the frame holds the whole TCP header. A global function,
+ * checked once by the verifier.
+ */
+__noinline __u8 syn_wscale(struct xdp_md *ctx, __u32 doff)
+{
+	struct wscale_walk w;
+	__u32 start = sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct tcphdr);
+
+	w.ctx = ctx;
+	w.off = start;
+	w.end = sizeof(struct ethhdr) + sizeof(struct iphdr) + (doff & 0xf) * 4;
+	w.shift = XLB_WSCALE_NONE;
+	if (w.end > start)
+		bpf_loop(40, wscale_step, &w, 0);
+	return w.shift;
+}
+
+/* A window as its sender meant it: scaled by the sender's shift. */
+static __always_inline __u32 scaled_window(__u16 window_be, __u8 wscale)
+{
+	__u32 win = bpf_ntohs(window_be);
+
+	if (wscale == XLB_WSCALE_UNKNOWN)
+		return ~0U; /* not seen: any sequence is in the window */
+	if (wscale > XLB_WSCALE_MAX)
+		return win; /* XLB_WSCALE_NONE */
+	return win << wscale;
+}
+
+/*
+ * Follow a segment's ACK on its sender's entry v: the newest acknowledgement
+ * and the window advertised with it. A SYN-ACK's window is never scaled
+ * (RFC 7323 §2.2).
+ */
+static __always_inline void track_ack(struct pkt *p, struct flow_value *v)
+{
+	__u32 ack = bpf_ntohl(p->tcp->ack_seq), win;
+
+	if (!(p->flags & TCP_FL_ACK))
+		return;
+	win = p->flags & TCP_FL_SYN ? bpf_ntohs(p->tcp->window) : scaled_window(p->tcp->window, v->wscale);
+	if (!(v->flags & XLB_F_ACK_SEEN)) {
+		v->track_seq = ack;
+		v->track_win = win;
+		__sync_fetch_and_or(&v->flags, XLB_F_ACK_SEEN);
+		return;
+	}
+	if ((__s32)(ack - v->track_seq) < 0)
+		return; /* an older segment, reordered */
+	v->track_seq = ack;
+	v->track_win = win;
+}
+
+/*
+ * Whether a RST may end its pair. v is the entry the RST matched (its
+ * sender's), recv its counterpart (the receiver's; NULL when missing), fwd
+ * the forward entry. With the receiver's window known, the sequence must
+ * lie in it; while the pair is embryonic, a RST from the backend must
+ * acknowledge the client's SYN and one from the client must carry its
+ * SYN's sequence + 1 (RFC 9293 §3.10.7.3); a pair whose windows were never
+ * seen (migrated from layout 2) takes any RST, as does a lone entry.
+ */
+static __always_inline int rst_acceptable(struct pkt *p, struct flow_value *v, struct flow_value *recv,
+					  struct flow_value *fwd, __u32 dir)
+{
+	__u32 seq = bpf_ntohl(p->tcp->seq), win;
+
+	if (!recv || !fwd)
+		return 1;
+	if (recv->flags & XLB_F_ACK_SEEN) {
+		win = recv->track_win ? recv->track_win : 1;
+		return seq - recv->track_seq < win;
+	}
+	if (fwd->flags & XLB_F_ESTABLISHED)
+		return 1;
+	if (dir == XLB_DIR_BACKEND)
+		return (p->flags & TCP_FL_ACK) && bpf_ntohl(p->tcp->ack_seq) == recv->track_seq;
+	return seq == v->track_seq;
+}
+
+#endif

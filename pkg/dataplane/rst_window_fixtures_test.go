@@ -1,0 +1,262 @@
+package dataplane_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
+)
+
+// RST validation fixtures (issue 13 "RST validation"; bpf/layout.h struct
+// flow_value, RFC 5961 §3, the window check of nf_conntrack's TCP
+// tracking): a RST ends its pair only when its sequence number lies in the
+// receiver's window as the receiver last advertised it: [RCV.NXT, RCV.NXT +
+// max(window, 1)), the window scaled by the receiver's shift when both SYNs
+// carried the option (RFC 7323 §2.2), never for the SYN-ACK's own window.
+// An accepted RST is forwarded and ends the pair as before; any other is
+// dropped and counted (Counters.RSTOutOfWindow), and the pair is untouched.
+// Before the client's first ACK, a RST from the backend must acknowledge
+// the client's SYN (RFC 9293 §3.10.7.3: ACK = ISN + 1).
+//
+// Every row opens cli:33000 with a SYN (isnC, window scale synWS), sends
+// the Before segments (each must be forwarded), then the RST.
+var rstWindowFixtures = []rstRow{
+	// No window scaling: windows count bytes.
+	{Name: "no scaling: backend RST at the last byte of the client's window ends the pair",
+		SynWS: -1, SynAckWS: -1, Before: handshakeWith(1000),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+999, isnC+1), Accepted: true},
+	{Name: "no scaling: backend RST one byte past the client's window is dropped",
+		SynWS: -1, SynAckWS: -1, Before: handshakeWith(1000),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+1000, isnC+1)},
+	{Name: "no scaling: backend RST one byte before the client's window is dropped",
+		SynWS: -1, SynAckWS: -1, Before: handshakeWith(1000),
+		RST: rstBy(backendSide, dt.RST, isnB, 0)},
+	{Name: "no scaling: client RST at the last byte of the backend's window ends the pair",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendACK(2000)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+1999, isnB+1), Accepted: true},
+	{Name: "no scaling: client RST one byte past the backend's window is dropped",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendACK(2000)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+2000, isnB+1)},
+
+	// Both SYNs carry the option (client 7, backend 6): windows are scaled.
+	{Name: "scaled: backend RST at the last byte of the client's window << 7 ends the pair",
+		SynWS: 7, SynAckWS: 6, Before: handshakeWith(1000),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+1000<<7-1, isnC+1), Accepted: true},
+	{Name: "scaled: backend RST one byte past the client's window << 7 is dropped",
+		SynWS: 7, SynAckWS: 6, Before: handshakeWith(1000),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+1000<<7, isnC+1)},
+	{Name: "scaled: client RST at the last byte of the backend's window << 6 ends the pair",
+		SynWS: 7, SynAckWS: 6, Before: append(handshakeWith(1000), backendACK(2000)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+2000<<6-1, isnB+1), Accepted: true},
+	{Name: "scaled: client RST one byte past the backend's window << 6 is dropped",
+		SynWS: 7, SynAckWS: 6, Before: append(handshakeWith(1000), backendACK(2000)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+2000<<6, isnB+1)},
+	// RFC 7323 §2.2: the window of a segment with SYN set is never scaled.
+	{Name: "scaled: the SYN-ACK's window is not scaled: client RST at its last byte ends the pair",
+		SynWS: 7, SynAckWS: 6, Before: handshakeWith(1000),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+synAckWindow-1, isnB+1), Accepted: true},
+	{Name: "scaled: the SYN-ACK's window is not scaled: client RST one byte past it is dropped",
+		SynWS: 7, SynAckWS: 6, Before: handshakeWith(1000),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+synAckWindow, isnB+1)},
+
+	// Scaling needs the option in both SYNs (RFC 7323 §2.2).
+	{Name: "only the SYN scales: the client's window is not scaled, a RST past it is dropped",
+		SynWS: 7, SynAckWS: -1, Before: handshakeWith(1000),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+1000, isnC+1)},
+	{Name: "only the SYN scales: a backend RST inside the unscaled window ends the pair",
+		SynWS: 7, SynAckWS: -1, Before: handshakeWith(1000),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+999, isnC+1), Accepted: true},
+	{Name: "only the SYN-ACK scales: the backend's window is not scaled, a RST past it is dropped",
+		SynWS: -1, SynAckWS: 6, Before: append(handshakeWith(1000), backendACK(2000)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+2000, isnB+1)},
+	{Name: "only the SYN-ACK scales: a client RST inside the unscaled window ends the pair",
+		SynWS: -1, SynAckWS: 6, Before: append(handshakeWith(1000), backendACK(2000)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+1999, isnB+1), Accepted: true},
+
+	// The exact expected sequence always ends the pair, even into a zero window.
+	{Name: "zero window: backend RST at exactly the client's next expected sequence ends the pair",
+		SynWS: 7, SynAckWS: 6, Before: handshakeWith(0),
+		RST: rstBy(backendSide, dt.RST, isnB+1, 0), Accepted: true},
+	{Name: "zero window: backend RST one past the next expected sequence is dropped",
+		SynWS: 7, SynAckWS: 6, Before: handshakeWith(0),
+		RST: rstBy(backendSide, dt.RST, isnB+2, 0)},
+	{Name: "zero window: client RST at exactly the backend's next expected sequence ends the pair",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendACK(0)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1, isnB+1), Accepted: true},
+
+	// The window follows the receiver's newest ACK, not an older one.
+	{Name: "the window moves with the client's ACK: a RST at the old next sequence is dropped",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendData(100), clientACK(isnB+1+100, 1000)),
+		RST: rstBy(backendSide, dt.RST, isnB+1, 0)},
+	{Name: "the window moves with the client's ACK: a RST at the new window's last byte ends the pair",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendData(100), clientACK(isnB+1+100, 1000)),
+		RST: rstBy(backendSide, dt.RST, isnB+1+100+999, 0), Accepted: true},
+	{Name: "a reordered older ACK does not move the window back",
+		SynWS: -1, SynAckWS: -1,
+		Before: append(handshakeWith(1000), backendData(100), clientACK(isnB+1+100, 1000), clientACK(isnB+1, 1000)),
+		RST:    rstBy(backendSide, dt.RST, isnB+1, 0)},
+
+	// Sequence numbers wrap around 2^32.
+	{Name: "the window wraps past 2^32: a RST beyond the wrap inside it ends the pair",
+		SynWS: -1, SynAckWS: -1, Before: wrappingHandshake,
+		RST: rstBy(backendSide, dt.RST, wrapNext+999, 0), Accepted: true},
+	{Name: "the window wraps past 2^32: one byte past its end is dropped",
+		SynWS: -1, SynAckWS: -1, Before: wrappingHandshake,
+		RST: rstBy(backendSide, dt.RST, wrapNext+1000, 0)},
+
+	// Before the SYN-ACK (embryonic, the client has sent no ACK).
+	{Name: "a backend RST answering the SYN (ACK = ISN+1) ends the embryonic pair",
+		SynWS: 7, RST: rstBy(backendSide, dt.RST|dt.ACK, 0, isnC+1), Accepted: true},
+	{Name: "a backend RST with another ACK before the SYN-ACK is dropped",
+		SynWS: 7, RST: rstBy(backendSide, dt.RST|dt.ACK, 0, isnC+2)},
+	{Name: "a backend RST without ACK before the SYN-ACK is dropped",
+		SynWS: 7, RST: rstBy(backendSide, dt.RST, isnB+1, 0)},
+	{Name: "a client RST with its SYN's sequence + 1 ends the embryonic pair",
+		SynWS: 7, RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1, 0), Accepted: true},
+}
+
+func TestRSTWindowFixtures(t *testing.T) {
+	for _, r := range rstWindowFixtures {
+		t.Run(r.Name, func(t *testing.T) { r.run(t) })
+	}
+}
+
+// A pair migrated from layout 2 never saw the SYNs' window scales nor
+// either side's window (XLB_WSCALE_UNKNOWN, no FlagACKSeen): until the
+// receiver's next ACK, any RST ends it (plan13 "RST validation").
+func TestRSTWindowMigratedPair(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{})
+	k := dial(t, e, 33000, synOptions(7))
+	k.handshake(synAckOptions(6), 1000)
+	k.forward("backend ACK", k.backend(dt.ACK, isnB+1, isnC+1, 2000, nil), counted{})
+	p := k.now()
+	for _, key := range []dataplane.FlowKey{p.FwdKey, p.RevKey} {
+		v := e.DeleteFlow(t, key)
+		v.Wscale = dataplane.FixtureWscaleUnknown
+		v.Flags &^= dataplane.FlagACKSeen
+		v.TrackSeq, v.TrackWin = 0, 0
+		if err := e.DP.PutFlow(key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rst := k.backend(dt.RST, isnB+1+3_000_000_000, 0, 0, nil)
+	k.forward("backend RST far outside any window", rst, counted{ClosedBackendRST: 1})
+	k.wantFlags(rstB|closedR, 0)
+}
+
+// While the shutdown flag is set every other packet is answered with a
+// RST, but an incoming RST is still judged by the window: an
+// out-of-window one is dropped and counted, an in-window one forwarded.
+func TestRSTWindowDuringShutdown(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{})
+	k := dial(t, e, 33000, synOptions(7))
+	k.handshake(synAckOptions(6), 1000)
+	if err := e.DP.SetShutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	k.drop("backend RST past the client's window", k.backend(dt.RST, isnB+1+1000<<7, 0, 0, nil), counted{RSTOutOfWindow: 1})
+	k.wantFlags(0, rstB|closedR)
+	k.forward("backend RST in the client's window", k.backend(dt.RST, isnB+1+1000, 0, 0, nil), counted{ClosedBackendRST: 1})
+	k.wantFlags(rstB|closedR, 0)
+}
+
+// rstRow is one row of rstWindowFixtures.
+type rstRow struct {
+	Name     string
+	SynWS    int // the SYN's window scale option; -1: none
+	SynAckWS int // the SYN-ACK's (when Before sends one); -1: none
+	Before   []rstSeg
+	RST      rstSeg
+	Accepted bool // the RST ends the pair (else it is dropped and counted)
+}
+
+// rstSeg is a segment of an rstRow.
+type rstSeg struct {
+	From     sender
+	Flags    uint8
+	Seq, Ack uint32
+	Window   uint16
+	Data     int // payload bytes
+}
+
+// rstBy is a RST (or any segment) from s without data or window.
+func rstBy(s sender, flags uint8, seq, ack uint32) rstSeg {
+	return rstSeg{From: s, Flags: flags, Seq: seq, Ack: ack}
+}
+
+// handshakeWith is the backend's SYN-ACK and the client's ACK advertising
+// window win.
+func handshakeWith(win uint16) []rstSeg {
+	return []rstSeg{
+		{From: backendSide, Flags: dt.SYN | dt.ACK, Seq: isnB, Ack: isnC + 1, Window: synAckWindow},
+		clientACK(isnB+1, win),
+	}
+}
+
+// wrappingHandshake is a handshake whose backend ISN is 256 below 2^32:
+// the client's window (1000 from wrapNext) wraps past 0.
+var (
+	wrapNext          = uint32(0xffffff01)
+	wrappingHandshake = []rstSeg{
+		{From: backendSide, Flags: dt.SYN | dt.ACK, Seq: wrapNext - 1, Ack: isnC + 1, Window: synAckWindow},
+		clientACK(wrapNext, 1000),
+	}
+)
+
+// backendACK is the backend's first ACK after the handshake, advertising win.
+func backendACK(win uint16) rstSeg {
+	return rstSeg{From: backendSide, Flags: dt.ACK, Seq: isnB + 1, Ack: isnC + 1, Window: win}
+}
+
+// clientACK is a client ACK of ack advertising win.
+func clientACK(ack uint32, win uint16) rstSeg {
+	return rstSeg{From: clientSide, Flags: dt.ACK, Seq: isnC + 1, Ack: ack, Window: win}
+}
+
+// backendData is n bytes from the backend right after its SYN-ACK.
+func backendData(n int) rstSeg {
+	return rstSeg{From: backendSide, Flags: dt.ACK | dt.PSH, Seq: isnB + 1, Ack: isnC + 1, Window: 2000, Data: n}
+}
+
+func (r rstRow) run(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{})
+	k := dial(t, e, 33000, synOptions(r.SynWS))
+	for i, s := range r.Before {
+		seg := r.segment(k, s)
+		if s.Flags&dt.SYN != 0 {
+			seg.Options = synAckOptions(r.SynAckWS)
+		}
+		k.forward(fmt.Sprintf("segment %d before the RST", i), seg, counted{})
+	}
+	before := k.now()
+	rst := r.segment(k, r.RST)
+	if !r.Accepted {
+		k.drop("RST", rst, counted{RSTOutOfWindow: 1})
+		after := k.now()
+		if after.Fwd.Generation != before.Fwd.Generation || after.Fwd.Flags != before.Fwd.Flags || after.Rev.Flags != before.Rev.Flags {
+			t.Fatalf("pair after the dropped RST: generation %d flags %#x/%#x, was %d %#x/%#x",
+				after.Fwd.Generation, after.Fwd.Flags, after.Rev.Flags, before.Fwd.Generation, before.Fwd.Flags, before.Rev.Flags)
+		}
+		return
+	}
+	if r.RST.From == clientSide {
+		k.forward("RST", rst, counted{ClosedClientRST: 1})
+		k.wantFlags(rstC|closedR, 0)
+		return
+	}
+	k.forward("RST", rst, counted{ClosedBackendRST: 1})
+	k.wantFlags(rstB|closedR, 0)
+}
+
+// segment builds s on k.
+func (r rstRow) segment(k *tcpConn, s rstSeg) dt.Segment {
+	data := make([]byte, s.Data)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	if s.From == clientSide {
+		return k.client(s.Flags, s.Seq, s.Ack, s.Window, data)
+	}
+	return k.backend(s.Flags, s.Seq, s.Ack, s.Window, data)
+}

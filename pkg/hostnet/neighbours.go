@@ -1,0 +1,308 @@
+package hostnet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// NextHopResync is how often WatchNextHops re-reads every neighbour and
+// interface address of the watched interfaces: rtnetlink drops events
+// when a listener's socket buffer overflows (ENOBUFS), and a slot the
+// data path claimed with an address read just before a change misses that
+// change's event.
+const NextHopResync = 30 * time.Second
+
+// nextHopRetry is the pause before subscribing again after a subscription
+// ended with an error.
+const nextHopRetry = time.Second
+
+// NextHopWriter is the part of the data path WatchNextHops keeps current
+// (*dataplane.Dataplane): the MACs of its next-hop slots.
+type NextHopWriter interface {
+	// UpdateNeighbour gives every slot of the next hop (ifindex, ip)
+	// destination MAC mac and returns how many slots changed.
+	UpdateNeighbour(ifindex int, ip netip.Addr, mac net.HardwareAddr) (int, error)
+	// UpdateInterfaceMAC gives every slot on ifindex source MAC mac and
+	// returns how many slots changed.
+	UpdateInterfaceMAC(ifindex int, mac net.HardwareAddr) (int, error)
+}
+
+// NextHopWatcher keeps the data path's next hops on the kernel's
+// neighbours and interface addresses (issue 13 "Next hops that follow the
+// network": an established flow picks up a new MAC within 1 s). Start it
+// with WatchNextHops; it stops when its context ends.
+type NextHopWatcher struct {
+	dp      NextHopWriter
+	log     logrus.FieldLogger
+	h       *netlink.Handle // made on the watcher's own thread, in the caller's namespace
+	watched map[int]bool
+	resync  time.Duration
+	neigh   map[neighKey]string // the MAC last written per neighbour
+	links   map[int]string      // the MAC last written per interface
+	done    chan struct{}
+}
+
+// WatchNextHops watches the IPv4 neighbours and the link addresses of the
+// interfaces ifindexes in the caller's network namespace (the calling
+// thread's) through rtnetlink: a neighbour that gains or changes its
+// link-layer address is passed to dp.UpdateNeighbour, an interface whose
+// address changes to dp.UpdateInterfaceMAC. It reads everything once at
+// the start, after subscribing, and again every NextHopResync (and after
+// every new subscription) to cover lost events. Errors are logged, never
+// fatal: a subscription that fails or ends is tried again a second later.
+// It fails only when it cannot open the namespace or a netlink handle in
+// it.
+//
+// The watcher keeps a thread of its own (locked), in the caller's
+// namespace, where it makes every socket. A new thread is there already
+// when every thread of the process is (the daemon: no capability
+// needed); otherwise (a caller that switched its own thread, as tests do)
+// it enters the namespace with setns, which needs CAP_SYS_ADMIN, and the
+// thread ends with the watcher.
+func WatchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log logrus.FieldLogger) (*NextHopWatcher, error) {
+	return watchNextHops(ctx, ifindexes, dp, log, NextHopResync)
+}
+
+func watchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log logrus.FieldLogger, resync time.Duration) (*NextHopWatcher, error) {
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	ns, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("hostnet: next-hop watcher: open the network namespace: %w", err)
+	}
+	w := &NextHopWatcher{dp: dp, log: log, watched: map[int]bool{},
+		resync: resync, neigh: map[neighKey]string{}, links: map[int]string{}, done: make(chan struct{})}
+	for _, i := range ifindexes {
+		w.watched[i] = true
+	}
+	started := make(chan error, 1)
+	go w.run(ctx, ns, started)
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("hostnet: next-hop watcher: %w", err)
+	}
+	return w, nil
+}
+
+// enterOwnThread locks the calling goroutine to its thread and moves the
+// thread into ns unless it is there. It returns whether the thread moved
+// (then it must end with the goroutine, never serve another).
+func enterOwnThread(ns netns.NsHandle) (bool, error) {
+	runtime.LockOSThread()
+	cur, err := netns.Get()
+	if err != nil {
+		return true, fmt.Errorf("open the thread's network namespace: %w", err)
+	}
+	defer cur.Close()
+	if cur.Equal(ns) {
+		return false, nil
+	}
+	if err := netns.Set(ns); err != nil {
+		return true, fmt.Errorf("enter the caller's network namespace: %w", err)
+	}
+	return true, nil
+}
+
+// Done is closed once the watcher has stopped (its context ended) and
+// released its sockets.
+func (w *NextHopWatcher) Done() <-chan struct{} { return w.done }
+
+// subscription is one pair of rtnetlink subscriptions.
+type subscription struct {
+	neigh chan netlink.NeighUpdate
+	links chan netlink.LinkUpdate
+	stop  chan struct{}
+}
+
+func (w *NextHopWatcher) run(ctx context.Context, ns netns.NsHandle, started chan<- error) {
+	defer close(w.done)
+	moved, err := enterOwnThread(ns)
+	ns.Close()
+	if !moved {
+		defer runtime.UnlockOSThread()
+	}
+	if err != nil {
+		started <- err
+		return
+	}
+	if w.h, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+		started <- fmt.Errorf("netlink handle: %w", err)
+		return
+	}
+	defer w.h.Close()
+	started <- nil
+	tick := time.NewTicker(w.resync)
+	defer tick.Stop()
+	var retry <-chan time.Time
+	sub, err := w.subscribe()
+	if err != nil {
+		w.log.WithError(err).Warn("cannot subscribe to neighbour and link events; retrying")
+		retry = time.After(nextHopRetry)
+	}
+	w.resyncAll()
+	for {
+		select {
+		case <-ctx.Done():
+			sub.close()
+			return
+		case u, ok := <-sub.neigh:
+			if ok {
+				w.onNeighbour(u.Neigh, u.Type == unix.RTM_NEWNEIGH)
+				continue
+			}
+		case u, ok := <-sub.links:
+			if ok {
+				w.onLink(u.Link)
+				continue
+			}
+		case <-retry:
+			retry = nil
+			if sub, err = w.subscribe(); err != nil {
+				w.log.WithError(err).Warn("cannot subscribe to neighbour and link events; retrying")
+				retry = time.After(nextHopRetry)
+			}
+			w.resyncAll()
+			continue
+		case <-tick.C:
+			w.resyncAll()
+			continue
+		}
+		// A subscription ended (its socket failed: lost events).
+		sub.close()
+		sub = subscription{}
+		retry = time.After(nextHopRetry)
+	}
+}
+
+// subscribe opens both subscriptions on the watcher's thread, in its
+// namespace.
+func (w *NextHopWatcher) subscribe() (subscription, error) {
+	s := subscription{neigh: make(chan netlink.NeighUpdate, 256), links: make(chan netlink.LinkUpdate, 64), stop: make(chan struct{})}
+	report := func(err error) {
+		select {
+		case <-s.stop: // the socket was closed on purpose
+		default:
+			w.log.WithError(err).Warn("netlink event subscription ended; subscribing again and re-reading every neighbour")
+		}
+	}
+	err := netlink.NeighSubscribeWithOptions(s.neigh, s.stop, netlink.NeighSubscribeOptions{ErrorCallback: report})
+	if err != nil {
+		close(s.stop)
+		return subscription{}, fmt.Errorf("neighbour events: %w", err)
+	}
+	err = netlink.LinkSubscribeWithOptions(s.links, s.stop, netlink.LinkSubscribeOptions{ErrorCallback: report})
+	if err != nil {
+		s.links = nil
+		s.close()
+		return subscription{}, fmt.Errorf("link events: %w", err)
+	}
+	return s, nil
+}
+
+// close ends both subscriptions and drains them until their readers have
+// returned (a reader blocked on a full channel would never see its
+// socket closed).
+func (s subscription) close() {
+	if s.stop == nil {
+		return
+	}
+	close(s.stop)
+	for s.neigh != nil || s.links != nil {
+		select {
+		case _, ok := <-s.neigh:
+			if !ok {
+				s.neigh = nil
+			}
+		case _, ok := <-s.links:
+			if !ok {
+				s.links = nil
+			}
+		}
+	}
+}
+
+// resyncAll passes every neighbour with an address and every interface
+// address of the watched interfaces on, whether or not they changed since
+// the last write: a slot claimed meanwhile may hold an older one.
+func (w *NextHopWatcher) resyncAll() {
+	for i := range w.watched {
+		if l, err := w.h.LinkByIndex(i); err != nil {
+			w.log.WithError(err).WithField("ifindex", i).Warn("cannot read the interface's address")
+		} else {
+			delete(w.links, i)
+			w.onLink(l)
+		}
+		ns, err := w.h.NeighList(i, netlink.FAMILY_V4)
+		if err != nil {
+			w.log.WithError(err).WithField("ifindex", i).Warn("cannot list the interface's neighbours")
+			continue
+		}
+		for _, n := range ns {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				delete(w.neigh, neighKey{i, ip.Unmap()})
+			}
+			w.onNeighbour(n, true)
+		}
+	}
+}
+
+// onNeighbour passes a neighbour's address on when it is new or changed.
+// Deletions and entries without an address (incomplete, failed) change
+// nothing: the slot keeps the last address known, the best guess while
+// the kernel resolves again.
+func (w *NextHopWatcher) onNeighbour(n netlink.Neigh, added bool) {
+	ip, ok := netip.AddrFromSlice(n.IP)
+	if !ok || !w.watched[n.LinkIndex] || n.Family != netlink.FAMILY_V4 {
+		return
+	}
+	ip = ip.Unmap()
+	key := neighKey{n.LinkIndex, ip}
+	if !added || len(n.HardwareAddr) != 6 || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || !ip.Is4() || ip.IsUnspecified() {
+		return
+	}
+	mac := n.HardwareAddr.String()
+	if w.neigh[key] == mac {
+		return
+	}
+	changed, err := w.dp.UpdateNeighbour(n.LinkIndex, ip, n.HardwareAddr)
+	log := w.log.WithFields(logrus.Fields{"ifindex": n.LinkIndex, "neighbour": ip, "mac": mac})
+	if err != nil {
+		log.WithError(err).Error("cannot update the next hop's MAC")
+		return
+	}
+	w.neigh[key] = mac
+	if changed > 0 {
+		log.WithField("slots", changed).Info("next hop moved to a new MAC")
+	}
+}
+
+// onLink passes an interface's address on when it changed.
+func (w *NextHopWatcher) onLink(l netlink.Link) {
+	a := l.Attrs()
+	if a == nil || !w.watched[a.Index] || len(a.HardwareAddr) != 6 {
+		return
+	}
+	mac := a.HardwareAddr.String()
+	if w.links[a.Index] == mac {
+		return
+	}
+	changed, err := w.dp.UpdateInterfaceMAC(a.Index, a.HardwareAddr)
+	log := w.log.WithFields(logrus.Fields{"interface": a.Name, "ifindex": a.Index, "mac": mac})
+	if err != nil {
+		log.WithError(err).Error("cannot update the next hops' source MAC")
+		return
+	}
+	w.links[a.Index] = mac
+	if changed > 0 {
+		log.WithField("slots", changed).Info("interface address changed: next hops updated")
+	}
+}
