@@ -11,8 +11,10 @@ BIN      := bin
 
 # Debian packages the build and tests need (clang/llvm/libbpf-dev only to
 # regenerate the BPF objects, which are committed). packaging/*.mk adds
-# what the package checks, the host lab and the fleet need.
-APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux
+# what the package checks, the host lab and the fleet need. hping3 (the
+# SYN flood) and iptables (the kernel-NAT reference of the churn
+# benchmark) serve the lab tests of test/e2e.
+APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables
 
 .PHONY: all build deps generate check-generated vet test test-unit test-e2e bench demo clean
 
@@ -77,6 +79,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./pkg/maintenance/
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench 'Lab(Throughput|Connections)' -benchtime 5x ./test/e2e/
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench LabHandOff -benchtime 20x -timeout 30m ./test/e2e/
+	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench LabChurn -benchtime 1x -timeout 60m -v ./test/e2e/
 
 demo: build
 	$(GO) run ./test/demo -xlb $(BIN)/xlb -xlbctl $(BIN)/xlbctl

@@ -12,7 +12,12 @@
 //     with one prefix, built step by step (Build) and removed by Close,
 //     also after a failed build; veth.go: veth pairs across namespaces.
 //   - dial.go, servers.go, handlers.go: TCP from inside a Host, and
-//     servers that count every connection and byte (Echo, Sink).
+//     servers that count every connection and byte (Echo, Sink, Respond).
+//   - rawsock.go: a raw IPv4 socket (spoofed packets) and a capture of an
+//     interface's frames; iptables.go: the kernel's NAT as a balancer
+//     (the churn benchmark's reference).
+//   - loadgen/: the traffic of the capacity and hostile-traffic tests
+//     (connection churn, a hping3 SYN flood) from inside a Host.
 //   - addrs.go: the one address plan (documentation ranges only, RFC 5737)
 //     and the MACs derived from addresses.
 //   - cleanup.go: removal of leftovers by prefix (CleanupStale) and of a

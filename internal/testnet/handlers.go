@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -54,4 +55,48 @@ func ReadSinkCount(r io.Reader) (uint64, error) {
 		return 0, err
 	}
 	return binary.BigEndian.Uint64(b[:]), nil
+}
+
+// The one-line requests Respond understands, and its answer. They play
+// HTTP/1.x without the headers: RequestServerCloses is a request with
+// "Connection: close" (the server closes first and holds TIME_WAIT, as
+// in the issue 13 measurements), RequestClientCloses one after which the
+// client closes first (the client holds TIME_WAIT).
+const (
+	RequestClientCloses = "GET /keep\n"
+	RequestServerCloses = "GET /close\n"
+	RespondReply        = "200 OK\n"
+	// MaxRequestLine bounds a request line; a longer one is an error.
+	MaxRequestLine = 1024
+)
+
+// Respond reads one request line (up to '\n', at most MaxRequestLine
+// bytes; bytes after the line are ignored) and writes RespondReply. After RequestServerCloses it returns at
+// once, so the server closes first; after any other request it waits for
+// the client's FIN (EOF) and then returns.
+func Respond(c *Conn) error {
+	buf := make([]byte, MaxRequestLine)
+	n := 0
+	for {
+		m, err := c.Read(buf[n:])
+		n += m
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			n = i + 1
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if n == len(buf) {
+			return errors.New("testnet: request line too long")
+		}
+	}
+	if _, err := c.Write([]byte(RespondReply)); err != nil {
+		return err
+	}
+	if string(buf[:n]) == RequestServerCloses {
+		return nil
+	}
+	_, err := io.Copy(io.Discard, c)
+	return err
 }

@@ -189,6 +189,21 @@ func (h *Host) AddDefaultRoute(ifname string, gw netip.Addr) error {
 	return nil
 }
 
+// AddAddress adds addr to h's interface ifname as a further address (the
+// kernel answers ARP for it like for the first one); it goes with the
+// namespace.
+func (h *Host) AddAddress(ifname string, addr netip.Prefix) error {
+	link, err := h.nl.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("testnet: %s in %s: %w", ifname, h.NS, err)
+	}
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(addr.Bits(), 32)}}
+	if err := h.nl.AddrAdd(link, a); err != nil {
+		return fmt.Errorf("testnet: address %s on %s in %s: %w", addr, ifname, h.NS, err)
+	}
+	return nil
+}
+
 // Hosts returns every namespace of the topology in creation order.
 func (t *Topology) Hosts() []*Host {
 	t.mu.Lock()

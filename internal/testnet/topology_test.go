@@ -195,3 +195,18 @@ func TestPrefixes(t *testing.T) {
 		t.Error("RandomPrefix with a 1-character base accepted")
 	}
 }
+
+// An added address answers like the first one (ARP included).
+func TestAddAddress(t *testing.T) {
+	p := newPair(t)
+	extra := XLBExtraIP(0)
+	if err := p.b.AddAddress("eth0", netip.PrefixFrom(extra, 24)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.b.Serve(":8080", Echo); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.EchoCheck(netip.AddrPortFrom(extra, 8080).String(), []byte("hello"), waitLong); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,226 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/testnet"
+)
+
+// CloseOrder says which side of a connection closes first, and so which
+// one holds TIME_WAIT for its 4-tuple.
+type CloseOrder int
+
+const (
+	// ClientFirst: after the reply the client sends FIN first; the server
+	// answers with its own (testnet.RequestClientCloses). The client holds
+	// TIME_WAIT.
+	ClientFirst CloseOrder = iota
+	// ServerFirst: the server closes right after its reply, as an HTTP
+	// server does for "Connection: close" (testnet.RequestServerCloses);
+	// the client reads to EOF and closes. The server holds TIME_WAIT, so a
+	// balancer must not hand the server's 4-tuple out again for 60 s
+	// (issue 13).
+	ServerFirst
+)
+
+func (o CloseOrder) String() string {
+	if o == ServerFirst {
+		return "server-first"
+	}
+	return "client-first"
+}
+
+func (o CloseOrder) request() []byte {
+	if o == ServerFirst {
+		return []byte(testnet.RequestServerCloses)
+	}
+	return []byte(testnet.RequestClientCloses)
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultWorkers = 16 // as the issue 13 measurements (wrk, 16 connections)
+	DefaultWindow  = 10 * time.Second
+	// DefaultConnectTimeout lets a SYN be retransmitted (after 1 s, then
+	// 3 s) before the connect counts as failed, so a lost SYN shows as a
+	// slow connect, the stall issue 13 is about.
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultIOTimeout      = 10 * time.Second
+)
+
+// Config describes one churn run.
+type Config struct {
+	// Target is the address every connection goes to (a listen address of
+	// XLB, a backend, a NAT address), serving testnet.Respond.
+	Target netip.AddrPort
+	// Workers is the number of connections in flight at once, each a loop
+	// of its own (0: DefaultWorkers). The workers run as fast as the path
+	// allows: the lab's full rate.
+	Workers int
+	// Duration is how long workers start new connections (required).
+	Duration time.Duration
+	// Close is who closes first.
+	Close CloseOrder
+	// Window is the width of the completion windows (0: DefaultWindow).
+	Window time.Duration
+	// ConnectTimeout bounds one connect, IOTimeout the exchange after it
+	// (0: the defaults).
+	ConnectTimeout, IOTimeout time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if !c.Target.IsValid() {
+		return c, errors.New("loadgen: no target")
+	}
+	if c.Duration <= 0 {
+		return c, errors.New("loadgen: no duration")
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Workers < 0 {
+		return c, fmt.Errorf("loadgen: %d workers", c.Workers)
+	}
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.IOTimeout <= 0 {
+		c.IOTimeout = DefaultIOTimeout
+	}
+	return c, nil
+}
+
+// Run opens connections from h's namespace to cfg.Target with cfg.Workers
+// workers for cfg.Duration (or until ctx ends) and returns what they
+// measured once every worker finished its last connection. Each
+// connection: connect (timed), send the close order's request, read
+// testnet.RespondReply, close in the chosen order. A failed connection
+// is counted by kind and the worker goes on with the next. The error is
+// about the run itself (bad Config, a worker that could not enter the
+// namespace), never about a connection.
+func Run(ctx context.Context, h *testnet.Host, cfg Config) (*Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	deadline := start.Add(cfg.Duration)
+	ws := make([]*worker, cfg.Workers)
+	errs := make([]error, cfg.Workers)
+	var wg sync.WaitGroup
+	for i := range ws {
+		ws[i] = &worker{cfg: cfg, start: start}
+		wg.Go(func() {
+			errs[i] = h.Do(func() error { ws[i].loop(ctx, deadline); return nil })
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return merge(cfg, start, time.Since(start), ws), nil
+}
+
+// worker is one loop of connections; its records are merged at the end.
+type worker struct {
+	cfg   Config
+	start time.Time
+
+	windows   []int           // completions per window since start
+	connects  []time.Duration // connect time of each established connection
+	refusals  []time.Duration // connect time of each refused one
+	failures  [numFailures]int
+	firstErrs []error
+}
+
+// loop runs connections until deadline or ctx ends. It runs on a thread
+// in the namespace (testnet.Host.Do), where its sockets are created.
+func (w *worker) loop(ctx context.Context, deadline time.Time) {
+	d := net.Dialer{Timeout: w.cfg.ConnectTimeout}
+	target := w.cfg.Target.String()
+	req := w.cfg.Close.request()
+	buf := make([]byte, 2*len(testnet.RespondReply))
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		t0 := time.Now()
+		c, err := d.DialContext(ctx, "tcp", target)
+		took := time.Since(t0)
+		if err != nil {
+			if ctx.Err() != nil {
+				return // cancelled: not a failure of the path
+			}
+			kind := classify(err, true)
+			if kind == Refused {
+				w.refusals = append(w.refusals, took)
+			}
+			w.fail(kind, err)
+			continue
+		}
+		w.connects = append(w.connects, took)
+		if err := w.exchange(c.(*net.TCPConn), req, buf); err != nil {
+			w.fail(classify(err, false), err)
+			continue
+		}
+		i := int(time.Since(w.start) / w.cfg.Window)
+		for len(w.windows) <= i {
+			w.windows = append(w.windows, 0)
+		}
+		w.windows[i]++
+	}
+}
+
+// exchange sends req, reads the reply and closes c in the configured
+// order.
+func (w *worker) exchange(c *net.TCPConn, req, buf []byte) error {
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(w.cfg.IOTimeout)); err != nil {
+		return err
+	}
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	want := len(testnet.RespondReply)
+	var n int
+	var err error
+	if w.cfg.Close == ServerFirst {
+		// Read to the server's FIN; a byte more than the reply is wrong.
+		n, err = io.ReadFull(c, buf[:want+1])
+		if errors.Is(err, io.ErrUnexpectedEOF) && n == want {
+			err = nil
+		} else if err == nil {
+			err = errBadReply
+		}
+	} else {
+		n, err = io.ReadFull(c, buf[:want])
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = errBadReply
+	}
+	if err != nil {
+		return err
+	}
+	if string(buf[:n]) != testnet.RespondReply {
+		return errBadReply
+	}
+	return c.Close() // client first: our FIN; server first: the answer to its FIN
+}
+
+// maxErrors bounds the errors a run keeps as examples.
+const maxErrors = 10
+
+func (w *worker) fail(kind Failure, err error) {
+	w.failures[kind]++
+	if len(w.firstErrs) < maxErrors {
+		at := time.Since(w.start).Round(time.Millisecond)
+		w.firstErrs = append(w.firstErrs, fmt.Errorf("%v at +%v: %w", kind, at, err))
+	}
+}

@@ -1,0 +1,95 @@
+package loadgen
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/testnet"
+)
+
+// pair is a client (192.0.2.20) and a server (192.0.2.31, testnet.Respond
+// on :8080) joined by a veth pair, closed in t.Cleanup.
+func pair(t *testing.T) (client *testnet.Host, srv *testnet.Server) {
+	t.Helper()
+	testnet.RequireRoot(t)
+	prefix, err := testnet.RandomPrefix("lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, err := testnet.New(testnet.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tn.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	var server *testnet.Host
+	err = tn.Build([]testnet.Step{
+		{Name: "hosts", Run: func() (err error) {
+			if client, err = tn.AddHost("client"); err == nil {
+				server, err = tn.AddHost("server")
+			}
+			return err
+		}},
+		{Name: "pair", Run: func() error {
+			return tn.Pair(client, "eth0", netip.PrefixFrom(testnet.ClientIP(0), 24), server, "eth0", netip.PrefixFrom(testnet.OneArmBackendIP(0), 24))
+		}},
+		{Name: "server", Run: func() (err error) { srv, err = server.Serve(":8080", testnet.Respond); return err }},
+		{Name: "sysctls", Run: func() error { return ReuseSourcePorts(client) }},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, srv
+}
+
+// Both close orders complete connections in every window without a
+// failure, and the server served every one of them.
+func TestRunBothOrders(t *testing.T) {
+	client, srv := pair(t)
+	target := netip.AddrPortFrom(testnet.OneArmBackendIP(0), 8080)
+	for _, order := range []CloseOrder{ClientFirst, ServerFirst} {
+		t.Run(order.String(), func(t *testing.T) {
+			r, err := Run(context.Background(), client, Config{
+				Target: target, Workers: 4, Duration: 3 * time.Second, Window: time.Second, Close: order,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(r)
+			if r.Failed() != 0 {
+				t.Fatalf("failures: %s %v", r.FailureSummary(), r.Errors)
+			}
+			if len(r.Windows) != 3 || r.Completed == 0 || len(r.Connects) != r.Completed {
+				t.Fatalf("windows %v, %d completed, %d connects", r.Windows, r.Completed, len(r.Connects))
+			}
+			if st, err := srv.WaitCompleted(context.Background(), r.Completed); err != nil || st.Errors != 0 || st.Resets != 0 {
+				t.Fatalf("server: %+v, %v", st, err)
+			}
+			srv.ResetStats()
+			for i, n := range r.Windows {
+				if n == 0 {
+					t.Fatalf("window %d empty: %v", i, r.Windows)
+				}
+			}
+		})
+	}
+}
+
+// A port nobody listens on: every connect is refused and counted as such.
+func TestRunRefused(t *testing.T) {
+	client, _ := pair(t)
+	r, err := Run(context.Background(), client, Config{
+		Target: netip.AddrPortFrom(testnet.OneArmBackendIP(0), 8099), Workers: 2, Duration: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Completed != 0 || r.Failed() == 0 || r.Failures[Refused] != r.Failed() || len(r.RefusedIn) != r.Failed() {
+		t.Fatalf("%v; errors %v", r, r.Errors)
+	}
+}

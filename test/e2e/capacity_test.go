@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/test/lab"
+)
+
+// Helpers of the issue 13 lab tests (churn, SYN flood, RST storm, next
+// hops, host settings) and of the churn benchmark: the daemon's SNAT
+// space and flow table, and its counters.
+
+// respondLab is a one-arm lab whose backends serve testnet.Respond on
+// :8080 (listen :80 of labConfig), the server of the churn runs.
+func respondLab(t testing.TB) *lab.Lab {
+	t.Helper()
+	l := lab.New(t, lab.Options{Topology: lab.OneArm, EchoPort: -1, SinkPort: -1})
+	for _, b := range l.Backends {
+		if _, err := b.Serve(":8080", testnet.Respond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+// capacity shapes the daemon's SNAT space and flow table.
+type capacity struct {
+	// addrs is the number of SNAT addresses: XLB's 192.0.2.10 and
+	// addrs-1 of testnet.XLBExtraIP, which withCapacity adds to XLB's
+	// eth0 (snat.ip as a list, issue 13).
+	addrs int
+	// portLo, portHi are snat.port_range.
+	portLo, portHi int
+	// maxConnections is flow_table.max_connections.
+	maxConnections int
+	// embryonicTTL is flow_table.embryonic_ttl_secs; 0 leaves the default.
+	embryonicTTL int
+}
+
+// portsPerBackend is how many SNAT ports the daemon has toward each
+// backend.
+func (c capacity) portsPerBackend() int { return c.addrs * (c.portHi - c.portLo + 1) }
+
+// rateCap is the sustained rate of new connections whose backends close
+// first that the SNAT space allows with backends: each port stays with
+// its backend for the backend's 60 s of TIME_WAIT (issue 13).
+func (c capacity) rateCap(backends int) float64 {
+	return float64(c.portsPerBackend()*backends) / 60
+}
+
+// The one-arm blocks of labConfig that withCapacity replaces.
+const (
+	labSNATBlock      = "snat:\n  ip: 192.0.2.10\n  port_range: \"40000-59999\"\n"
+	labFlowTableBlock = "flow_table:\n  max_connections: 65536\n"
+)
+
+// withCapacity adds the extra SNAT addresses to XLB's eth0 and returns
+// labConfig(l, extra) with its snat and flow_table blocks set from c.
+func withCapacity(t testing.TB, l *lab.Lab, extra string, c capacity) string {
+	t.Helper()
+	cfg := labConfig(l, extra)
+	if !strings.Contains(cfg, labSNATBlock) || !strings.Contains(cfg, labFlowTableBlock) {
+		t.Fatalf("labConfig changed its snat or flow_table block; withCapacity needs updating:\n%s", cfg)
+	}
+	addrs := []string{lab.XLBFrontIP.String()}
+	for i := range c.addrs - 1 {
+		ip := testnet.XLBExtraIP(i)
+		if err := l.XLB.AddAddress("eth0", netip.PrefixFrom(ip, testnet.FrontNet.Bits())); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ip.String())
+	}
+	snat := fmt.Sprintf("snat:\n  ip: [%s]\n  port_range: \"%d-%d\"\n", strings.Join(addrs, ", "), c.portLo, c.portHi)
+	flow := fmt.Sprintf("flow_table:\n  max_connections: %d\n", c.maxConnections)
+	if c.embryonicTTL > 0 {
+		flow += fmt.Sprintf("  embryonic_ttl_secs: %d\n", c.embryonicTTL)
+	}
+	cfg = strings.Replace(cfg, labSNATBlock, snat, 1)
+	return strings.Replace(cfg, labFlowTableBlock, flow, 1)
+}
+
+// counter is the current value of a counter (or gauge) the daemon's
+// metrics listener serves, with the given labels (nil: the first series).
+func counter(t testing.TB, l *lab.Lab, name string, labels map[string]string) float64 {
+	t.Helper()
+	return metricValue(t, scrape(t, l), name, labels)
+}
+
+// waitCounter polls counter until ok holds (the metrics follow the
+// maintenance loop's samples, a second or so behind the data path) or
+// timeout passes, and returns the last value read.
+func waitCounter(t testing.TB, l *lab.Lab, name string, labels map[string]string, timeout time.Duration, ok func(float64) bool) (float64, bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := counter(t, l, name, labels)
+		if ok(v) {
+			return v, true
+		}
+		if time.Now().After(deadline) {
+			return v, false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

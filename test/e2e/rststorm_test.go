@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"golang.org/x/sys/unix"
+
+	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/test/lab"
+)
+
+// RST storm sizes: spoofed resets per held connection and direction, and
+// the pace (a veth with an XDP program has a 256-frame ring: bursts
+// beyond it are dropped before XLB sees them).
+const (
+	stormConns    = 20
+	stormPerDir   = 100
+	stormBurst    = 32
+	stormBurstGap = time.Millisecond
+)
+
+// A storm of spoofed RSTs that carry the real 4-tuples of established
+// connections, in both directions, but sequence numbers outside the
+// receiver's window (RFC 5961 §3): XLB drops and counts every one
+// (xlb_rst_out_of_window_total), and no connection dies. A legitimate
+// RST (a close with SO_LINGER 0) still ends its pair.
+func TestRSTStorm(t *testing.T) {
+	l := newTupleLab(t)
+	p := startXLB(t, l.Lab, labConfig(l.Lab, ""))
+	isns, err := captureISNs(l.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := holdConnections(t, l.Client(), stormConns, 50*time.Millisecond)
+	seqs, err := isns.wait(held.conns, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	raw, err := l.Client().RawIPv4()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rng := rand.New(rand.NewPCG(13, 5961))
+	var pkts [][]byte
+	for _, hc := range held.conns {
+		s := seqs[hc.client.Port()]
+		for range stormPerDir {
+			// Toward the backend, as from the client: out of the
+			// backend's window, whose left edge is near the client's ISN.
+			pkts = append(pkts, spoofedRST(hc.client, churnVIP, s.client+outOfWindow(rng), rng))
+			// Toward the client, as from the backend: out of the
+			// client's window, near the backend's ISN.
+			pkts = append(pkts, spoofedRST(hc.backend, hc.snat, s.backend+outOfWindow(rng), rng))
+		}
+	}
+	rng.Shuffle(len(pkts), func(i, j int) { pkts[i], pkts[j] = pkts[j], pkts[i] })
+	for i, pkt := range pkts {
+		if err := raw.Send(pkt); err != nil {
+			t.Fatalf("spoofed RST %d: %v", i, err)
+		}
+		if i%stormBurst == stormBurst-1 {
+			time.Sleep(stormBurstGap)
+		}
+	}
+	sent := float64(len(pkts))
+	got, ok := waitCounter(t, l.Lab, "xlb_rst_out_of_window_total", nil, 30*time.Second, func(v float64) bool { return v >= sent })
+	t.Logf("%d spoofed out-of-window RSTs on %d connections; xlb_rst_out_of_window_total %v", len(pkts), stormConns, got)
+	if !ok {
+		t.Fatalf("xlb_rst_out_of_window_total %v, want the %v spoofed RSTs counted", got, sent)
+	}
+	if got != sent {
+		t.Fatalf("xlb_rst_out_of_window_total %v, want exactly the %v spoofed RSTs", got, sent)
+	}
+	held.halt()
+	held.check(t, "after the storm")
+
+	// One legitimate RST: the client closes with SO_LINGER 0.
+	victim := held.conns[0]
+	held.remove(victim)
+	before := counter(t, l.Lab, "xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "rst"})
+	if err := victim.c.SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	victim.c.Close()
+	srv := l.servers[backendIndex(t, l.Lab, victim.backend.Addr())]
+	if err := waitResets(srv, 1, 30*time.Second); err != nil {
+		t.Fatalf("the backend of the reset connection: %v", err)
+	}
+	if v, ok := waitCounter(t, l.Lab, "xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "rst"}, 30*time.Second,
+		func(v float64) bool { return v >= before+1 }); !ok {
+		t.Fatalf("closed by a client RST: %v, want %v: the legitimate RST did not end its pair", v, before+1)
+	}
+	if v := counter(t, l.Lab, "xlb_rst_out_of_window_total", nil); v != sent {
+		t.Fatalf("xlb_rst_out_of_window_total %v after the legitimate RST, want still %v", v, sent)
+	}
+	rounds := held.finish(t)
+	t.Logf("%d connections survived the storm (%d round trips); the legitimate RST ended its pair", len(held.conns), rounds)
+	stopXLB(t, l.Lab, p)
+}
+
+// outOfWindow is an offset from a direction's initial sequence number
+// that no window can reach: between 2^29 and 2^32 - 2^29 (a window is at
+// most 2^30 with scaling, and the held connections move a few hundred
+// kilobytes).
+func outOfWindow(rng *rand.Rand) uint32 { return 1<<29 + rng.Uint32N(1<<32-1<<30) }
+
+// spoofedRST is an IPv4 TCP RST from src to dst with sequence number seq;
+// every other one also carries ACK with a random acknowledgment number.
+func spoofedRST(src, dst netip.AddrPort, seq uint32, rng *rand.Rand) []byte {
+	ip := &layers.IPv4{Version: 4, TTL: 64, Id: uint16(rng.Uint32()), Protocol: layers.IPProtocolTCP, SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice()}
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(src.Port()), DstPort: layers.TCPPort(dst.Port()), Seq: seq, RST: true}
+	if rng.IntN(2) == 0 {
+		tcp.ACK, tcp.Ack = true, rng.Uint32()
+	}
+	tcp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ip, tcp); err != nil {
+		panic(err) // fixed layers: cannot fail
+	}
+	return buf.Bytes()
+}
+
+// connISNs are the initial sequence numbers of one connection: the
+// client's (its SYN) and the backend's (its SYN-ACK; XLB translates
+// addresses and ports, not sequence numbers).
+type connISNs struct{ client, backend uint32 }
+
+// isnCapture records the ISNs of the client's connections to listenAddr
+// by client port, from a capture on the client's eth0.
+type isnCapture struct {
+	mu   sync.Mutex
+	seen map[uint16]*connISNs
+	syn  map[uint16]bool
+	ack  map[uint16]bool
+	err  error
+	stop chan struct{}
+	done chan struct{}
+}
+
+// captureISNs starts capturing on client's eth0; open the connections
+// after it returns.
+func captureISNs(client *lab.Host) (*isnCapture, error) {
+	capt, err := client.Capture("eth0")
+	if err != nil {
+		return nil, err
+	}
+	c := &isnCapture{seen: map[uint16]*connISNs{}, syn: map[uint16]bool{}, ack: map[uint16]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go c.read(capt)
+	return c, nil
+}
+
+func (c *isnCapture) read(capt *testnet.Capture) {
+	defer close(c.done)
+	defer capt.Close()
+	buf := make([]byte, 2048)
+	for {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		n, err := capt.Read(buf, 100*time.Millisecond)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+			return
+		}
+		pkt := gopacket.NewPacket(buf[:n], layers.LayerTypeEthernet, gopacket.NoCopy)
+		tcp, ok := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		if !ok || !tcp.SYN {
+			continue
+		}
+		c.mu.Lock()
+		switch {
+		case !tcp.ACK && uint16(tcp.DstPort) == churnVIP.Port():
+			c.entry(uint16(tcp.SrcPort)).client = tcp.Seq
+			c.syn[uint16(tcp.SrcPort)] = true
+		case tcp.ACK && uint16(tcp.SrcPort) == churnVIP.Port():
+			c.entry(uint16(tcp.DstPort)).backend = tcp.Seq
+			c.ack[uint16(tcp.DstPort)] = true
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *isnCapture) entry(port uint16) *connISNs {
+	e := c.seen[port]
+	if e == nil {
+		e = &connISNs{}
+		c.seen[port] = e
+	}
+	return e
+}
+
+// wait returns the ISNs of conns by client port once the capture saw
+// both handshake halves of each, and stops the capture.
+func (c *isnCapture) wait(conns []*heldConn, timeout time.Duration) (map[uint16]connISNs, error) {
+	defer func() { close(c.stop); <-c.done }()
+	deadline := time.Now().Add(timeout)
+	for {
+		c.mu.Lock()
+		missing, err := 0, c.err
+		out := map[uint16]connISNs{}
+		for _, hc := range conns {
+			port := hc.client.Port()
+			if !c.syn[port] || !c.ack[port] {
+				missing++
+				continue
+			}
+			out[port] = *c.seen[port]
+		}
+		c.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("capture: %w", err)
+		}
+		if missing == 0 {
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the capture saw the handshakes of %d of %d connections", len(conns)-missing, len(conns))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// backendIndex is the index of the backend with address ip.
+func backendIndex(t testing.TB, l *lab.Lab, ip netip.Addr) int {
+	t.Helper()
+	for i, b := range l.Backends {
+		if b.IP() == ip {
+			return i
+		}
+	}
+	t.Fatalf("no backend %v", ip)
+	return -1
+}
+
+// waitResets polls until s has recorded at least n connections reset by
+// the peer.
+func waitResets(s *testnet.Server, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		st := s.Stats()
+		if st.Resets >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d connections reset by the client, want %d (stats %+v)", st.Resets, n, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
