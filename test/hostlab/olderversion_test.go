@@ -5,11 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/test/pkgtest"
 )
 
@@ -19,53 +21,98 @@ import (
 // meet first.
 const preHotUpgrade = "644d6c7c6a71b2a501479e5a7f6dca8272c3e9d7"
 
-// v0 is the package version of preHotUpgrade's build (below v1).
-const v0 = "0.0.1~hostlab.0"
+// layout2Release is the last commit of pinned layout 2 (bpf/layout.h
+// XLB_LAYOUT_VERSION 2, before issue 13): it hands over, and its pins are
+// migrated entry by entry into layout 3 by the successor.
+const layout2Release = "84dceb37dd6385673d0e72e6aa5d22e137dcae9f"
 
-var (
-	oldOnce sync.Once
-	oldPkgs pkgtest.Packages
-	oldErr  error
-	oldSkip string
+// v0 and vLayout2 are the package versions of the two older builds (both
+// below v1).
+const (
+	v0       = "0.0.1~hostlab.0"
+	vLayout2 = "0.0.1~hostlab.0.2"
 )
 
-// olderPackages builds preHotUpgrade's packages once (git archive into the
-// work directory, `make package` there with this tree's nfpm). It skips t
-// when the commit is not in this clone (a shallow one).
-func olderPackages(t *testing.T) pkgtest.Packages {
+// olderRelease is an older commit's packages, built once per test binary.
+type olderRelease struct {
+	commit, version, dir string
+
+	once sync.Once
+	pkgs pkgtest.Packages
+	err  error
+	skip string
+}
+
+var (
+	preHotUpgradePkgs = &olderRelease{commit: preHotUpgrade, version: v0, dir: "0"}
+	layout2Pkgs       = &olderRelease{commit: layout2Release, version: vLayout2, dir: "0-layout2"}
+)
+
+// packages builds the release's packages once (git archive into the work
+// directory, `make package` there with this tree's nfpm). It skips t when
+// the commit is not in this clone (a shallow one).
+func (r *olderRelease) packages(t *testing.T) pkgtest.Packages {
 	t.Helper()
-	oldOnce.Do(func() {
+	r.once.Do(func() {
 		root, err := pkgtest.ModuleRoot()
 		if err != nil {
-			oldErr = err
+			r.err = err
 			return
 		}
-		if err := exec.Command("git", "-C", root, "cat-file", "-e", preHotUpgrade+"^{commit}").Run(); err != nil {
-			oldSkip = "commit " + preHotUpgrade + " is not in this clone (shallow?): the upgrade from a version without hot upgrade is not tested"
+		if err := exec.Command("git", "-C", root, "cat-file", "-e", r.commit+"^{commit}").Run(); err != nil {
+			r.skip = "commit " + r.commit + " is not in this clone (shallow?): the upgrade from it is not tested"
 			return
 		}
 		start := time.Now()
-		src := filepath.Join(workDir, "src-"+v0)
-		if oldErr = os.MkdirAll(src, 0o755); oldErr != nil {
+		src := filepath.Join(workDir, "src-"+r.version)
+		if r.err = os.MkdirAll(src, 0o755); r.err != nil {
 			return
 		}
-		out, err := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, preHotUpgrade, src).CombinedOutput()
+		out, err := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, r.commit, src).CombinedOutput()
 		if err != nil {
-			oldErr = err
+			r.err = err
 			t.Logf("git archive: %s", out)
 			return
 		}
-		oldPkgs, oldErr = pkgtest.BuildTree(src, filepath.Join(workDir, "0"), v0,
-			"NFPM="+filepath.Join(root, ".cache", "bin", "nfpm"), "REVISION="+preHotUpgrade)
-		t.Logf("hostlab: packages %s of %s built in %s", v0, preHotUpgrade[:12], time.Since(start).Round(100*time.Millisecond))
+		r.pkgs, r.err = pkgtest.BuildTree(src, filepath.Join(workDir, r.dir), r.version,
+			"NFPM="+filepath.Join(root, ".cache", "bin", "nfpm"), "REVISION="+r.commit)
+		t.Logf("hostlab: packages %s of %s built in %s", r.version, r.commit[:12], time.Since(start).Round(100*time.Millisecond))
 	})
-	if oldSkip != "" {
-		t.Skip(oldSkip)
+	if r.skip != "" {
+		t.Skip(r.skip)
 	}
-	if oldErr != nil {
-		t.Fatal(oldErr)
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	return oldPkgs
+	return r.pkgs
+}
+
+// boot builds the release's packages and boots a host (bootHost) holding
+// them; it returns the host and the packages' paths inside (deb, rpm).
+func (r *olderRelease) boot(t *testing.T, name string) (*host, string, string) {
+	t.Helper()
+	p := r.packages(t)
+	h := bootHost(t, name)
+	deb, rpm := h.putPackages(p)
+	return h, deb, rpm
+}
+
+// putPackages copies p into the container's package directory and returns
+// their paths there (deb, rpm).
+func (h *host) putPackages(p pkgtest.Packages) (string, string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, f := range []string{p.Deb, p.RPM} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if err := h.c.WriteFile(ctx, filepath.Join(pkgDir, filepath.Base(f)), b, 0o644); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return filepath.Join(pkgDir, filepath.Base(p.Deb)), filepath.Join(pkgDir, filepath.Base(p.RPM))
 }
 
 // TestUpgradeFromOlderVersion upgrades a running xlb of a version without
@@ -74,21 +121,8 @@ func olderPackages(t *testing.T) pkgtest.Packages {
 // are reset, and the new version runs.
 func TestUpgradeFromOlderVersion(t *testing.T) {
 	setup(t)
-	old := olderPackages(t)
 	testStart := time.Now()
-	h := bootHost(t, "oldup")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for _, p := range []string{old.Deb, old.RPM} {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.c.WriteFile(ctx, filepath.Join(pkgDir, filepath.Base(p)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	oldDeb, oldRPM := filepath.Join(pkgDir, filepath.Base(old.Deb)), filepath.Join(pkgDir, filepath.Base(old.RPM))
+	h, oldDeb, oldRPM := preHotUpgradePkgs.boot(t, "oldup")
 
 	// upgraded checks what an upgrade from v0 to v1 left: one restart (one
 	// shutdown window of the old process), the new version serving.
@@ -154,4 +188,58 @@ func TestUpgradeFromOlderVersion(t *testing.T) {
 	})
 
 	t.Logf("whole older-version upgrade test: %s", time.Since(testStart).Round(100*time.Millisecond))
+}
+
+// TestHotUpgradeFromLayout2 hot-upgrades a running xlb of the last
+// release of pinned layout 2 to this build with apt while 50 connections
+// stream both ways: the package scripts reload xlb (the running version
+// hands over), the successor migrates the layout 2 pins into layout 3
+// (every pair gets a next-hop slot and a SNAT port bit), and every
+// connection lives on; new connections get ports of their own.
+func TestHotUpgradeFromLayout2(t *testing.T) {
+	setup(t)
+	testStart := time.Now()
+	h, oldDeb, _ := layout2Pkgs.boot(t, "l2up")
+
+	h.sh("apt-get", "install", "-y", "--no-install-recommends", oldDeb)
+	if caps := h.sh("xlb", "capabilities"); !slices.Contains(strings.Fields(caps), "hot-upgrade") {
+		t.Fatalf("xlb capabilities of %s = %q, want a line hot-upgrade", vLayout2, caps)
+	}
+	h.configure()
+	h.sh("systemctl", "enable", "--now", "xlb")
+	if v := h.statusVersion(); v != vLayout2 {
+		t.Fatalf("running version %q, want %s", v, vLayout2)
+	}
+	s := h.openStreams(50)
+	pid := h.mainPID()
+	since := h.cursor()
+	out := h.sh("apt-get", "install", "-y", "--no-install-recommends", "-o", "Dpkg::Options::=--force-confold", debIn(0))
+	if !strings.Contains(out, "the new version took over") {
+		t.Errorf("apt output lacks the hand-off:\n%s", out)
+	}
+	if now := h.mainPID(); now == pid || now == 0 {
+		t.Errorf("MainPID %d after the upgrade (before %d)", now, pid)
+	}
+	d := h.status()
+	if d.Version != v1 {
+		t.Errorf("status API version %q after the upgrade, want %s", d.Version, v1)
+	}
+	if d.Upgrades.Start != api.StartHandedOver || d.Upgrades.AdoptedPairs < len(s.list) {
+		t.Errorf("upgrades %+v: want start %q with at least %d adopted pairs", d.Upgrades, api.StartHandedOver, len(s.list))
+	}
+	j := h.journal(since)
+	if !strings.Contains(j, "from_layout=2") || !strings.Contains(j, "start=migrated") {
+		t.Errorf("journal lacks the migration from layout 2:\n%s", j)
+	}
+	if n := adoptedPairs(j); n < len(s.list) {
+		t.Errorf("the successor adopted %d pairs, want at least %d:\n%s", n, len(s.list), j)
+	}
+	h.keepFlowing(s, 3)
+	h.traffic(8)
+	if err := s.close(); err != nil {
+		t.Fatalf("streams across the migration: %v", err)
+	}
+	h.checkBackendsClean()
+	t.Logf("apt-get install %s -> %s (layout 2 -> 3) with %d streams: all kept, %d bytes echoed; adopted %d pairs; whole test %s",
+		vLayout2, v1, len(s.list), s.bytes(), d.Upgrades.AdoptedPairs, time.Since(testStart).Round(100*time.Millisecond))
 }
