@@ -60,6 +60,18 @@ struct nexthop_claim {
 	int found;
 };
 
+/* Name slot id (nh) for c: stamp it, and write c's MACs into it when write_macs. */
+static __always_inline void nexthop_take(struct nexthop *nh, struct nexthop_claim *c, __u32 id, int write_macs)
+{
+	if (write_macs) {
+		copy_mac(nh->smac, c->smac);
+		copy_mac(nh->dmac, c->dmac);
+	}
+	nh->used = c->now;
+	c->id = id;
+	c->found = 1;
+}
+
 /*
  * One probe: the slot is this next hop's (refresh its MACs and stamp it),
  * or free (claim it with compare-and-swap on ifindex). A slot that another
@@ -76,14 +88,8 @@ static long nexthop_probe(__u64 i, void *arg)
 	if (!nh)
 		return 1;
 	if (nh->ifindex == c->ifindex && nh->ip_be == c->ip && (c->ip || mac_equal(nh->dmac, c->dmac))) {
-		if (c->ip) {
-			/* a resolved neighbour: the FIB's answer is the current one */
-			copy_mac(nh->smac, c->smac);
-			copy_mac(nh->dmac, c->dmac);
-		}
-		nh->used = c->now;
-		c->id = id;
-		c->found = 1;
+		/* this next hop's: a resolved neighbour's MACs are the FIB's current answer */
+		nexthop_take(nh, c, id, c->ip != 0);
 		return 1;
 	}
 	if (nh->ifindex)
@@ -91,11 +97,7 @@ static long nexthop_probe(__u64 i, void *arg)
 	if (__sync_val_compare_and_swap(&nh->ifindex, 0, c->ifindex) != 0)
 		return 0;
 	nh->ip_be = c->ip;
-	copy_mac(nh->smac, c->smac);
-	copy_mac(nh->dmac, c->dmac);
-	nh->used = c->now;
-	c->id = id;
-	c->found = 1;
+	nexthop_take(nh, c, id, 1);
 	return 1;
 }
 
