@@ -72,7 +72,7 @@ func logSNATCounters(t *testing.T, l *lab.Lab) float64 {
 // 60 s of client-first churn with 1,000 SNAT ports per backend and 3
 // backends: a port is free again as soon as the client's FIN ends its
 // pair, so nothing is refused (no client error, no SNAT exhaustion).
-func TestChurnClientFirst(t *testing.T) {
+func TestCapacityChurnClientFirst(t *testing.T) {
 	c := capacity{addrs: 1, portLo: 40000, portHi: 40999, maxConnections: 262144}
 	l := startChurn(t, c)
 	r := runChurn(t, l, loadgen.Config{Duration: 60 * time.Second, Close: loadgen.ClientFirst})
@@ -97,7 +97,7 @@ func TestChurnClientFirst(t *testing.T) {
 // more than 900 ms and no 10 s window falls below 0.8 x the first. The
 // SNAT space (8 addresses x 20,000 ports x 3 backends / 60 s = 8,000/s)
 // exceeds the lab's full rate, so nothing is refused either.
-func TestChurnServerFirst(t *testing.T) {
+func TestCapacityChurnServerFirst(t *testing.T) {
 	c := capacity{addrs: 8, portLo: 40000, portHi: 59999, maxConnections: 524288}
 	l := startChurn(t, c)
 	r := runChurn(t, l, loadgen.Config{Duration: 120 * time.Second, Close: loadgen.ServerFirst})
@@ -121,7 +121,7 @@ func TestChurnServerFirst(t *testing.T) {
 // out within a second: the excess is refused at once with a RST
 // (ECONNREFUSED, never a stalled SYN) and counted in
 // xlb_snat_port_exhausted_total.
-func TestChurnSmallRange(t *testing.T) {
+func TestCapacityChurnSmallRange(t *testing.T) {
 	c := capacity{addrs: 1, portLo: 40000, portHi: 40099, maxConnections: 65536}
 	l := startChurn(t, c)
 	r := runChurn(t, l, loadgen.Config{Duration: 5 * time.Second, Workers: 4, Close: loadgen.ServerFirst})

@@ -31,7 +31,7 @@ const (
 // never displaced), and once the flood stops new connections succeed
 // again within the embryonic TTL + 2 s (the embryonic pairs are removed
 // embryonic_ttl_secs after their SYN, whatever they saw meanwhile).
-func TestSYNFlood(t *testing.T) {
+func TestCapacitySYNFlood(t *testing.T) {
 	if _, err := exec.LookPath("hping3"); err != nil {
 		t.Fatalf("hping3 not found (Debian package hping3; `make deps` installs it): %v", err)
 	}

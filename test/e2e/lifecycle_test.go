@@ -266,10 +266,12 @@ func drain(t *testing.T, x *inprocXLB, want maintenance.Closed, opened uint64) {
 		t.Fatalf("orphaned %d, repairs %d, data-path invariant violations %d, lone %d; want all 0",
 			s.Orphaned, s.InvariantRepairs, s.Counters.InvariantViolations, s.Lone)
 	}
-	// One close event per connection, each read or counted as lost (the
-	// walk removes the pairs of lost ones), and no time-wait left.
-	if ev := s.CloseEvents; ev.Read+ev.Lost != s.Closed.Total() || ev.TimeWaitScheduled != 0 {
-		t.Fatalf("close events %+v: want read + lost = %d closures and none scheduled", ev, s.Closed.Total())
+	// Two events per connection, an open (the embryonic deadline; a
+	// closed pair's stays scheduled until then and is dropped) and a
+	// close, each read or counted as lost (the walk removes the pairs of
+	// lost ones), and no time-wait left.
+	if ev := s.CloseEvents; ev.Read+ev.Lost != s.Opened+s.Closed.Total() || ev.TimeWaitScheduled != 0 {
+		t.Fatalf("close events %+v: want read + lost = %d opens + %d closures and no time-wait scheduled", ev, s.Opened, s.Closed.Total())
 	}
 	if s.CloseEvents.Lost != 0 {
 		t.Logf("%d close events lost (the walk removed their pairs)", s.CloseEvents.Lost)

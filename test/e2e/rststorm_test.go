@@ -32,7 +32,7 @@ const (
 // receiver's window (RFC 5961 §3): XLB drops and counts every one
 // (xlb_rst_out_of_window_total), and no connection dies. A legitimate
 // RST (a close with SO_LINGER 0) still ends its pair.
-func TestRSTStorm(t *testing.T) {
+func TestCapacityRSTStorm(t *testing.T) {
 	l := newTupleLab(t)
 	p := startXLB(t, l.Lab, labConfig(l.Lab, ""))
 	isns, err := captureISNs(l.Client())
