@@ -212,7 +212,7 @@ func (d *decoder) decodeFlowTable(n *yaml.Node, path string, ft *FlowTable) {
 			}
 		}},
 		{"embryonic_ttl_secs", func(n *yaml.Node, p string) {
-			if v, ok := d.integer(n, p, int64(MinEmbryonicTTL/time.Second), int64(MaxOrphanTTL/time.Second), " seconds"); ok {
+			if v, ok := d.integer(n, p, int64(MinEmbryonicTTL/time.Second), int64(MaxOrphanTTL/time.Second), " seconds (and at most orphan_ttl_secs)"); ok {
 				ft.EmbryonicTTL = time.Duration(v) * time.Second
 			}
 		}},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"regexp"
@@ -353,7 +354,7 @@ func (v *validator) snat() {
 	for i, pm := range v.c.Ports {
 		if pm.LocalPort >= s.PortLo && pm.LocalPort <= s.PortHi {
 			v.errorf(childPath(indexPath("ports", i), "local_port"), "%d is inside snat.port_range %d-%d%s; the data path could not tell client packets from backend replies",
-				pm.LocalPort, s.PortLo, s.PortHi, sharedWhy(s.Auto, v.c.Listen.Auto))
+				pm.LocalPort, s.PortLo, s.PortHi, sharedWhy(s.Auto, v.c.Listen.Auto, slices.Index(s.IPs, v.c.Listen.IP), len(s.IPs)))
 		}
 	}
 }
@@ -406,7 +407,9 @@ func (v *validator) flowTable() {
 		int64(v.c.OrphanTTL/time.Second), int64(ft.EmbryonicTTL/time.Second))
 }
 
-func sharedWhy(snatAuto, listenAuto bool) string {
+// sharedWhy says why the SNAT address may be the listen address; shared is
+// the index of the listen address in a list of n SNAT addresses.
+func sharedWhy(snatAuto, listenAuto bool, shared, n int) string {
 	switch {
 	case snatAuto && listenAuto:
 		return " (snat.ip and listen are auto, so they may be the same address)"
@@ -414,6 +417,8 @@ func sharedWhy(snatAuto, listenAuto bool) string {
 		return " (snat.ip is auto, so it may be the listen address)"
 	case listenAuto:
 		return " (listen is auto, so it may be the snat.ip address)"
+	case n > 1:
+		return fmt.Sprintf(" and snat.ip[%d] is the listen address", shared)
 	}
 	return " and snat.ip is the listen address"
 }

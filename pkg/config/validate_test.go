@@ -176,10 +176,10 @@ func TestValidationRules(t *testing.T) {
 			`t.yaml:3: ports[1].local_port: 50000 is inside snat.port_range 50000-50000 and snat.ip is the listen address; the data path could not tell client packets from backend replies`},
 
 		{"local_port in snat range, listen address in the list", "ports:\n  - local_port: 50000\n" + backendsOnly + "listen: {ip: 192.0.2.10}\nsnat: {ip: [192.0.2.20, 192.0.2.10], port_range: 50000-50000}\n",
-			`t.yaml:2: ports[0].local_port: 50000 is inside snat.port_range 50000-50000 and snat.ip is the listen address; the data path could not tell client packets from backend replies`},
+			`t.yaml:2: ports[0].local_port: 50000 is inside snat.port_range 50000-50000 and snat.ip[1] is the listen address; the data path could not tell client packets from backend replies`},
 
 		// flow_table, state_dir, name.
-		{"embryonic_ttl_secs 0", minimal + "flow_table: {embryonic_ttl_secs: 0}\n", `t.yaml:7: flow_table.embryonic_ttl_secs: must be between 1 and 604800 seconds, got 0`},
+		{"embryonic_ttl_secs 0", minimal + "flow_table: {embryonic_ttl_secs: 0}\n", `t.yaml:7: flow_table.embryonic_ttl_secs: must be between 1 and 604800 seconds (and at most orphan_ttl_secs), got 0`},
 		{"embryonic_ttl_secs not an integer", minimal + "flow_table: {embryonic_ttl_secs: 2.5}\n", `t.yaml:7: flow_table.embryonic_ttl_secs: must be an integer, got number 2.5`},
 		{"embryonic_ttl_secs above the orphan ttl", minimal + "flow_table:\n  embryonic_ttl_secs: 301\n", `t.yaml:8: flow_table.embryonic_ttl_secs: must be at most orphan_ttl_secs (300), got 301`},
 		{"embryonic_ttl_secs above a raised orphan ttl", minimal + "orphan_ttl_secs: 600\nflow_table: {embryonic_ttl_secs: 900}\n", `t.yaml:8: flow_table.embryonic_ttl_secs: must be at most orphan_ttl_secs (600), got 900`},

@@ -112,8 +112,11 @@ func startXLBEnv(t testing.TB, l *lab.Lab, config string, env []string) (*xlbpro
 }
 
 // startBinary is startXLBEnv with the daemon's binary. When the test
-// ends the daemon (and any successor) is killed and its state_dir removed
-// (rm -rf on a bpffs unpins).
+// ends a daemon still running is stopped (SIGTERM: it removes its pins,
+// host-settings journal and namespace lock under /run/xlb; the lab
+// configs' shutdown_timeout is 1 s), then anything left (a successor, a
+// daemon that did not stop) is killed and the state_dir removed (rm -rf
+// on a bpffs unpins).
 func startBinary(t testing.TB, l *lab.Lab, binary, config string, env []string) (*xlbproc.Proc, error) {
 	t.Helper()
 	p, err := xlbproc.Start(l.XLB, binary, t.TempDir(), config, xlbproc.Options{Env: env})
@@ -121,6 +124,9 @@ func startBinary(t testing.TB, l *lab.Lab, binary, config string, env []string) 
 		return nil, err
 	}
 	t.Cleanup(func() {
+		if !p.Exited() && p.Signal(syscall.SIGTERM) == nil {
+			_, _ = p.Wait(60 * time.Second)
+		}
 		p.Kill()
 		if m := stateDirField.FindStringSubmatch(config); m != nil {
 			if err := os.RemoveAll(m[1]); err != nil {
