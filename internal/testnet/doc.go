@@ -23,7 +23,8 @@
 //   - cleanup.go: removal of leftovers by prefix (CleanupStale) and of a
 //     running topology on SIGINT/SIGTERM (CloseOnSignal).
 //   - xdppass.go: the XDP_PASS program on bridge-side veth ends;
-//     offload.go: TX checksum offload; sysctl.go: per-namespace sysctls.
+//     offload.go: TX checksum offload; sysctl.go: per-namespace sysctls;
+//     netstat.go: per-namespace TCP and IP counters (/proc/net/netstat).
 //
 // Names: a Topology's namespaces are PREFIX-ROLE and its links PREFIX-TAG
 // (at most 15 characters), so each test picks its own prefix
