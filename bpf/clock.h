@@ -24,6 +24,20 @@ static __always_inline __u32 now32(void)
 }
 
 /*
+ * The handshake clock (layout.h flow_value.syn_us): CLOCK_MONOTONIC in
+ * microseconds, low 32 bits, never 0 (0 means "not timed"; a reading of
+ * 0 becomes 1, a microsecond late once every 71 minutes). Read on SYNs
+ * that create a pair and on a pair's first SYN-ACK only: jiffies (now32)
+ * are too coarse for a handshake and the established path never reads it.
+ */
+static __always_inline __u32 now_us32(void)
+{
+	__u32 t = (__u32)(bpf_ktime_get_ns() / 1000);
+
+	return t ? t : 1;
+}
+
+/*
  * xlb_clock publishes the current jiffies and CLOCK_MONOTONIC nanoseconds in
  * xlb_shared for userspace, which runs it with BPF_PROG_TEST_RUN: the
  * maintenance loop's "now" is the data path's own clock.

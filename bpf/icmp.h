@@ -192,7 +192,7 @@ __noinline int icmp_nat(struct xdp_md *ctx)
 	port = bpf_ntohs(f.ports[0]);
 	if (f.iph->daddr != f.inner->saddr)
 		return -1;
-	if (f.inner->saddr == cfg->listen_ip_be && remote_port_for(cfg, f.ports[0]))
+	if (f.inner->saddr == cfg->listen_ip_be && port_mapping(cfg, f.ports[0]))
 		dir = XLB_DIR_CLIENT;
 	else if (port >= cfg->snat_port_lo && port <= cfg->snat_port_hi && snat_index(cfg, f.inner->saddr) >= 0)
 		dir = XLB_DIR_BACKEND;

@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 3,
+	XLB_LAYOUT_VERSION = 4,
 };
 
 /*
@@ -94,6 +94,9 @@ enum xlb_limits {
 	XLB_BACKEND_STATS_SLOTS = XLB_MAX_BACKENDS * XLB_DIRS, /* one per backend id and enum xlb_dir */
 	XLB_PAIR_EVENT_CELLS = XLB_MAX_BACKENDS * XLB_PAIR_EVENTS,
 	XLB_REAPED_CELLS = XLB_MAX_BACKENDS * XLB_REAPED_REASONS,
+	XLB_HS_BOUNDS = 16,          /* upper bounds of the handshake histogram's buckets (XLB_HS_BOUNDS_US) */
+	XLB_HS_CELLS = XLB_HS_BOUNDS + 2, /* counters per backend id in xlb_handshake (enum xlb_hs_cell) */
+	XLB_HANDSHAKE_CELLS = XLB_MAX_BACKENDS * XLB_HS_CELLS,
 };
 
 /* Flow direction, part of the flow key. */
@@ -152,7 +155,7 @@ enum xlb_flow_flags {
 
 /*
  * One directional entry: the rewrite recipe for packets matching its key, plus
- * the pair link and state. 44 bytes.
+ * the pair link and state. 48 bytes.
  *
  * The counterpart's key is not stored: it is the recipe read backwards,
  * {daddr, saddr, dport, sport, the other direction} (flow_peer_key).
@@ -180,6 +183,17 @@ enum xlb_flow_flags {
  * accepted when seq - track_seq < max(track_win, 1). Before its first ACK,
  * a client's forward entry holds its SYN's sequence + 1 in track_seq: the
  * one acknowledgement a RST answering that SYN carries.
+ *
+ * Handshake latency (xlb_handshake): syn_us is the time the data path
+ * forwarded the pair's first SYN, on the forward entry only: the low 32
+ * bits of CLOCK_MONOTONIC in microseconds (clock.h now_us32, never 0). A
+ * retransmitted SYN leaves it alone; the backend's first SYN-ACK adds its
+ * age to the backend's histogram. Ages are exact up to 2^32 µs (71
+ * minutes), far beyond a client's SYN retries (tcp_syn_retries 6: 127 s).
+ * 0 on reverse entries and on pairs created by a layout that did not time
+ * SYNs (migrated from layout 3): those are never counted. The field sits
+ * where the kernel rounded the 44-byte value of layout 3 up to 48 bytes
+ * anyway: the flow map takes no more memory for it.
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -200,9 +214,11 @@ struct flow_value {
 	__u16 backend_id;
 	__u8 wscale;       /* the sender's window scale shift (0..14), XLB_WSCALE_NONE or XLB_WSCALE_UNKNOWN */
 	__u8 pad;          /* always zero */
+	/* the handshake's latency (handshake.h) */
+	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed */
 };
 
-_Static_assert(sizeof(struct flow_value) == 44, "struct flow_value has no implicit padding");
+_Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implicit padding");
 
 /*
  * A next hop (xlb_nexthops, XLB_MAX_NEXTHOPS slots): where packets of the
@@ -229,6 +245,12 @@ struct nexthop {
 
 _Static_assert(sizeof(struct nexthop) == 24, "struct nexthop has no implicit padding");
 
+/*
+ * A listen port mapping (DESIGN §1 ports). remote_port_be 0: each
+ * backend's own port (struct backend_ref port_be; remote_port left out
+ * with a discovery provider, pkg/config PortMapping.RemotePort). A
+ * mapping never has local port 0.
+ */
 struct port_map {
 	__be16 local_port_be;
 	__be16 remote_port_be;
@@ -261,10 +283,20 @@ struct xlb_config {
 	__be32 snat_ips_be[XLB_MAX_SNAT_IPS];
 };
 
+/*
+ * A routable backend: its address, id (below XLB_MAX_BACKENDS, as
+ * flow_value.backend_id) and its own port, which mappings without a
+ * remote port use (0: none; userspace never publishes a backend without
+ * a port while such a mapping exists). 8 bytes (layout 3 held the id in
+ * 32 bits and no port).
+ */
 struct backend_ref {
 	__be32 ip_be;
-	__u32 id;
+	__u16 id;
+	__be16 port_be;
 };
+
+_Static_assert(sizeof(struct backend_ref) == 8, "struct backend_ref has no implicit padding");
 
 /* The routable set, double buffered: userspace fills the inactive slot, then flips config.active_set. */
 struct backend_set {
@@ -331,6 +363,44 @@ enum xlb_reaped_reason {
 };
 
 _Static_assert(XLB_REAPED_EMBRYONIC < XLB_REAPED_REASONS, "XLB_REAPED_REASONS counts every enum xlb_reaped_reason");
+
+/*
+ * The handshake histogram (handshake.h; issue 14 "passive handshake
+ * latency"): per backend id and CPU, how long the backend took to answer
+ * the pair's first SYN with its first SYN-ACK, as the data path saw them
+ * pass. XLB_HS_BOUNDS_US are the buckets' upper bounds in µs, log-spaced
+ * from 50 µs to 3 s: round(50 µs x 60000^(k/15)), k = 0..15, each about
+ * 2.08 times the one before. This list is their one definition: the data
+ * path's bucket choice and the enum below (which Go reads through bpf2go,
+ * pkg/dataplane HandshakeBuckets) both expand it.
+ */
+#define XLB_HS_BOUNDS_US(B)                                                            \
+	B(0, 50) B(1, 104) B(2, 217) B(3, 451) B(4, 940) B(5, 1957) B(6, 4076)         \
+	B(7, 8487) B(8, 17673) B(9, 36801) B(10, 76631) B(11, 159569) B(12, 332270)    \
+	B(13, 691886) B(14, 1440714) B(15, 3000000)
+
+/* Bucket k's upper bound in µs: XLB_HS_LE_<k>. */
+#define XLB_HS_BOUND_ENUM(k, us) XLB_HS_LE_##k = us,
+enum xlb_hs_bound {
+	XLB_HS_BOUNDS_US(XLB_HS_BOUND_ENUM)
+};
+
+#define XLB_HS_BOUND_COUNT(k, us) +1
+_Static_assert((0 XLB_HS_BOUNDS_US(XLB_HS_BOUND_COUNT)) == XLB_HS_BOUNDS, "XLB_HS_BOUNDS counts XLB_HS_BOUNDS_US");
+
+/*
+ * The cells of one backend id in xlb_handshake, at backend id *
+ * XLB_HS_CELLS + cell: one counter per bucket, not cumulative (cell k
+ * counts the handshakes above bound k-1 up to bound k; cell
+ * XLB_HS_BOUNDS those above the last bound), then the sum of every
+ * handshake's duration in µs. The count is the buckets' sum.
+ */
+enum xlb_hs_cell {
+	XLB_HS_INF = XLB_HS_BOUNDS,   /* above the last bound */
+	XLB_HS_SUM_US = XLB_HS_BOUNDS + 1,
+};
+
+_Static_assert(XLB_HS_SUM_US < XLB_HS_CELLS, "XLB_HS_CELLS counts every enum xlb_hs_cell");
 
 /*
  * Close events: one per pair that becomes terminal, posted by the packet

@@ -12,13 +12,16 @@
 #include "layout.h"
 
 /*
- * Find the listen port mapping for dport; returns the remote port or 0.
- * Each mapping is read with one 32-bit load (local port in the low half on
- * this little-endian target) so the result is a value, not a pointer whose
- * offset depends on the matching iteration: without CAP_PERFMON the
- * verifier refuses such an offset.
+ * The listen port mapping for dport: its 32-bit word (local port in the
+ * low half, remote port in the high half, both network order), or 0 when
+ * dport is not mapped. A mapping's local port is never 0, so a match is
+ * never 0 even when its remote port is (each backend's own port). Each
+ * mapping is read with one 32-bit load (the local port in the low half on
+ * this little-endian target) so the result is a value, not a pointer
+ * whose offset depends on the matching iteration: without CAP_PERFMON
+ * the verifier refuses such an offset.
  */
-static __always_inline __be16 remote_port_for(struct xlb_config *cfg, __be16 dport)
+static __always_inline __u32 port_mapping(struct xlb_config *cfg, __be16 dport)
 {
 	__u32 w;
 	int i;
@@ -29,9 +32,15 @@ static __always_inline __be16 remote_port_for(struct xlb_config *cfg, __be16 dpo
 			break;
 		w = *(__u32 *)&cfg->ports[i];
 		if ((__be16)w == dport)
-			return (__be16)(w >> 16);
+			return w;
 	}
 	return 0;
+}
+
+/* The remote port of a mapping port_mapping found (0: each backend's own). */
+static __always_inline __be16 mapping_remote(__u32 mapping)
+{
+	return (__be16)(mapping >> 16);
 }
 
 #endif

@@ -116,6 +116,14 @@ struct {
 	__uint(max_entries, XLB_PAIR_EVENT_CELLS);
 } xlb_pair_events SEC(".maps");
 
+/* Handshake latency per backend id, per CPU (enum xlb_hs_cell; handshake.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_HANDSHAKE_CELLS);
+} xlb_handshake SEC(".maps");
+
 /* Pairs the reaper removed, per backend id and reason (enum xlb_reaped_reason). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -6,19 +6,21 @@
  * loop's only way to remove flow entries.
  *
  * This file is the packet path, its steps in the order a packet meets
- * them: is it ours (listen.h remote_port_for), forward it (rewrite_and_send), keep
+ * them: is it ours (listen.h port_mapping), forward it (rewrite_and_send), keep
  * the pair's state (check_counterpart, note_close, track_handshake,
  * check_rst), create or replace a pair for a SYN (try_backend, create_pair,
  * replace_pair), and xlb_xdp, which ties them together. Every map is in
  * maps.h, every key, value and size in layout.h; the headers below hold
  * one step each (SNAT ports: snat.h; next hops: nexthop.h; TCP tracking:
- * track.h; ICMP errors: icmp.h).
+ * track.h; handshake latency: handshake.h; ICMP errors: icmp.h).
  *
  * Packet rules (docs/DESIGN.md §5 and §6b; docs/connections-shutdown-
  * upgrades.txt, cited as "seed": "New connections", "Orderly close and
  * reset", "XLB shutdown behavior"):
  *   - client SYN (no ACK) to listen_ip:local_port without a live pair creates
- *     a connection pair: round-robin backend, a SNAT port claimed in the
+ *     a connection pair: round-robin backend (on the mapping's remote port,
+ *     or the backend's own when the mapping has none), the SYN's time
+ *     (handshake.h), a SNAT port claimed in the
  *     backend's bitmap and reserved by inserting the reverse entry with
  *     BPF_NOEXIST (or taken over from a terminal pair that left the backend
  *     no TIME_WAIT), forward entry with BPF_NOEXIST, rollback on failure;
@@ -65,6 +67,7 @@
 #include "nexthop.h"
 #include "snat.h"
 #include "track.h"
+#include "handshake.h"
 #include "icmp.h"
 #include "reap.h"
 
@@ -234,15 +237,17 @@ static __always_inline void note_close(struct xlb_config *cfg, const struct flow
 /*
  * The handshake, as the packet on entry v (direction dir) moves it on
  * (DESIGN §6b "embryonic"): the backend's first SYN-ACK marks the forward
- * entry XLB_F_SYNACK and settles both sides' window scales (RFC 7323 §2.2:
- * scaling holds only when both SYNs carried the option); the client's
- * first ACK after it makes the pair established on both entries and starts
- * their idle clocks. peer: v's counterpart, or NULL.
+ * entry XLB_F_SYNACK, settles both sides' window scales (RFC 7323 §2.2:
+ * scaling holds only when both SYNs carried the option) and, the one
+ * packet whose atomic OR set the flag, counts the handshake's latency
+ * (handshake.h); the client's first ACK after it makes the pair
+ * established on both entries and starts their idle clocks. peer: v's
+ * counterpart, or NULL.
  */
 static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, struct flow_value *v,
 					    struct flow_value *peer, __u32 dir)
 {
-	__u32 now;
+	__u32 now, old;
 	__u8 ws;
 
 	if (!peer)
@@ -257,7 +262,9 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 		} else {
 			v->wscale = ws;
 		}
-		__sync_fetch_and_or(&peer->flags, XLB_F_SYNACK);
+		old = __sync_fetch_and_or(&peer->flags, XLB_F_SYNACK);
+		if (!(old & XLB_F_SYNACK))
+			observe_handshake(v->backend_id, peer->syn_us);
 		return;
 	}
 	if (!(v->flags & XLB_F_SYNACK) || (p->flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST)) != TCP_FL_ACK)
@@ -274,7 +281,7 @@ enum create_result {
 	CREATE_RACE,      /* another CPU created the same pair */
 	CREATE_EXHAUSTED, /* no free SNAT port toward any backend tried */
 	CREATE_FULL,      /* flow table full */
-	CREATE_NO_BACKEND,
+	CREATE_NO_BACKEND, /* no routable backend (or the one tried has no port for a mapping without one) */
 	CREATE_FIB_MISS,  /* no next hop toward the backend (or no next-hop slot) */
 };
 
@@ -283,6 +290,8 @@ enum create_result {
  * dport_be, backend_id set; s->rev complete but for the backend id and
  * checksums): its next hop, a SNAT port (the reverse entry, snat_alloc),
  * then the forward entry. On failure nothing this attempt inserted stays.
+ * A backend port of 0 (a mapping without a remote port, a backend without
+ * one: SetRoutable never publishes that) is CREATE_NO_BACKEND.
  *
  * A global function: the verifier checks it once, on its own, instead of
  * once per backend create_pair tries (without CAP_PERFMON, every one of
@@ -302,6 +311,8 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
 	if (!s || !cfg || !fk)
 		return CREATE_FULL;
+	if (!s->fwd.dport_be)
+		return CREATE_NO_BACKEND; /* no port to send to (never published: SetRoutable) */
 	if (resolve_next_hop(ctx, cfg->snat_ips_be[0], s->fwd.daddr_be, &id))
 		return CREATE_FIB_MISS;
 	s->fwd.nexthop = id;
@@ -359,6 +370,7 @@ static long pick_step(__u64 n, void *arg)
 	struct create_scratch *s = pk->s;
 	struct backend_ref br;
 	__u32 idx;
+	__be16 port;
 	int rc;
 
 	if (n >= pk->count)
@@ -371,9 +383,12 @@ static long pick_step(__u64 n, void *arg)
 	br = pk->set->entries[idx];
 	if (br.id >= XLB_MAX_BACKENDS)
 		return 1;
+	/* the mapping's remote port, else the backend's own */
+	port = s->tmpl.dport_be ? s->tmpl.dport_be : br.port_be;
 	s->fwd = s->tmpl;
 	s->fwd.daddr_be = br.ip_be;
-	s->fwd.backend_id = (__u16)br.id;
+	s->fwd.dport_be = port;
+	s->fwd.backend_id = br.id;
 	rc = try_backend(pk->ctx, pk->fk);
 	/* stores at fixed offsets, whatever the result (see struct pick) */
 	pk->rc = rc;
@@ -421,7 +436,9 @@ __noinline int pick_backend(struct xdp_md *ctx, struct flow_key *fk)
 /*
  * Create a connection pair for the client SYN in p whose forward key is fk
  * (seed "New connections"): the way back to the client, then a backend
- * (pick_backend). On CREATE_OK the frame has not been touched yet.
+ * (pick_backend) on remote_port (0: the backend's own port). The forward
+ * entry keeps the SYN's time for the handshake histogram. On CREATE_OK
+ * the frame has not been touched yet.
  */
 static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct xlb_config *cfg,
 				       struct flow_key *fk, __be16 remote_port)
@@ -476,6 +493,7 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	s->tmpl.last_seen = now;
 	s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
 	s->tmpl.wscale = syn_wscale(ctx, p->tcp->doff);
+	s->tmpl.syn_us = now_us32();
 	s->rr = (__u32)__sync_fetch_and_add(&st->rr, 1);
 	rc = pick_backend(ctx, fk);
 	if (rc != CREATE_OK)
@@ -553,8 +571,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	struct xlb_config *cfg;
 	struct flow_key key, pk;
 	struct pkt p;
-	__be16 remote = 0;
-	__u32 zero = 0, dir, now;
+	__u32 zero = 0, dir, now, mapping = 0;
 	__u16 dport;
 	int rc, is_syn;
 
@@ -567,7 +584,7 @@ int xlb_xdp(struct xdp_md *ctx)
 		return finish(XDP_PASS);
 
 	dport = bpf_ntohs(p.tcp->dest);
-	if (p.iph->daddr == cfg->listen_ip_be && (remote = remote_port_for(cfg, p.tcp->dest)) != 0)
+	if (p.iph->daddr == cfg->listen_ip_be && (mapping = port_mapping(cfg, p.tcp->dest)) != 0)
 		dir = XLB_DIR_CLIENT;
 	else if (dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi && snat_index(cfg, p.iph->daddr) >= 0)
 		dir = XLB_DIR_BACKEND;
@@ -620,7 +637,7 @@ int xlb_xdp(struct xdp_md *ctx)
 			}
 			replace_pair(cfg, &key, v);
 		}
-		rc = create_pair(ctx, &p, cfg, &key, remote);
+		rc = create_pair(ctx, &p, cfg, &key, mapping_remote(mapping));
 		switch (rc) {
 		case CREATE_OK:
 			break;
@@ -680,5 +697,7 @@ const enum xlb_cfg_flags *__xlb_cfg_flags_btf __attribute__((unused));
 const enum xlb_close_kind *__xlb_close_kind_btf __attribute__((unused));
 const enum xlb_reaped_reason *__xlb_reaped_reason_btf __attribute__((unused));
 const enum xlb_pair_event *__xlb_pair_event_btf __attribute__((unused));
+const enum xlb_hs_bound *__xlb_hs_bound_btf __attribute__((unused));
+const enum xlb_hs_cell *__xlb_hs_cell_btf __attribute__((unused));
 const enum xlb_pin *__xlb_pin_btf __attribute__((unused));
 const struct nexthop *__xlb_nexthop_btf __attribute__((unused));

@@ -255,7 +255,7 @@ func (d *Dataplane) countAdopted() error {
 		return fmt.Errorf("dataplane: read the pinned routable set: %w", err)
 	}
 	for _, e := range set.Entries[:min(set.Count, MaxBackends)] {
-		ad.Backends[e.Id] = addrFromBE32(e.IpBe)
+		ad.Backends[uint32(e.Id)] = addrFromBE32(e.IpBe)
 	}
 	return nil
 }

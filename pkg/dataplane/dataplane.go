@@ -81,9 +81,10 @@ type Dataplane struct {
 	features Features          // guarded by mu
 	staleXDP map[string]uint32 // Options.StaleXDP
 
-	closeRing bool // close events go through the ring buffer (else the per-CPU queues)
-	reapMu    sync.Mutex
-	reapBuf   xlbReapBatch // guarded by reapMu
+	closeRing     bool // close events go through the ring buffer (else the per-CPU queues)
+	randomCursors bool // Options.RandomSNATCursors: a cursor starts (and restarts, ResetBackend) at a random port
+	reapMu        sync.Mutex
+	reapBuf       xlbReapBatch // guarded by reapMu
 
 	// Pinned state (pins.go); guarded by mu.
 	maxConnections uint32
@@ -118,7 +119,8 @@ func Load(opts Options) (*Dataplane, error) {
 		return nil, fmt.Errorf("dataplane: remove memlock limit: %w", err)
 	}
 	d := &Dataplane{attached: map[string]*Attachment{}, staleXDP: opts.StaleXDP,
-		maxConnections: opts.MaxConnections, netnsCookie: opts.NetnsCookie, snatSpace: opts.SNAT}
+		maxConnections: opts.MaxConnections, netnsCookie: opts.NetnsCookie, snatSpace: opts.SNAT,
+		randomCursors: opts.RandomSNATCursors}
 	d.probeFeatures(opts)
 	if d.featureOn(FeaturePinning) {
 		d.stateDir = opts.StateDir

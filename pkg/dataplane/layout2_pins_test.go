@@ -53,8 +53,8 @@ func layout2Maps(t testing.TB, maxConnections uint32, ring bool) map[string]*ebp
 	t.Helper()
 	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
 		switch name {
-		case xlbMapXlbNexthops, xlbMapXlbSnatPorts:
-			return false // new in layout 3
+		case xlbMapXlbNexthops, xlbMapXlbSnatPorts, xlbMapXlbHandshake:
+			return false // new in layout 3 or 4
 		case xlbMapXlbFlows:
 			ms.ValueSize, ms.MaxEntries = 48, EntriesPerPair*maxConnections
 		case xlbMapXlbCfg:
@@ -137,12 +137,11 @@ func PinLayout2(t testing.TB, dir string, cookie uint64, maxConnections uint32, 
 	t.Helper()
 	maps := layout2Maps(t, maxConnections, false)
 	putLayout2Config(t, maps[xlbMapXlbCfg], s, 0)
-	var set xlbBackendSet
+	set := backendSet3{Count: uint32(len(refs))}
 	for i, r := range refs {
-		set.Entries[i] = xlbBackendRef{IpBe: be32(r.IP), Id: r.ID}
+		set.Entries[i] = backendRef3{IpBe: be32(r.IP), Id: r.ID}
 	}
-	set.Count = uint32(len(refs))
-	if err := maps[xlbMapXlbBackendSets].Update(uint32(0), &set, ebpf.UpdateAny); err != nil {
+	if err := maps[xlbMapXlbBackendSets].Update(uint32(0), toBytes(&set), ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}
 	putLayout2Entries(t, maps[xlbMapXlbFlows], entries)

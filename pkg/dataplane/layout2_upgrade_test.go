@@ -1,6 +1,7 @@
 package dataplane_test
 
 import (
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -97,13 +98,9 @@ func TestHotUpgradeFromLayout2(t *testing.T) {
 		backend := fwd.NewDst()
 		wantNextHopOf(t, dp, fwd.Nexthop, l.e.BackendIface(), backend.Addr())
 		data := l.data(i)
-		if out := l.run(t, dp, data, dt.XDPTX); !slices.Equal(dt.Unpadded(out), l.e.ToBackend(data, backend, fwd.NewSrc().Port()).Unpadded()) {
-			t.Errorf("pair %d: client data:\n%s", i, dt.Diff(out, l.e.ToBackend(data, backend, fwd.NewSrc().Port()).Frame()))
-		}
+		l.forwards(t, dp, fmt.Sprintf("pair %d: client data", i), data, l.e.ToBackend(data, backend, fwd.NewSrc().Port()))
 		reply := l.e.FromBackend(backend, fwd.NewSrc().Port(), dt.ACK, 1, 1006, nil)
-		if out := l.run(t, dp, reply, dt.XDPTX); !slices.Equal(dt.Unpadded(out), l.e.ToClient(reply, c, 80).Unpadded()) {
-			t.Errorf("pair %d: backend reply:\n%s", i, dt.Diff(out, l.e.ToClient(reply, c, 80).Frame()))
-		}
+		l.forwards(t, dp, fmt.Sprintf("pair %d: backend reply", i), reply, l.e.ToClient(reply, c, 80))
 	}
 	l.open(t, dp, pairs, 1)
 	distinctPorts(t, dp)

@@ -54,6 +54,11 @@ const (
 	WScaleNone    = uint8(xlbXlbLimitsXLB_WSCALE_NONE)
 	WScaleUnknown = uint8(xlbXlbLimitsXLB_WSCALE_UNKNOWN)
 
+	// HandshakeBounds is the number of upper bounds of the handshake
+	// histogram (HandshakeBuckets); Histogram.Buckets has one more
+	// bucket, above the last bound.
+	HandshakeBounds = int(xlbXlbLimitsXLB_HS_BOUNDS)
+
 	// dirs is the number of flow directions (Direction): the cells per
 	// backend id in the per-backend traffic map.
 	dirs = int(xlbXlbLimitsXLB_DIRS)

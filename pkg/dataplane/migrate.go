@@ -82,6 +82,7 @@ type layoutStep struct {
 // migrating through the chain.
 var layoutSteps = map[uint32]layoutStep{
 	2: layout2Step, // migrate_layout2.go
+	3: layout3Step, // migrate_layout3.go
 }
 
 // layout is what a migration copies into: the version, the steps that
@@ -101,7 +102,7 @@ type merger func(m *migration, name string) error
 // currentLayout is this build's layout. The second pass keeps every flow
 // (inserting those the old program created, merging close flags and
 // last_seen), adds what the old program counted meanwhile to every
-// counter, and moves the round-robin position, generation and SNAT
+// counter (the handshake histograms included), and moves the round-robin position, generation and SNAT
 // cursors on by as much as the old program moved them. The close event
 // queues are not merged: events posted to the old ones after the copy are
 // lost, and the maintenance walk finds those pairs instead.
@@ -115,6 +116,7 @@ func currentLayout() layout {
 			xlbMapXlbBackendStats: addDeltas(8, 0),
 			xlbMapXlbPairEvents:   addDeltas(8, 0),
 			xlbMapXlbReaped:       addDeltas(8, 0),
+			xlbMapXlbHandshake:    addDeltas(8, 0),
 			xlbMapXlbShared:       addDeltas(8, 2), // rr and generation; the clock fields are the clock's
 			xlbMapXlbSnatCursors:  addDeltas(4, 0),
 		},

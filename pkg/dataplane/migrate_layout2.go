@@ -8,7 +8,10 @@ import (
 
 // The step from layout 2 (the first layout ever pinned: release commit
 // 84dceb3) to layout 3 (issue 13: SNAT port bitmaps, next hops that follow
-// the network, TCP tracking for RST validation). Map by map:
+// the network, TCP tracking for RST validation). It produces layout 3's
+// entries (a flow value is layout 4's without syn_us; struct xlb_config
+// and the next hops are the same in layout 4), which layout3Step takes
+// on. Map by map:
 //
 //   - xlb_flows: struct flow_value gave its MACs and ifindex up for a slot
 //     of the new xlb_nexthops and gained the tracking fields (48 bytes to
@@ -131,7 +134,7 @@ func (h *hopsFrom2) flow(key, old []byte) ([]byte, error) {
 	if k.Direction() == DirClient {
 		v.Flags |= FlagSYNACK | FlagEstablished
 	}
-	return toBytes(&v), nil
+	return toBytes(&v)[:flowValue3Size], nil // layout 3's value: layout 4's without syn_us
 }
 
 // slot is the next-hop slot of an entry's interface and MACs.

@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,6 +84,15 @@ func (l *pinLab) run(t *testing.T, dp *dataplane.Dataplane, seg dt.Segment, want
 		t.Fatalf("%v -> %v: %s, want %s", seg.Src, seg.Dst, dt.ActionName(act), dt.ActionName(want))
 	}
 	return out
+}
+
+// forwards runs seg through dp and checks that it leaves as want does
+// (XDP_TX).
+func (l *pinLab) forwards(t *testing.T, dp *dataplane.Dataplane, what string, seg, want dt.Segment) {
+	t.Helper()
+	if out := l.run(t, dp, seg, dt.XDPTX); !slices.Equal(dt.Unpadded(out), want.Unpadded()) {
+		t.Errorf("%s:\n%s", what, dt.Diff(out, want.Frame()))
+	}
 }
 
 // open creates n pairs from clients on ports 34000.. and returns the frame

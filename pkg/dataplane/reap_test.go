@@ -523,14 +523,7 @@ func TestReapGaugesMatchRecount(t *testing.T) {
 		t.Fatalf("results %v, want 12 reaped and 1 repaired", results)
 	}
 
-	stats, err := e.DP.AllBackendStats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reaped, err := e.DP.AllReapedCounts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stats, _, reaped := backendCells(t, e)
 	type gauges struct{ active, timeWait, resetting int64 }
 	fromCounters := map[int]gauges{}
 	for id := range int(dataplane.MaxBackends) {

@@ -6,7 +6,9 @@ import (
 	"net/netip"
 )
 
-// PortMap maps a listen port to the port backends are reached on.
+// PortMap maps a listen port to the port backends are reached on. Remote
+// 0: each backend's own port (BackendRef.Port; config remote_port left to
+// a discovery provider). Local is never 0.
 type PortMap struct {
 	Local  uint16
 	Remote uint16
@@ -72,6 +74,11 @@ func (s Settings) validate(space SNATSpace) error {
 	}
 	if len(s.Ports) == 0 || len(s.Ports) > MaxPorts {
 		return fmt.Errorf("dataplane: %d port mappings, want 1..%d", len(s.Ports), MaxPorts)
+	}
+	for _, p := range s.Ports {
+		if p.Local == 0 {
+			return errors.New("dataplane: a port mapping of local port 0")
+		}
 	}
 	if err := s.Space().validate(); err != nil {
 		return err

@@ -14,10 +14,11 @@ type FlowKey = xlbFlowKey
 // FlowValue is one directional entry: the rewrite recipe (its egress
 // interface and MACs in the next-hop slot Nexthop names), the pair link
 // (Generation, BackendId; the counterpart's key is Peer), the pair and
-// entry state (Flags) and its sender's TCP window (TrackSeq, TrackWin,
-// Wscale) (bpf/layout.h struct flow_value, 44 bytes). LastSeen holds the
-// low 32 bits of the data path's clock: compare it with Jiffies.Low32 and
-// Age.
+// entry state (Flags), its sender's TCP window (TrackSeq, TrackWin,
+// Wscale) and, on a forward entry, its SYN's time for the handshake
+// histogram (SynUs: CLOCK_MONOTONIC µs, low 32 bits; 0: not timed)
+// (bpf/layout.h struct flow_value, 48 bytes). LastSeen holds the low 32
+// bits of the data path's clock: compare it with Jiffies.Low32 and Age.
 type FlowValue = xlbFlowValue
 
 // Direction of a flow entry.

@@ -14,9 +14,10 @@ import (
 )
 
 type xlbBackendRef struct {
-	_    structs.HostLayout
-	IpBe uint32
-	Id   uint32
+	_      structs.HostLayout
+	IpBe   uint32
+	Id     uint16
+	PortBe uint16
 }
 
 type xlbBackendSet struct {
@@ -82,6 +83,7 @@ type xlbFlowValue struct {
 	BackendId  uint16
 	Wscale     uint8
 	Pad        uint8
+	SynUs      uint32
 }
 
 type xlbNexthop struct {
@@ -206,6 +208,34 @@ const (
 	xlbXlbFlowFlagsXLB_F_HOLD         xlbXlbFlowFlags = 2048
 )
 
+type xlbXlbHsBound uint32
+
+const (
+	xlbXlbHsBoundXLB_HS_LE_0  xlbXlbHsBound = 50
+	xlbXlbHsBoundXLB_HS_LE_1  xlbXlbHsBound = 104
+	xlbXlbHsBoundXLB_HS_LE_2  xlbXlbHsBound = 217
+	xlbXlbHsBoundXLB_HS_LE_3  xlbXlbHsBound = 451
+	xlbXlbHsBoundXLB_HS_LE_4  xlbXlbHsBound = 940
+	xlbXlbHsBoundXLB_HS_LE_5  xlbXlbHsBound = 1957
+	xlbXlbHsBoundXLB_HS_LE_6  xlbXlbHsBound = 4076
+	xlbXlbHsBoundXLB_HS_LE_7  xlbXlbHsBound = 8487
+	xlbXlbHsBoundXLB_HS_LE_8  xlbXlbHsBound = 17673
+	xlbXlbHsBoundXLB_HS_LE_9  xlbXlbHsBound = 36801
+	xlbXlbHsBoundXLB_HS_LE_10 xlbXlbHsBound = 76631
+	xlbXlbHsBoundXLB_HS_LE_11 xlbXlbHsBound = 159569
+	xlbXlbHsBoundXLB_HS_LE_12 xlbXlbHsBound = 332270
+	xlbXlbHsBoundXLB_HS_LE_13 xlbXlbHsBound = 691886
+	xlbXlbHsBoundXLB_HS_LE_14 xlbXlbHsBound = 1440714
+	xlbXlbHsBoundXLB_HS_LE_15 xlbXlbHsBound = 3000000
+)
+
+type xlbXlbHsCell uint32
+
+const (
+	xlbXlbHsCellXLB_HS_INF    xlbXlbHsCell = 16
+	xlbXlbHsCellXLB_HS_SUM_US xlbXlbHsCell = 17
+)
+
 type xlbXlbLimits uint32
 
 const (
@@ -235,6 +265,9 @@ const (
 	xlbXlbLimitsXLB_BACKEND_STATS_SLOTS     xlbXlbLimits = 2048
 	xlbXlbLimitsXLB_PAIR_EVENT_CELLS        xlbXlbLimits = 4096
 	xlbXlbLimitsXLB_REAPED_CELLS            xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_HS_BOUNDS               xlbXlbLimits = 16
+	xlbXlbLimitsXLB_HS_CELLS                xlbXlbLimits = 18
+	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
 )
 
 type xlbXlbPairEvent uint32
@@ -250,7 +283,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 3
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 4
 )
 
 type xlbXlbPinMeta struct {
@@ -321,6 +354,7 @@ const (
 	xlbMapXlbCloseRing       = "xlb_close_ring"
 	xlbMapXlbCounters        = "xlb_counters"
 	xlbMapXlbFlows           = "xlb_flows"
+	xlbMapXlbHandshake       = "xlb_handshake"
 	xlbMapXlbMeta            = "xlb_meta"
 	xlbMapXlbNexthops        = "xlb_nexthops"
 	xlbMapXlbPairEvents      = "xlb_pair_events"
@@ -339,6 +373,8 @@ const (
 	xlbVarXlbCounterBtf      = "__xlb_counter_btf"
 	xlbVarXlbDirBtf          = "__xlb_dir_btf"
 	xlbVarXlbFlowFlagsBtf    = "__xlb_flow_flags_btf"
+	xlbVarXlbHsBoundBtf      = "__xlb_hs_bound_btf"
+	xlbVarXlbHsCellBtf       = "__xlb_hs_cell_btf"
 	xlbVarXlbLimitsBtf       = "__xlb_limits_btf"
 	xlbVarXlbNexthopBtf      = "__xlb_nexthop_btf"
 	xlbVarXlbPairEventBtf    = "__xlb_pair_event_btf"
@@ -406,6 +442,7 @@ type xlbMapSpecs struct {
 	XlbCloseRing    *ebpf.MapSpec `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
+	XlbHandshake    *ebpf.MapSpec `ebpf:"xlb_handshake"`
 	XlbMeta         *ebpf.MapSpec `ebpf:"xlb_meta"`
 	XlbNexthops     *ebpf.MapSpec `ebpf:"xlb_nexthops"`
 	XlbPairEvents   *ebpf.MapSpec `ebpf:"xlb_pair_events"`
@@ -427,6 +464,8 @@ type xlbVariableSpecs struct {
 	XlbCounterBtf      *ebpf.VariableSpec `ebpf:"__xlb_counter_btf"`
 	XlbDirBtf          *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf    *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
+	XlbHsBoundBtf      *ebpf.VariableSpec `ebpf:"__xlb_hs_bound_btf"`
+	XlbHsCellBtf       *ebpf.VariableSpec `ebpf:"__xlb_hs_cell_btf"`
 	XlbLimitsBtf       *ebpf.VariableSpec `ebpf:"__xlb_limits_btf"`
 	XlbNexthopBtf      *ebpf.VariableSpec `ebpf:"__xlb_nexthop_btf"`
 	XlbPairEventBtf    *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
@@ -463,6 +502,7 @@ type xlbMaps struct {
 	XlbCloseRing    *ebpf.Map `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
+	XlbHandshake    *ebpf.Map `ebpf:"xlb_handshake"`
 	XlbMeta         *ebpf.Map `ebpf:"xlb_meta"`
 	XlbNexthops     *ebpf.Map `ebpf:"xlb_nexthops"`
 	XlbPairEvents   *ebpf.Map `ebpf:"xlb_pair_events"`
@@ -485,6 +525,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbCloseRing,
 		m.XlbCounters,
 		m.XlbFlows,
+		m.XlbHandshake,
 		m.XlbMeta,
 		m.XlbNexthops,
 		m.XlbPairEvents,
@@ -507,6 +548,8 @@ type xlbVariables struct {
 	XlbCounterBtf      *ebpf.Variable `ebpf:"__xlb_counter_btf"`
 	XlbDirBtf          *ebpf.Variable `ebpf:"__xlb_dir_btf"`
 	XlbFlowFlagsBtf    *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
+	XlbHsBoundBtf      *ebpf.Variable `ebpf:"__xlb_hs_bound_btf"`
+	XlbHsCellBtf       *ebpf.Variable `ebpf:"__xlb_hs_cell_btf"`
 	XlbLimitsBtf       *ebpf.Variable `ebpf:"__xlb_limits_btf"`
 	XlbNexthopBtf      *ebpf.Variable `ebpf:"__xlb_nexthop_btf"`
 	XlbPairEventBtf    *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`

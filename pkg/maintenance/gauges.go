@@ -37,6 +37,10 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 	if err != nil {
 		return g, fmt.Errorf("maintenance: %w", err)
 	}
+	handshakes, err := dp.HandshakeHistograms()
+	if err != nil {
+		return g, fmt.Errorf("maintenance: %w", err)
+	}
 	listed := make([]bool, dataplane.MaxBackends)
 	if want != nil {
 		for _, id := range want() {
@@ -48,10 +52,11 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 	for id := range stats {
 		st, r := stats[id], reaped[id]
 		b := BackendSample{
-			ID:       uint32(id),
-			Active:   sub(st.Opened, st.ClosedFIN, st.ClosedRST, r.Orphaned, r.LoneActive, r.LoneReverse, r.Embryonic),
-			TimeWait: sub(st.ClosedFIN, r.TimeWait, st.ReplacedFIN, r.LoneTimeWait),
-			Stats:    st,
+			ID:        uint32(id),
+			Active:    sub(st.Opened, st.ClosedFIN, st.ClosedRST, r.Orphaned, r.LoneActive, r.LoneReverse, r.Embryonic),
+			TimeWait:  sub(st.ClosedFIN, r.TimeWait, st.ReplacedFIN, r.LoneTimeWait),
+			Stats:     st,
+			Handshake: handshakes[id],
 		}
 		resetting := sub(st.ClosedRST, r.Reset, st.ReplacedRST, r.LoneReset)
 		g.active += b.Active

@@ -652,6 +652,10 @@ func TestSample(t *testing.T) {
 		if !ok || (counts{b.Active, b.TimeWait, b.Stats.Opened}) != w {
 			t.Fatalf("backend %d: %+v, want %+v", id, b, w)
 		}
+		// every pair went through its handshake (rig.open): one each
+		if b.Handshake.Count != w.opened {
+			t.Fatalf("backend %d: handshakes %+v, want %d", id, b.Handshake, w.opened)
+		}
 	}
 	if b, _ := s.Backend(0); b.Stats.SentPackets != 4 || b.Stats.SentBytes == 0 {
 		t.Fatalf("backend 0 stats %+v: want the two SYNs and the two handshake ACKs", b.Stats)

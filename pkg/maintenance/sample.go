@@ -67,8 +67,8 @@ type Sample struct {
 	// Resetting is the number of pairs that saw a RST and are removed on
 	// the next cycle.
 	Resetting uint64
-	// Backends holds per-backend pair counts and data-path statistics,
-	// sorted by ID: every id of Options.BackendIDs plus any id seen in
+	// Backends holds per-backend pair counts, data-path statistics and
+	// handshake histograms, sorted by ID: every id of Options.BackendIDs plus any id seen in
 	// the flow map.
 	Backends []BackendSample
 
@@ -194,6 +194,10 @@ type BackendSample struct {
 	// Stats are the backend's data-path counters (packets, bytes, pairs
 	// opened), summed over CPUs.
 	Stats dataplane.BackendStats
+	// Handshake is the backend's handshake latency histogram, summed over
+	// CPUs (dataplane.HandshakeHistograms: buckets not cumulative, bounds
+	// dataplane.HandshakeBuckets), read with Stats.
+	Handshake dataplane.Histogram
 }
 
 // Backend returns the sample of backend id.

@@ -2,6 +2,7 @@ package hostlab
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,14 +24,21 @@ const preHotUpgrade = "644d6c7c6a71b2a501479e5a7f6dca8272c3e9d7"
 
 // layout2Release is the last commit of pinned layout 2 (bpf/layout.h
 // XLB_LAYOUT_VERSION 2, before issue 13): it hands over, and its pins are
-// migrated entry by entry into layout 3 by the successor.
+// migrated entry by entry into this build's layout by the successor
+// (through layout 3).
 const layout2Release = "84dceb37dd6385673d0e72e6aa5d22e137dcae9f"
 
-// v0 and vLayout2 are the package versions of the two older builds (both
-// below v1).
+// layout3Release is the last commit of pinned layout 3 (the issue-13
+// build, before issue 14's handshake latency and backend ports): its pins
+// are migrated into layout 4 by the successor.
+const layout3Release = "c29c03fe2c1257be276830cdf07e78e77d23dce9"
+
+// v0, vLayout2 and vLayout3 are the package versions of the older builds
+// (all below v1).
 const (
 	v0       = "0.0.1~hostlab.0"
 	vLayout2 = "0.0.1~hostlab.0.2"
+	vLayout3 = "0.0.1~hostlab.0.3"
 )
 
 // olderRelease is an older commit's packages, built once per test binary.
@@ -46,6 +54,7 @@ type olderRelease struct {
 var (
 	preHotUpgradePkgs = &olderRelease{commit: preHotUpgrade, version: v0, dir: "0"}
 	layout2Pkgs       = &olderRelease{commit: layout2Release, version: vLayout2, dir: "0-layout2"}
+	layout3Pkgs       = &olderRelease{commit: layout3Release, version: vLayout3, dir: "0-layout3"}
 )
 
 // packages builds the release's packages once (git archive into the work
@@ -193,22 +202,35 @@ func TestUpgradeFromOlderVersion(t *testing.T) {
 // TestHotUpgradeFromLayout2 hot-upgrades a running xlb of the last
 // release of pinned layout 2 to this build with apt while 50 connections
 // stream both ways: the package scripts reload xlb (the running version
-// hands over), the successor migrates the layout 2 pins into layout 3
-// (every pair gets a next-hop slot and a SNAT port bit), and every
-// connection lives on; new connections get ports of their own.
-func TestHotUpgradeFromLayout2(t *testing.T) {
+// hands over), the successor migrates the layout 2 pins through layout 3
+// into this build's (every pair gets a next-hop slot and a SNAT port bit),
+// and every connection lives on; new connections get ports of their own.
+func TestHotUpgradeFromLayout2(t *testing.T) { hotUpgradeFrom(t, layout2Pkgs, "l2up", 2) }
+
+// TestHotUpgradeFromLayout3 hot-upgrades a running xlb of the issue-13
+// build (pinned layout 3) to this build with apt while 50 connections
+// stream both ways: the successor migrates the layout 3 pins into layout
+// 4 (flow entries gain an untimed SYN, routable sets backend ports), and
+// every connection lives on.
+func TestHotUpgradeFromLayout3(t *testing.T) { hotUpgradeFrom(t, layout3Pkgs, "l3up", 3) }
+
+// hotUpgradeFrom boots a host (named name) running rel, whose pins are of
+// layout from, opens 50 streams, upgrades to this build's package with
+// apt and checks the hand-off: the successor migrated the pins, adopted
+// every pair, and every stream and new connections go on.
+func hotUpgradeFrom(t *testing.T, rel *olderRelease, name string, from int) {
 	setup(t)
 	testStart := time.Now()
-	h, oldDeb, _ := layout2Pkgs.boot(t, "l2up")
+	h, oldDeb, _ := rel.boot(t, name)
 
 	h.sh("apt-get", "install", "-y", "--no-install-recommends", oldDeb)
 	if caps := h.sh("xlb", "capabilities"); !slices.Contains(strings.Fields(caps), "hot-upgrade") {
-		t.Fatalf("xlb capabilities of %s = %q, want a line hot-upgrade", vLayout2, caps)
+		t.Fatalf("xlb capabilities of %s = %q, want a line hot-upgrade", rel.version, caps)
 	}
 	h.configure()
 	h.sh("systemctl", "enable", "--now", "xlb")
-	if v := h.statusVersion(); v != vLayout2 {
-		t.Fatalf("running version %q, want %s", v, vLayout2)
+	if v := h.statusVersion(); v != rel.version {
+		t.Fatalf("running version %q, want %s", v, rel.version)
 	}
 	s := h.openStreams(50)
 	pid := h.mainPID()
@@ -228,8 +250,8 @@ func TestHotUpgradeFromLayout2(t *testing.T) {
 		t.Errorf("upgrades %+v: want start %q with at least %d adopted pairs", d.Upgrades, api.StartHandedOver, len(s.list))
 	}
 	j := h.journal(since)
-	if !strings.Contains(j, "from_layout=2") || !strings.Contains(j, "start=migrated") {
-		t.Errorf("journal lacks the migration from layout 2:\n%s", j)
+	if !strings.Contains(j, fmt.Sprintf("from_layout=%d", from)) || !strings.Contains(j, "start=migrated") {
+		t.Errorf("journal lacks the migration from layout %d:\n%s", from, j)
 	}
 	if n := adoptedPairs(j); n < len(s.list) {
 		t.Errorf("the successor adopted %d pairs, want at least %d:\n%s", n, len(s.list), j)
@@ -240,6 +262,6 @@ func TestHotUpgradeFromLayout2(t *testing.T) {
 		t.Fatalf("streams across the migration: %v", err)
 	}
 	h.checkBackendsClean()
-	t.Logf("apt-get install %s -> %s (layout 2 -> 3) with %d streams: all kept, %d bytes echoed; adopted %d pairs; whole test %s",
-		vLayout2, v1, len(s.list), s.bytes(), d.Upgrades.AdoptedPairs, time.Since(testStart).Round(100*time.Millisecond))
+	t.Logf("apt-get install %s -> %s (layout %d -> this build's) with %d streams: all kept, %d bytes echoed; adopted %d pairs; whole test %s",
+		rel.version, v1, from, len(s.list), s.bytes(), d.Upgrades.AdoptedPairs, time.Since(testStart).Round(100*time.Millisecond))
 }

@@ -1,0 +1,75 @@
+package dataplane
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/cilium/ebpf"
+)
+
+// ResetBackend gives backend id a fresh start before another backend
+// reuses it (issue 14: "a reused id starts with fresh statistics and a
+// fresh port cursor"). It zeroes the id's cells of every per-backend
+// map: its traffic and pairs opened (xlb_backend_stats), its pair events
+// (xlb_pair_events), the reaper's removals (xlb_reaped: the maintenance
+// loop's per-backend gauges are differences of these counters, so they
+// are reset together), its handshake histogram (xlb_handshake) and its
+// SNAT port bitmap rows, for every SNAT address of the config the map
+// holds (xlb_snat_ports); and it restarts its SNAT port cursor, at a
+// random port with Options.RandomSNATCursors, else at the range's start.
+//
+// The caller guarantees that no pair references id (a maintenance sample
+// taken after the backend left showed none) and that id is not in the
+// routable set: a packet of a pair that still did would count into the
+// fresh cells. An error names the map that failed; the maps before it
+// are reset.
+func (d *Dataplane) ResetBackend(id uint32) error {
+	if id >= MaxBackends {
+		return fmt.Errorf("dataplane: reset backend id %d: out of range (0..%d)", id, MaxBackends-1)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var c xlbXlbConfig
+	if err := d.objs.XlbCfg.Lookup(uint32(0), &c); err != nil {
+		return fmt.Errorf("dataplane: reset backend id %d: read the config: %w", id, err)
+	}
+	words := c.Nsnat * c.SnatWords // the id's bitmap words (snatGeometry)
+	batch := d.featureOnLocked(FeatureBatchOps)
+	for _, r := range []struct {
+		m     *ebpf.Map
+		cells uint32
+	}{
+		{d.objs.XlbBackendStats, uint32(xlbXlbLimitsXLB_DIRS)},
+		{d.objs.XlbPairEvents, uint32(xlbXlbLimitsXLB_PAIR_EVENTS)},
+		{d.objs.XlbReaped, uint32(xlbXlbLimitsXLB_REAPED_REASONS)},
+		{d.objs.XlbHandshake, uint32(xlbXlbLimitsXLB_HS_CELLS)},
+		{d.objs.XlbSnatPorts, words},
+	} {
+		if err := zeroCells(r.m, id*r.cells, r.cells, batch); err != nil {
+			return fmt.Errorf("dataplane: reset backend id %d: %w", id, err)
+		}
+	}
+	cursor := uint32(0)
+	if d.randomCursors {
+		cursor = rand.Uint32()
+	}
+	if err := d.objs.XlbSnatCursors.Update(id, cursor, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("dataplane: reset backend id %d: the SNAT port cursor: %w", id, err)
+	}
+	return nil
+}
+
+// zeroCells writes zero (every CPU's, in a per-CPU map) into keys first..
+// first+n-1 of the array m, those below its max_entries.
+func zeroCells(m *ebpf.Map, first, n uint32, batch bool) error {
+	ncpu, err := mapCPUs(m)
+	if err != nil {
+		return err
+	}
+	r := newRawEntries(4, int(m.ValueSize()), ncpu)
+	zero := make([]byte, int(m.ValueSize())*ncpu)
+	for k := first; k < first+n && k < m.MaxEntries(); k++ {
+		r.add(toBytes(&k), zero)
+	}
+	return writeEntries(m, r, batch)
+}
