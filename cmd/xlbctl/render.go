@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -54,11 +55,11 @@ func renderStatus(w io.Writer, d *api.Document) error {
 // (id) order.
 func renderBackends(w io.Writer, d *api.Document) error {
 	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED")
+	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH")
 	for _, b := range d.Backends {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
 			yesNo(b.AvailableForNewConnections), b.ActiveConnections, b.OpenedTotal,
-			humanBytes(b.SentBytesTotal), humanBytes(b.ReceivedBytesTotal))
+			humanBytes(b.SentBytesTotal), humanBytes(b.ReceivedBytesTotal), healthCell(b.Health))
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -68,6 +69,21 @@ func renderBackends(w io.Writer, d *api.Document) error {
 		return err
 	}
 	return nil
+}
+
+// healthCell is a backend's last health check for the backends table:
+// "-" without checks, "pending" before the first, else the result with
+// its error ("fail: connect: connection refused").
+func healthCell(h *api.BackendHealth) string {
+	switch {
+	case h == nil:
+		return "-"
+	case h.LastResult == "":
+		return "pending"
+	case h.LastError != "":
+		return string(h.LastResult) + ": " + h.LastError
+	}
+	return string(h.LastResult)
 }
 
 // renderFlows writes the `xlbctl flows` counts: flow map fill, pair
@@ -139,7 +155,11 @@ func readiness(r api.Readiness) string {
 func listen(l api.Listen) string {
 	ports := make([]string, 0, len(l.Ports))
 	for _, p := range l.Ports {
-		ports = append(ports, fmt.Sprintf("%d->%d", p.LocalPort, p.RemotePort))
+		remote := strconv.Itoa(int(p.RemotePort))
+		if p.RemotePort == 0 {
+			remote = "(each backend's port)" // remote_port from discovery (provider.kubernetes)
+		}
+		ports = append(ports, fmt.Sprintf("%d->%s", p.LocalPort, remote))
 	}
 	if len(ports) == 0 {
 		return orDash(l.IP)

@@ -264,14 +264,14 @@ func TestOnlyTheReaperDeletes(t *testing.T) {
 
 // Data flows one way: only cmd/xlb imports the process, and production
 // code never imports the test harnesses (test/, internal/testnet,
-// dptest, the benchmark floor).
+// internal/kubefake, dptest, the benchmark floor).
 func TestImportDirection(t *testing.T) {
 	for _, p := range tree(t) {
 		for _, im := range p.internal() {
 			switch {
 			case im == "pkg/daemon" && p.dir != "cmd/xlb":
 				t.Errorf("%s imports pkg/daemon: only cmd/xlb may", p.dir)
-			case (within(im, "test") || within(im, "internal/testnet", "pkg/dataplane/dptest", "pkg/dataplane/floor")) && !within(p.dir, "internal/testnet", "pkg/dataplane/dptest"):
+			case (within(im, "test") || within(im, "internal/testnet", "internal/kubefake", "pkg/dataplane/dptest", "pkg/dataplane/floor")) && !within(p.dir, "internal/testnet", "internal/kubefake", "pkg/dataplane/dptest"):
 				t.Errorf("%s imports the test harness %s", p.dir, im)
 			}
 		}

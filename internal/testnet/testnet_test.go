@@ -34,25 +34,7 @@ type pair struct {
 
 // newTopology returns an empty topology with a random "xt" prefix; it
 // closes it and checks that nothing is left in t.Cleanup.
-func newTopology(t *testing.T) *Topology {
-	t.Helper()
-	RequireRoot(t)
-	prefix, err := RandomPrefix("xt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn, err := New(Config{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tn.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-		checkGone(t, prefix)
-	})
-	return tn
-}
+func newTopology(t *testing.T) *Topology { return NewForTest(t, "xt") }
 
 // newPair builds a pair on newTopology.
 func newPair(t *testing.T) pair {

@@ -2,7 +2,6 @@ package backend
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"slices"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -26,6 +26,10 @@ const (
 	Routable = State(api.Routable)
 	// Unreachable: discovered, but no usable route or neighbour yet; retried.
 	Unreachable = State(api.Unreachable)
+	// Unhealthy: discovered and resolved, but its active health checks
+	// fail (or have not answered yet): no new connections, its pairs
+	// untouched (DESIGN §6b).
+	Unhealthy = State(api.Unhealthy)
 	// Departed: no longer discovered; pairs may still reference it (the
 	// status API shows it as draining while they do).
 	Departed State = "departed"
@@ -36,17 +40,30 @@ type Status struct {
 	ID         uint32
 	Name       string
 	IP         netip.Addr
+	Port       uint16 // Backend.Port
 	State      State
-	Reason     string        // why it is unreachable; empty otherwise
-	Route      hostnet.Route // valid when routable
+	Reason     string        // why it is unreachable or unhealthy; empty otherwise
+	Route      hostnet.Route // valid when resolved (routable or unhealthy)
 	Discovered bool
+	// Health is the active health checks' view; nil when health_check
+	// is not configured or the backend is not discovered.
+	Health *Health
 
-	warned bool // unreachability logged since it was last routable
+	resolved bool // Route is valid: the last resolution succeeded
+	warned   bool // unreachability logged since it was last routable
+	// departedAt is when the backend left discovery (or, adopted from a
+	// predecessor, when this process started): ids are reused only long
+	// enough after it (reuse.go).
+	departedAt time.Time
+	checker    *checker // nil without health checks
 }
 
 // Publisher receives the routable set; *dataplane.Dataplane implements it.
 type Publisher interface {
 	SetRoutable([]dataplane.BackendRef) error
+	// ResetBackend clears a backend id's data-path statistics, port
+	// cursor and histogram before the id is reused for another address.
+	ResetBackend(id uint32) error
 }
 
 // Options tune a Manager. Zero values take the defaults noted.
@@ -58,8 +75,21 @@ type Options struct {
 	// PendingWait bounds how long the initial sync waits for neighbours
 	// being resolved (2 s), so the first SYN does not miss.
 	PendingWait time.Duration
-	// InUse reports whether a backend id still owns flows (for id reuse).
-	InUse func(id uint32) bool
+	// HealthCheck enables active health checks (nil: none). HealthPort
+	// is the port checked when HealthCheck.Port is 0 and the backend has
+	// no port of its own (the first mapping's remote_port);
+	// HealthSource is the address checks leave from (the first SNAT
+	// address, as the data path's packets do).
+	HealthCheck  *config.HealthCheck
+	HealthPort   uint16
+	HealthSource netip.Addr
+	// HealthNetns runs f, a health checker's loop, on a thread in the
+	// network namespace the checks leave from (nil: f runs as is, in the
+	// daemon's namespace; tests run the manager beside a lab namespace).
+	HealthNetns func(f func())
+	// Clock is the time source of id reuse and health checks (nil: the
+	// wall clock); tests pass their own.
+	Clock Clock
 	// Known are backends a predecessor gave ids to (pairs in the adopted
 	// flow map reference them, or they were in its routable set): they
 	// keep their ids, so adopted pairs keep their backend's counters, and
@@ -88,8 +118,12 @@ type Manager struct {
 	synced   chan struct{}
 	syncOnce sync.Once
 
+	// runCtx is Run's context: health checkers run under it.
+	runCtx context.Context
+
 	mu        sync.Mutex
 	backends  map[netip.Addr]*Status
+	idle      idleness
 	published []dataplane.BackendRef
 	// publishedOnce: a set was published. Until then the data path's set
 	// is unknown (empty when fresh, a predecessor's when adopted): the
@@ -98,6 +132,11 @@ type Manager struct {
 	// new connections while neighbours resolve.
 	publishedOnce, settled bool
 	provErr                error
+	// pubMu serialises publications: health checkers publish from their
+	// own goroutines, and an older set must never land after a newer one.
+	pubMu sync.Mutex
+	// changed gets a token (capacity 1) after each publication.
+	changed chan struct{}
 }
 
 // NewManager wires a provider, a resolver and a publisher.
@@ -114,8 +153,13 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 	if o.Log == nil {
 		o.Log = logrus.StandardLogger()
 	}
-	m := &Manager{prov: p, res: r, pub: pub, opts: o, reg: newRegistry(o.InUse),
-		synced: make(chan struct{}), backends: map[netip.Addr]*Status{}}
+	if o.Clock == nil {
+		o.Clock = wallClock{}
+	}
+	m := &Manager{prov: p, res: r, pub: pub, opts: o, runCtx: context.Background(),
+		synced: make(chan struct{}), backends: map[netip.Addr]*Status{}, idle: newIdleness(),
+		changed: make(chan struct{}, 1)}
+	m.reg = newRegistry(m.idInUse)
 	for _, k := range o.Known {
 		if err := m.reg.adopt(k.ID, k.IP); err != nil {
 			o.Log.WithFields(logrus.Fields{"backend": k.Name, "ip": k.IP}).WithError(err).Warn("adopted backend id skipped")
@@ -125,7 +169,7 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 		if name == "" {
 			name = k.IP.String()
 		}
-		m.backends[k.IP] = &Status{ID: k.ID, Name: name, IP: k.IP, State: Departed}
+		m.backends[k.IP] = &Status{ID: k.ID, Name: name, IP: k.IP, State: Departed, departedAt: o.Clock.Now()}
 	}
 	return m
 }
@@ -135,23 +179,57 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 // the routable set published.
 func (m *Manager) Synced() <-chan struct{} { return m.synced }
 
+// Changed receives a token after each publication of a new routable set
+// (a backend became routable, unhealthy, unreachable or departed), so the
+// daemon can show it at once rather than with the next maintenance sample.
+// Tokens do not queue: one stands for every change since the last read.
+func (m *Manager) Changed() <-chan struct{} { return m.changed }
+
 // ProviderName names the provider.
 func (m *Manager) ProviderName() string { return m.prov.Name() }
 
-// ProviderError is the provider's last error, nil while it is healthy.
+// ProviderError is the provider's last error, nil while it is healthy:
+// the error Run ended with, or the one its source reports (Reporter).
 func (m *Manager) ProviderError() error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.provErr
+	err := m.provErr
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if r, ok := m.prov.(Reporter); ok {
+		return r.LastError()
+	}
+	return nil
 }
 
-// Snapshot returns every backend known to this process, ordered by id.
+// EverSynced reports whether the provider's first set was applied
+// (Synced is closed).
+func (m *Manager) EverSynced() bool {
+	select {
+	case <-m.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// Snapshot returns every backend known to this process, ordered by id. It
+// waits for a publication in progress, so a state it shows is the data
+// path's.
 func (m *Manager) Snapshot() []Status {
+	m.pubMu.Lock()
+	defer m.pubMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]Status, 0, len(m.backends))
 	for _, s := range m.backends {
-		out = append(out, *s)
+		c := *s
+		if s.checker != nil {
+			h := s.checker.health()
+			c.Health = &h
+		}
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b Status) int { return int(a.ID) - int(b.ID) })
 	return out
@@ -159,6 +237,10 @@ func (m *Manager) Snapshot() []Status {
 
 // Run runs the provider and the resolution loop until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	m.runCtx = ctx
+	m.mu.Unlock()
+	defer m.stopCheckers()
 	updates := make(chan []Backend, 1)
 	provDone := make(chan error, 1)
 	go func() { provDone <- m.prov.Run(ctx, updates) }()
@@ -181,6 +263,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.apply(set)
 			m.resolveAll(ctx, true)
 			m.syncOnce.Do(func() {
+				m.awaitFirstChecks(ctx)
 				m.mu.Lock()
 				m.settled = true
 				m.mu.Unlock()
@@ -197,142 +280,49 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// apply takes a provider set: new backends get ids, departed ones are marked.
+// apply takes a provider set: new backends get ids (a reused id is reset
+// in the data path first), departed ones are marked and their health
+// checks stopped.
 func (m *Manager) apply(set []Backend) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.opts.Clock.Now()
 	current := map[netip.Addr]bool{}
 	for _, b := range set {
 		current[b.IP] = true
 	}
 	for ip, s := range m.backends {
 		if !current[ip] && s.Discovered {
-			s.Discovered, s.State, s.Reason = false, Departed, ""
+			s.Discovered, s.State, s.Reason, s.departedAt = false, Departed, "", now
+			m.stopChecker(s)
 			m.opts.Log.WithFields(logrus.Fields{"backend": s.Name, "ip": ip}).Info("backend left discovery; existing connections stay pinned to it")
 		}
 	}
 	for _, b := range set {
 		s, ok := m.backends[b.IP]
 		if !ok {
-			id, err := m.reg.id(b.IP, current)
+			id, old, reused, err := m.reg.id(b.IP, current)
 			if err != nil {
 				m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP}).WithError(err).Error("backend skipped")
 				continue
 			}
+			if reused {
+				if err := m.pub.ResetBackend(id); err != nil {
+					m.reg.undoReuse(b.IP, old)
+					m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP, "id": id}).WithError(err).Error("backend skipped: its reused id could not be reset")
+					continue
+				}
+				delete(m.backends, old)
+				m.idle.forget(id)
+				m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP, "id": id, "previous_ip": old}).Info("backend id reused: the previous backend owns no pairs")
+			}
 			s = &Status{ID: id, IP: b.IP, State: Unreachable, Reason: "not resolved yet"}
 			m.backends[b.IP] = s
 		}
-		s.Name, s.Discovered = b.Name, true
+		s.Name, s.Port, s.Discovered = b.Name, b.Port, true
 		if s.State == Departed {
-			s.State, s.Reason = Unreachable, "not resolved yet"
+			s.State, s.Reason, s.resolved = Unreachable, "not resolved yet", false
 		}
+		m.startChecker(s)
 	}
-}
-
-// resolveAll resolves unresolved backends (all of them when full), waiting
-// up to PendingWait for neighbours in flight during a full pass, then
-// publishes the routable set if it changed.
-func (m *Manager) resolveAll(ctx context.Context, full bool) {
-	wait := full
-	deadline := time.Now().Add(m.opts.PendingWait)
-	for {
-		pending := false
-		for _, ip := range m.candidates(full) {
-			route, err := m.res.Resolve(ip)
-			m.record(ip, route, err)
-			if errors.Is(err, hostnet.ErrNeighbourPending) {
-				pending = true
-			}
-		}
-		m.publish()
-		if !pending || !wait || time.Now().After(deadline) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-		full = false // retry only the unresolved ones
-	}
-}
-
-func (m *Manager) candidates(full bool) []netip.Addr {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []netip.Addr
-	for ip, s := range m.backends {
-		if s.Discovered && (full || s.State != Routable) {
-			out = append(out, ip)
-		}
-	}
-	return out
-}
-
-// record stores a resolution result. A backend that stops being routable
-// is logged once, when the reason is known (not while its neighbour is
-// still being resolved), and again only after it was routable in between:
-// a next hop that never answers ARP alternates between "pending" and
-// "failed" every few seconds while the kernel retries, and that is one
-// story, not a new one every time.
-func (m *Manager) record(ip netip.Addr, route hostnet.Route, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s, ok := m.backends[ip]
-	if !ok || !s.Discovered {
-		return
-	}
-	log := m.opts.Log.WithFields(logrus.Fields{"backend": s.Name, "ip": ip})
-	if err == nil {
-		if s.State != Routable {
-			log.WithFields(logrus.Fields{"interface": route.Interface, "next_hop": route.NextHop}).Info("backend routable")
-		}
-		s.State, s.Reason, s.Route, s.warned = Routable, "", route, false
-		return
-	}
-	s.State, s.Reason = Unreachable, err.Error()
-	if errors.Is(err, hostnet.ErrNeighbourPending) {
-		log.WithError(err).Debug("backend not routable yet; retrying")
-		return
-	}
-	if !s.warned {
-		log.WithError(err).Warn("backend unreachable; skipped for new connections and retried")
-		s.warned = true
-	}
-}
-
-// publish sends the routable set to the data path when it changed.
-func (m *Manager) publish() {
-	m.mu.Lock()
-	var refs []dataplane.BackendRef
-	for _, s := range m.backends {
-		if s.Discovered && s.State == Routable {
-			refs = append(refs, dataplane.BackendRef{ID: s.ID, IP: s.IP})
-		}
-	}
-	slices.SortFunc(refs, func(a, b dataplane.BackendRef) int { return int(a.ID) - int(b.ID) })
-	same := m.publishedOnce && slices.Equal(refs, m.published)
-	early := !m.publishedOnce && len(refs) == 0 && !m.settled
-	m.mu.Unlock()
-	if same || early {
-		return
-	}
-	if err := m.pub.SetRoutable(refs); err != nil {
-		m.opts.Log.WithError(err).Error("publish routable backends")
-		return
-	}
-	m.mu.Lock()
-	m.published, m.publishedOnce = refs, true
-	m.mu.Unlock()
-	m.opts.Log.WithField("routable", len(refs)).Info("routable backend set published")
-}
-
-// Republish writes the routable set to the data path again, even when it
-// did not change: after a failed hot upgrade whose successor may have
-// published its own.
-func (m *Manager) Republish() {
-	m.mu.Lock()
-	m.publishedOnce = false
-	m.mu.Unlock()
-	m.publish()
 }

@@ -14,6 +14,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/vishvananda/netlink"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
@@ -22,14 +23,22 @@ import (
 
 // recorder is a Publisher that keeps every published set.
 type recorder struct {
-	mu   sync.Mutex
-	sets [][]dataplane.BackendRef
+	mu     sync.Mutex
+	sets   [][]dataplane.BackendRef
+	resets []uint32 // ResetBackend calls
 }
 
 func (r *recorder) SetRoutable(refs []dataplane.BackendRef) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sets = append(r.sets, slices.Clone(refs))
+	return nil
+}
+
+func (r *recorder) ResetBackend(id uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resets = append(r.resets, id)
 	return nil
 }
 
@@ -121,21 +130,96 @@ func TestRegistryReusesOnlyFreeIDs(t *testing.T) {
 	r := newRegistry(func(id uint32) bool { return inUse[id] })
 	cur := map[netip.Addr]bool{}
 	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) }
+	first := func(i uint32) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}) }
 	for i := uint32(0); i < dataplane.MaxBackends; i++ {
-		if id, err := r.id(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), cur); err != nil || id != uint32(i) {
-			t.Fatalf("id %d err %v", id, err)
+		if id, _, reused, err := r.id(first(i), cur); err != nil || id != i || reused {
+			t.Fatalf("id %d reused %v err %v", id, reused, err)
 		}
 	}
 	inUse[0] = true
-	id, err := r.id(ip(1), cur)
-	if err != nil || id != 1 {
-		t.Fatalf("reused id %d err %v, want 1 (0 still owns flows)", id, err)
+	id, old, reused, err := r.id(ip(1), cur)
+	if err != nil || id != 1 || !reused || old != first(1) {
+		t.Fatalf("reused id %d (of %v, reused %v) err %v, want 1 of %v (0 still owns flows)", id, old, reused, err, first(1))
+	}
+	r.undoReuse(ip(1), old)
+	if got, _, _, _ := r.id(first(1), cur); got != 1 {
+		t.Fatalf("after undoReuse %v has id %d, want 1 back", first(1), got)
 	}
 	for i := uint32(0); i < dataplane.MaxBackends; i++ {
 		inUse[i] = true
 	}
-	if _, err := r.id(ip(2), cur); err == nil {
+	if _, _, _, err := r.id(ip(2), cur); err == nil {
 		t.Fatal("want an error when every id owns flows")
+	}
+}
+
+// fakeClock is a Clock the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// Issue 14: ids of departed backends are reused once the samples show no
+// pair for IDReuseQuiet after both the departure and the last pair, and a
+// reused id is reset in the data path first. Before, the 1,025th distinct
+// address was skipped for good.
+func TestManagerReusesIDsOfDepartedBackends(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	pub := &recorder{}
+	m := NewManager(NewStatic(nil), nil, pub, Options{Clock: clk})
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}) }
+	set := func(from, n int) []Backend {
+		var bs []Backend
+		for i := from; i < from+n; i++ {
+			bs = append(bs, Backend{Name: addr(i).String(), IP: addr(i)})
+		}
+		return bs
+	}
+	n := int(dataplane.MaxBackends)
+	m.apply(set(0, n))   // every id handed out
+	m.apply(set(1, n-1)) // addr(0) departs; its id 0 still has pairs
+	m.NotePairs(clk.add(90*time.Second), []uint32{0})
+	lastBusy := clk.Now()
+
+	newcomer := addr(n)
+	ids := func() map[netip.Addr]uint32 {
+		out := map[netip.Addr]uint32{}
+		for _, s := range m.Snapshot() {
+			out[s.IP] = s.ID
+		}
+		return out
+	}
+	m.apply(append(set(1, n-1), Backend{Name: "new", IP: newcomer}))
+	if _, ok := ids()[newcomer]; ok {
+		t.Fatalf("%v got an id while every id still owns pairs or was busy less than %v ago", newcomer, IDReuseQuiet)
+	}
+	// Samples keep coming, without pairs for id 0, but not yet long enough.
+	clk.now = lastBusy.Add(IDReuseQuiet - time.Second)
+	m.NotePairs(clk.Now(), nil)
+	m.apply(append(set(1, n-1), Backend{Name: "new", IP: newcomer}))
+	if _, ok := ids()[newcomer]; ok {
+		t.Fatal("id reused before IDReuseQuiet after its last busy sample")
+	}
+	clk.now = lastBusy.Add(IDReuseQuiet)
+	m.NotePairs(clk.Now(), nil)
+	m.apply(append(set(1, n-1), Backend{Name: "new", IP: newcomer}))
+	got := ids()
+	if id, ok := got[newcomer]; !ok || id != 0 {
+		t.Fatalf("%v: id %d (listed %v), want the departed backend's id 0", newcomer, id, ok)
+	}
+	if _, ok := got[addr(0)]; ok {
+		t.Fatalf("the departed backend whose id was reused is still listed")
+	}
+	if !slices.Equal(pub.resets, []uint32{0}) {
+		t.Fatalf("ResetBackend calls %v, want [0] before the reuse", pub.resets)
 	}
 }
 
@@ -207,4 +291,73 @@ func TestManagerKeepsAdoptedIDs(t *testing.T) {
 	if departed == nil || departed.ID != 3 || departed.State != Departed || departed.Discovered || departed.Name != gone.String() {
 		t.Fatalf("the adopted backend the provider no longer lists: %+v, want departed with id 3, named by its address", departed)
 	}
+}
+
+// With health_check, a backend whose server stops is unhealthy within a
+// few intervals and left out of the published set (its route untouched);
+// once the server is back it is published again (DESIGN §6b).
+func TestManagerHealthChecks(t *testing.T) {
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	res := hostnet.NewResolver(l.XLB.Netlink(), l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
+	var cfg []config.Backend
+	for i, b := range l.Backends {
+		cfg = append(cfg, config.Backend{Name: "backend-" + string(rune('1'+i)), IP: b.IP()})
+	}
+	echo := netip.MustParseAddrPort(l.EchoAddr(0))
+	hc := &config.HealthCheck{Type: config.HealthCheckTCP, Interval: 100 * time.Millisecond, Timeout: 100 * time.Millisecond, Rise: 2, Fall: 2}
+	pub := &recorder{}
+	m := NewManager(NewStatic(cfg), res, pub, Options{RetryInterval: 50 * time.Millisecond,
+		HealthCheck: hc, HealthPort: echo.Port(), HealthSource: l.XLB.IP(),
+		HealthNetns: func(f func()) { _ = l.XLB.Do(func() error { f(); return nil }) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-m.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("manager never synced")
+	}
+	all := func() []dataplane.BackendRef {
+		var want []dataplane.BackendRef
+		for i, b := range l.Backends {
+			want = append(want, dataplane.BackendRef{ID: uint32(i), IP: b.IP()})
+		}
+		return want
+	}
+	if got := pub.last(); !slices.Equal(got, all()) {
+		t.Fatalf("first published set %v, want every backend (their first checks passed) %v", got, all())
+	}
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30 s; published %v, status %+v", what, pub.last(), m.Snapshot())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := l.Backends[0].Echo.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wait("backend-1 unhealthy and unpublished", func() bool {
+		s := m.Snapshot()[0]
+		return s.State == Unhealthy && !slices.Contains(pub.last(), all()[0])
+	})
+	s := m.Snapshot()[0]
+	if s.Health == nil || s.Health.Healthy || s.Health.Failed < uint64(hc.Fall) || s.Health.Last.OK || !strings.HasPrefix(s.Reason, "health check failing") {
+		t.Fatalf("unhealthy backend's status %+v health %+v", s, s.Health)
+	}
+	if s.Route.Interface != "eth0" {
+		t.Fatalf("unhealthy backend lost its route: %+v", s.Route)
+	}
+	srv, err := l.Backends[0].Serve(echo.String(), testnet.Echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	wait("backend-1 routable and published again", func() bool {
+		return m.Snapshot()[0].State == Routable && slices.Equal(pub.last(), all())
+	})
 }

@@ -10,11 +10,16 @@ import (
 	"github.com/xlbproject/xlb/pkg/config"
 )
 
-// Backend is one discovered backend: a name for status and metrics and its
-// IPv4 address. Backends are reached on the port mapping's remote_port.
+// Backend is one discovered backend: a name for status and metrics, its
+// IPv4 address and, from providers that know it, its port. Backends are
+// reached on the port mapping's remote_port; a mapping without one
+// (config.PortMapping.RemotePort 0, provider.kubernetes only) uses Port.
 type Backend struct {
 	Name string
 	IP   netip.Addr
+	// Port is the backend's own port (the EndpointSlice port named
+	// provider.kubernetes.port_name); 0 when the provider has none.
+	Port uint16
 }
 
 // Provider discovers backends (seed "Backend changes": discovery controls
@@ -22,9 +27,20 @@ type Backend struct {
 type Provider interface {
 	// Name identifies the provider in logs and status ("static", "kubernetes").
 	Name() string
-	// Run sends the complete current set on every change until ctx ends;
-	// the first send is the initial sync. It returns ctx.Err() on shutdown.
+	// Run sends the complete set of backends eligible for new
+	// connections on every change until ctx ends; the first send is the
+	// initial sync. A backend that leaves the set (gone, or no longer
+	// eligible) is departed: its pairs stay pinned to it. It returns
+	// ctx.Err() on shutdown.
 	Run(ctx context.Context, updates chan<- []Backend) error
+}
+
+// Reporter is implemented by providers that keep serving their last set
+// while their source fails (kubernetes: the API server is unreachable).
+type Reporter interface {
+	// LastError is the source's latest error; nil once a later sync
+	// succeeded.
+	LastError() error
 }
 
 // Static is the provider for provider.static in xlb.yaml: the list is read

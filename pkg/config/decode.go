@@ -26,6 +26,7 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 		{"mode", d.into(&c.Mode)},
 		{"ports", func(n *yaml.Node, p string) { c.Ports = d.decodePorts(n, p) }},
 		{"provider", func(n *yaml.Node, p string) { d.decodeProvider(n, p, &c.Provider) }},
+		{"health_check", func(n *yaml.Node, p string) { c.HealthCheck = d.decodeHealthCheck(n, p) }},
 		{"orphan_ttl_secs", func(n *yaml.Node, p string) { d.decodeOrphanTTL(n, p, &c.OrphanTTL) }},
 		{"shutdown_timeout", func(n *yaml.Node, p string) {
 			if v, ok := d.integer(n, p, 0, int64(MaxShutdownTimeout/time.Second), " seconds"); ok {
@@ -47,6 +48,7 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 			}
 		}},
 	})
+	d.defaultRemotePorts(c)
 }
 
 // into returns a decode function storing a string field in dst.
@@ -73,18 +75,31 @@ func (d *decoder) decodeListen(n *yaml.Node, path string, l *Listen) {
 }
 
 // decodePorts reads the port mappings. Every item yields one entry (zero
-// where it failed to decode) so that Ports[i] is always ports[i].
+// where it failed to decode) so that Ports[i] is always ports[i]. An
+// omitted remote_port stays 0 here: defaultRemotePorts fills it in once
+// the provider is known.
 func (d *decoder) decodePorts(n *yaml.Node, path string) []PortMapping {
 	return decodeSequence(d, n, path, func(it *yaml.Node, p string, pm *PortMapping) {
-		remoteSet := false
 		d.mapping(it, p, []field{
 			{"local_port", func(n *yaml.Node, p string) { pm.LocalPort, _ = d.port(n, p) }},
-			{"remote_port", func(n *yaml.Node, p string) { pm.RemotePort, _ = d.port(n, p); remoteSet = true }},
+			{"remote_port", func(n *yaml.Node, p string) { pm.RemotePort, _ = d.port(n, p) }},
 		})
-		if !remoteSet {
-			pm.RemotePort = pm.LocalPort
-		}
 	})
+}
+
+// defaultRemotePorts applies the rule for an omitted remote_port (issue
+// 14): with provider.kubernetes it stays 0, each backend's port from its
+// EndpointSlice (provider.kubernetes.port_name); otherwise it is the
+// local_port (DESIGN §1).
+func (d *decoder) defaultRemotePorts(c *Config) {
+	if c.Provider.Kubernetes != nil {
+		return
+	}
+	for i := range c.Ports {
+		if !d.set[childPath(indexPath("ports", i), "remote_port")] {
+			c.Ports[i].RemotePort = c.Ports[i].LocalPort
+		}
+	}
 }
 
 // decodeProvider reads `provider: {static: ...}` or
@@ -104,6 +119,7 @@ func (d *decoder) decodeProvider(n *yaml.Node, path string, pr *Provider) {
 				{"namespace", d.into(&k.Namespace)},
 				{"service", d.into(&k.Service)},
 				{"kubeconfig", d.into(&k.Kubeconfig)},
+				{"port_name", d.into(&k.PortName)},
 			})
 		}},
 	})

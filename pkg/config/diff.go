@@ -4,7 +4,7 @@ import "slices"
 
 // topLevelKeys are the top-level YAML keys of DESIGN §1, in document order.
 var topLevelKeys = []string{
-	"name", "listen", "proto", "mode", "ports", "provider",
+	"name", "listen", "proto", "mode", "ports", "provider", "health_check",
 	"orphan_ttl_secs", "shutdown_timeout", "admin", "metrics",
 	"interfaces", "xdp_mode", "snat", "flow_table", "state_dir",
 }
@@ -17,6 +17,7 @@ var keyEqual = map[string]func(a, b *Config) bool{
 	"mode":             func(a, b *Config) bool { return a.Mode == b.Mode },
 	"ports":            func(a, b *Config) bool { return slices.Equal(a.Ports, b.Ports) },
 	"provider":         func(a, b *Config) bool { return providerEqual(a.Provider, b.Provider) },
+	"health_check":     func(a, b *Config) bool { return healthCheckEqual(a.HealthCheck, b.HealthCheck) },
 	"orphan_ttl_secs":  func(a, b *Config) bool { return a.OrphanTTL == b.OrphanTTL },
 	"shutdown_timeout": func(a, b *Config) bool { return a.ShutdownTimeout == b.ShutdownTimeout },
 	"admin":            func(a, b *Config) bool { return adminEqual(a.Admin, b.Admin) },

@@ -38,6 +38,7 @@ func TestDiffEachKey(t *testing.T) {
 		"mode":             func(c *Config) { c.Mode = "dsr" },
 		"ports":            func(c *Config) { c.Ports[0].RemotePort = 8080 },
 		"provider":         func(c *Config) { c.Provider.Static.Backends[0].Name = "renamed" },
+		"health_check":     func(c *Config) { c.HealthCheck = &HealthCheck{Type: HealthCheckTCP} },
 		"orphan_ttl_secs":  func(c *Config) { c.OrphanTTL = time.Hour },
 		"shutdown_timeout": func(c *Config) { c.ShutdownTimeout = 0 },
 		"admin":            func(c *Config) { c.Admin.Auth = &AdminAuth{Username: "ops"} },
@@ -68,13 +69,22 @@ func TestDiffEachKey(t *testing.T) {
 
 func TestDiffProviderAndAuthPointers(t *testing.T) {
 	static := mustParse(t, minimal)
-	kube := mustParse(t, "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web}\n")
-	kube2 := mustParse(t, "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web, kubeconfig: /k}\n")
+	kube := mustParse(t, "ports:\n  - {local_port: 80, remote_port: 80}\nprovider:\n  kubernetes: {namespace: default, service: web}\n")
+	kube2 := mustParse(t, "ports:\n  - {local_port: 80, remote_port: 80}\nprovider:\n  kubernetes: {namespace: default, service: web, kubeconfig: /k}\n")
+	kube3 := mustParse(t, "ports:\n  - {local_port: 80, remote_port: 80}\nprovider:\n  kubernetes: {namespace: default, service: web, port_name: http}\n")
+	kubeDiscovered := mustParse(t, "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web}\n")
 	if got := Diff(static, kube); !reflect.DeepEqual(got, []string{"provider"}) {
 		t.Errorf("Diff(static, kubernetes) = %v", got)
 	}
 	if got := Diff(kube, kube2); !reflect.DeepEqual(got, []string{"provider"}) {
 		t.Errorf("Diff(kubeconfig changed) = %v", got)
+	}
+	if got := Diff(kube, kube3); !reflect.DeepEqual(got, []string{"provider"}) {
+		t.Errorf("Diff(port_name changed) = %v", got)
+	}
+	// remote_port from discovery (0) differs from an explicit one.
+	if got := Diff(kube, kubeDiscovered); !reflect.DeepEqual(got, []string{"ports"}) {
+		t.Errorf("Diff(remote_port omitted) = %v", got)
 	}
 	a := mustParse(t, minimal+"admin: {auth: {username: a}}\n")
 	b := mustParse(t, minimal+"admin: {auth: {username: a}}\n")
@@ -99,16 +109,24 @@ func TestDiffSNATList(t *testing.T) {
 	swapped := mustParse(t, minimal+"snat: {ip: [198.51.100.2, 198.51.100.1]}\n")
 	one := mustParse(t, minimal+"snat: {ip: 198.51.100.1}\n")
 	listOfOne := mustParse(t, minimal+"snat: {ip: [198.51.100.1]}\n")
-	for _, c := range []struct {
-		name string
-		a, b *Config
-		want []string
-	}{
+	checkDiffs(t, []diffCase{
 		{"same list, other style", a, same, nil},
 		{"order changed", a, swapped, []string{"snat"}},
 		{"address removed", a, one, []string{"snat"}},
 		{"one address and a list of one", one, listOfOne, nil},
-	} {
+	})
+}
+
+// diffCase is two configs and the keys Diff must name.
+type diffCase struct {
+	name string
+	a, b *Config
+	want []string
+}
+
+func checkDiffs(t *testing.T, cases []diffCase) {
+	t.Helper()
+	for _, c := range cases {
 		if got := Diff(c.a, c.b); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: Diff = %v, want %v", c.name, got, c.want)
 		}

@@ -16,6 +16,11 @@
 // the former generated from bpf/layout.h; the orphan and embryonic TTLs'
 // defaults are pkg/maintenance's. This package imports those two for nothing else.
 //
+// The optional health_check block (DESIGN §6b) is nil when absent: no
+// active checks. An omitted remote_port is the local_port, except with
+// provider.kubernetes, where it stays 0: each backend's own port, taken
+// from its EndpointSlice (issue 14).
+//
 // A field set to null (`key:` or `key: ~`) counts as omitted. Aliases are
 // followed; merge keys (<<) are rejected. Integers must be YAML integers
 // (`port: "80"` is an error); string fields take any scalar as its text.

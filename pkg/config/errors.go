@@ -1,17 +1,10 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 )
-
-// ErrKubernetesNotBuilt is why a config that sets provider.kubernetes is
-// refused: the schema has the Kubernetes EndpointSlice provider (DESIGN
-// §1), this build does not. Validation reports it at provider.kubernetes;
-// pkg/instance returns it (wrapped) for a config that skipped that rule.
-var ErrKubernetesNotBuilt = errors.New("the Kubernetes EndpointSlice provider is not implemented yet; use provider.static")
 
 // Error is one problem in a config file. Its text is
 // "SOURCE:LINE: PATH: MESSAGE", e.g.

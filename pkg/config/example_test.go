@@ -29,6 +29,8 @@ func TestExampleFile(t *testing.T) {
 			{"backend-2", ip("198.51.100.12")},
 			{"198.51.100.13", ip("198.51.100.13")},
 		}}},
+		HealthCheck: &HealthCheck{Type: "http", Port: 8081, Interval: 5 * time.Second, Timeout: 1500 * time.Millisecond,
+			Rise: 3, Fall: 4, Path: "/healthz", ExpectStatus: 204},
 		OrphanTTL:       600 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		Admin:           Admin{Address: ip("127.0.0.1"), Port: 9091, Auth: &AdminAuth{Username: "operator"}},

@@ -15,12 +15,10 @@ provider:
       - ip: 198.51.100.11
 `
 
-// parseT parses src as "t.yaml" against the whole schema, including what
-// this build does not implement yet (the Kubernetes provider, rejected by
-// Parse itself: TestKubernetesNotImplemented).
+// parseT parses src as "t.yaml".
 func parseT(t *testing.T, src string) (*Config, []string, error) {
 	t.Helper()
-	return parse([]byte(src), "t.yaml", true)
+	return Parse([]byte(src), "t.yaml")
 }
 
 // mustParse parses src and fails the test on any error or warning.

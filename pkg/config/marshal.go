@@ -50,7 +50,11 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 		"proto", str(c.Proto),
 		"mode", str(c.Mode),
 		"ports", m.ports(c.Ports),
-		"provider", m.provider(c.Provider),
+		"provider", m.provider(c.Provider))
+	if c.HealthCheck != nil {
+		root.Content = append(root.Content, str("health_check"), m.healthCheck(c.HealthCheck))
+	}
+	root.Content = append(root.Content, mapNode(
 		"orphan_ttl_secs", m.seconds("orphan_ttl_secs", c.OrphanTTL),
 		"shutdown_timeout", m.seconds("shutdown_timeout", c.ShutdownTimeout),
 		"admin", m.admin(c.Admin),
@@ -66,7 +70,7 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 			"max_connections", integer(c.FlowTable.MaxConnections),
 			"embryonic_ttl_secs", m.seconds("flow_table.embryonic_ttl_secs", c.FlowTable.EmbryonicTTL)),
 		"state_dir", str(c.StateDir),
-	)
+	).Content...)
 	return root
 }
 
@@ -80,9 +84,11 @@ func (m *marshaler) listen(l Listen) *yaml.Node {
 func (m *marshaler) ports(ps []PortMapping) *yaml.Node {
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, p := range ps {
-		seq.Content = append(seq.Content, mapNode(
-			"local_port", integer(p.LocalPort),
-			"remote_port", integer(p.RemotePort)))
+		n := mapNode("local_port", integer(p.LocalPort))
+		if p.RemotePort != 0 { // 0: from discovery, written by omitting it
+			n.Content = append(n.Content, str("remote_port"), integer(p.RemotePort))
+		}
+		seq.Content = append(seq.Content, n)
 	}
 	return seq
 }
@@ -99,10 +105,8 @@ func (m *marshaler) provider(p Provider) *yaml.Node {
 		n.Content = append(n.Content, str("static"), mapNode("backends", seq))
 	}
 	if k := p.Kubernetes; k != nil {
-		kn := mapNode("namespace", str(k.Namespace), "service", str(k.Service))
-		if k.Kubeconfig != "" {
-			kn.Content = append(kn.Content, str("kubeconfig"), str(k.Kubeconfig))
-		}
+		kn := mapNode("namespace", str(k.Namespace), "service", str(k.Service),
+			"kubeconfig", str(k.Kubeconfig), "port_name", str(k.PortName))
 		n.Content = append(n.Content, str("kubernetes"), kn)
 	}
 	return n

@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func roundTrip(t *testing.T, c *Config) []byte {
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)
 	}
-	back, warnings, err := parse(out, "effective.yaml", true)
+	back, warnings, err := Parse(out, "effective.yaml")
 	if err != nil || len(warnings) != 0 {
 		t.Fatalf("Parse(Marshal()) = %v, warnings %q\n%s", err, warnings, out)
 	}
@@ -35,6 +36,11 @@ func TestMarshalRoundTrip(t *testing.T) {
 		"minimal":                    minimal,
 		"kubernetes with kubeconfig": "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: prod, service: web, kubeconfig: /etc/xlb/kubeconfig}\n",
 		"kubernetes in-cluster":      "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: prod, service: web}\n",
+		"kubernetes port_name, remote_port from discovery and explicit": "ports:\n  - local_port: 80\n  - {local_port: 443, remote_port: 8443}\nprovider:\n  kubernetes: {namespace: prod, service: web, port_name: http}\n",
+		"tcp health check":            minimal + "health_check: {type: tcp}\n",
+		"http health check":           minimal + "health_check: {type: http}\n",
+		"health check every field":    minimal + "health_check: {type: http, port: 8081, interval_ms: 100, timeout_ms: 10, rise: 100, fall: 1, path: \"/a?b=c\", expect_status: 599}\n",
+		"health check short interval": minimal + "health_check: {type: tcp, interval_ms: 500}\n",
 		"strings that look like other types": `name: "null"
 ports:
   - local_port: 80
@@ -106,8 +112,9 @@ state_dir: /sys/fs/bpf/xlb
 			keys = append(keys, n.Value)
 		}
 	}
-	if !reflect.DeepEqual(keys, topLevelKeys) {
-		t.Errorf("Marshal keys = %v, want %v", keys, topLevelKeys)
+	// health_check is absent when the file has none (no checks).
+	if want := slices.DeleteFunc(slices.Clone(topLevelKeys), func(k string) bool { return k == "health_check" }); !reflect.DeepEqual(keys, want) {
+		t.Errorf("Marshal keys = %v, want %v", keys, want)
 	}
 }
 

@@ -32,12 +32,6 @@ func Load(path string) (*Config, []string, error) {
 // Errors: every problem found, one per line, sorted by line, each naming
 // the source, the line and the field path.
 func Parse(data []byte, source string) (*Config, []string, error) {
-	return parse(data, source, false)
-}
-
-// parse is Parse; schemaOnly accepts what the schema allows but this build
-// does not implement (tests of the schema itself).
-func parse(data []byte, source string, schemaOnly bool) (*Config, []string, error) {
 	p := newProblems(source)
 	root := parseDocument(data, p)
 	if root == nil {
@@ -48,7 +42,7 @@ func parse(data []byte, source string, schemaOnly bool) (*Config, []string, erro
 	c := Default()
 	if root.Kind == yaml.MappingNode {
 		d.decodeConfig(root, c)
-		validate(c, d, schemaOnly)
+		validate(c, d)
 	}
 	if err := p.err(); err != nil {
 		return nil, p.warnings, err

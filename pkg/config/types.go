@@ -33,6 +33,11 @@ type Config struct {
 	// (DESIGN §1).
 	Provider Provider
 
+	// HealthCheck is the active health check every backend gets (DESIGN
+	// §6b, issue 14). YAML "health_check"; nil when the file omits it:
+	// no active checks.
+	HealthCheck *HealthCheck
+
 	// OrphanTTL is how long an idle connection pair that never closed or
 	// reset is kept. YAML "orphan_ttl_secs" (whole seconds); default 300 s.
 	// Values below 300 s become 300 s with one warning, never an error
@@ -91,8 +96,10 @@ type PortMapping struct {
 	// LocalPort is the port clients connect to on the listen address,
 	// 1..65535, unique across mappings.
 	LocalPort uint16
-	// RemotePort is the backend port, 1..65535; defaults to LocalPort when
-	// omitted from the file.
+	// RemotePort is the backend port, 1..65535. When the file omits it,
+	// it is LocalPort with provider.static, and 0 with
+	// provider.kubernetes: 0 means "each backend's own port", the
+	// EndpointSlice port named provider.kubernetes.port_name (issue 14).
 	RemotePort uint16
 }
 
@@ -122,7 +129,7 @@ type Backend struct {
 }
 
 // KubernetesProvider names the Service whose EndpointSlices supply the
-// backends (DESIGN §1). This package only checks its schema.
+// backends (DESIGN §1, §6b; pkg/backend/kubernetes watches them).
 type KubernetesProvider struct {
 	// Namespace is the Service's namespace (a DNS-1123 label).
 	Namespace string
@@ -132,6 +139,13 @@ type KubernetesProvider struct {
 	// configuration. A relative path is relative to the daemon's working
 	// directory.
 	Kubeconfig string
+	// PortName is the name of the EndpointSlice port (protocol TCP) the
+	// backends are reached on: a slice without a TCP port of that name
+	// supplies no backend, and a port mapping without remote_port uses
+	// that port's number. YAML "port_name"; default "", the unnamed port
+	// of a one-port Service. Empty or a DNS-1123 label, as Kubernetes
+	// requires of Service port names.
+	PortName string
 }
 
 // Listener is a TCP listening address (DESIGN §1).

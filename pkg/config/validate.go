@@ -15,13 +15,14 @@ import (
 // Values that failed to decode are left zero (or at their default) and are
 // skipped here, so one mistake yields one error. d.set tells a field that
 // is missing from one that is present but wrong.
-func validate(c *Config, d *decoder, schemaOnly bool) {
-	v := &validator{decoder: d, c: c, schemaOnly: schemaOnly}
+func validate(c *Config, d *decoder) {
+	v := &validator{decoder: d, c: c}
 	v.name()
 	v.listen()
 	v.protoAndMode()
 	v.ports()
 	v.provider()
+	v.healthCheck()
 	v.admin()
 	v.listeners()
 	v.interfaces()
@@ -34,9 +35,6 @@ func validate(c *Config, d *decoder, schemaOnly bool) {
 type validator struct {
 	*decoder
 	c *Config
-	// schemaOnly accepts what the schema describes but this build does
-	// not implement yet (the Kubernetes provider): for tests of the schema.
-	schemaOnly bool
 }
 
 // required says whether the field at path (a "parent.field" path) has a
@@ -219,26 +217,26 @@ var (
 )
 
 // kubernetes: namespace is a DNS-1123 label and service a DNS-1035 label,
-// as Kubernetes itself requires; kubeconfig is optional.
+// as Kubernetes itself requires; port_name is empty or a DNS-1123 label
+// (a Service port name); kubeconfig is optional.
 func (v *validator) kubernetes(k *KubernetesProvider) {
 	const path = "provider.kubernetes"
-	// The schema is part of the format (DESIGN §1), but this build has no
-	// EndpointSlice provider: fail at check time, as for udp and dsr,
-	// rather than at startup.
-	if !v.schemaOnly {
-		v.errorf(path, "%v", ErrKubernetesNotBuilt)
-	}
-	check := func(field, value, kind string, re *regexp.Regexp, shape string) {
+	const dns1123 = "DNS-1123 label (1-63 lowercase letters, digits or '-'; first and last a letter or digit)"
+	check := func(field, value, kind string, re *regexp.Regexp) {
 		p := childPath(path, field)
 		if !v.required(p) {
 			return
 		}
 		if len(value) > 63 || !re.MatchString(value) {
-			v.errorf(p, "must be a %s (1-63 lowercase letters, digits or '-'; %s), got %q", kind, shape, value)
+			v.errorf(p, "must be a %s, got %q", kind, value)
 		}
 	}
-	check("namespace", k.Namespace, "DNS-1123 label", dns1123Label, "first and last a letter or digit")
-	check("service", k.Service, "DNS-1035 label", dns1035Label, "first a letter, last a letter or digit")
+	check("namespace", k.Namespace, dns1123, dns1123Label)
+	check("service", k.Service, "DNS-1035 label (1-63 lowercase letters, digits or '-'; first a letter, last a letter or digit)", dns1035Label)
+	p := childPath(path, "port_name")
+	if n := k.PortName; !v.failed(p) && n != "" && (len(n) > 63 || !dns1123Label.MatchString(n)) {
+		v.errorf(p, "must be empty (the unnamed port) or a %s, got %q", dns1123, n)
+	}
 }
 
 // admin: the basic-auth username is non-empty without ':' (DESIGN §1).

@@ -107,6 +107,16 @@ func TestValidationRules(t *testing.T) {
 			`t.yaml:5: provider.kubernetes.namespace: must be a DNS-1123 label (1-63 lowercase letters, digits or '-'; first and last a letter or digit), got "Prod"`},
 		{"kubernetes bad service", "ports:\n  - local_port: 80\nprovider:\n  kubernetes:\n    namespace: default\n    service: 1web\n",
 			`t.yaml:6: provider.kubernetes.service: must be a DNS-1035 label (1-63 lowercase letters, digits or '-'; first a letter, last a letter or digit), got "1web"`},
+		{"kubernetes bad port_name", "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web, port_name: HTTP}\n",
+			`t.yaml:4: provider.kubernetes.port_name: must be empty (the unnamed port) or a DNS-1123 label (1-63 lowercase letters, digits or '-'; first and last a letter or digit), got "HTTP"`},
+		{"kubernetes port_name too long", "ports:\n  - local_port: 80\nprovider:\n  kubernetes:\n    namespace: default\n    service: web\n    port_name: " + strings.Repeat("p", 64) + "\n",
+			`t.yaml:7: provider.kubernetes.port_name: must be empty (the unnamed port) or a DNS-1123 label (1-63 lowercase letters, digits or '-'; first and last a letter or digit), got "` + strings.Repeat("p", 64) + `"`},
+		{"kubernetes port_name not a string", "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web, port_name: [http]}\n",
+			`t.yaml:4: provider.kubernetes.port_name: must be a string, got a sequence`},
+		{"kubernetes unknown field", "ports:\n  - local_port: 80\nprovider:\n  kubernetes:\n    namespace: default\n    service: web\n    portname: http\n",
+			`t.yaml:7: provider.kubernetes: unknown field "portname" (did you mean "port_name"?)`},
+		{"kubernetes remote_port 0 is still an error", "ports:\n  - {local_port: 80, remote_port: 0}\nprovider:\n  kubernetes: {namespace: default, service: web}\n",
+			`t.yaml:2: ports[0].remote_port: must be between 1 and 65535, got 0`},
 
 		// durations.
 		{"shutdown_timeout negative", minimal + "shutdown_timeout: -1\n", `t.yaml:7: shutdown_timeout: must be between 0 and 3600 seconds, got -1`},
@@ -232,6 +242,26 @@ func TestValidEdgeCases(t *testing.T) {
 				t.Errorf("Provider = %+v", c.Provider)
 			}
 		}},
+		{"kubernetes port_name and remote_port from discovery", "ports:\n  - local_port: 80\n  - {local_port: 443, remote_port: 8443}\nprovider:\n  kubernetes: {namespace: default, service: web, port_name: https-alt, kubeconfig: /etc/xlb/kubeconfig}\n", func(t *testing.T, c *Config) {
+			if k := *c.Provider.Kubernetes; k != (KubernetesProvider{Namespace: "default", Service: "web", Kubeconfig: "/etc/xlb/kubeconfig", PortName: "https-alt"}) {
+				t.Errorf("Kubernetes = %+v", k)
+			}
+			if want := []PortMapping{{80, 0}, {443, 8443}}; !slices.Equal(c.Ports, want) {
+				t.Errorf("Ports = %v, want %v (0: the endpoint's port)", c.Ports, want)
+			}
+		}},
+		{"kubernetes after ports still leaves remote_port to discovery", "provider:\n  kubernetes: {namespace: default, service: web}\nports:\n  - local_port: 80\n", func(t *testing.T, c *Config) {
+			if want := []PortMapping{{80, 0}}; !slices.Equal(c.Ports, want) {
+				t.Errorf("Ports = %v, want %v", c.Ports, want)
+			}
+		}},
+		{"static: omitted remote_port is local_port, whatever the order", backendsOnly + "ports:\n  - local_port: 80\n", func(t *testing.T, c *Config) {
+			if want := []PortMapping{{80, 80}}; !slices.Equal(c.Ports, want) {
+				t.Errorf("Ports = %v, want %v", c.Ports, want)
+			}
+		}},
+		{"kubernetes port_name at 63 characters", "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web, port_name: " + strings.Repeat("p", 63) + "}\n", nil},
+		{"kubernetes empty port_name", "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web, port_name: \"\"}\n", nil},
 		{"backend names differ, default from IP", "ports:\n  - local_port: 80\nprovider:\n  static:\n    backends:\n      - ip: 10.0.0.1\n      - {name: b, ip: 10.0.0.2}\n", func(t *testing.T, c *Config) {
 			bs := c.Provider.Static.Backends
 			if bs[0].Name != "10.0.0.1" || bs[1].Name != "b" {
@@ -285,18 +315,6 @@ func TestValidEdgeCases(t *testing.T) {
 				tt.check(t, c)
 			}
 		})
-	}
-}
-
-// The Kubernetes provider is part of the schema but not of this build:
-// Parse (and so `xlb check`) refuses it with the field and line, as it
-// refuses udp and dsr, instead of the daemon failing at startup.
-func TestKubernetesNotImplemented(t *testing.T) {
-	src := "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web}\n"
-	_, _, err := Parse([]byte(src), "t.yaml")
-	want := "t.yaml:4: provider.kubernetes: the Kubernetes EndpointSlice provider is not implemented yet; use provider.static"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err %v\nwant %s", err, want)
 	}
 }
 

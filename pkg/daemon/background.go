@@ -36,7 +36,27 @@ func (d *runner) startMaintenance() error {
 			d.log.WithError(err).Error("maintenance loop stopped")
 		}
 	}()
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.followBackends(ctx)
+	}()
 	return nil
+}
+
+// followBackends publishes the backend states whenever the manager
+// published a new routable set (a health check's verdict, a route, a
+// provider change), so status and metrics show it at once; the
+// maintenance samples publish them every cycle as well.
+func (d *runner) followBackends(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.inst.Backends.Changed():
+			d.publishBackends()
+		}
+	}
 }
 
 // awaitFirstSample waits until the first maintenance sample is published,

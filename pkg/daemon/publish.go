@@ -64,7 +64,7 @@ func (d *runner) publishInstance() {
 		s.Attached = d.inst.DP.Attachments()
 		s.Features = d.inst.DP.Features()
 		s.Provider = d.inst.Backends.ProviderName()
-		s.Backends = d.inst.Backends.Snapshot()
+		d.readBackends(s)
 	})
 }
 
@@ -75,22 +75,40 @@ func (d *runner) publishInstance() {
 // failure) but stay out of the duration histogram, which describes
 // successful cycles (snapshot.Snapshot.AddSample).
 func (d *runner) onSample(s *maintenance.Sample) {
+	var busy []uint32
+	for _, b := range s.Backends {
+		if b.Active+b.TimeWait > 0 {
+			busy = append(busy, b.ID)
+		}
+	}
+	d.inst.Backends.NotePairs(s.Time, busy)
 	provErr := ""
 	if err := d.inst.Backends.ProviderError(); err != nil {
 		provErr = err.Error()
 	}
-	backends := d.inst.Backends.Snapshot()
 	var settings []snapshot.HostSetting
 	for _, r := range d.inst.HostSettings() {
 		settings = append(settings, snapshot.HostSetting{Name: r.Setting, Repairs: r.Repairs})
 	}
 	d.update(func(snap *snapshot.Snapshot) {
 		snap.AddSample(s)
-		snap.Backends, snap.ProviderError, snap.HostSettings = backends, provErr, settings
+		snap.ProviderError, snap.HostSettings = provErr, settings
+		d.readBackends(snap)
 	})
 	if d.store.Load().Lifecycle == api.Running {
 		d.notify.Status(d.runningStatus())
 	}
+}
+
+// publishBackends publishes the backend manager's current view.
+func (d *runner) publishBackends() { d.update(d.readBackends) }
+
+// readBackends reads the backend manager's view into s. It runs inside
+// update, under the store's lock, so two publications never land in the
+// opposite order of their reads (a sample must not put back a state a
+// health check's transition already replaced).
+func (d *runner) readBackends(s *snapshot.Snapshot) {
+	s.Backends, s.ProviderSynced = d.inst.Backends.Snapshot(), d.inst.Backends.EverSynced()
 }
 
 // publishCounters reads the data path's counters into the snapshot, which

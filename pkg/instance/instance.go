@@ -140,8 +140,9 @@ func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) 
 
 func (in *Instance) start(ctx context.Context) error {
 	c := in.Config
-	if c.Provider.Kubernetes != nil {
-		return fmt.Errorf("provider.kubernetes: %w", config.ErrKubernetesNotBuilt)
+	prov, err := newProvider(c, in.log)
+	if err != nil {
+		return err
 	}
 	r, err := Resolve(c)
 	if err != nil {
@@ -280,17 +281,15 @@ func (in *Instance) start(ctx context.Context) error {
 		in.resolver.Adopt(n.Interface, n.IP)
 	}
 	in.undo = append(in.undo, in.resolver.Cleanup)
-	var prov backend.Provider = backend.NewStatic(c.Provider.Static.Backends)
 	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{
-		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends)})
+		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends),
+		HealthCheck: c.HealthCheck, HealthPort: c.Ports[0].RemotePort, HealthSource: r.SNAT[0]})
 
 	if err := in.startDiscovery(ctx); err != nil {
 		return err
 	}
-	select {
-	case <-in.Backends.Synced():
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := in.awaitFirstSync(ctx); err != nil {
+		return err
 	}
 	// Pins last: only a complete load, attach and first publication is
 	// ever pinned (DESIGN §6).

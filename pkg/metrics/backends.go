@@ -19,7 +19,7 @@ import (
 type backendsCollector struct {
 	descs
 
-	count, state *prometheus.Desc
+	count, state, checks *prometheus.Desc
 	// traffic are the per-backend series taken from the sample.
 	traffic []backendSeries
 }
@@ -34,8 +34,9 @@ type backendSeries struct {
 
 func newBackendsCollector() *backendsCollector {
 	c := &backendsCollector{}
-	c.count = c.add("xlb_backends", "Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.", "state")
-	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, draining, unreachable), 0 for the others.", "backend", "state")
+	c.count = c.add("xlb_backends", "Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.", "state")
+	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, unhealthy, draining, unreachable), 0 for the others.", "backend", "state")
+	c.checks = c.add("xlb_backend_health_checks_total", "Active health checks of the backend by result (ok, fail) since it was discovered; only with health_check configured.", "backend", "result")
 	type B = maintenance.BackendSample
 	for _, s := range []struct {
 		name, help string
@@ -67,6 +68,10 @@ func newBackendsCollector() *backendsCollector {
 type backendTotals struct {
 	state api.BackendState
 	sum   maintenance.BackendSample
+	// checked: some backend of the name has health checks; ok and failed
+	// sum their results.
+	checked    bool
+	ok, failed uint64
 }
 
 // add sums one backend's sample into t.
@@ -85,7 +90,7 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	if s == nil {
 		return errNoData
 	}
-	var discovered, routable, draining int
+	var discovered, routable, unhealthy, draining int
 	var names []string
 	byName := map[string]*backendTotals{}
 	for _, b := range s.Backends {
@@ -99,6 +104,8 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 		switch state {
 		case api.Routable:
 			routable++
+		case api.Unhealthy:
+			unhealthy++
 		case api.Draining:
 			draining++
 		}
@@ -110,6 +117,11 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 		} else if rank(state) < rank(t.state) {
 			t.state = state
 		}
+		if h := b.Health; h != nil {
+			t.checked = true
+			t.ok += h.OK
+			t.failed += h.Failed
+		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {
 				t.add(bs)
@@ -118,11 +130,16 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	}
 	gauge(ch, c.count, float64(discovered), "discovered")
 	gauge(ch, c.count, float64(routable), string(api.Routable))
+	gauge(ch, c.count, float64(unhealthy), string(api.Unhealthy))
 	gauge(ch, c.count, float64(draining), string(api.Draining))
 	for _, name := range names {
 		t := byName[name]
 		for _, st := range api.BackendStates() {
 			gauge(ch, c.state, boolValue(t.state == st), name, string(st))
+		}
+		if t.checked {
+			ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(t.ok), name, string(api.HealthCheckOK))
+			ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(t.failed), name, string(api.HealthCheckFail))
 		}
 		if s.Sample == nil {
 			continue

@@ -20,6 +20,11 @@
 //     rule: the data path counts the closure at the packet that makes the
 //     pair terminal, and the sample reads the counters the gauges are
 //     derived from together).
+//   - xlb_backend_handshake_seconds{backend} is a histogram (buckets
+//     dataplane.HandshakeBuckets, log-spaced from 50 µs to 3 s) of the time
+//     from the SYN the data path forwarded to the backend's first SYN-ACK,
+//     from the sample (maintenance.BackendSample.Handshake); backends of
+//     one name are summed as for the traffic series.
 //   - Data-path event counters (xlb_xdp_actions_total,
 //     xlb_snat_port_exhausted_total, xlb_shutdown_resets_total,
 //     xlb_rst_out_of_window_total, xlb_snat_port_takeovers_total,

@@ -102,11 +102,15 @@ func fixtureSnapshot() *snapshot.Snapshot {
 		SampleInterval: time.Second,
 		Counters:       &counters,
 		Provider:       "static",
+		ProviderSynced: true,
 		Backends: []backend.Status{
-			{ID: 0, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
+			{ID: 0, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true,
+				Health: &backend.Health{Healthy: true, Known: true, OK: 40, Failed: 1}},
 			{ID: 1, Name: "backend-2", IP: ip("198.51.100.12"), State: backend.Unreachable, Reason: "no route", Discovered: true},
 			{ID: 2, Name: "backend-3", IP: ip("198.51.100.13"), State: backend.Departed},
 			{ID: 3, Name: "backend-4", IP: ip("198.51.100.14"), State: backend.Departed},
+			{ID: 4, Name: "backend-5", IP: ip("198.51.100.15"), State: backend.Unhealthy, Reason: "health check failing: status 503", Discovered: true,
+				Health: &backend.Health{Known: true, OK: 7, Failed: 3}},
 		},
 		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", ReloadRequired: true, ChangedKeys: []string{"ports"}},
 		// Adopted after a crash; values distinct from every other series.

@@ -171,9 +171,10 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_maintenance_embryonic_scheduled", nil, float64(x.CloseEvents.EmbryonicScheduled))
 	check("xlb_maintenance_hold_scheduled", nil, float64(x.CloseEvents.HoldScheduled))
 	check("xlb_close_events_unscheduled_total", nil, float64(x.CloseEvents.Unscheduled))
-	// Backends: three listed (backend-4 departed and idle is not).
-	check("xlb_backends", L{"state": "discovered"}, 2)
+	// Backends: four listed (backend-4 departed and idle is not).
+	check("xlb_backends", L{"state": "discovered"}, 3)
 	check("xlb_backends", L{"state": "routable"}, 1)
+	check("xlb_backends", L{"state": "unhealthy"}, 1)
 	check("xlb_backends", L{"state": "draining"}, 1)
 	for i, name := range []string{"backend-1", "backend-2", "backend-3"} {
 		bs := x.Backends[i]
@@ -186,9 +187,18 @@ func TestValuesMatchSnapshot(t *testing.T) {
 		check("xlb_backend_sent_packets_total", b, float64(bs.Stats.SentPackets))
 		check("xlb_backend_received_packets_total", b, float64(bs.Stats.ReceivedPackets))
 		state, _ := snap.BackendState(snap.Backends[i])
-		for _, st := range []string{"routable", "draining", "unreachable"} {
+		for _, st := range []string{"routable", "unhealthy", "draining", "unreachable"} {
 			check("xlb_backend_state", L{"backend": name, "state": st}, boolValue(st == string(state)))
 		}
+	}
+	check("xlb_backend_state", L{"backend": "backend-5", "state": "unhealthy"}, 1)
+	// Health checks: the backends that have them, by result.
+	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "ok"}, 40)
+	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "fail"}, 1)
+	check("xlb_backend_health_checks_total", L{"backend": "backend-5", "result": "ok"}, 7)
+	check("xlb_backend_health_checks_total", L{"backend": "backend-5", "result": "fail"}, 3)
+	if _, ok := find(fams, "xlb_backend_health_checks_total", L{"backend": "backend-2", "result": "ok"}); ok {
+		t.Errorf("backend-2 (no health checks) exports xlb_backend_health_checks_total")
 	}
 	if _, ok := find(fams, "xlb_backend_connections_active", L{"backend": "backend-4"}); ok {
 		t.Errorf("backend-4 (departed, no pairs) is exported")
@@ -242,11 +252,12 @@ func TestExpositionText(t *testing.T) {
 	store.Publish(fixtureSnapshot())
 	srv, _ := testServer(t, &store)
 	want := `
-# HELP xlb_backends Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.
+# HELP xlb_backends Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.
 # TYPE xlb_backends gauge
-xlb_backends{state="discovered"} 2
+xlb_backends{state="discovered"} 3
 xlb_backends{state="draining"} 1
 xlb_backends{state="routable"} 1
+xlb_backends{state="unhealthy"} 1
 # HELP xlb_connections_closed_total Connections closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.
 # TYPE xlb_connections_closed_total counter
 xlb_connections_closed_total{initiator="backend",reason="fin"} 15

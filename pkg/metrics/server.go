@@ -54,6 +54,7 @@ func New(o Options) (*Server, error) {
 		&source{name: "connections", what: "maintenance sample", c: newConnectionsCollector()},
 		&source{name: "maintenance", what: "maintenance sample", c: newMaintenanceCollector(o.Now)},
 		&source{name: "backends", what: "backend set", c: newBackendsCollector()},
+		&source{name: "handshake", what: "maintenance sample", c: newHandshakeCollector()},
 		&source{name: "dataplane", what: "data path counters", c: newDataplaneCollector()},
 	)
 	for _, c := range []prometheus.Collector{

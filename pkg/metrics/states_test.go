@@ -148,7 +148,7 @@ func TestCollectorSuccess(t *testing.T) {
 	store.Publish(fixtureSnapshot())
 	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	collectors := []string{"instance", "connections", "maintenance", "backends", "dataplane"}
+	collectors := []string{"instance", "connections", "maintenance", "backends", "dataplane", "handshake"}
 	for _, name := range collectors {
 		if got := value(t, fams, "xlb_scrape_collector_success", map[string]string{"collector": name}); got != 1 {
 			t.Errorf("%s success = %v, want 1", name, got)
@@ -161,7 +161,7 @@ func TestCollectorSuccess(t *testing.T) {
 	noSample.Sample, noSample.Counters = nil, nil
 	store.Publish(noSample)
 	fams, _ = scrape(t, srv)
-	for _, name := range []string{"connections", "dataplane"} {
+	for _, name := range []string{"connections", "dataplane", "handshake"} {
 		if _, ok := find(fams, "xlb_scrape_collector_success", map[string]string{"collector": name}); ok {
 			t.Errorf("%s reports success before its source exists", name)
 		}
@@ -226,8 +226,8 @@ func TestBackendsSharingANameAreSummed(t *testing.T) {
 	if got := value(t, fams, "xlb_backend_state", map[string]string{"backend": "backend-1", "state": "routable"}); got != 1 {
 		t.Errorf("state routable = %v, want 1 (routable wins over draining)", got)
 	}
-	if n := len(fams["xlb_backend_connections_active"].GetMetric()); n != 2 {
-		t.Errorf("%d backend series, want 2", n)
+	if n := len(fams["xlb_backend_connections_active"].GetMetric()); n != 3 {
+		t.Errorf("%d backend series, want 3 (backend-1 twice summed, backend-2, backend-5)", n)
 	}
 }
 

@@ -76,7 +76,7 @@ func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
 		return false, api.ReasonAwaitingDataplaneSample
 	case s.Lifecycle == api.Running && s.SampleStale(now):
 		return false, api.ReasonDataplaneSampleStale
-	case s.ProviderError != "":
+	case !s.ProviderSynced:
 		return false, api.ReasonBackendProviderUnhealthy
 	case s.Routable() == 0:
 		return false, api.ReasonNoRoutableBackends
@@ -88,10 +88,12 @@ func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
 
 // BackendState is the state the status API and the metrics report for a
 // backend (DESIGN §3), the one place where the backend manager's states
-// become the API's: routable; draining when it is no longer routable (left
-// discovery or became unreachable) but pairs still reference it;
-// unreachable when discovered but not routable and idle. A departed backend
-// without pairs is not listed (ok false).
+// become the API's: routable; unhealthy while discovered and resolved but
+// failing its health checks (with or without pairs: they are untouched);
+// draining when it is no longer routable (left discovery or became
+// unreachable) but pairs still reference it; unreachable when discovered
+// but not routable and idle. A departed backend without pairs is not
+// listed (ok false).
 func (s *Snapshot) BackendState(b backend.Status) (state api.BackendState, ok bool) {
 	var active uint64
 	if s.Sample != nil {
@@ -102,6 +104,8 @@ func (s *Snapshot) BackendState(b backend.Status) (state api.BackendState, ok bo
 	switch {
 	case b.Discovered && b.State == backend.Routable:
 		return api.Routable, true
+	case b.Discovered && b.State == backend.Unhealthy:
+		return api.Unhealthy, true
 	case active > 0:
 		return api.Draining, true
 	case b.Discovered:

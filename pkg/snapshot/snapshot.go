@@ -68,8 +68,13 @@ type Snapshot struct {
 	FIB FIBHistory
 
 	Provider      string // "static", "kubernetes"
-	ProviderError string // non-empty while the provider is unhealthy
-	Backends      []backend.Status
+	ProviderError string // the provider's latest error; "" while it is healthy
+	// ProviderSynced: the provider's first set was applied. A provider
+	// that synced keeps serving its last set through later errors
+	// (readiness stays ready); one that never synced makes the instance
+	// unready (backend_provider_unhealthy, issue 14).
+	ProviderSynced bool
+	Backends       []backend.Status
 
 	Config configwatch.State
 

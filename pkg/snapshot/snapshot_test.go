@@ -20,6 +20,7 @@ var testNow = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
 func running(age time.Duration, m maintenance.Maintenance) *Snapshot {
 	return &Snapshot{
 		Lifecycle:      api.Running,
+		ProviderSynced: true,
 		SampleInterval: time.Second,
 		Sample:         &maintenance.Sample{Time: testNow.Add(-age), Cycle: 12, Duration: time.Millisecond, Maintenance: m},
 		Backends:       []backend.Status{{ID: 0, Name: "backend-1", State: backend.Routable, Discovered: true}},

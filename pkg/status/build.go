@@ -32,7 +32,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		Maintenance:       buildMaintenance(s),
 		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
 		SNAT:              buildSNAT(s.SNAT),
-		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError},
+		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError, Synced: s.ProviderSynced},
 		Backends:          buildBackends(s),
 		Config: api.Config{
 			Path:           s.Config.Path,
@@ -210,7 +210,9 @@ func buildBackends(s *snapshot.Snapshot) []api.Backend {
 			IP:                         addrString(b.IP),
 			State:                      state,
 			Reason:                     b.Reason,
+			Port:                       b.Port,
 			AvailableForNewConnections: state == api.Routable && !shutting,
+			Health:                     snapshot.BackendHealth(b),
 		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {

@@ -79,7 +79,7 @@ func TestDocumentValues(t *testing.T) {
 			ClosedBy:      api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
 			OrphanedTotal: 3, EmbryonicExpiredTotal: 11, InvariantRepairsTotal: 1, LoneEntries: 0,
 		},
-		Provider: api.Provider{Name: "static", Healthy: true, Error: ""},
+		Provider: api.Provider{Name: "static", Healthy: true, Error: "", Synced: true},
 		Backends: []api.Backend{
 			{ID: 1, Name: "backend-1", IP: "198.51.100.11", State: "routable", AvailableForNewConnections: true,
 				ActiveConnections: 10, TimeWaitConnections: 1, OpenedTotal: 420,
@@ -94,6 +94,9 @@ func TestDocumentValues(t *testing.T) {
 				ActiveConnections: 2, OpenedTotal: 24,
 				SentBytesTotal: 40960, ReceivedBytesTotal: 2097152, SentPacketsTotal: 90, ReceivedPacketsTotal: 700},
 			{ID: 5, Name: "backend-5", IP: "198.51.100.15", State: "unreachable", Reason: "no route to 198.51.100.15"},
+			{ID: 7, Name: "backend-sick", IP: "198.51.100.17", Port: 8443, State: "unhealthy", Reason: "health check failing: connect: connection refused",
+				Health: &api.BackendHealth{LastResult: "fail", LastCheckUnixMs: 1_773_489_599_250, LastCheckMs: 2,
+					LastError: "connect: connection refused", ChecksOKTotal: 12, ChecksFailedTotal: 3}},
 		},
 		Config: api.Config{Path: "/etc/xlb/xlb.yaml", ReloadRequired: true, ChangedKeys: []string{"ports", "provider"}},
 		Upgrades: api.Upgrades{

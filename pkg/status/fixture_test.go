@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/backend/health"
 	"github.com/xlbproject/xlb/pkg/config"
 
 	"github.com/xlbproject/xlb/pkg/backend"
@@ -86,7 +87,8 @@ func fixture() *snapshot.Snapshot {
 				{ID: 5},
 			},
 		},
-		Provider: "static",
+		Provider:       "static",
+		ProviderSynced: true,
 		Backends: []backend.Status{
 			{ID: 1, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
 			{ID: 2, Name: "backend-2", IP: ip("198.51.100.12"), State: backend.Routable, Discovered: true},
@@ -94,6 +96,8 @@ func fixture() *snapshot.Snapshot {
 			{ID: 4, Name: "backend-old", IP: ip("198.51.100.14"), State: backend.Departed},
 			{ID: 5, Name: "backend-5", IP: ip("198.51.100.15"), State: backend.Unreachable, Reason: "no route to 198.51.100.15", Discovered: true},
 			{ID: 6, Name: "backend-gone", IP: ip("198.51.100.16"), State: backend.Departed},
+			{ID: 7, Name: "backend-sick", IP: ip("198.51.100.17"), Port: 8443, State: backend.Unhealthy, Reason: "health check failing: connect: connection refused", Discovered: true,
+				Health: &backend.Health{Known: true, OK: 12, Failed: 3, Last: health.Result{At: time.UnixMilli(1_773_489_599_250), Took: 2 * time.Millisecond, Err: "connect: connection refused"}}},
 		},
 		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", ReloadRequired: true, ChangedKeys: []string{"ports", "provider"}},
 		// Handed over by a predecessor with 29 pairs in the flow map;

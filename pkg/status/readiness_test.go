@@ -53,11 +53,16 @@ func TestReadyz(t *testing.T) {
 			smp.Time = fixedNow.Add(-20 * time.Second)
 			s.Sample = &smp
 		}), ""},
-		{"handing over, provider unhealthy", clone(func(s *snapshot.Snapshot) {
+		{"handing over, provider never synced", clone(func(s *snapshot.Snapshot) {
 			s.Lifecycle = api.HandingOver
-			s.ProviderError = "kubernetes: watch: forbidden"
+			s.ProviderSynced, s.ProviderError = false, "kubernetes: list: forbidden"
 		}), "backend_provider_unhealthy"},
-		{"provider unhealthy", clone(func(s *snapshot.Snapshot) { s.ProviderError = "kubernetes: watch: forbidden" }), "backend_provider_unhealthy"},
+		{"provider never synced", clone(func(s *snapshot.Snapshot) {
+			s.ProviderSynced, s.ProviderError = false, "kubernetes: list: forbidden"
+		}), "backend_provider_unhealthy"},
+		{"provider synced, then its API unreachable: the last set serves", clone(func(s *snapshot.Snapshot) {
+			s.ProviderError = "kubernetes: watch: connection refused"
+		}), ""},
 		{"no routable backends", clone(func(s *snapshot.Snapshot) {
 			bs := append([]backend.Status{}, s.Backends...)
 			for i := range bs {

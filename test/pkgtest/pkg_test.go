@@ -179,6 +179,8 @@ func wantFiles(t *testing.T, unitPath, envPath string, withDirs bool) []string {
 		{"-rwxr-xr-x", "/usr/bin/xlb"},
 		{"-rw-r--r--", "/usr/share/doc/xlb/LICENSE"},
 		{"-rw-r--r--", "/usr/share/doc/xlb/copyright"},
+		{"-rw-r--r--", "/usr/share/doc/xlb/kubernetes.md"},
+		{"-rw-r--r--", "/usr/share/doc/xlb/examples/kubernetes-rbac.yaml"},
 		{"-rw-r--r--", "/usr/share/man/man8/xlb.8.gz"},
 	}
 	if hasXlbctl(t) {

@@ -13,22 +13,9 @@ import (
 // on :8080) joined by a veth pair, closed in t.Cleanup.
 func pair(t *testing.T) (client *testnet.Host, srv *testnet.Server) {
 	t.Helper()
-	testnet.RequireRoot(t)
-	prefix, err := testnet.RandomPrefix("lg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn, err := testnet.New(testnet.Config{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tn.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	tn := testnet.NewForTest(t, "lg")
 	var server *testnet.Host
-	err = tn.Build([]testnet.Step{
+	err := tn.Build([]testnet.Step{
 		{Name: "hosts", Run: func() (err error) {
 			if client, err = tn.AddHost("client"); err == nil {
 				server, err = tn.AddHost("server")
@@ -40,6 +27,18 @@ func pair(t *testing.T) (client *testnet.Host, srv *testnet.Server) {
 		}},
 		{Name: "server", Run: func() (err error) { srv, err = server.Serve(":8080", testnet.Respond); return err }},
 		{Name: "sysctls", Run: func() error { return ReuseSourcePorts(client) }},
+		// A fresh veth may drop the first SYNs until its carrier is up
+		// (a 1 s retransmit that empties a run's first window).
+		{Name: "reachable", Run: func() error {
+			if err := testnet.WaitTCP(client, netip.AddrPortFrom(testnet.OneArmBackendIP(0), 8080).String(), 30*time.Second); err != nil {
+				return err
+			}
+			if _, err := srv.WaitCompleted(context.Background(), 1); err != nil {
+				return err
+			}
+			srv.ResetStats()
+			return nil
+		}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -296,7 +296,8 @@ type Listen struct {
 }
 
 // PortMap is one mapping: clients connect to local_port, backends are
-// reached on remote_port.
+// reached on remote_port; 0 when the config leaves it to discovery
+// (provider.kubernetes: each backend's EndpointSlice port, Backend.Port).
 type PortMap struct {
 	LocalPort  uint16 `json:"local_port"`
 	RemotePort uint16 `json:"remote_port"`
@@ -352,6 +353,11 @@ type Provider struct {
 	Name    string `json:"name"` // static, kubernetes
 	Healthy bool   `json:"healthy"`
 	Error   string `json:"error"` // last error while unhealthy, "" otherwise
+	// Synced is true once the provider's first set was applied; a
+	// provider that synced keeps its last set through errors (readiness
+	// stays ready), one that never did makes readiness
+	// backend_provider_unhealthy.
+	Synced bool `json:"synced"`
 }
 
 // Backend is one backend. Bytes and packets are as forwarded: sent is
@@ -360,11 +366,18 @@ type Backend struct {
 	ID   uint32 `json:"id"` // data-path id
 	Name string `json:"name"`
 	IP   string `json:"ip"`
-	// State is routable, draining or unreachable (BackendStates;
-	// snapshot.Snapshot.BackendState).
+	// State is routable, unhealthy, draining or unreachable
+	// (BackendStates; snapshot.Snapshot.BackendState).
 	State BackendState `json:"state"`
-	// Reason says why a backend is unreachable; "" otherwise.
+	// Reason says why a backend is unreachable or unhealthy; ""
+	// otherwise.
 	Reason string `json:"reason"`
+	// Port is the backend's own port from discovery (the EndpointSlice
+	// port used for mappings without remote_port); 0 when it has none.
+	Port uint16 `json:"port,omitempty"`
+	// Health is the active health checks' view; absent when
+	// health_check is not configured or the backend is not discovered.
+	Health *BackendHealth `json:"health,omitempty"`
 	// AvailableForNewConnections is true when the data path may pick it
 	// for a new connection: routable and the instance not shutting down.
 	AvailableForNewConnections bool   `json:"available_for_new_connections"`
@@ -375,6 +388,24 @@ type Backend struct {
 	ReceivedBytesTotal         uint64 `json:"received_bytes_total"`
 	SentPacketsTotal           uint64 `json:"sent_packets_total"`
 	ReceivedPacketsTotal       uint64 `json:"received_packets_total"`
+}
+
+// BackendHealth is a backend's active health checks (DESIGN §6b).
+type BackendHealth struct {
+	// Healthy: passing (rise successes since the last failure spell, or
+	// the first check passed). False until the first check answered.
+	Healthy bool `json:"healthy"`
+	// LastResult is ok or fail ("" before the first check), at
+	// LastCheckUnixMs (0 before), taking LastCheckMs; LastError says why
+	// it failed ("" when it passed).
+	LastResult      HealthResult `json:"last_result"`
+	LastCheckUnixMs int64        `json:"last_check_unix_ms"`
+	LastCheckMs     float64      `json:"last_check_ms"`
+	LastError       string       `json:"last_error"`
+	// ChecksOKTotal and ChecksFailedTotal count results since the backend
+	// was discovered.
+	ChecksOKTotal     uint64 `json:"checks_ok_total"`
+	ChecksFailedTotal uint64 `json:"checks_failed_total"`
 }
 
 // Config is what the config watcher knows about the file on disk

@@ -15,6 +15,9 @@ type (
 	// xlb_backend_state and xlb_backends, decided by
 	// snapshot.Snapshot.BackendState.
 	BackendState string
+	// HealthResult is the outcome of one active health check (DESIGN
+	// §6b).
+	HealthResult string
 	// Reason is why the instance is not ready: the body of a 503 from
 	// /readyz and the document's readiness.reason (DESIGN §3), decided by
 	// snapshot.Snapshot.Readiness. The strings are stable; orchestrators
@@ -40,8 +43,16 @@ const (
 // Backend states.
 const (
 	Routable    BackendState = "routable"    // discovered and eligible for new connections
+	Unhealthy   BackendState = "unhealthy"   // discovered and resolved, failing its active health checks: no new connections, pairs untouched
 	Draining    BackendState = "draining"    // no longer routable (left discovery or unreachable), pairs still reference it
 	Unreachable BackendState = "unreachable" // discovered, no usable route or neighbour, no pairs left
+)
+
+// Health check results (Backend.Health.LastResult;
+// xlb_backend_health_checks_total{result}).
+const (
+	HealthCheckOK   HealthResult = "ok"
+	HealthCheckFail HealthResult = "fail"
 )
 
 // Readiness reasons, in the order Snapshot.Readiness checks them.
@@ -119,4 +130,9 @@ func Lifecycles() []Lifecycle { return []Lifecycle{Starting, Running, HandingOve
 // BackendStates returns every backend state in order of precedence: when
 // two listed backends share a name, the series under that name shows the
 // earlier state.
-func BackendStates() []BackendState { return []BackendState{Routable, Draining, Unreachable} }
+func BackendStates() []BackendState {
+	return []BackendState{Routable, Unhealthy, Draining, Unreachable}
+}
+
+// HealthResults returns both health check results in order.
+func HealthResults() []HealthResult { return []HealthResult{HealthCheckOK, HealthCheckFail} }

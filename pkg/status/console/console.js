@@ -40,10 +40,19 @@ function badge(e, text, cls) { e.textContent = text; e.className = "badge " + cl
 // listed here shows as "bad".
 const STATE_CLASS = {
   starting: "warn", running: "ok", handing_over: "warn", shutting_down: "warn",
-  routable: "ok", draining: "warn", unreachable: "bad",
+  routable: "ok", unhealthy: "bad", draining: "warn", unreachable: "bad",
 };
 
 function stateClass(name) { return STATE_CLASS[name] || "bad"; }
+
+// healthText is a backend's last active health check: "-" without checks,
+// "pending" before the first, else the result, its error and its age.
+function healthText(h) {
+  if (!h) return "-";
+  if (!h.last_result) return "pending";
+  const age = Math.max(0, Math.round((Date.now() - h.last_check_unix_ms) / 1000));
+  return h.last_result + (h.last_error ? ": " + h.last_error : "") + " (" + age + " s ago)";
+}
 
 function render(d) {
   $("name").textContent = d.name || "XLB";
@@ -53,7 +62,7 @@ function render(d) {
   badge($("readiness"), d.readiness.ready ? "ready" : "not ready: " + d.readiness.reason, d.readiness.ready ? "ok" : "bad");
 
   const dp = d.dataplane;
-  const ports = d.listen.ports.map(p => p.local_port + "→" + p.remote_port).join(", ");
+  const ports = d.listen.ports.map(p => p.local_port + "→" + (p.remote_port || "each backend's port")).join(", ");
   const xdp = dp.xdp_attachments.map(a => a.interface + " (" + a.mode + ")").join(", ") || "none";
   const cfg = d.config.missing ? "file missing" : d.config.invalid ? "file invalid: " + d.config.invalid
     : d.config.reload_required ? "reload required (systemctl reload xlb): " + d.config.changed_keys.join(", ") : "up to date";
@@ -103,12 +112,13 @@ function render(d) {
     tr.append(el("td", b.name), el("td", b.ip), el("td", b.state, stateClass(b.state)),
       el("td", b.available_for_new_connections ? "yes" : "no"),
       el("td", b.active_connections, "n"), el("td", b.timewait_connections, "n"), el("td", b.opened_total, "n"),
-      el("td", bytes(b.sent_bytes_total), "n"), el("td", bytes(b.received_bytes_total), "n"));
+      el("td", bytes(b.sent_bytes_total), "n"), el("td", bytes(b.received_bytes_total), "n"),
+      el("td", healthText(b.health), b.health && b.health.last_result === "fail" ? "bad" : ""));
     if (b.reason) tr.title = b.reason;
     tb.append(tr);
   }
   if (!d.backends.length) {
-    const td = el("td", "no backends"); td.colSpan = 9; tb.append(el("tr")); tb.lastChild.append(td);
+    const td = el("td", "no backends"); td.colSpan = 10; tb.append(el("tr")); tb.lastChild.append(td);
   }
   $("updated").textContent = "updated " + new Date().toLocaleTimeString();
 }

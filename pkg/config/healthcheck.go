@@ -1,0 +1,192 @@
+package config
+
+import (
+	"strings"
+	"time"
+	"unicode"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// HealthCheck is the optional `health_check:` block (DESIGN §6b, issue 14):
+// one active check per backend, run by pkg/backend/health from the host
+// with the route the data path uses.
+type HealthCheck struct {
+	// Type is HealthCheckTCP (connect, then close) or HealthCheckHTTP
+	// (GET Path, expect ExpectStatus). YAML "type"; required.
+	Type string
+	// Port is the port checked, 1..65535; 0 (YAML "port" omitted or 0)
+	// means the backend's port of the first port mapping: its
+	// remote_port, or the backend's own port when remote_port comes from
+	// discovery (provider.kubernetes).
+	Port uint16
+	// Interval is the time between two checks of one backend. YAML
+	// "interval_ms"; MinHealthCheckInterval..MaxHealthCheckInterval;
+	// default DefaultHealthCheckInterval.
+	Interval time.Duration
+	// Timeout bounds one check (connect, or the whole HTTP exchange).
+	// YAML "timeout_ms"; MinHealthCheckTimeout..Interval; default
+	// DefaultHealthCheckTimeout, or Interval when that is shorter.
+	Timeout time.Duration
+	// Rise is the number of consecutive successes that make an unhealthy
+	// backend healthy; Fall the number of consecutive failures that make
+	// a healthy one unhealthy. YAML "rise", "fall"; 1..MaxHealthCheckCount;
+	// defaults DefaultHealthCheckRise, DefaultHealthCheckFall.
+	Rise, Fall int
+	// Path is the HTTP request target: it starts with "/" and has no
+	// whitespace or control characters. YAML "path"; http only (setting
+	// it with tcp is an error); default DefaultHealthCheckPath for http,
+	// "" for tcp.
+	Path string
+	// ExpectStatus is the HTTP status a healthy backend answers. YAML
+	// "expect_status"; 100..599; http only; default
+	// DefaultHealthCheckExpectStatus for http, 0 for tcp.
+	ExpectStatus int
+}
+
+// health_check types.
+const (
+	HealthCheckTCP  = "tcp"
+	HealthCheckHTTP = "http"
+)
+
+// health_check defaults (DESIGN §6b) and limits. The limits are this
+// package's: a check more often than every 100 ms per backend is load, not
+// detection; a timeout below 10 ms fails on any scheduling hiccup; an
+// interval up to an hour and a count up to 100 cover any slow probe.
+const (
+	DefaultHealthCheckInterval     = 2 * time.Second
+	DefaultHealthCheckTimeout      = time.Second
+	DefaultHealthCheckRise         = 2
+	DefaultHealthCheckFall         = 3
+	DefaultHealthCheckPath         = "/"
+	DefaultHealthCheckExpectStatus = 200
+
+	MinHealthCheckInterval = 100 * time.Millisecond
+	MaxHealthCheckInterval = time.Hour
+	MinHealthCheckTimeout  = 10 * time.Millisecond
+	MaxHealthCheckCount    = 100
+)
+
+// decodeHealthCheck reads the health_check mapping. Ranges of single
+// values are checked here; the type, the http-only fields and the timeout's
+// ceiling (the interval) are checked by validateHealthCheck. Defaults that
+// depend on other fields (the timeout, path and expect_status) are filled
+// in here once the whole mapping is read.
+func (d *decoder) decodeHealthCheck(n *yaml.Node, path string) *HealthCheck {
+	hc := &HealthCheck{
+		Interval: DefaultHealthCheckInterval,
+		Rise:     DefaultHealthCheckRise,
+		Fall:     DefaultHealthCheckFall,
+	}
+	millis := func(dst *time.Duration, lo, hi time.Duration, unit string) func(*yaml.Node, string) {
+		return func(n *yaml.Node, p string) {
+			if v, ok := d.integer(n, p, lo.Milliseconds(), hi.Milliseconds(), unit); ok {
+				*dst = time.Duration(v) * time.Millisecond
+			}
+		}
+	}
+	count := func(dst *int, lo, hi int64) func(*yaml.Node, string) {
+		return func(n *yaml.Node, p string) {
+			if v, ok := d.integer(n, p, lo, hi, ""); ok {
+				*dst = int(v)
+			}
+		}
+	}
+	d.mapping(n, path, []field{
+		{"type", d.into(&hc.Type)},
+		{"port", func(n *yaml.Node, p string) {
+			if v, ok := d.integer(n, p, 0, 65535, ""); ok {
+				hc.Port = uint16(v)
+			}
+		}},
+		{"interval_ms", millis(&hc.Interval, MinHealthCheckInterval, MaxHealthCheckInterval, " milliseconds")},
+		{"timeout_ms", millis(&hc.Timeout, MinHealthCheckTimeout, MaxHealthCheckInterval, " milliseconds (and at most interval_ms)")},
+		{"rise", count(&hc.Rise, 1, MaxHealthCheckCount)},
+		{"fall", count(&hc.Fall, 1, MaxHealthCheckCount)},
+		{"path", d.into(&hc.Path)},
+		{"expect_status", count(&hc.ExpectStatus, 100, 599)},
+	})
+	if !d.set[childPath(path, "timeout_ms")] {
+		hc.Timeout = min(DefaultHealthCheckTimeout, hc.Interval)
+	}
+	if hc.Type == HealthCheckHTTP {
+		if !d.set[childPath(path, "path")] {
+			hc.Path = DefaultHealthCheckPath
+		}
+		if !d.set[childPath(path, "expect_status")] {
+			hc.ExpectStatus = DefaultHealthCheckExpectStatus
+		}
+	}
+	return hc
+}
+
+// healthCheck: a known type; path and expect_status only with http; a
+// path that can be sent as an HTTP request target; the timeout at most the
+// interval (one check in flight per backend, DESIGN §6b).
+func (v *validator) healthCheck() {
+	const path = "health_check"
+	hc := v.c.HealthCheck
+	if hc == nil || v.failed(path) {
+		return
+	}
+	tp := childPath(path, "type")
+	if v.required(tp) {
+		switch hc.Type {
+		case HealthCheckTCP:
+			for _, f := range []string{"path", "expect_status"} {
+				if p := childPath(path, f); v.set[p] && !v.failed(p) {
+					v.errorf(p, "only type %s has %s (type is %s)", HealthCheckHTTP, f, HealthCheckTCP)
+				}
+			}
+		case HealthCheckHTTP:
+			p := childPath(path, "path")
+			if !v.failed(p) && (!strings.HasPrefix(hc.Path, "/") || strings.ContainsFunc(hc.Path, badPathRune)) {
+				v.errorf(p, `must start with "/" and contain no whitespace or control characters, got %q`, hc.Path)
+			}
+		default:
+			v.errorf(tp, "must be %q or %q, got %q", HealthCheckTCP, HealthCheckHTTP, hc.Type)
+		}
+	}
+	ip, tp2 := childPath(path, "interval_ms"), childPath(path, "timeout_ms")
+	if !v.failed(ip) && !v.failed(tp2) && v.set[tp2] && hc.Timeout > hc.Interval {
+		v.errorf(tp2, "must be at most interval_ms (%d), got %d", hc.Interval.Milliseconds(), hc.Timeout.Milliseconds())
+	}
+}
+
+func badPathRune(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r)
+}
+
+// healthCheckEqual compares two health_check blocks; nil is "no checks".
+func healthCheckEqual(a, b *HealthCheck) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// healthCheck renders the block with every field, path and expect_status
+// only for http (where they apply).
+func (m *marshaler) healthCheck(hc *HealthCheck) *yaml.Node {
+	n := mapNode(
+		"type", str(hc.Type),
+		"port", integer(hc.Port),
+		"interval_ms", m.millis("health_check.interval_ms", hc.Interval),
+		"timeout_ms", m.millis("health_check.timeout_ms", hc.Timeout),
+		"rise", integer(int64(hc.Rise)),
+		"fall", integer(int64(hc.Fall)))
+	if hc.Type == HealthCheckHTTP {
+		n.Content = append(n.Content,
+			str("path"), str(hc.Path),
+			str("expect_status"), integer(int64(hc.ExpectStatus)))
+	}
+	return n
+}
+
+func (m *marshaler) millis(path string, d time.Duration) *yaml.Node {
+	if d%time.Millisecond != 0 {
+		m.fail("%s: %v is not a whole number of milliseconds", path, d)
+	}
+	return integer(d.Milliseconds())
+}

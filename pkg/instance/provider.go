@@ -1,0 +1,57 @@
+package instance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/backend"
+	k8sprovider "github.com/xlbproject/xlb/pkg/backend/kubernetes"
+	"github.com/xlbproject/xlb/pkg/config"
+)
+
+// ProviderSyncWait bounds how long a start waits for the provider's first
+// set beyond the health checks' first answers. A provider that has not
+// synced by then (the Kubernetes API unreachable) does not hold the start:
+// the instance runs with the routable set it adopted (empty when fresh),
+// readiness says backend_provider_unhealthy until the first sync, and the
+// set is published as soon as it comes.
+const ProviderSyncWait = 10 * time.Second
+
+// newProvider builds the configured backend provider (DESIGN §1
+// "provider").
+func newProvider(c *config.Config, log logrus.FieldLogger) (backend.Provider, error) {
+	if k := c.Provider.Kubernetes; k != nil {
+		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes")})
+		if err != nil {
+			return nil, fmt.Errorf("provider.kubernetes: %w", err)
+		}
+		return p, nil
+	}
+	return backend.NewStatic(c.Provider.Static.Backends), nil
+}
+
+// awaitFirstSync waits for the backend manager's first set, at most
+// ProviderSyncWait plus the health checks' timeout.
+func (in *Instance) awaitFirstSync(ctx context.Context) error {
+	wait := ProviderSyncWait
+	if hc := in.Config.HealthCheck; hc != nil {
+		wait += hc.Timeout + time.Second
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-in.Backends.Synced():
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		log := in.log.WithFields(logrus.Fields{"provider": in.Backends.ProviderName(), "waited": wait})
+		if err := in.Backends.ProviderError(); err != nil {
+			log = log.WithError(err)
+		}
+		log.Warn("backend provider has not synced; running with the routable set the data path has (none when fresh); readiness says backend_provider_unhealthy until it syncs")
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package snapshot
+
+import (
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/backend/health"
+	"github.com/xlbproject/xlb/pkg/maintenance"
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// Issue 14: a provider that synced once keeps its last set through errors
+// (ready); one that never synced makes the instance unready.
+func TestReadinessProviderSync(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		synced bool
+		err    string
+		want   api.Reason
+	}{
+		{"synced, healthy", true, "", ""},
+		{"synced, API unreachable since", true, "kubernetes: watch: connection refused", ""},
+		{"never synced", false, "kubernetes: list: forbidden", api.ReasonBackendProviderUnhealthy},
+		{"never synced, no error yet", false, "", api.ReasonBackendProviderUnhealthy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := running(0, maintenance.Maintenance{})
+			s.ProviderSynced, s.ProviderError = tc.synced, tc.err
+			if _, reason := s.Readiness(testNow); reason != tc.want {
+				t.Fatalf("reason %q, want %q", reason, tc.want)
+			}
+		})
+	}
+}
+
+// An unhealthy backend is reported unhealthy whether or not pairs still
+// reference it (they are untouched, DESIGN §6b), and does not count as
+// routable: with every backend unhealthy, readiness is
+// no_routable_backends.
+func TestUnhealthyBackendState(t *testing.T) {
+	s := running(0, maintenance.Maintenance{})
+	s.Sample.Backends = []maintenance.BackendSample{{ID: 0, Active: 3}}
+	s.Backends[0].State = backend.Unhealthy
+	if st, ok := s.BackendState(s.Backends[0]); !ok || st != api.Unhealthy {
+		t.Fatalf("state %q listed %v, want unhealthy", st, ok)
+	}
+	if _, reason := s.Readiness(testNow); reason != api.ReasonNoRoutableBackends {
+		t.Fatalf("every backend unhealthy: reason %q, want %q", reason, api.ReasonNoRoutableBackends)
+	}
+}
+
+func TestBackendHealth(t *testing.T) {
+	if h := BackendHealth(backend.Status{}); h != nil {
+		t.Fatalf("without checks: %+v, want nil", h)
+	}
+	if h := BackendHealth(backend.Status{Health: &backend.Health{}}); h == nil || h.Healthy || h.LastResult != "" || h.LastCheckUnixMs != 0 {
+		t.Fatalf("before the first check: %+v, want pending", h)
+	}
+	at := time.UnixMilli(1_800_000_000_123)
+	b := backend.Status{Health: &backend.Health{Known: true, OK: 4, Failed: 3,
+		Last: health.Result{OK: false, At: at, Took: 1500 * time.Microsecond, Err: "connect: connection refused"}}}
+	want := api.BackendHealth{LastResult: api.HealthCheckFail, LastCheckUnixMs: at.UnixMilli(), LastCheckMs: 1.5,
+		LastError: "connect: connection refused", ChecksOKTotal: 4, ChecksFailedTotal: 3}
+	if h := BackendHealth(b); h == nil || *h != want {
+		t.Fatalf("failing: %+v, want %+v", h, want)
+	}
+}
