@@ -40,6 +40,18 @@ func pair(t *testing.T) (client *testnet.Host, srv *testnet.Server) {
 		}},
 		{Name: "server", Run: func() (err error) { srv, err = server.Serve(":8080", testnet.Respond); return err }},
 		{Name: "sysctls", Run: func() error { return ReuseSourcePorts(client) }},
+		// A fresh veth may drop the first SYNs until its carrier is up
+		// (a 1 s retransmit that empties a run's first window).
+		{Name: "reachable", Run: func() error {
+			if err := testnet.WaitTCP(client, netip.AddrPortFrom(testnet.OneArmBackendIP(0), 8080).String(), 30*time.Second); err != nil {
+				return err
+			}
+			if _, err := srv.WaitCompleted(context.Background(), 1); err != nil {
+				return err
+			}
+			srv.ResetStats()
+			return nil
+		}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
