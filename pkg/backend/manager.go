@@ -83,6 +83,11 @@ type Options struct {
 	HealthCheck  *config.HealthCheck
 	HealthPort   uint16
 	HealthSource netip.Addr
+	// Reserved are this instance's own addresses (the listen address and
+	// the SNAT addresses): a discovered backend at one of them would loop
+	// through the data path, so it is skipped with a warning (static
+	// backends are refused by config validation already).
+	Reserved []netip.Addr
 	// HealthNetns runs f, a health checker's loop, on a thread in the
 	// network namespace the checks leave from (nil: f runs as is, in the
 	// daemon's namespace; tests run the manager beside a lab namespace).
@@ -137,6 +142,8 @@ type Manager struct {
 	pubMu sync.Mutex
 	// changed gets a token (capacity 1) after each publication.
 	changed chan struct{}
+	// warnedReserved: the reserved addresses a provider offered (warned once).
+	warnedReserved map[netip.Addr]bool
 }
 
 // NewManager wires a provider, a resolver and a publisher.
@@ -158,7 +165,7 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 	}
 	m := &Manager{prov: p, res: r, pub: pub, opts: o, runCtx: context.Background(),
 		synced: make(chan struct{}), backends: map[netip.Addr]*Status{}, idle: newIdleness(),
-		changed: make(chan struct{}, 1)}
+		changed: make(chan struct{}, 1), warnedReserved: map[netip.Addr]bool{}}
 	m.reg = newRegistry(m.idInUse)
 	for _, k := range o.Known {
 		if err := m.reg.adopt(k.ID, k.IP); err != nil {
@@ -287,6 +294,7 @@ func (m *Manager) apply(set []Backend) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opts.Clock.Now()
+	set = m.withoutReserved(set)
 	current := map[netip.Addr]bool{}
 	for _, b := range set {
 		current[b.IP] = true
@@ -325,4 +333,21 @@ func (m *Manager) apply(set []Backend) {
 		}
 		m.startChecker(s)
 	}
+}
+
+// withoutReserved drops the backends at one of Options.Reserved, warning
+// once per address. The caller holds m.mu.
+func (m *Manager) withoutReserved(set []Backend) []Backend {
+	out := set[:0:0]
+	for _, b := range set {
+		if !slices.Contains(m.opts.Reserved, b.IP) {
+			out = append(out, b)
+			continue
+		}
+		if !m.warnedReserved[b.IP] {
+			m.warnedReserved[b.IP] = true
+			m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP}).Warn("backend skipped: it is this instance's listen or SNAT address, which would loop through the data path")
+		}
+	}
+	return out
 }

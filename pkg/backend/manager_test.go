@@ -361,3 +361,31 @@ func TestManagerHealthChecks(t *testing.T) {
 		return m.Snapshot()[0].State == Routable && slices.Equal(pub.last(), all())
 	})
 }
+
+// A provider that offers this instance's own listen or SNAT address gets
+// that backend skipped, with one warning however often it is offered.
+func TestManagerSkipsReservedAddresses(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	vip, snat := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.100")
+	m := NewManager(NewStatic(nil), nil, &recorder{}, Options{Log: log, Reserved: []netip.Addr{vip, snat}})
+	good := netip.MustParseAddr("192.0.2.31")
+	set := []Backend{{Name: "pod-a", IP: good}, {Name: "pod-vip", IP: vip}, {Name: "pod-snat", IP: snat}}
+	m.apply(set)
+	m.apply(set)
+	var listed []netip.Addr
+	for _, s := range m.Snapshot() {
+		listed = append(listed, s.IP)
+	}
+	if !slices.Equal(listed, []netip.Addr{good}) {
+		t.Fatalf("listed %v, want only %v", listed, good)
+	}
+	warnings := 0
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "listen or SNAT address") {
+			warnings++
+		}
+	}
+	if warnings != 2 {
+		t.Fatalf("%d warnings, want one per reserved address (2)", warnings)
+	}
+}

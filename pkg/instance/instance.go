@@ -283,7 +283,8 @@ func (in *Instance) start(ctx context.Context) error {
 	in.undo = append(in.undo, in.resolver.Cleanup)
 	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{
 		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends),
-		HealthCheck: c.HealthCheck, HealthPort: c.Ports[0].RemotePort, HealthSource: r.SNAT[0]})
+		HealthCheck: c.HealthCheck, HealthPort: c.Ports[0].RemotePort, HealthSource: r.SNAT[0],
+		Reserved: append([]netip.Addr{r.Listen}, r.SNAT...)})
 
 	if err := in.startDiscovery(ctx); err != nil {
 		return err
