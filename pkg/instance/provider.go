@@ -2,7 +2,6 @@ package instance
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -26,7 +25,7 @@ func newProvider(c *config.Config, log logrus.FieldLogger) (backend.Provider, er
 	if k := c.Provider.Kubernetes; k != nil {
 		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes")})
 		if err != nil {
-			return nil, fmt.Errorf("provider.kubernetes: %w", err)
+			return nil, err // it names the field (provider.kubernetes.kubeconfig)
 		}
 		return p, nil
 	}

@@ -95,13 +95,13 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes: in-cluster config (provider.kubernetes.kubeconfig is empty): %w", err)
+			return nil, fmt.Errorf("provider.kubernetes: in-cluster config (kubeconfig is empty): %w", err)
 		}
 		return cfg, nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes: kubeconfig %s: %w", kubeconfig, err)
+		return nil, fmt.Errorf("provider.kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
 	return cfg, nil
 }
