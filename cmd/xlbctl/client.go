@@ -18,10 +18,14 @@ const maxBody = 16 << 20
 
 // client reads /api/v1/status from one admin listener.
 type client struct {
-	url        string // full URL of the status document
-	user, pass string // HTTP Basic credentials when user != ""
+	url        string   // full URL of the status document
+	base       *url.URL // the admin listener, path prefix included
+	user, pass string   // HTTP Basic credentials when user != ""
 	http       *http.Client
 }
+
+// statusPath is the status document under the admin URL (DESIGN §3).
+const statusPath = "api/v1/status"
 
 // newClient resolves the status URL under admin (a base URL such as
 // http://127.0.0.1:9090, or host:port; a path prefix is kept for proxies).
@@ -36,14 +40,20 @@ func newClient(admin, user, pass string, timeout time.Duration) (*client, error)
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--admin %q: want http://host:port", admin)
 	}
-	u = u.JoinPath("api/v1/status")
-	return &client{url: u.String(), user: user, pass: pass, http: &http.Client{Timeout: timeout}}, nil
+	return &client{url: u.JoinPath(statusPath).String(), base: u, user: user, pass: pass, http: &http.Client{Timeout: timeout}}, nil
 }
 
-// fetch returns the raw body of a 200 response; anything else is an error
-// that says what to do about it.
+// fetch returns the raw body of the status document.
 func (c *client) fetch(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	return c.request(ctx, http.MethodGet, statusPath)
+}
+
+// request sends method to path under the admin URL and returns the raw
+// body of a 200 response; anything else is an error that says what to do
+// about it.
+func (c *client) request(ctx context.Context, method, path string) ([]byte, error) {
+	target := c.base.JoinPath(path).String()
+	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -58,19 +68,37 @@ func (c *client) fetch(ctx context.Context) ([]byte, error) {
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", c.url, err)
+		return nil, fmt.Errorf("%s %s: %w", method, target, err)
 	}
 	switch {
 	case res.StatusCode == http.StatusUnauthorized && c.user == "":
-		return nil, fmt.Errorf("GET %s: %s: the admin listener requires auth; pass --user and set %s", c.url, res.Status, api.EnvAdminPassword)
+		return nil, fmt.Errorf("%s %s: %s: the admin listener requires auth; pass --user and set %s", method, target, res.Status, api.EnvAdminPassword)
 	case res.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("GET %s: %s: user %q or %s rejected", c.url, res.Status, c.user, api.EnvAdminPassword)
+		return nil, fmt.Errorf("%s %s: %s: user %q or %s rejected", method, target, res.Status, c.user, api.EnvAdminPassword)
 	case res.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("GET %s: %s: %s", c.url, res.Status, firstLine(body))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, target, res.Status, firstLine(body))
 	case len(body) > maxBody:
-		return nil, fmt.Errorf("GET %s: document larger than %d bytes", c.url, maxBody)
+		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, target, maxBody)
 	}
 	return body, nil
+}
+
+// drain posts a drain (on) or undrain to the instance and returns the
+// state it answered (DESIGN §6a).
+func (c *client) drain(ctx context.Context, on bool) (api.DrainState, error) {
+	path := "api/v1/undrain"
+	if on {
+		path = "api/v1/drain"
+	}
+	var st api.DrainState
+	body, err := c.request(ctx, http.MethodPost, path)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("decode the answer to POST %s: %w", path, err)
+	}
+	return st, nil
 }
 
 // decode parses a status document of the schema version xlbctl knows.

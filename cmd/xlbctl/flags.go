@@ -38,15 +38,19 @@ func flagSet(o *options) *flag.FlagSet {
 // usage writes the help text, flags included.
 func usage(w io.Writer) {
 	fs := flagSet(&options{})
-	fmt.Fprint(w, `Usage: xlbctl [flags] status|backends|flows|top [flags]
+	fmt.Fprint(w, `Usage: xlbctl [flags] status|backends|flows|top|drain|undrain [flags]
 
-Reads the XLB status API (GET /api/v1/status) and renders it for a terminal.
+Reads the XLB status API (GET /api/v1/status) and renders it for a terminal;
+drain and undrain are the only commands that change the instance.
 
 Commands:
   status    summary of the instance; exits 0 when ready, 2 when not ready
   backends  backends in id order: state, connections, bytes
   flows     connection counts by state, initiator and reason (never addresses)
   top       status and backends with per-second rates, redrawn every second until Ctrl-C
+  drain     take the instance out of rotation: readiness answers draining while
+            every packet is still forwarded
+  undrain   end a drain
 
 Flags (before or after the command):
 `)

@@ -2,7 +2,11 @@
 // reads the status API of one instance and renders it. It never touches
 // BPF maps.
 //
-//	xlbctl [--admin URL] [--user NAME] [--json] [--timeout D] status|backends|flows|top
+//	xlbctl [--admin URL] [--user NAME] [--json] [--timeout D] status|backends|flows|top|drain|undrain
+//
+// drain and undrain are the only commands that change anything: they ask
+// the instance to answer readiness "draining" (or stop), while it keeps
+// forwarding every packet (DESIGN §6a).
 //
 // Exit codes: 0 ok; 1 any error (connection, HTTP, decoding, usage); 2 the
 // instance is not ready (status only).
@@ -51,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitOK
 	}
 	render, ok := renderers[cmd]
-	if !ok && cmd != "top" {
+	if !ok && cmd != "top" && cmd != "drain" && cmd != "undrain" {
 		return usageError(stderr, fmt.Errorf("unknown command %q", cmd))
 	}
 	var pass string
@@ -64,8 +68,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if err != nil {
 		return usageError(stderr, err)
 	}
-	if cmd == "top" {
+	switch cmd {
+	case "top":
 		return runTop(ctx, c, o, stdout, stderr)
+	case "drain", "undrain":
+		return runDrain(ctx, c, cmd == "drain", stdout, stderr)
 	}
 	body, err := c.fetch(ctx)
 	if err != nil {
@@ -93,6 +100,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if cmd == "status" {
 		return readyCode(d.Readiness)
+	}
+	return exitOK
+}
+
+// runDrain drains or undrains the instance and says what it answered.
+func runDrain(ctx context.Context, c *client, on bool, stdout, stderr io.Writer) int {
+	st, err := c.drain(ctx, on)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if st.Drained {
+		fmt.Fprintln(stdout, "drained: readiness answers draining; every packet is still forwarded (xlbctl undrain ends it)")
+	} else {
+		fmt.Fprintln(stdout, "undrained: readiness follows the instance's state again")
 	}
 	return exitOK
 }

@@ -57,6 +57,10 @@ type runner struct {
 	// config-watch goroutines (publish.go).
 	storeMu sync.Mutex
 
+	// drainMu guards drained, an operator's drain (drain.go).
+	drainMu sync.Mutex
+	drained bool
+
 	succ        *successor         // non-nil in a hot-upgrade successor
 	bgCancel    context.CancelFunc // the maintenance loop
 	watchCancel context.CancelFunc // the config watch
@@ -210,6 +214,9 @@ func (d *runner) bringUp(ctx context.Context, disable []dataplane.Feature) error
 		return err // Start undid what it had done, or left adopted state in place
 	}
 	d.inst = inst
+	if d.succ != nil && d.succ.drained {
+		d.keepDrained()
+	}
 	d.publishInstance()
 	d.publishUpgrades()
 	err = d.startMaintenance()

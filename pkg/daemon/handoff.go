@@ -129,7 +129,7 @@ func (d *runner) runHandOff(ctx context.Context, lis *listeners) (newPID int, qu
 				d.quiesce()
 				quiesced = true
 				hz, _ := d.inst.DP.HZ() // measured long ago: cached
-				if err := conn.send(handOffMsg{Type: msgQuiesced, Backends: d.knownBackends(), HZ: hz}); err != nil {
+				if err := conn.send(handOffMsg{Type: msgQuiesced, Backends: d.knownBackends(), HZ: hz, Drained: d.isDrained()}); err != nil {
 					return fail(err)
 				}
 			case msgReady:

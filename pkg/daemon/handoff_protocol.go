@@ -52,6 +52,10 @@ type handOffMsg struct {
 	// HZ is the kernel tick rate the predecessor measured (quiesced; 0:
 	// none yet).
 	HZ int `json:"hz,omitempty"`
+	// Drained: an operator drained the predecessor (quiesced); the
+	// successor starts drained (DESIGN §6a: the state survives a hot
+	// upgrade).
+	Drained bool `json:"drained,omitempty"`
 }
 
 // handOffConn is one end of the hand-off socket.

@@ -50,7 +50,7 @@ func (d *runner) startListeners() (*listeners, error) {
 	l := &listeners{}
 	var err error
 	l.admin, err = status.New(status.Options{Address: c.Admin.Address, Port: c.Admin.Port, Store: d.store,
-		Username: user, Password: pw, Log: d.log.WithField("component", "status")})
+		Username: user, Password: pw, Log: d.log.WithField("component", "status"), Drain: d.drain})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ type successor struct {
 	lock     *os.File
 	fromPID  int
 	reported bool // a ready or failed message went out
+	drained  bool // the predecessor was drained (quiesced message)
 }
 
 // inheritedSuccessor returns the hand-off this process was started for,
@@ -74,6 +75,7 @@ func (s *successor) quiesce() (instance.Handed, error) {
 	if m.Type != msgQuiesced {
 		return instance.Handed{}, fmt.Errorf("hand-off: unexpected message %q", m.Type)
 	}
+	s.drained = m.Drained
 	return instance.Handed{Backends: m.Backends, HZ: m.HZ}, nil
 }
 

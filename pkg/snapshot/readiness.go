@@ -50,7 +50,7 @@ func (s *Snapshot) Routable() int {
 }
 
 // Readiness decides /readyz: ready, or the first reason that applies in
-// this order: shutting_down, starting, awaiting_dataplane_sample,
+// this order: shutting_down, starting, draining, awaiting_dataplane_sample,
 // dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends,
 // fib_lookup_failing (SYNs keep being dropped for lack of a next hop and
 // no pair is created: FIBHistory.Failing).
@@ -72,6 +72,8 @@ func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
 		return false, api.ReasonShuttingDown
 	case s.Lifecycle != api.Running && s.Lifecycle != api.HandingOver:
 		return false, api.ReasonStarting
+	case s.Drained:
+		return false, api.ReasonDraining
 	case s.Sample == nil:
 		return false, api.ReasonAwaitingDataplaneSample
 	case s.Lifecycle == api.Running && s.SampleStale(now):

@@ -28,6 +28,9 @@ type Snapshot struct {
 	Revision string
 
 	Lifecycle api.Lifecycle
+	// Drained: an operator drained the instance (DESIGN §6a); readiness
+	// answers draining, forwarding is unchanged.
+	Drained   bool
 	StartedAt time.Time // process start
 	// ShutdownDeadline is when the shutdown window ends (zero before).
 	ShutdownDeadline time.Time

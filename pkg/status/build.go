@@ -28,6 +28,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		Lifecycle:         s.Lifecycle,
 		GeneratedAtUnixMs: now.UnixMilli(),
 		Readiness:         api.Readiness{Ready: ready, Reason: reason},
+		Drained:           s.Drained,
 		Dataplane:         buildDataplane(s, now),
 		Maintenance:       buildMaintenance(s),
 		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},

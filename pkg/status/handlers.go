@@ -16,6 +16,12 @@ func (s *Server) routes(auth *basicAuth) http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /api/v1/status", auth.wrap(http.HandlerFunc(s.status)))
+	// Commands: behind auth like the API, and refused to cross-origin
+	// browser requests (a web page must not drain the instance through
+	// the operator's browser); curl and xlbctl send no Origin.
+	commands := http.NewCrossOriginProtection()
+	mux.Handle("POST /api/v1/drain", auth.wrap(commands.Handler(s.drainHandler(true))))
+	mux.Handle("POST /api/v1/undrain", auth.wrap(commands.Handler(s.drainHandler(false))))
 	mux.Handle("GET /admin/", auth.wrap(consoleHandler()))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/admin/", http.StatusFound)
@@ -69,6 +75,28 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// drainHandler drains or undrains the instance and answers the status
+// document's drained field as JSON: {"drained": true}.
+func (s *Server) drainHandler(drain bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Drain == nil {
+			writeText(w, http.StatusServiceUnavailable, "drain is not available in this process")
+			return
+		}
+		if err := s.opts.Drain(drain); err != nil {
+			s.opts.Log.WithError(err).Warn("admin: drain request failed")
+			writeText(w, http.StatusConflict, err.Error())
+			return
+		}
+		body, _ := json.Marshal(api.DrainState{Drained: drain})
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(append(body, '\n'))
+	})
 }
 
 // writeText writes a short text/plain body without a trailing newline, so

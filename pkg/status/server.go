@@ -41,6 +41,10 @@ type Options struct {
 	Log logrus.FieldLogger
 	// Now is the clock for readiness and ages; time.Now when nil (tests).
 	Now func() time.Time
+	// Drain drains (true) or undrains (false) the instance for
+	// POST /api/v1/drain and /api/v1/undrain (DESIGN §6a); nil answers
+	// them 503. It returns once the new state is published.
+	Drain func(drain bool) error
 }
 
 // Server is the admin HTTP server.

@@ -36,6 +36,10 @@ type Document struct {
 	StartedAtUnixMs int64     `json:"started_at_unix_ms"`
 	UptimeSeconds   int64     `json:"uptime_seconds"`
 	Readiness       Readiness `json:"readiness"`
+	// Drained is true while an operator has drained the instance (POST
+	// /api/v1/drain, xlbctl drain; DESIGN §6a): it forwards every packet,
+	// readiness answers draining, and a hot upgrade keeps the state.
+	Drained bool `json:"drained"`
 	// Shutdown is set only while lifecycle is shutting_down.
 	Shutdown *Shutdown `json:"shutdown"`
 	// Upgrades is how this process took the data path and how the hot
@@ -406,6 +410,12 @@ type BackendHealth struct {
 	// was discovered.
 	ChecksOKTotal     uint64 `json:"checks_ok_total"`
 	ChecksFailedTotal uint64 `json:"checks_failed_total"`
+}
+
+// DrainState answers POST /api/v1/drain and /api/v1/undrain: the
+// instance's state after the request.
+type DrainState struct {
+	Drained bool `json:"drained"`
 }
 
 // Config is what the config watcher knows about the file on disk

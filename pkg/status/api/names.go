@@ -59,6 +59,7 @@ const (
 const (
 	ReasonShuttingDown             Reason = "shutting_down"
 	ReasonStarting                 Reason = "starting"
+	ReasonDraining                 Reason = "draining" // an operator drained the instance (POST /api/v1/drain)
 	ReasonAwaitingDataplaneSample  Reason = "awaiting_dataplane_sample"
 	ReasonDataplaneSampleStale     Reason = "dataplane_sample_stale"
 	ReasonBackendProviderUnhealthy Reason = "backend_provider_unhealthy"
