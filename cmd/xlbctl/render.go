@@ -27,6 +27,9 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Version", "%s", version(d))
 	row("Lifecycle", "%s", lifecycle(d.Lifecycle))
 	row("Readiness", "%s", readiness(d.Readiness))
+	if d.Drained {
+		row("Drained", "yes: readiness answers draining, every packet is still forwarded (xlbctl undrain ends it)")
+	}
 	if d.Shutdown != nil {
 		row("Shutdown", "%ds left in the reset window", d.Shutdown.SecondsLeft)
 	}
@@ -42,6 +45,9 @@ func renderStatus(w io.Writer, d *api.Document) error {
 		c.Active, c.TimeWait, c.OpenedTotal, c.ClosedTotal, c.OrphanedTotal)
 	row("Backends", "%s", backendCounts(d.Backends))
 	row("Provider", "%s", provider(d.Provider))
+	if d.BGP != nil {
+		row("BGP", "%s", bgpLine(d.BGP))
+	}
 	row("Sample age", "%s", sampleLine(d.Dataplane))
 	row("Maintenance", "%s", maintenance(d))
 	row("Close events", "%s", closeEvents(d.Maintenance.CloseEvents))
@@ -69,6 +75,27 @@ func renderBackends(w io.Writer, d *api.Document) error {
 		return err
 	}
 	return nil
+}
+
+// bgpLine summarises the speaker: sessions up, and what is announced.
+func bgpLine(b *api.BGP) string {
+	up := 0
+	var down []string
+	for _, p := range b.Peers {
+		if p.State == "established" {
+			up++
+		} else {
+			down = append(down, p.Address+" "+p.State)
+		}
+	}
+	s := fmt.Sprintf("%d/%d peers established", up, len(b.Peers))
+	if len(down) > 0 {
+		s += " (" + strings.Join(down, ", ") + ")"
+	}
+	if len(b.Announced) == 0 {
+		return s + "; announcing nothing"
+	}
+	return s + "; announcing " + strings.Join(b.Announced, ", ")
 }
 
 // healthCell is a backend's last health check for the backends table:

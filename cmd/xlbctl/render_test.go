@@ -32,6 +32,16 @@ func recorded(t *testing.T) (*api.Document, []byte) {
 // notReady is the recorded document bent into the worst case: shutting
 // down, no sample yet, nothing attached, provider failing, config file
 // invalid, no backends, started fresh where nothing could be pinned.
+// drained is the recorded document of an instance an operator drained:
+// not ready (draining), announcing nothing.
+func drained(t *testing.T) *api.Document {
+	d, _ := recorded(t)
+	d.Drained = true
+	d.Readiness = api.Readiness{Ready: false, Reason: "draining"}
+	d.BGP.Announced = []string{}
+	return d
+}
+
 func notReady(t *testing.T) *api.Document {
 	d, _ := recorded(t)
 	d.Lifecycle = "shutting_down"
@@ -131,6 +141,7 @@ func TestGolden(t *testing.T) {
 		{"status_maintenance_failing", func(b *bytes.Buffer) error { return renderStatus(b, maintenanceFailing(t)) }},
 		{"flows_maintenance_failing", func(b *bytes.Buffer) error { return renderFlows(b, maintenanceFailing(t)) }},
 		{"status_handing_over", func(b *bytes.Buffer) error { return renderStatus(b, handingOver(t)) }},
+		{"status_drained", func(b *bytes.Buffer) error { return renderStatus(b, drained(t)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

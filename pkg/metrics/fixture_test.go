@@ -103,6 +103,13 @@ func fixtureSnapshot() *snapshot.Snapshot {
 		Counters:       &counters,
 		Provider:       "static",
 		ProviderSynced: true,
+		BGP: &snapshot.BGP{
+			Peers: []snapshot.BGPPeer{
+				{Address: ip("203.0.113.1"), ASN: 64513, State: snapshot.BGPEstablished},
+				{Address: ip("203.0.113.2"), ASN: 64513, State: "active"},
+			},
+			Announced: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")},
+		},
 		Backends: []backend.Status{
 			{ID: 0, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true,
 				Health: &backend.Health{Healthy: true, Known: true, OK: 40, Failed: 1}},

@@ -24,7 +24,7 @@ type instanceCollector struct {
 	buildInfo, serviceInfo, lifecycle, ready  *prometheus.Desc
 	attached                                  *prometheus.Desc
 	reloadRequired, configInvalid, configGone *prometheus.Desc
-	hotUpgrades, adoptedPairs                 *prometheus.Desc
+	hotUpgrades, adoptedPairs, drained        *prometheus.Desc
 	settingRepairs                            *prometheus.Desc
 }
 
@@ -38,6 +38,7 @@ func newInstanceCollector(now func() time.Time) *instanceCollector {
 	c.configInvalid = c.add("xlb_config_file_invalid", "1 when the config file on disk fails validation; the running instance keeps its loaded config.")
 	c.configGone = c.add("xlb_config_file_missing", "1 when the config file was deleted; the running instance keeps its loaded config.")
 	c.hotUpgrades = c.add("xlb_hot_upgrades_total", "Hot upgrades (SIGUSR2 hand-offs: systemctl reload xlb) by result: ok when a new process took over, failed when it did not and the old one kept serving. Counted since the pinned state was created, across hand-offs and crashes; a stop with SIGTERM removes the pins and starts the count anew.", "result")
+	c.drained = c.add("xlb_drained", "1 while an operator has drained the instance (POST /api/v1/drain, xlbctl drain): readiness answers draining while every packet is still forwarded.")
 	c.adoptedPairs = c.add("xlb_adopted_connection_pairs", "Connection pairs found in the pinned flow map when this process started (handed over, or adopted after a crash or restart); 0 for a fresh start.")
 	c.settingRepairs = c.add("xlb_host_setting_repairs_total", "Resets of a host setting XLB needs (net.ipv4.conf.lo.forwarding, net.ipv4.ip_local_reserved_ports) that the instance found and put back (checked once a second; each repair is logged as one warning), since the instance started.", "setting")
 	c.attached = c.add("xlb_xdp_attached", "A metric with a constant '1' value for each interface the XDP program is attached to, labeled by the attach mode in use (native or generic).", "interface", "mode")
@@ -65,6 +66,7 @@ func (c *instanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	counter(ch, c.hotUpgrades, s.Upgrades.OK, api.UpgradeOK)
 	counter(ch, c.hotUpgrades, s.Upgrades.Failed, api.UpgradeFailed)
 	gauge(ch, c.adoptedPairs, float64(s.Upgrades.AdoptedPairs))
+	gauge(ch, c.drained, boolValue(s.Drained))
 	for _, h := range s.HostSettings {
 		counter(ch, c.settingRepairs, h.Repairs, h.Name)
 	}

@@ -237,6 +237,11 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_lifecycle_state", L{"state": "starting"}, 0)
 	check("xlb_lifecycle_state", L{"state": "handing_over"}, 0)
 	check("xlb_lifecycle_state", L{"state": "shutting_down"}, 0)
+	// Drain and the BGP speaker (snapshot.Drained, snapshot.BGP).
+	check("xlb_drained", nil, 0)
+	check("xlb_bgp_peer_up", L{"peer": "203.0.113.1"}, 1)
+	check("xlb_bgp_peer_up", L{"peer": "203.0.113.2"}, 0)
+	check("xlb_bgp_announced_routes", nil, 1)
 	// Hot upgrades (snapshot.Upgrades).
 	check("xlb_hot_upgrades_total", L{"result": "ok"}, float64(snap.Upgrades.OK))
 	check("xlb_hot_upgrades_total", L{"result": "failed"}, float64(snap.Upgrades.Failed))
@@ -353,6 +358,9 @@ func TestNoLabelValueIsAnAddress(t *testing.T) {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				v := l.GetValue()
+				if name == "xlb_bgp_peer_up" && l.GetName() == "peer" {
+					continue // a configured BGP peer, the operator's own router (DESIGN §6a), never a client
+				}
 				if _, err := netip.ParseAddr(v); err == nil {
 					t.Errorf("%s{%s=%q}: label value is an IP address", name, l.GetName(), v)
 				}

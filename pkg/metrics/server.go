@@ -56,6 +56,7 @@ func New(o Options) (*Server, error) {
 		&source{name: "backends", what: "backend set", c: newBackendsCollector()},
 		&source{name: "handshake", what: "maintenance sample", c: newHandshakeCollector()},
 		&source{name: "dataplane", what: "data path counters", c: newDataplaneCollector()},
+		&source{name: "bgp", what: "BGP speaker", c: newBGPCollector()},
 	)
 	for _, c := range []prometheus.Collector{
 		xlb,

@@ -148,7 +148,7 @@ func TestCollectorSuccess(t *testing.T) {
 	store.Publish(fixtureSnapshot())
 	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	collectors := []string{"instance", "connections", "maintenance", "backends", "dataplane", "handshake"}
+	collectors := []string{"instance", "connections", "maintenance", "backends", "dataplane", "handshake", "bgp"}
 	for _, name := range collectors {
 		if got := value(t, fams, "xlb_scrape_collector_success", map[string]string{"collector": name}); got != 1 {
 			t.Errorf("%s success = %v, want 1", name, got)
@@ -249,5 +249,21 @@ func TestNoDataplaneYet(t *testing.T) {
 	}
 	if n := len(hook.AllEntries()); n != 0 {
 		t.Errorf("%d log entries, want none: %v", n, hook.AllEntries())
+	}
+}
+
+// A drained instance (DESIGN §6a) says so, and is not ready.
+func TestDrainedGauge(t *testing.T) {
+	snap := fixtureSnapshot()
+	snap.Drained = true
+	var store snapshot.Store
+	store.Publish(snap)
+	srv, _ := testServer(t, &store)
+	fams, _ := scrape(t, srv)
+	if got := value(t, fams, "xlb_drained", nil); got != 1 {
+		t.Errorf("xlb_drained = %v, want 1", got)
+	}
+	if got := value(t, fams, "xlb_ready", nil); got != 0 {
+		t.Errorf("xlb_ready = %v while drained, want 0", got)
 	}
 }

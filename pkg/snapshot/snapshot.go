@@ -89,6 +89,9 @@ type Snapshot struct {
 	// it put each back after something reset it (hostnet.SysctlGuard), in
 	// a fixed order; nil before the instance is up.
 	HostSettings []HostSetting
+
+	// BGP is the speaker's view; nil without a bgp section (bgp.go).
+	BGP *BGP
 }
 
 // HostSetting is one guarded host setting and its repairs.

@@ -29,6 +29,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		GeneratedAtUnixMs: now.UnixMilli(),
 		Readiness:         api.Readiness{Ready: ready, Reason: reason},
 		Drained:           s.Drained,
+		BGP:               buildBGP(s.BGP, now),
 		Dataplane:         buildDataplane(s, now),
 		Maintenance:       buildMaintenance(s),
 		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
@@ -226,6 +227,25 @@ func buildBackends(s *snapshot.Snapshot) []api.Backend {
 		out = append(out, e)
 	}
 	slices.SortStableFunc(out, func(a, b api.Backend) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// buildBGP is the API's view of the speaker; nil without one.
+func buildBGP(b *snapshot.BGP, now time.Time) *api.BGP {
+	if b == nil {
+		return nil
+	}
+	out := &api.BGP{Peers: make([]api.BGPPeer, 0, len(b.Peers)), Announced: make([]string, 0, len(b.Announced))}
+	for _, p := range b.Peers {
+		e := api.BGPPeer{Address: addrString(p.Address), ASN: p.ASN, State: p.State}
+		if p.State == snapshot.BGPEstablished && !p.Since.IsZero() {
+			e.UptimeSeconds = int64(now.Sub(p.Since) / time.Second)
+		}
+		out.Peers = append(out.Peers, e)
+	}
+	for _, pfx := range b.Announced {
+		out.Announced = append(out.Announced, pfx.String())
+	}
 	return out
 }
 

@@ -103,6 +103,13 @@ func TestDocumentValues(t *testing.T) {
 			Start: "handed_over", AdoptedPairs: 29, OK: 3, Failed: 1,
 			LastFailure: "new process exited with status 1: config: xlb.yaml:4: unknown field \"prots\"",
 		},
+		BGP: &api.BGP{
+			Peers: []api.BGPPeer{
+				{Address: "203.0.113.1", ASN: 64513, State: "established", UptimeSeconds: 90},
+				{Address: "203.0.113.2", ASN: 64513, State: "active"},
+			},
+			Announced: []string{"192.0.2.10/32"},
+		},
 		HostSettings: []api.HostSetting{
 			{Name: "net.ipv4.conf.lo.forwarding", RepairsTotal: 2},
 			{Name: "net.ipv4.ip_local_reserved_ports", RepairsTotal: 0},

@@ -89,6 +89,13 @@ func fixture() *snapshot.Snapshot {
 		},
 		Provider:       "static",
 		ProviderSynced: true,
+		BGP: &snapshot.BGP{
+			Peers: []snapshot.BGPPeer{
+				{Address: ip("203.0.113.1"), ASN: 64513, State: snapshot.BGPEstablished, Since: fixedNow.Add(-90 * time.Second)},
+				{Address: ip("203.0.113.2"), ASN: 64513, State: "active", Since: fixedNow.Add(-5 * time.Second)},
+			},
+			Announced: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")},
+		},
 		Backends: []backend.Status{
 			{ID: 1, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
 			{ID: 2, Name: "backend-2", IP: ip("198.51.100.12"), State: backend.Routable, Discovered: true},

@@ -65,6 +65,9 @@ type Document struct {
 	// how often each was put back after something reset it; empty before
 	// the instance is up.
 	HostSettings []HostSetting `json:"host_settings"`
+	// BGP is the embedded speaker (DESIGN §6a); absent without a bgp
+	// section in the config.
+	BGP *BGP `json:"bgp,omitempty"`
 }
 
 // HostSetting is one guarded host setting (snapshot.HostSetting): the
@@ -410,6 +413,26 @@ type BackendHealth struct {
 	// was discovered.
 	ChecksOKTotal     uint64 `json:"checks_ok_total"`
 	ChecksFailedTotal uint64 `json:"checks_failed_total"`
+}
+
+// BGP is the embedded BGP speaker's sessions and routes.
+type BGP struct {
+	Peers []BGPPeer `json:"peers"`
+	// Announced are the prefixes announced now, e.g. "192.0.2.10/32":
+	// none while the instance is not ready, drained or shutting down.
+	Announced []string `json:"announced"`
+}
+
+// BGPPeer is one configured peer.
+type BGPPeer struct {
+	Address string `json:"address"`
+	ASN     uint32 `json:"asn"`
+	// State is idle, connect, active, opensent, openconfirm or
+	// established (RFC 4271 §8.2.2).
+	State string `json:"state"`
+	// UptimeSeconds is how long the session has been established (0
+	// when it is not).
+	UptimeSeconds int64 `json:"uptime_seconds"`
 }
 
 // DrainState answers POST /api/v1/drain and /api/v1/undrain: the

@@ -70,11 +70,15 @@ function render(d) {
   const started = !up.start ? "—" : up.start === "fresh" ? "fresh"
     : up.start + " with " + up.adopted_pairs + " connection pairs";
   const upgrades = up.ok + " ok, " + up.failed + " failed" + (up.last_failure ? " — last: " + up.last_failure : "");
+  const bgp = !d.bgp ? "off" : d.bgp.peers.filter(p => p.state === "established").length + "/" + d.bgp.peers.length
+    + " peers established; " + (d.bgp.announced.length ? "announcing " + d.bgp.announced.join(", ") : "announcing nothing");
   const rows = [
     ["Uptime", duration(d.uptime_seconds)],
     ["Listen", d.listen.ip + "  " + ports],
     ["SNAT", (d.snat.ips || []).join(", ") || d.snat.ip || "—"],
     ["XDP", xdp],
+    ["BGP", bgp],
+    ["Drained", d.drained ? "yes: readiness answers draining; every packet is still forwarded" : "no"],
     ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error)],
     ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms"],
     ["Config", cfg],
