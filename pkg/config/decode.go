@@ -47,6 +47,7 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 				}
 			}
 		}},
+		{"bgp", func(n *yaml.Node, p string) { c.BGP = d.decodeBGP(n, p) }},
 	})
 	d.defaultRemotePorts(c)
 }

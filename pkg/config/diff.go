@@ -6,7 +6,7 @@ import "slices"
 var topLevelKeys = []string{
 	"name", "listen", "proto", "mode", "ports", "provider", "health_check",
 	"orphan_ttl_secs", "shutdown_timeout", "admin", "metrics",
-	"interfaces", "xdp_mode", "snat", "flow_table", "state_dir",
+	"interfaces", "xdp_mode", "snat", "flow_table", "state_dir", "bgp",
 }
 
 // keyEqual compares the part of two configs under one top-level key.
@@ -27,6 +27,7 @@ var keyEqual = map[string]func(a, b *Config) bool{
 	"snat":             func(a, b *Config) bool { return snatEqual(a.SNAT, b.SNAT) },
 	"flow_table":       func(a, b *Config) bool { return a.FlowTable == b.FlowTable },
 	"state_dir":        func(a, b *Config) bool { return a.StateDir == b.StateDir },
+	"bgp":              func(a, b *Config) bool { return bgpEqual(a.BGP, b.BGP) },
 }
 
 // Diff returns the sorted top-level YAML keys whose effective

@@ -48,6 +48,7 @@ func TestDiffEachKey(t *testing.T) {
 		"snat":             func(c *Config) { c.SNAT.PortHi = 50000 },
 		"flow_table":       func(c *Config) { c.FlowTable.EmbryonicTTL = 20 * time.Second },
 		"state_dir":        func(c *Config) { c.StateDir = "/run/xlb" },
+		"bgp":              func(c *Config) { c.BGP = &BGP{LocalASN: 64512} },
 	}
 	if got := slices.Sorted(func(yield func(string) bool) {
 		for k := range edits {

@@ -21,6 +21,11 @@
 // provider.kubernetes, where it stays 0: each backend's own port, taken
 // from its EndpointSlice (issue 14).
 //
+// The optional bgp block (DESIGN §6a, issue 15) is nil when absent: no
+// BGP speaker. TCP MD5 passwords come from the environment variables its
+// peers name (password_env), never from the file; that each announced
+// prefix is this host's is checked at runtime, not here.
+//
 // A field set to null (`key:` or `key: ~`) counts as omitted. Aliases are
 // followed; merge keys (<<) are rejected. Integers must be YAML integers
 // (`port: "80"` is an error); string fields take any scalar as its text.

@@ -71,6 +71,9 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 			"embryonic_ttl_secs", m.seconds("flow_table.embryonic_ttl_secs", c.FlowTable.EmbryonicTTL)),
 		"state_dir", str(c.StateDir),
 	).Content...)
+	if c.BGP != nil {
+		root.Content = append(root.Content, str("bgp"), m.bgp(c.BGP))
+	}
 	return root
 }
 

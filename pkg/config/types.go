@@ -80,6 +80,11 @@ type Config struct {
 	// This version validates it and pins nothing there yet: the hot
 	// upgrade ("Hot upgrade and crash survival") is its first user.
 	StateDir string
+
+	// BGP is the embedded BGP speaker that announces the listen address
+	// while the instance is ready and not drained (DESIGN §6a, issue 15).
+	// YAML "bgp"; nil when the file omits it: no speaker.
+	BGP *BGP
 }
 
 // Listen is the address clients connect to (DESIGN §1).

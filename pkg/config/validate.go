@@ -30,6 +30,7 @@ func validate(c *Config, d *decoder) {
 	v.snat()
 	v.flowTable()
 	v.stateDir()
+	v.bgp()
 }
 
 type validator struct {
