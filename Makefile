@@ -13,8 +13,11 @@ BIN      := bin
 # regenerate the BPF objects, which are committed). packaging/*.mk adds
 # what the package checks, the host lab and the fleet need. hping3 (the
 # SYN flood) and iptables (the kernel-NAT reference of the churn
-# benchmark) serve the lab tests of test/e2e.
-APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables
+# benchmark) serve the lab tests of test/e2e; bird2 is the real BGP router
+# pkg/bgp's tests peer with (each test runs its own bird in a namespace;
+# the host's bird service, which Debian enables on install, is stopped
+# and disabled where systemd runs).
+APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables bird2
 
 .PHONY: all build deps generate check-generated vet test test-unit test-e2e bench demo clean
 
@@ -36,7 +39,10 @@ deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing && \
+		case " $$missing " in *" bird2 "*) \
+			if [ -d /run/systemd/system ]; then systemctl disable --now bird.service >/dev/null 2>&1 || true; fi;; \
+		esac; \
 	fi
 
 # Compile bpf/*.c with clang through bpf2go: every go:generate directive
