@@ -233,13 +233,13 @@ func (s *Speaker) apply() error {
 			return err
 		}
 		s.announced = true
-		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp: announcing")
+		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp routes announced")
 	case !want && s.announced:
 		if err := s.deletePaths(); err != nil {
 			return err
 		}
 		s.announced = false
-		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp: withdrawn")
+		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp routes withdrawn")
 	}
 	if s.decided && !s.sessions {
 		if err := s.addPeers(); err != nil {
