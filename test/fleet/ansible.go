@@ -199,14 +199,16 @@ func TaskStatus(out, name, host string) string {
 	return status
 }
 
-// ReportEntry is one host of the rollout report (xlb_upgrade_report_file).
+// ReportEntry is one host of the change report (xlb_upgrade_report_file):
+// the rolling upgrade's, or site.yml's for running hosts it changed.
 type ReportEntry struct {
 	Host           string   `json:"host"`
 	Address        string   `json:"address"`
 	Target         string   `json:"target"`
 	Result         string   `json:"result"`
 	Step           string   `json:"step"`
-	Method         string   `json:"method"` // reload or restart: what the host got
+	Method         string   `json:"method"`  // reload, restart, or - (no swap): what the host got
+	Changes        []string `json:"changes"` // what it had not taken: package, config(KEYS), environment, recover, undrain
 	VersionBefore  string   `json:"version_before"`
 	VersionAfter   string   `json:"version_after"`
 	XDP            []string `json:"xdp"`

@@ -48,11 +48,15 @@
 // connections they carry never move. The returning host takes buckets as
 // they go idle.
 //
-// The first rollout (v1 -> v2) is a hot upgrade (xlb_upgrade_method:
-// reload): no host is drained, the group never changes, and the test
-// requires that not one connection breaks or fails. The second (v2 -> v3,
-// with a failing host) drains and restarts, which is where the timers
-// above and the reset bound below matter.
+// A config change (site.yml with a changed xlb.yaml on the running fleet)
+// goes one host at a time through the change procedure with the default
+// method, reload: the test reads each host's journal and requires one
+// hand-off per host, never two at once, no drain, and not one connection
+// that breaks or fails. The first rollout (v1 -> v2) is a hot upgrade
+// too (xlb_upgrade_method: reload): no host is drained, the group never
+// changes, and the same zero is required. The second (v2 -> v3, with a
+// failing host) drains and restarts (xlb_upgrade_method: restart), which
+// is where the timers above and the reset bound below matter.
 //
 // The backends' sockets of moved connections are cleared by their TCP
 // keepalive (BackendKeepAlive), which also clears the drained host's pairs;

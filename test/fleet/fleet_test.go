@@ -207,6 +207,7 @@ func TestFleet(t *testing.T) {
 		{"site check mode on new hosts", f.siteCheckNew},
 		{"site", f.site},
 		{"site again changes nothing", f.siteAgain},
+		{"config change rolls host by host", f.configChange},
 		{"rolling hot upgrade under traffic", f.rollingUpgrade},
 		{"failing host stops the rollout", f.failingHost},
 	}
@@ -407,6 +408,21 @@ func logReport(t *testing.T, entries []ReportEntry) {
 	}
 }
 
+// reportOfAll reads the change report at path, logs it and requires one
+// entry per host.
+func (f *fleet) reportOfAll(t *testing.T, path string) []ReportEntry {
+	t.Helper()
+	entries, err := ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logReport(t, entries)
+	if len(entries) != len(f.l.Hosts) {
+		t.Fatalf("report has %d hosts, want %d: %+v", len(entries), len(f.l.Hosts), entries)
+	}
+	return entries
+}
+
 // checkResetBound checks that the long-lived connections reset on each
 // drained host are bounded by those it carried when its drain began, plus
 // those that landed on it while its buckets were still moving: a drained
@@ -531,15 +547,7 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 			}
 		}
 	}
-	entries, err := ReadReport(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logReport(t, entries)
-	if len(entries) != len(f.l.Hosts) {
-		t.Fatalf("report has %d hosts, want %d: %+v", len(entries), len(f.l.Hosts), entries)
-	}
-	for _, e := range entries {
+	for _, e := range f.reportOfAll(t, report) {
 		if e.Result != "upgraded" || e.Method != "reload" || e.VersionBefore != v1 || e.VersionAfter != v2 || !slices.Equal(e.XDP, []string{"eth0=native"}) || e.Drained {
 			t.Errorf("report: %+v, want upgraded by reload %s -> %s, eth0=native, not drained", e, v1, v2)
 		}
@@ -639,7 +647,7 @@ func (f *fleet) failingHost(t *testing.T) {
 	since := time.Now()
 	report := filepath.Join(f.dir, "report.json")
 	os.Remove(report)
-	r := f.playbook(t, "rolling-upgrade.yml", v3, map[string]any{"xlb_package_source": "repository"})
+	r := f.playbook(t, "rolling-upgrade.yml", v3, map[string]any{"xlb_package_source": "repository", "xlb_upgrade_method": "restart"})
 	f.phase("rolling-upgrade.yml v2 -> v3, xlb2 fails", start)
 	if r.Err == nil {
 		t.Fatalf("the rollout succeeded; want it to stop at %s\n%s", bad.Inventory, Tail(r.Output, 100))
