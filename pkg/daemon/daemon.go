@@ -62,6 +62,7 @@ type runner struct {
 	drained bool
 
 	succ        *successor         // non-nil in a hot-upgrade successor
+	bgp         *announcer         // the BGP speaker; nil without a bgp section (bgp.go)
 	bgCancel    context.CancelFunc // the maintenance loop
 	watchCancel context.CancelFunc // the config watch
 	bg          sync.WaitGroup
@@ -147,6 +148,7 @@ func (d *runner) run(ctx context.Context) (err error) {
 		return err
 	}
 	d.publishLifecycle(api.Running)
+	d.runBGP()
 	d.startConfigWatch()
 	if succ != nil {
 		lis.serve(d.log)
@@ -194,6 +196,7 @@ func (d *runner) exitHandedOver() error {
 	if d.watchCancel != nil {
 		d.watchCancel()
 	}
+	d.stopBGP(true)
 	if err := d.inst.Abandon(); err != nil {
 		d.log.WithError(err).Warn("release the data path's descriptors")
 	}
@@ -222,6 +225,9 @@ func (d *runner) bringUp(ctx context.Context, disable []dataplane.Feature) error
 	err = d.startMaintenance()
 	if err == nil {
 		err = d.awaitFirstSample(ctx)
+	}
+	if err == nil {
+		err = d.startBGP(ctx)
 	}
 	if err != nil {
 		d.stopBackground()

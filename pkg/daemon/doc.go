@@ -7,12 +7,16 @@
 // States (api.Lifecycle), in order:
 //
 //	starting       listeners up (/healthz answers, /readyz is 503); the
-//	               instance comes up; the first maintenance sample is awaited
-//	running        READY=1 sent; the watchdog pings while samples arrive
+//	               instance comes up; the first maintenance sample is awaited;
+//	               the BGP speaker (bgp.go) starts, with no session yet
+//	running        READY=1 sent; the watchdog pings while samples arrive; the
+//	               speaker announces while ready and not drained
 //	handing_over   on SIGUSR2 (hot upgrade, handoff.go): still serving and
 //	               ready while the binary on disk takes over the pinned state;
-//	               back to running when it fails, or the process exits
-//	shutting_down  on the first SIGTERM/SIGINT: STOPPING=1 with the window,
+//	               back to running when it fails, or the process exits (the
+//	               speaker stops without a NOTIFICATION: graceful restart)
+//	shutting_down  on the first SIGTERM/SIGINT: the BGP routes withdrawn
+//	               first, STOPPING=1 with the window,
 //	               discovery and maintenance stopped, the data-path shutdown
 //	               flag set; a second stop signal ends the window early
 //	(stopped)      the instance is down, its pins removed, and Run returns

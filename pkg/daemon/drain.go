@@ -36,6 +36,7 @@ func (d *runner) drain(on bool) error {
 	}
 	d.drained = on
 	d.update(func(s *snapshot.Snapshot) { s.Drained = on })
+	d.reevaluateBGP()
 	return nil
 }
 

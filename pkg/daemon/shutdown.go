@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// shutdown follows the seed's "XLB shutdown behavior": readiness 503, stop
+// shutdown follows the seed's "XLB shutdown behavior", after withdrawing
+// the BGP routes first (DESIGN §6a: before the RST window): readiness 503, stop
 // the provider and the maintenance loop, set the data-path shutdown flag,
 // stay attached for shutdown_timeout answering matching traffic with RSTs,
-// then detach and exit. A second stop signal ends the window at once.
+// then stop the BGP speaker (Cease), detach and exit. A second stop signal
+// ends the window at once.
 func (d *runner) shutdown(again <-chan os.Signal) error {
+	d.withdrawBGP()
 	window := d.cfg.ShutdownTimeout
 	deadline := time.Now().Add(window)
 	d.publishShutdown(deadline)
@@ -52,6 +55,7 @@ wait:
 	if d.watchCancel != nil {
 		d.watchCancel()
 	}
+	d.stopBGP(false)
 	if err := d.inst.Stop(); err != nil {
 		return err
 	}

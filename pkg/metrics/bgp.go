@@ -20,7 +20,7 @@ type bgpCollector struct {
 func newBGPCollector() *bgpCollector {
 	c := &bgpCollector{}
 	c.peerUp = c.add("xlb_bgp_peer_up", "1 while the BGP session with the configured peer is established, 0 otherwise.", "peer")
-	c.announced = c.add("xlb_bgp_announced_routes", "Prefixes announced to the peers now: the configured ones while the instance is ready, not drained and not shutting down, else 0.")
+	c.announced = c.add("xlb_bgp_announced_routes", "Prefixes announced now to at least one established peer: the configured ones while the instance is ready, not drained and not shutting down, else 0.")
 	return c
 }
 

@@ -10,8 +10,9 @@ import (
 type BGP struct {
 	// Peers in config order.
 	Peers []BGPPeer
-	// Announced are the prefixes announced right now (empty while the
-	// instance is not ready, drained or shutting down).
+	// Announced are the prefixes announced right now to at least one
+	// established peer (empty while the instance is not ready, drained
+	// or shutting down, and while no session is established).
 	Announced []netip.Prefix
 }
 
@@ -22,8 +23,8 @@ type BGPPeer struct {
 	// State is the session's RFC 4271 state in lower case: idle, connect,
 	// active, opensent, openconfirm, established.
 	State string
-	// Since is when the session entered State (the uptime while
-	// established).
+	// Since is when the session was established (its uptime); zero
+	// while it is not.
 	Since time.Time
 }
 

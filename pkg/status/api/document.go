@@ -418,8 +418,9 @@ type BackendHealth struct {
 // BGP is the embedded BGP speaker's sessions and routes.
 type BGP struct {
 	Peers []BGPPeer `json:"peers"`
-	// Announced are the prefixes announced now, e.g. "192.0.2.10/32":
-	// none while the instance is not ready, drained or shutting down.
+	// Announced are the prefixes announced now to at least one
+	// established peer, e.g. "192.0.2.10/32": none while the instance
+	// is not ready, drained or shutting down, or no session is up.
 	Announced []string `json:"announced"`
 }
 

@@ -1,0 +1,210 @@
+package daemon
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/bgp"
+	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// bgpVerdictPeriod is how often the speaker's verdict is re-evaluated
+// from the latest snapshot (readiness can change with any sample); a
+// drain re-evaluates at once.
+const bgpVerdictPeriod = 200 * time.Millisecond
+
+// bgpStatusPeriod is how often the speaker's sessions are read into the
+// snapshot (a GoBGP round trip each).
+const bgpStatusPeriod = time.Second
+
+// announcer runs the embedded BGP speaker for the daemon (DESIGN §6a):
+// the speaker announces while the instance is ready, not drained and not
+// shutting down (bgp.Want on the latest snapshot), withdraws first thing
+// in a shutdown, and stops without a NOTIFICATION after a hand-off so the
+// peers keep the route for the successor (graceful restart). Without a
+// bgp section every method does nothing.
+type announcer struct {
+	speaker *bgp.Speaker
+	log     logrus.FieldLogger
+	kick    chan struct{}
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+
+	// mu orders the verdicts against Withdraw and Stop: after either,
+	// no verdict reaches the speaker.
+	mu     sync.Mutex
+	closed bool
+}
+
+// startBGP creates and starts the speaker when the config has a bgp
+// section: the prefixes are the listen address /32 (announce: [listen])
+// and the configured ones, the router id the configured one or the listen
+// address. No session opens until the first verdict (runBGP). An error
+// (an empty password variable, no route toward a peer) fails the start:
+// an instance configured to announce itself and unable to is not silently
+// left out of the fleet.
+func (d *runner) startBGP(ctx context.Context) error {
+	c := d.cfg.BGP
+	if c == nil {
+		return nil
+	}
+	listen := d.inst.Resolved.Listen
+	var prefixes []netip.Prefix
+	if c.AnnounceListen {
+		prefixes = append(prefixes, netip.PrefixFrom(listen, listen.BitLen()))
+	}
+	prefixes = append(prefixes, c.Announce...)
+	id := c.RouterID
+	if !id.IsValid() {
+		id = listen
+	}
+	s, err := bgp.New(bgp.Options{Config: *c, RouterID: id, Prefixes: prefixes, Log: d.log.WithField("component", "bgp")})
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	d.bgp = &announcer{speaker: s, log: d.log, kick: make(chan struct{}, 1)}
+	d.publishBGP(s.Status())
+	return nil
+}
+
+// runBGP gives the speaker its first verdict (which opens the sessions)
+// and keeps it current: every bgpVerdictPeriod, and at once after a
+// drain or undrain (reevaluateBGP). It also reads the sessions into the
+// snapshot every bgpStatusPeriod.
+func (d *runner) runBGP() {
+	a := d.bgp
+	if a == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.done.Add(2)
+	go func() {
+		defer a.done.Done()
+		verdict := time.NewTicker(bgpVerdictPeriod)
+		defer verdict.Stop()
+		last, decided := false, false
+		for {
+			want := d.bgpWant()
+			if !decided || want != last {
+				if a.setAnnounce(want) {
+					last, decided = want, true
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-verdict.C:
+			case <-a.kick:
+			}
+		}
+	}()
+	go func() {
+		defer a.done.Done()
+		t := time.NewTicker(bgpStatusPeriod)
+		defer t.Stop()
+		for {
+			d.publishBGP(a.speaker.Status())
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// bgpWant is the announce verdict on the latest snapshot.
+func (d *runner) bgpWant() bool {
+	s := d.store.Load()
+	ready, _ := s.Readiness(time.Now())
+	return bgp.Want(ready, s.Drained, s.Lifecycle == api.ShuttingDown)
+}
+
+// reevaluateBGP re-evaluates the verdict now (after a drain or undrain).
+func (d *runner) reevaluateBGP() {
+	if d.bgp == nil {
+		return
+	}
+	select {
+	case d.bgp.kick <- struct{}{}:
+	default:
+	}
+}
+
+// setAnnounce hands a verdict to the speaker unless it is withdrawn or
+// stopped; it reports whether the speaker took it (a failure is logged
+// and retried with the next evaluation).
+func (a *announcer) setAnnounce(on bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return true
+	}
+	if err := a.speaker.SetAnnounce(on); err != nil {
+		a.log.WithError(err).Warn("bgp: set the announce verdict")
+		return false
+	}
+	return true
+}
+
+// withdrawBGP withdraws every prefix for good: the first step of the
+// shutdown, before its RST window (DESIGN §6a).
+func (d *runner) withdrawBGP() {
+	a := d.bgp
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.closed = true
+	err := a.speaker.Withdraw()
+	a.mu.Unlock()
+	if err != nil {
+		d.log.WithError(err).Error("bgp: withdraw the routes")
+	}
+}
+
+// stopBGP ends the verdict and status loops and stops the speaker:
+// planned after a hand-off (no NOTIFICATION; the peers keep the routes as
+// stale until the successor's End-of-RIB, RFC 4724), !planned at the end
+// of a shutdown (withdraw, then Cease).
+func (d *runner) stopBGP(planned bool) {
+	a := d.bgp
+	if a == nil {
+		return
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.done.Wait()
+	a.mu.Lock()
+	a.closed = true
+	err := a.speaker.Stop(planned)
+	a.mu.Unlock()
+	if err != nil {
+		d.log.WithError(err).Warn("bgp: stop the speaker")
+	}
+	d.publishBGP(a.speaker.Status())
+}
+
+// publishBGP publishes the speaker's sessions and announced prefixes.
+func (d *runner) publishBGP(st bgp.Status) {
+	now := time.Now()
+	b := &snapshot.BGP{Announced: st.Announced}
+	for _, p := range st.Peers {
+		e := snapshot.BGPPeer{Address: p.Address, ASN: p.ASN, State: p.State}
+		if p.State == bgp.Established {
+			e.Since = now.Add(-p.Uptime)
+		}
+		b.Peers = append(b.Peers, e)
+	}
+	d.update(func(s *snapshot.Snapshot) { s.BGP = b })
+}

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/pkg/bgp/birdtest"
+	"github.com/xlbproject/xlb/pkg/status/api"
+	"github.com/xlbproject/xlb/test/lab"
+)
+
+// The BGP lab: the lab's client namespace runs bird, the client side's
+// router; XLB's interface gets an address of its own beside the listen
+// address (the VIP), which the speaker uses toward bird and as the
+// route's next hop.
+var (
+	bgpVIP    = netip.MustParsePrefix("192.0.2.10/32")
+	bgpOwnIP  = testnet.XLBExtraIP(0) // 192.0.2.100
+	bgpRouter = "xlb"                 // bird's protocol name
+)
+
+const (
+	bgpXLBASN    = 64512
+	bgpRouterASN = 64513
+)
+
+// bgpLab is a greeted lab with bird in the client's namespace and XLB's
+// own address added.
+func bgpLab(t *testing.T) (*lab.Lab, *birdtest.Bird) {
+	t.Helper()
+	birdtest.Require(t)
+	l := greetedLab(t)
+	if err := l.XLB.AddAddress("eth0", netip.PrefixFrom(bgpOwnIP, 24)); err != nil {
+		t.Fatal(err)
+	}
+	b := birdtest.Start(t, l.Client(), birdtest.Config{
+		Address: l.Client().IP(), ASN: bgpRouterASN, HoldSecs: 9,
+		Peers: []birdtest.Peer{{Name: bgpRouter, Address: bgpOwnIP, ASN: bgpXLBASN}},
+	})
+	return l, b
+}
+
+// bgpConfig is the lab's config with a bgp block peering with bird.
+func bgpConfig(l *lab.Lab, extra string) string {
+	return labConfig(l, fmt.Sprintf("bgp:\n  local_asn: %d\n  hold_time_secs: 3\n  graceful_restart_secs: 60\n  peers:\n    - {address: %s, asn: %d}\n%s",
+		bgpXLBASN, l.Client().IP(), bgpRouterASN, extra))
+}
+
+// TestBGPAnnounce (issue 15, DESIGN §6a): the daemon announces the listen
+// address to a real router while ready and not drained, next hop its own
+// address; drain withdraws it and undrain brings it back; status and
+// metrics show the session and the route; a hot upgrade keeps the route
+// in the router's table at every sample; a stop withdraws it before the
+// RST window.
+func TestBGPAnnounce(t *testing.T) {
+	l, b := bgpLab(t)
+	p := startPinned(t, l, xlbBinary, bgpConfig(l, "shutdown_timeout: 5\n"))
+	w := startWorkload(t, l)
+	waitReadyz(t, l, http.StatusOK, "ready")
+	b.WaitRoute(t, bgpVIP, true)
+	if r := b.Route(bgpVIP); r.NextHop != bgpOwnIP.String() {
+		t.Errorf("next hop %q, want XLB's own address %s:\n%s", r.NextHop, bgpOwnIP, r.Out)
+	}
+	if s := b.Session(bgpRouter); s.HoldSecs != 3 {
+		t.Errorf("hold time %d s, want the configured 3:\n%s", s.HoldSecs, s.Out)
+	}
+	router := l.Client().IP().String()
+	waitStatus(t, l, "bgp: bird established, the listen address announced", func(d api.Document) bool {
+		b := d.BGP
+		return b != nil && len(b.Peers) == 1 && b.Peers[0].Address == router && b.Peers[0].ASN == bgpRouterASN &&
+			b.Peers[0].State == "established" && slices.Equal(b.Announced, []string{bgpVIP.String()})
+	})
+	if v, ok := waitCounter(t, l, "xlb_bgp_peer_up", map[string]string{"peer": router}, 30*time.Second, func(v float64) bool { return v == 1 }); !ok {
+		t.Errorf("xlb_bgp_peer_up %v, want 1", v)
+	}
+	if v, ok := waitCounter(t, l, "xlb_bgp_announced_routes", nil, 30*time.Second, func(v float64) bool { return v == 1 }); !ok {
+		t.Errorf("xlb_bgp_announced_routes %v, want 1", v)
+	}
+
+	// Drain: the route leaves the router; undrain: it comes back.
+	if code, body := post(t, l.XLB, adminURL+"/api/v1/drain"); code != http.StatusOK {
+		t.Fatalf("drain: %d %s", code, body)
+	}
+	b.WaitRoute(t, bgpVIP, false)
+	waitStatus(t, l, "bgp: established, nothing announced while drained", func(d api.Document) bool {
+		return d.BGP != nil && len(d.BGP.Announced) == 0 && len(d.BGP.Peers) == 1 && d.BGP.Peers[0].State == "established"
+	})
+	if v, ok := waitCounter(t, l, "xlb_bgp_announced_routes", nil, 30*time.Second, func(v float64) bool { return v == 0 }); !ok {
+		t.Errorf("xlb_bgp_announced_routes %v while drained, want 0", v)
+	}
+	if code, body := post(t, l.XLB, adminURL+"/api/v1/undrain"); code != http.StatusOK {
+		t.Fatalf("undrain: %d %s", code, body)
+	}
+	b.WaitRoute(t, bgpVIP, true)
+
+	// Hot upgrade: the route never leaves the router.
+	before := b.Session(bgpRouter).ImportUpdates
+	sampler := b.SampleRoute(bgpVIP)
+	s := handOff(t, l, p, w)
+	checkSwap(t, "hand-off with bgp", s)
+	birdtest.WaitFor(t, "the successor's session refreshed the route, graceful restart over", func() (bool, string) {
+		ss := b.Session(bgpRouter)
+		return ss.State == birdtest.Established && !ss.GracefulRestart && ss.ImportUpdates > before, ss.Out
+	})
+	if n, missing := sampler.Stop(); missing > 0 || n == 0 {
+		t.Errorf("the route was missing from the router in %d of %d samples across the hand-off", missing, n)
+	}
+	w.check(t, "the hand-off with bgp")
+	t.Log(w.finish(t))
+
+	// Stop: the route leaves the router while the daemon still holds its
+	// 5 s RST window, then the daemon exits cleanly.
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitRoute(t, bgpVIP, false)
+	if p.Exited() {
+		t.Errorf("the daemon exited before the route left the router: the withdrawal must come first")
+	}
+	expectCleanExit(t, l, p)
+	if s := b.Session(bgpRouter); s.GracefulRestart {
+		t.Errorf("the router waits for a graceful restart after a stop:\n%s", s.Out)
+	}
+}
+
+// TestBGPCrashRestart: SIGKILL leaves no NOTIFICATION, so the router keeps
+// the route as stale (graceful restart); the restarted daemon adopts the
+// pins, its session refreshes the route, and it was in the router's table
+// at every sample.
+func TestBGPCrashRestart(t *testing.T) {
+	l, b := bgpLab(t)
+	cfg := bgpConfig(l, "")
+	p := startPinned(t, l, xlbBinary, cfg)
+	b.WaitRoute(t, bgpVIP, true)
+	before := b.Session(bgpRouter).ImportUpdates
+	sampler := b.SampleRoute(bgpVIP)
+	p.Kill() // SIGKILL
+	b.WaitGracefulRestart(t, bgpRouter, bgpVIP)
+	p = startPinned(t, l, xlbBinary, cfg)
+	birdtest.WaitFor(t, "the restarted daemon's session refreshed the route", func() (bool, string) {
+		ss := b.Session(bgpRouter)
+		return ss.State == birdtest.Established && !ss.GracefulRestart && ss.ImportUpdates > before, ss.Out
+	})
+	if n, missing := sampler.Stop(); missing > 0 || n == 0 {
+		t.Errorf("the route was missing from the router in %d of %d samples across the crash and restart", missing, n)
+	}
+	stopXLB(t, l, p)
+}
