@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -151,4 +152,27 @@ func TestBGPCrashRestart(t *testing.T) {
 		t.Errorf("the route was missing from the router in %d of %d samples across the crash and restart", missing, n)
 	}
 	stopXLB(t, l, p)
+}
+
+// TestBGPStartRefused: an instance configured to announce itself and
+// unable to (here: no route toward the peer) fails its start with the
+// reason and undoes what it did, instead of serving unannounced.
+func TestBGPStartRefused(t *testing.T) {
+	const loFwd = "/proc/sys/net/ipv4/conf/lo/forwarding"
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	before := readSysctl(t, l.XLB, loFwd)
+	cfg := labConfig(l, fmt.Sprintf("bgp:\n  local_asn: %d\n  peers:\n    - {address: 203.0.113.77, asn: %d}\n", bgpXLBASN, bgpRouterASN))
+	p, err := startXLBEnv(t, l, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(60 * time.Second); err != nil || code != 1 {
+		t.Fatalf("exit %d err %v, want 1:\n%s", code, err, p.Log())
+	}
+	if !strings.Contains(p.Log(), "bgp: this host's address toward peer 203.0.113.77") {
+		t.Fatalf("the error does not name the peer:\n%s", p.Log())
+	}
+	if got := readSysctl(t, l.XLB, loFwd); got != before {
+		t.Fatalf("lo forwarding %q after the refused start, want %q", got, before)
+	}
 }
