@@ -264,14 +264,15 @@ func TestOnlyTheReaperDeletes(t *testing.T) {
 
 // Data flows one way: only cmd/xlb imports the process, and production
 // code never imports the test harnesses (test/, internal/testnet,
-// internal/kubefake, dptest, the benchmark floor).
+// internal/kubefake, dptest, the benchmark floor, pkg/bgp/birdtest).
 func TestImportDirection(t *testing.T) {
+	harnesses := []string{"internal/testnet", "internal/kubefake", "pkg/dataplane/dptest", "pkg/bgp/birdtest"}
 	for _, p := range tree(t) {
 		for _, im := range p.internal() {
 			switch {
 			case im == "pkg/daemon" && p.dir != "cmd/xlb":
 				t.Errorf("%s imports pkg/daemon: only cmd/xlb may", p.dir)
-			case (within(im, "test") || within(im, "internal/testnet", "internal/kubefake", "pkg/dataplane/dptest", "pkg/dataplane/floor")) && !within(p.dir, "internal/testnet", "internal/kubefake", "pkg/dataplane/dptest"):
+			case (within(im, "test") || within(im, harnesses...) || within(im, "pkg/dataplane/floor")) && !within(p.dir, harnesses...):
 				t.Errorf("%s imports the test harness %s", p.dir, im)
 			}
 		}
