@@ -39,6 +39,10 @@ type announcer struct {
 	// no verdict reaches the speaker.
 	mu     sync.Mutex
 	closed bool
+	// publishMu makes each read of the speaker's status and its
+	// publication one step, so a later publication never carries an
+	// earlier read.
+	publishMu sync.Mutex
 }
 
 // startBGP creates and starts the speaker when the config has a bgp
@@ -77,8 +81,8 @@ func (d *runner) startBGP(ctx context.Context) error {
 
 // runBGP gives the speaker its first verdict (which opens the sessions)
 // and keeps it current: every bgpVerdictPeriod, and at once after a
-// drain or undrain (reevaluateBGP). It also reads the sessions into the
-// snapshot every bgpStatusPeriod.
+// drain or undrain (reevaluateBGP). It reads the sessions into the
+// snapshot after each change of the verdict and every bgpStatusPeriod.
 func (d *runner) runBGP() {
 	a := d.bgp
 	if a == nil {
@@ -97,6 +101,9 @@ func (d *runner) runBGP() {
 			if !decided || want != last {
 				if a.setAnnounce(want) {
 					last, decided = want, true
+					// status shows the change at once, not at the next
+					// status period
+					d.publishSpeaker(a)
 				}
 			}
 			select {
@@ -112,7 +119,7 @@ func (d *runner) runBGP() {
 		t := time.NewTicker(bgpStatusPeriod)
 		defer t.Stop()
 		for {
-			d.publishBGP(a.speaker.Status())
+			d.publishSpeaker(a)
 			select {
 			case <-ctx.Done():
 				return
@@ -192,6 +199,13 @@ func (d *runner) stopBGP(planned bool) {
 	if err != nil {
 		d.log.WithError(err).Warn("bgp: stop the speaker")
 	}
+	d.publishSpeaker(a)
+}
+
+// publishSpeaker reads the speaker's status and publishes it.
+func (d *runner) publishSpeaker(a *announcer) {
+	a.publishMu.Lock()
+	defer a.publishMu.Unlock()
 	d.publishBGP(a.speaker.Status())
 }
 
