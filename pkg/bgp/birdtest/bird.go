@@ -2,11 +2,16 @@
 // package bird2) in a network namespace of a test's topology (a
 // testnet.Host), in the foreground as the test's child, with its control
 // socket queried through birdc. pkg/bgp's tests and the lab tests of
-// test/e2e peer XLB's speaker with it (issue 15).
+// test/e2e peer XLB's speaker with it, and the fleet lab (test/fleet)
+// runs its router with it (issue 15).
 //
 // The router peers passively (it never connects: XLB's speaker opens every
 // session), with graceful restart on, importing every route and exporting
-// none. Every wait polls with a generous bound; nothing asserts a
+// none to its peers. With Config.Kernel it also installs the routes it
+// learned into its namespace's main table, equal-cost paths merged into
+// one multipath route: the namespace forwards like an ECMP router. Start
+// ties bird's lifetime to a test; StartProcess and Close leave it to the
+// caller. Every wait polls with a generous bound; nothing asserts a
 // duration.
 package birdtest
 
@@ -39,6 +44,21 @@ type Config struct {
 	ASN     uint32
 	// HoldSecs is the hold time bird proposes (the smaller side's wins).
 	HoldSecs int
+	// Kernel adds a kernel protocol exporting every route to the
+	// namespace's main table with `merge paths on`: the best route and
+	// every route equal to it in BGP's comparison (RFC 4271 §9.1.2.2,
+	// down to the IGP metric: here the same AS path length, origin and
+	// MED) become one RTA_MULTIPATH route, next hops weight 1, which the
+	// kernel spreads by hash-threshold (net.ipv4.fib_multipath_hash_policy
+	// chooses the hash). bird 2.0 writes routes with their next hops
+	// inline, never nexthop objects, so it cannot use a resilient nexthop
+	// group. Routes are removed from the kernel when bird stops.
+	Kernel bool
+	// ErrorWaitSecs is bird's "error wait time" (its minimum and maximum
+	// alike): how long a BGP protocol stays down, refusing the peer's
+	// connections, after an error such as an expired hold timer. 0 keeps
+	// bird's default (60 s, doubling up to 300 s).
+	ErrorWaitSecs int
 	// Peers are the XLB speakers bird accepts sessions from.
 	Peers []Peer
 }
@@ -56,65 +76,134 @@ type Peer struct {
 
 // Bird is one running bird process.
 type Bird struct {
+	dir  string // configuration and control socket; removed by Close
 	sock string
 	cmd  *exec.Cmd
 	log  *Buffer
 	done chan struct{}
 }
 
+// tools are the programs a Bird needs.
+var tools = []string{"bird", "birdc", "nsenter"}
+
+// Installed returns an error naming the first of bird, birdc and nsenter
+// that is not installed.
+func Installed() error {
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found (Debian packages bird2 and util-linux; `make deps` installs them): %w", tool, err)
+		}
+	}
+	return nil
+}
+
 // Require fails t when bird, birdc or nsenter is not installed.
 func Require(t testing.TB) {
 	t.Helper()
-	for _, tool := range []string{"bird", "birdc", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found (Debian packages bird2 and util-linux; `make deps` installs them): %v", tool, err)
-		}
+	if err := Installed(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// Start runs bird with c in h's network namespace and waits until it
-// answers. It is killed in t's cleanup (register it after the topology,
-// so that it stops first); its log is printed when t fails.
+// Start runs bird with c in h's network namespace (StartProcess) and
+// fails t on an error. It is closed in t's cleanup (register it after the
+// topology, so that it stops first); its log is printed when t fails.
 func Start(t testing.TB, h *testnet.Host, c Config) *Bird {
 	t.Helper()
-	Require(t)
-	for _, p := range c.Peers {
-		if strings.ContainsAny(p.Password, "\"\n") {
-			t.Fatalf("birdtest: peer %s: a password with '\"' or a newline cannot be written in bird's config", p.Name)
-		}
-	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "bird.conf")
-	if err := os.WriteFile(path, []byte(c.conf()), 0o600); err != nil {
+	b, err := StartProcess(h, c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Bird{sock: filepath.Join(dir, "bird.ctl"), log: &Buffer{}, done: make(chan struct{})}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("bird: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("bird log:\n%s", b.Log())
+		}
+	})
+	return b
+}
+
+// StartProcess runs bird with c in h's network namespace, in the
+// foreground as this process's child, with its configuration and control
+// socket (Sock) in a new directory under os.TempDir, and waits up to Wait
+// until it answers. The caller owns it: Close stops it and removes the
+// directory. On an error nothing is left running; the error carries
+// bird's log.
+func StartProcess(h *testnet.Host, c Config) (*Bird, error) {
+	if err := Installed(); err != nil {
+		return nil, err
+	}
+	for _, p := range c.Peers {
+		if strings.ContainsAny(p.Password, "\"\n") {
+			return nil, fmt.Errorf("birdtest: peer %s: a password with '\"' or a newline cannot be written in bird's config", p.Name)
+		}
+	}
+	dir, err := os.MkdirTemp("", "birdtest-")
+	if err != nil {
+		return nil, err
+	}
+	b := &Bird{dir: dir, sock: filepath.Join(dir, "bird.ctl"), log: &Buffer{}, done: make(chan struct{})}
+	path := filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(path, []byte(c.conf()), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	b.cmd = h.Command(context.Background(), "bird", "-f", "-c", path, "-s", b.sock)
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("bird: %v", err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("bird: %w", err)
 	}
 	go func() { _ = b.cmd.Wait(); close(b.done) }()
-	t.Cleanup(func() {
-		b.Stop()
-		if t.Failed() {
-			t.Logf("bird log:\n%s", b.log.String())
+	var out string
+	for deadline := time.Now().Add(Wait); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		out, err = b.Birdc("show", "status")
+		if err == nil && strings.Contains(out, "Daemon is up and running") {
+			return b, nil
 		}
-	})
-	WaitFor(t, "bird answers on its control socket", func() (bool, string) {
-		out, err := b.Birdc("show", "status")
-		return err == nil && strings.Contains(out, "Daemon is up and running"), out
-	})
-	return b
+		select {
+		case <-b.done:
+		default:
+			if time.Now().Before(deadline) {
+				continue
+			}
+		}
+		b.Close()
+		return nil, fmt.Errorf("bird in %s does not answer on %s (last: %s); its log:\n%s", h.NS, b.sock, strings.TrimSpace(out), b.Log())
+	}
+}
+
+// Sock is bird's control socket, for `birdc -s SOCK`. It lives in the
+// mount namespace of this process: any process sharing it (not only those
+// in bird's network namespace) can use it.
+func (b *Bird) Sock() string { return b.sock }
+
+// Log returns bird's output so far (it logs to stderr, every category).
+func (b *Bird) Log() string { return b.log.String() }
+
+// Close stops bird (Stop) and removes its directory; closing twice is
+// harmless.
+func (b *Bird) Close() error {
+	b.Stop()
+	return os.RemoveAll(b.dir)
 }
 
 // conf is bird's configuration file for c.
 func (c Config) conf() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "router id %s;\nlog stderr all;\nprotocol device {}\n", c.Address)
+	if c.Kernel {
+		b.WriteString("protocol kernel {\n  ipv4 { export all; };\n  merge paths on;\n}\n")
+	}
 	for _, p := range c.Peers {
 		fmt.Fprintf(&b, "protocol bgp %s {\n  local %s as %d;\n  neighbor %s as %d;\n", p.Name, c.Address, c.ASN, p.Address, p.ASN)
 		fmt.Fprintf(&b, "  passive on;\n  hold time %d;\n  graceful restart on;\n", c.HoldSecs)
+		if c.ErrorWaitSecs > 0 {
+			fmt.Fprintf(&b, "  error wait time %d, %d;\n", c.ErrorWaitSecs, c.ErrorWaitSecs)
+		}
 		if p.Password != "" {
 			fmt.Fprintf(&b, "  password \"%s\";\n", p.Password)
 		}
@@ -143,15 +232,18 @@ func (b *Bird) Birdc(args ...string) (string, error) {
 // Route is what bird's table holds for one prefix.
 type Route struct {
 	Present bool
-	// NextHop is the route's BGP next hop ("" without the route).
-	NextHop string
+	// NextHop is the BGP next hop of the route bird prefers ("" without
+	// the route); NextHops those of every route bird holds for the prefix
+	// (one per peer that announces it), the preferred one first.
+	NextHop  string
+	NextHops []string
 	// Out is birdc's answer, for messages.
 	Out string
 }
 
 var nextHopLine = regexp.MustCompile(`BGP\.next_hop: (\S+)`)
 
-// Route returns bird's route for p.
+// Route returns bird's routes for p.
 func (b *Bird) Route(p netip.Prefix) Route {
 	out, err := b.Birdc("show", "route", p.String(), "all")
 	r := Route{Out: out}
@@ -159,8 +251,11 @@ func (b *Bird) Route(p netip.Prefix) Route {
 		return r
 	}
 	r.Present = strings.Contains(out, p.String()+" ")
-	if m := nextHopLine.FindStringSubmatch(out); m != nil {
-		r.NextHop = m[1]
+	for _, m := range nextHopLine.FindAllStringSubmatch(out, -1) {
+		r.NextHops = append(r.NextHops, m[1])
+	}
+	if len(r.NextHops) > 0 {
+		r.NextHop = r.NextHops[0]
 	}
 	return r
 }
