@@ -36,7 +36,6 @@ func (l *Lab) Inventory(path string, vars map[string]any) error {
 			"ansible_nsenter_pid": h.Container.PID1,
 			"xlb_host_address":    h.Addr.String(),
 			"xlb_snat_ip":         h.Addr.String(),
-			"xlb_nexthop_id":      h.NexthopID,
 		}
 	}
 	inv := map[string]any{

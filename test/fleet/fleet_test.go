@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -93,8 +92,13 @@ func (f *fleet) phase(name string, start time.Time) {
 	f.t.Logf("%s took %s", name, d)
 }
 
-// labVars are the role's variables for the lab fleet (group xlb).
-func labVars(hook, report string) map[string]any {
+// labVars are the role's variables for the lab fleet (group xlb): each
+// host's embedded speaker peers with the router's bird (router id: the
+// host's own address; the default, auto, is the listen address, which
+// all hosts share), and the rolling upgrade drains through the default
+// hook, bgp, which checks the route with birdc on the router's control
+// socket sock.
+func labVars(sock, report string) map[string]any {
 	backends := []map[string]string{}
 	for i := 0; i < 3; i++ {
 		backends = append(backends, map[string]string{
@@ -112,14 +116,17 @@ func labVars(hook, report string) map[string]any {
 		"xlb_shutdown_timeout":           shutdownTimeout,
 		"xlb_ready_timeout":              20,
 		"xlb_flow_table_max_connections": 65536,
-		// Rolling upgrade: the router's resilient nexthop group.
+		"xlb_bgp": map[string]any{
+			"local_asn":             XLBASN,
+			"router_id":             "{{ xlb_host_address }}",
+			"hold_time_secs":        HoldSecs,
+			"graceful_restart_secs": GracefulRestartSecs,
+			"peers":                 []map[string]any{{"address": RouterBack.String(), "asn": RouterASN}},
+		},
+		// Rolling upgrade: the bgp drain hook (the role's default) on the
+		// router.
 		"xlb_upstream_host":                "router",
-		"xlb_drain_tasks_file":             hook,
-		"xlb_nexthop_group_id":             GroupID,
-		"xlb_nexthop_weight":               Weight,
-		"xlb_nexthop_idle_timer":           IdleTimer,
-		"xlb_nexthop_drain_idle_timer":     DrainIdleTimer,
-		"xlb_nexthop_drain_timeout":        DrainTimeout,
+		"xlb_bgp_route_command":            "birdc -s " + sock + " show route for {prefix} all",
 		"xlb_drain_propagation_seconds":    1,
 		"xlb_undrain_propagation_seconds":  2,
 		"xlb_drain_wait_connections":       true,
@@ -191,12 +198,8 @@ func TestFleet(t *testing.T) {
 	})
 	f.phase("lab and three booted hosts", start)
 
-	ansible, err := AnsibleDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.inv = filepath.Join(f.dir, "inventory.json")
-	if err := l.Inventory(f.inv, labVars(filepath.Join(ansible, "hooks", "linux_nexthop_group.yml"), filepath.Join(f.dir, "report.json"))); err != nil {
+	if err := l.Inventory(f.inv, labVars(l.Bird.Sock(), filepath.Join(f.dir, "report.json"))); err != nil {
 		t.Fatal(err)
 	}
 
@@ -207,9 +210,12 @@ func TestFleet(t *testing.T) {
 		{"site check mode on new hosts", f.siteCheckNew},
 		{"site", f.site},
 		{"site again changes nothing", f.siteAgain},
+		{"every host announces and carries traffic", f.announce},
 		{"config change rolls host by host", f.configChange},
 		{"rolling hot upgrade under traffic", f.rollingUpgrade},
+		{"xlbctl drain withdraws the route", f.drainOne},
 		{"failing host stops the rollout", f.failingHost},
+		{"a host killed hard", f.killHost},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.f) {
@@ -219,13 +225,16 @@ func TestFleet(t *testing.T) {
 	}
 }
 
-// logJournals logs the tail of xlb.service's journal on every host: what
-// a failed step leaves to read before the containers go.
+// logJournals logs the tail of xlb.service's journal on every host and
+// the router's BGP state: what a failed step leaves to read before the
+// containers go.
 func (f *fleet) logJournals(t *testing.T) {
 	for _, h := range f.l.Hosts {
 		out, err := h.Exec("journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60", "-u", "xlb.service")
 		t.Logf("%s: journalctl -u xlb.service (last 60 lines, %v):\n%s", h.Inventory, err, out)
 	}
+	out, _ := f.l.Bird.Birdc("show", "protocols", "all")
+	t.Logf("router: birdc show protocols all:\n%s\nbird's log (tail):\n%s", out, Tail(f.l.Bird.Log(), 60))
 }
 
 // playbook runs a playbook with the package variables of version v.
@@ -424,10 +433,9 @@ func (f *fleet) reportOfAll(t *testing.T, path string) []ReportEntry {
 }
 
 // checkResetBound checks that the long-lived connections reset on each
-// drained host are bounded by those it carried when its drain began, plus
-// those that landed on it while its buckets were still moving: a drained
-// host's long-lived connection moves (and is reset by the host it lands
-// on) when its bucket goes idle, and nothing reaches the host after that.
+// drained host are bounded by those it carried when its path left the
+// router's route: each moves with the router's rehash (and is reset by the
+// host it lands on), and no new connection reaches the host after that.
 // breakSlack widens a drain interval when a long-lived connection's break
 // is attributed to it: the client notices a reset at its next exchange.
 const breakSlack = time.Second
@@ -435,10 +443,7 @@ const breakSlack = time.Second
 func (f *fleet) checkResetBound(t *testing.T, resets map[string]int, since time.Time) {
 	t.Helper()
 	for _, h := range f.l.Hosts {
-		for _, iv := range f.mon.Intervals(h.NexthopID) {
-			if iv.From.Before(since) {
-				continue
-			}
+		for _, iv := range f.mon.IntervalsSince(h, since) {
 			to := iv.To
 			if to.IsZero() {
 				to = time.Now()
@@ -451,7 +456,7 @@ func (f *fleet) checkResetBound(t *testing.T, resets map[string]int, since time.
 				t.Errorf("%s: %d long-lived connections reset, but it carried only %d when drained (+%d opened on it during the drain)",
 					h.Inventory, resets[h.Inventory], atStart, opened)
 			} else {
-				t.Logf("%s: %d long-lived connections reset while drained; it carried %d when the drain began, %d more landed on it while its buckets moved",
+				t.Logf("%s: %d long-lived connections reset while drained; it carried %d when its path left, %d more landed on it meanwhile",
 					h.Inventory, resets[h.Inventory], atStart, opened)
 			}
 		}
@@ -466,51 +471,142 @@ func hostCounts(l *Lab, m map[netip.Addr]int) string {
 	return strings.Join(parts, " ")
 }
 
+// movedWindow bounds how long after a change of the router's route a
+// long-lived connection that the change moved to another host breaks: it
+// notices at its next exchange (within LongLivedInterval), by a reset from
+// the host it landed on or, at worst, the exchange's 5 s timeout.
+const movedWindow = LongLivedInterval + 5*time.Second + breakSlack
+
+// broken counts the long-lived connections that broke in a step, per
+// host, by cause.
+type broken struct {
+	// drained: the host's path had left the router's route (the
+	// connection moved with it and was reset where it landed).
+	drained map[string]int
+	// moved: the host was in service, and the router's route had just
+	// changed: its hash-threshold rehash moved the connection to another
+	// host, which reset it.
+	moved map[string]int
+}
+
+func (b broken) total() int {
+	n := 0
+	for _, m := range []map[string]int{b.drained, b.moved} {
+		for _, v := range m {
+			n += v
+		}
+	}
+	return n
+}
+
 // checkTraffic checks the client's record since `since`: no failed new
 // connection, and every long-lived connection that broke was on a host
-// that was drained at that moment. It returns the resets per host.
-func (f *fleet) checkTraffic(t *testing.T, since time.Time) map[string]int {
+// whose path was out of the router's route at that moment or, with
+// rehash, on a host in service shortly after a change of the route (it
+// returns both counts per host). Any other break is an error.
+func (f *fleet) checkTraffic(t *testing.T, since time.Time, rehash bool) broken {
 	t.Helper()
 	st := f.work.Stats()
-	if st.NewFailed > 0 {
-		var lines []string
-		for _, fl := range st.Failures {
+	var lines []string
+	for _, fl := range st.Failures {
+		if !fl.At.Before(since) {
 			lines = append(lines, fl.At.Format("15:04:05.000")+" "+fl.Err)
 		}
-		t.Errorf("%d failed new connections (of %d):\n%s", st.NewFailed, st.NewFailed+st.NewOK, strings.Join(lines, "\n"))
 	}
-	resets := map[string]int{}
-	for _, b := range st.Breaks {
-		if b.At.Before(since) {
+	if len(lines) > 0 {
+		t.Errorf("%d failed new connections:\n%s\nrouter's route changes: %s", len(lines), strings.Join(lines, "\n"), f.changes(since))
+	}
+	b := broken{drained: map[string]int{}, moved: map[string]int{}}
+	changes := f.mon.Changes(since.Add(-movedWindow))
+	for _, br := range st.Breaks {
+		if br.At.Before(since) {
 			continue
 		}
-		h := f.l.HostByAddr(b.Host)
+		h := f.l.HostByAddr(br.Host)
 		if h == nil {
-			t.Errorf("long-lived connection broke on unknown host %s: %s", b.Host, b.Err)
+			t.Errorf("long-lived connection broke on unknown host %s: %s", br.Host, br.Err)
 			continue
 		}
-		if !f.mon.Drained(h.NexthopID, b.At, breakSlack) {
-			t.Errorf("long-lived connection on %s broke at %s while %s was in service (opened %s): %s",
-				h.Inventory, b.At.Format("15:04:05.000"), h.Inventory, b.Opened.Format("15:04:05.000"), b.Err)
+		if f.mon.Drained(h, br.At, breakSlack) {
+			b.drained[h.Inventory]++
 			continue
 		}
-		resets[h.Inventory]++
+		moved := false
+		for _, c := range changes {
+			if !br.At.Before(c.At.Add(-breakSlack)) && !br.At.After(c.At.Add(movedWindow)) {
+				moved = true
+			}
+		}
+		if rehash && moved {
+			b.moved[h.Inventory]++
+			continue
+		}
+		t.Errorf("long-lived connection on %s broke at %s while %s was in service (opened %s; route changes %s): %s",
+			h.Inventory, br.At.Format("15:04:05.000"), h.Inventory, br.Opened.Format("15:04:05.000"), f.changes(since), br.Err)
 	}
 	if n, last := f.mon.Errors(); n > 0 {
 		t.Logf("monitor: %d failed samples, last: %s", n, last)
 	}
-	return resets
+	return b
 }
 
-func (f *fleet) logTraffic(t *testing.T, resets map[string]int) {
-	st := f.work.Stats()
-	var rs []string
-	for _, h := range f.l.Hosts {
-		rs = append(rs, fmt.Sprintf("%s=%d", h.Inventory, resets[h.Inventory]))
+// changes formats the router's route changes since `since`.
+func (f *fleet) changes(since time.Time) string {
+	var parts []string
+	for _, c := range f.mon.Changes(since) {
+		var hs []string
+		for _, a := range c.Paths {
+			if h := f.l.HostByAddr(a); h != nil {
+				hs = append(hs, h.Inventory)
+			} else {
+				hs = append(hs, a.String())
+			}
+		}
+		parts = append(parts, c.At.Format("15:04:05.000")+" ["+strings.Join(hs, " ")+"]")
 	}
-	t.Logf("client: %d new connections, %d failed; per host %s; long-lived: %d opened, %d echoes, open now %s; reset on drained hosts: %s",
-		st.NewOK+st.NewFailed, st.NewFailed, hostCounts(f.l, st.NewByHost), st.LongOpened, st.Exchanges,
-		hostCounts(f.l, st.LongOpen), strings.Join(rs, " "))
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (f *fleet) perHost(m map[string]int) string {
+	var parts []string
+	for _, h := range f.l.Hosts {
+		parts = append(parts, fmt.Sprintf("%s=%d", h.Inventory, m[h.Inventory]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (f *fleet) logTraffic(t *testing.T, since time.Time, b broken) {
+	st := f.work.Stats()
+	failed := 0
+	for _, fl := range st.Failures {
+		if !fl.At.Before(since) {
+			failed++
+		}
+	}
+	t.Logf("client: %d new connections in all, %d failed in this step; per host %s; long-lived: %d opened, %d echoes, open now %s; "+
+		"broken in this step on hosts out of the route: %s; moved by the router's rehash on hosts in service: %s",
+		st.NewOK+st.NewFailed, failed, hostCounts(f.l, st.NewByHost), st.LongOpened, st.Exchanges,
+		hostCounts(f.l, st.LongOpen), f.perHost(b.drained), f.perHost(b.moved))
+}
+
+// checkRouteKept checks that the router had the VIP's route in every
+// sample since counts0 (kernel and bird) and that no host's path left it.
+func (f *fleet) checkRouteKept(t *testing.T, what string, counts0 RouteCounts, since time.Time) {
+	t.Helper()
+	c := f.mon.Counts().Sub(counts0)
+	if c.Samples == 0 || c.KernelMissing > 0 || c.BirdMissing > 0 {
+		t.Errorf("router during %s: %s; want the route in every sample", what, c)
+	} else {
+		t.Logf("router during %s: %s (every %v)", what, c, pollInterval)
+	}
+	for _, h := range f.l.Hosts {
+		if ivs := f.mon.IntervalsSince(h, since); len(ivs) != 0 {
+			t.Errorf("%s: its path left the router's route %d times during %s, want 0: %+v (changes %s)", h.Inventory, len(ivs), what, ivs, f.changes(since))
+		}
+	}
 }
 
 // rollingUpgrade: v1 -> v2 on all hosts while the client runs, by hot
@@ -520,6 +616,7 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 	f.startTraffic(t)
 	since := time.Now()
 	start := time.Now()
+	counts0 := f.mon.Counts()
 	report := filepath.Join(f.dir, "report.json")
 	os.Remove(report)
 	exchanges := f.work.Stats().Exchanges
@@ -556,11 +653,10 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 			t.Errorf("report %s: active connections at the hand-off %v, want some (the client's long-lived ones)", e.Host, e.ActiveAtStop)
 		}
 	}
-	// No host left the group; every one runs v2.
+	// The route never left the router, no host's path left it; every
+	// host runs v2.
+	f.checkRouteKept(t, "the rolling hot upgrade", counts0, since)
 	for _, h := range f.l.Hosts {
-		if n := len(f.mon.Intervals(h.NexthopID)); n != 0 {
-			t.Errorf("%s: drained %d times during a hot upgrade, want 0: %+v", h.Inventory, n, f.mon.Intervals(h.NexthopID))
-		}
 		f.checkHost(t, h, v2, true)
 	}
 	// Traffic kept flowing: new connections after the rollout, long-lived
@@ -577,8 +673,7 @@ func (f *fleet) rollingUpgrade(t *testing.T) {
 	// checkTraffic fails on any failed new connection and on any
 	// long-lived connection that broke on a host in service, which is
 	// every host here.
-	resets := f.checkTraffic(t, since)
-	f.logTraffic(t, resets)
+	f.logTraffic(t, since, f.checkTraffic(t, since, false))
 	breaks := 0
 	for _, b := range st.Breaks {
 		if !b.At.Before(since) {
@@ -690,18 +785,15 @@ func (f *fleet) failingHost(t *testing.T) {
 		t.Errorf("report: %+v, want xlb1 and xlb2 only", entries)
 	}
 
-	// xlb2 stays drained; the others serve.
-	members, _, err := f.l.Group()
-	if err != nil {
-		t.Fatal(err)
+	// xlb2 stays drained (no path via it); the others serve.
+	want := hostAddrs(f.l.Hosts[0], f.l.Hosts[2])
+	paths, err := f.l.KernelPaths()
+	slices.SortFunc(paths, netip.Addr.Compare)
+	if err != nil || !slices.Equal(paths, want) {
+		t.Errorf("router's kernel route via %v (%v), want %v (xlb2 drained)", paths, err, want)
 	}
-	var ids []int
-	for _, m := range members {
-		ids = append(ids, m.ID)
-	}
-	sort.Ints(ids)
-	if !slices.Equal(ids, []int{11, 13}) {
-		t.Errorf("nexthop group members %v, want [11 13] (xlb2 drained)", ids)
+	if bird, out := f.l.BirdPaths(); !slices.Equal(bird, want) {
+		t.Errorf("bird's routes via %v, want %v (xlb2 drained):\n%s", bird, want, out)
 	}
 	f.checkHost(t, f.l.Hosts[0], v3, true)
 	f.checkHost(t, f.l.Hosts[2], v2, true)
@@ -719,7 +811,10 @@ func (f *fleet) failingHost(t *testing.T) {
 	if st1.NewByHost[bad.Addr] != st0.NewByHost[bad.Addr] {
 		t.Errorf("new connections reached the drained %s", bad.Inventory)
 	}
-	resets := f.checkTraffic(t, since)
-	f.logTraffic(t, resets)
-	f.checkResetBound(t, resets, since)
+	b := f.checkTraffic(t, since, true)
+	f.logTraffic(t, since, b)
+	f.checkResetBound(t, b.drained, since)
+	t.Logf("restart rollout with the bgp hook: router's route changes %s", f.changes(since))
+	t.Logf("restart rollout with the bgp hook: long-lived connections broken: %d; on hosts out of the route (drained): %s; "+
+		"on hosts in service, moved by the router's rehash: %s", b.total(), f.perHost(b.drained), f.perHost(b.moved))
 }

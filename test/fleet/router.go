@@ -1,107 +1,124 @@
 package fleet
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
-	"strconv"
-	"strings"
-	"time"
+	"net"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/pkg/bgp/birdtest"
 )
 
-// buildRouter makes the router forward with an L4 multipath hash and
-// spreads VIP over the XLB hosts with the resilient nexthop group GroupID.
+// The BGP side of the lab: the router runs bird (AS RouterASN) and every
+// XLB host's embedded speaker peers with it from AS XLBASN.
+const (
+	RouterASN = 64513
+	XLBASN    = 64512
+	// HoldSecs is the hold time both sides propose (keepalives every
+	// second): a host whose session goes silent leaves the route within
+	// HoldSecs.
+	HoldSecs = 3
+	// GracefulRestartSecs is the restart time the XLB hosts advertise:
+	// how long the router keeps a host's route as stale after its session
+	// closed (a crash: SIGKILL closes the socket; a hot upgrade's planned
+	// stop). It covers a crash-restart with margin — systemd restarts xlb
+	// after RestartSec=2s, the start takes a few seconds, the speaker
+	// reconnects within its 5 s connect retry — while the XDP program,
+	// left attached, keeps forwarding; and it bounds how long a daemon
+	// that never comes back keeps its path.
+	GracefulRestartSecs = 30
+	// RouterErrorWaitSecs is bird's error wait time: how long a session
+	// that failed (an expired hold timer) stays down before bird accepts
+	// the host again (bird's default is 60 s and more).
+	RouterErrorWaitSecs = 2
+)
+
+// buildRouter makes the router forward with an L4 multipath hash
+// (net.ipv4.fib_multipath_hash_policy=1) and skip next hops whose
+// neighbour entry failed (fib_multipath_use_neigh=1), and starts bird in
+// it: passive sessions with every XLB host, the VIP they announce
+// installed as one multipath route (birdtest.Config.Kernel).
 func (l *Lab) buildRouter() error {
 	err := l.Router.Do(func() error {
-		if err := testnet.Sysctl("net.ipv4.ip_forward", "1"); err != nil {
-			return err
+		for _, s := range [][2]string{
+			{"net.ipv4.ip_forward", "1"},
+			{"net.ipv4.fib_multipath_hash_policy", "1"},
+			{"net.ipv4.fib_multipath_use_neigh", "1"},
+		} {
+			if err := testnet.Sysctl(s[0], s[1]); err != nil {
+				return err
+			}
 		}
-		return testnet.Sysctl("net.ipv4.fib_multipath_hash_policy", "1")
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	var members []string
+	c := birdtest.Config{Address: RouterBack, ASN: RouterASN, HoldSecs: HoldSecs, Kernel: true, ErrorWaitSecs: RouterErrorWaitSecs}
 	for _, h := range l.Hosts {
-		if _, err := l.routerIP("nexthop", "add", "id", strconv.Itoa(h.NexthopID), "via", h.Addr.String(), "dev", "eth1"); err != nil {
-			return err
-		}
-		members = append(members, fmt.Sprintf("%d,%d", h.NexthopID, Weight))
+		c.Peers = append(c.Peers, birdtest.Peer{Name: h.Inventory, Address: h.Addr, ASN: XLBASN})
 	}
-	for _, s := range [][]string{
-		{"nexthop", "add", "id", strconv.Itoa(GroupID), "group", strings.Join(members, "/"), "type", "resilient",
-			"buckets", strconv.Itoa(Buckets), "idle_timer", strconv.Itoa(IdleTimer), "unbalanced_timer", "0"},
-		{"route", "add", VIP.String() + "/32", "nhid", strconv.Itoa(GroupID)},
-	} {
-		if _, err := l.routerIP(s...); err != nil {
-			return err
-		}
+	b, err := birdtest.StartProcess(l.Router, c)
+	if err != nil {
+		return err
 	}
+	l.Bird = b
+	l.net.OnClose(b.Close)
 	return nil
 }
 
-// routerIP runs `ip -n ROUTER ARGS` (netlink has no resilient nexthop
-// groups) and returns its output; the error includes the output.
-func (l *Lab) routerIP(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	args = append([]string{"-n", l.Router.NS}, args...)
-	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("ip %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
-}
+// vipPrefix is the route the hosts announce.
+var vipPrefix = netip.PrefixFrom(VIP, 32)
 
-// Member is one entry of the router's nexthop group.
-type Member struct {
-	ID     int `json:"id"`
-	Weight int `json:"weight"`
-}
-
-// Group reads the router's nexthop group: its members and idle timer.
-func (l *Lab) Group() ([]Member, int, error) {
-	out, err := l.routerIP("-j", "nexthop", "show", "id", strconv.Itoa(GroupID))
+// KernelPaths returns the next hops of the router's kernel route to the
+// VIP in the kernel's order (the order of the hash-threshold ranges),
+// none when there is no route.
+func (l *Lab) KernelPaths() ([]netip.Addr, error) {
+	filter := &netlink.Route{
+		Dst:   &net.IPNet{IP: VIP.AsSlice(), Mask: net.CIDRMask(32, 32)},
+		Table: 254,
+	}
+	rs, err := l.Router.Netlink().RouteListFiltered(netlink.FAMILY_V4, filter, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
 	if err != nil {
-		return nil, 0, err
+		return nil, fmt.Errorf("router: route %s: %w", vipPrefix, err)
 	}
-	var g []struct {
-		Group     []Member `json:"group"`
-		Resilient struct {
-			IdleTimer int `json:"idle_timer"`
-		} `json:"resilient_args"`
-	}
-	if err := json.Unmarshal([]byte(out), &g); err != nil || len(g) != 1 {
-		return nil, 0, fmt.Errorf("nexthop group %d: %v: %s", GroupID, err, out)
-	}
-	for i := range g[0].Group {
-		if g[0].Group[i].Weight == 0 {
-			g[0].Group[i].Weight = 1 // ip -j omits weight 1
+	var out []netip.Addr
+	for _, r := range rs {
+		if len(r.MultiPath) == 0 && r.Gw != nil {
+			a, _ := netip.AddrFromSlice(r.Gw.To4())
+			out = append(out, a)
+		}
+		for _, nh := range r.MultiPath {
+			a, _ := netip.AddrFromSlice(nh.Gw.To4())
+			out = append(out, a)
 		}
 	}
-	return g[0].Group, g[0].Resilient.IdleTimer, nil
+	return out, nil
 }
 
-// Buckets counts the group's buckets per nexthop id.
-func (l *Lab) Buckets() (map[int]int, error) {
-	out, err := l.routerIP("-j", "nexthop", "bucket", "show", "id", strconv.Itoa(GroupID))
-	if err != nil {
-		return nil, err
+// BirdPaths returns the next hops of bird's routes to the VIP, sorted
+// (one per host announcing it; none without a route), and birdc's answer.
+func (l *Lab) BirdPaths() ([]netip.Addr, string) {
+	r := l.Bird.Route(vipPrefix)
+	var out []netip.Addr
+	for _, s := range r.NextHops {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
 	}
-	var bs []struct {
-		Bucket struct {
-			NHID int `json:"nhid"`
-		} `json:"bucket"`
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, r.Out
+}
+
+// hostAddrs returns the addresses of hosts, sorted.
+func hostAddrs(hosts ...*Host) []netip.Addr {
+	var out []netip.Addr
+	for _, h := range hosts {
+		out = append(out, h.Addr)
 	}
-	if err := json.Unmarshal([]byte(out), &bs); err != nil {
-		return nil, err
-	}
-	m := map[int]int{}
-	for _, b := range bs {
-		m[b.Bucket.NHID]++
-	}
-	return m, nil
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
 }

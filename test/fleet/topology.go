@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/pkg/bgp/birdtest"
 	"github.com/xlbproject/xlb/test/hostlab"
 )
 
@@ -24,27 +25,10 @@ var (
 	RouterBack  = testnet.RouterIP      // router, XLB hosts' segment
 )
 
-// Ports, the router's nexthop group and the timers of the lab.
+// Ports and the client's timer.
 const (
 	ServicePort = 80
 	BackendPort = 8080
-	// GroupID is the router's resilient nexthop group; host i (from 1) is
-	// nexthop 10+i.
-	GroupID = 100
-	Buckets = 64
-	// Weight is a member's normal weight.
-	Weight = 100
-	// IdleTimer (seconds) is the group's idle timer in service: longer
-	// than LongLivedInterval with margin, so the buckets of a connection
-	// that sends every LongLivedInterval never count as idle.
-	IdleTimer = 10
-	// DrainIdleTimer (seconds) applies while a host drains: shorter than
-	// LongLivedInterval, so a drained host's long-lived connections move
-	// (and are reset) between two of their messages, and far longer than
-	// any gap inside a short connection, so those never move mid-way.
-	DrainIdleTimer = 2
-	// DrainTimeout bounds the wait for a drained host's buckets to go idle.
-	DrainTimeout = 60
 	// LongLivedInterval is how often a long-lived connection sends.
 	LongLivedInterval = 3 * time.Second
 )
@@ -69,7 +53,6 @@ type Host struct {
 	Index     int        // 1…
 	Inventory string     // xlb1, …
 	Addr      netip.Addr // 192.0.2.10+Index
-	NexthopID int        // 10+Index
 	Container *hostlab.Container
 }
 
@@ -83,10 +66,12 @@ type Backend struct {
 
 // Lab is a running fleet lab. Close removes all of it.
 type Lab struct {
-	Prefix   string
-	LAN      *testnet.Host // the bridge all but the client hang on
-	Router   *testnet.Host
-	Client   *testnet.Host
+	Prefix string
+	LAN    *testnet.Host // the bridge all but the client hang on
+	Router *testnet.Host
+	Client *testnet.Host
+	// Bird is the router's BGP daemon.
+	Bird     *birdtest.Bird
 	Hosts    []*Host
 	Backends []*Backend
 	// HolderPID is a process sleeping in the router's namespace (and the
@@ -160,7 +145,7 @@ func (l *Lab) buildNamespaces(hosts, backends int) error {
 	for i := 1; i <= hosts; i++ {
 		l.Hosts = append(l.Hosts, &Host{
 			Host: add("x" + strconv.Itoa(i)), Index: i, Inventory: "xlb" + strconv.Itoa(i),
-			Addr: testnet.HostIP(i - 1), NexthopID: 10 + i,
+			Addr: testnet.HostIP(i - 1),
 		})
 	}
 	for i := 1; i <= backends; i++ {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -14,12 +16,14 @@ import (
 	"github.com/vishvananda/netlink/nl"
 
 	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/pkg/bgp/birdtest"
 )
 
 // TestNetwork brings up the fleet's network without containers, in about
-// a second: the client reaches every host through the router, the router
-// spreads the service address over the hosts with its resilient group,
-// the backends answer with their banner, and nothing is left after Close.
+// a second: the client reaches every host through the router, bird runs in
+// the router waiting for the hosts' sessions, a multipath route like the
+// one bird installs carries the service address to the hosts, the
+// backends answer with their banner, and nothing is left after Close.
 func TestNetwork(t *testing.T) {
 	testnet.RequireRoot(t)
 	l, err := Start(Options{Logf: t.Logf, networkOnly: true})
@@ -63,22 +67,34 @@ func TestNetwork(t *testing.T) {
 		}
 	}
 
-	members, idle, err := l.Group()
-	if err != nil || len(members) != len(l.Hosts) || idle != IdleTimer {
-		t.Fatalf("group %v, idle timer %d, %v", members, idle, err)
+	// bird waits for the hosts (passive), its kernel protocol up; no
+	// route to the VIP while nobody announces it.
+	out, err := l.Bird.Birdc("show", "protocols")
+	if err != nil || !regexp.MustCompile(`kernel1\s+Kernel\s+master4\s+up`).MatchString(out) {
+		t.Errorf("bird's protocols (%v):\n%s", err, out)
 	}
-	for i, m := range members {
-		if m.ID != l.Hosts[i].NexthopID || m.Weight != Weight {
-			t.Errorf("member %d: %+v", i, m)
+	for _, h := range l.Hosts {
+		if s := l.Bird.Session(h.Inventory); s.State == "" || s.State == birdtest.Established {
+			t.Errorf("bird's session with %s: %q, want one waiting for the host:\n%s", h.Inventory, s.State, s.Out)
 		}
 	}
-	buckets, err := l.Buckets()
-	total := 0
-	for _, n := range buckets {
-		total += n
+	if paths, err := l.KernelPaths(); err != nil || len(paths) != 0 {
+		t.Errorf("router's route to the VIP before any announcement: %v, %v", paths, err)
 	}
-	if err != nil || total != Buckets {
-		t.Errorf("buckets %v, %v", buckets, err)
+	// A multipath route as bird installs it (merge paths: one next hop
+	// per host, weight 1).
+	eth1, _ := l.Router.Iface("eth1")
+	var nhs []*netlink.NexthopInfo
+	for _, h := range l.Hosts {
+		nhs = append(nhs, &netlink.NexthopInfo{Gw: h.Addr.AsSlice(), LinkIndex: eth1.Index})
+	}
+	if err := l.Router.Netlink().RouteAdd(&netlink.Route{
+		Dst: &net.IPNet{IP: VIP.AsSlice(), Mask: net.CIDRMask(32, 32)}, MultiPath: nhs,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if paths, err := l.KernelPaths(); err != nil || !slices.Equal(paths, hostAddrs(l.Hosts...)) {
+		t.Errorf("router's route to the VIP: %v, %v; want %v", paths, err, hostAddrs(l.Hosts...))
 	}
 
 	// The client reaches the service address: some host answers.
