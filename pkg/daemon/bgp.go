@@ -74,7 +74,7 @@ func (d *runner) startBGP(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	d.bgp = &announcer{speaker: s, log: d.log, kick: make(chan struct{}, 1)}
+	d.bgp.Store(&announcer{speaker: s, log: d.log, kick: make(chan struct{}, 1)})
 	d.publishBGP(s.Status())
 	return nil
 }
@@ -84,7 +84,7 @@ func (d *runner) startBGP(ctx context.Context) error {
 // drain or undrain (reevaluateBGP). It reads the sessions into the
 // snapshot after each change of the verdict and every bgpStatusPeriod.
 func (d *runner) runBGP() {
-	a := d.bgp
+	a := d.bgp.Load()
 	if a == nil {
 		return
 	}
@@ -138,11 +138,12 @@ func (d *runner) bgpWant() bool {
 
 // reevaluateBGP re-evaluates the verdict now (after a drain or undrain).
 func (d *runner) reevaluateBGP() {
-	if d.bgp == nil {
+	a := d.bgp.Load()
+	if a == nil {
 		return
 	}
 	select {
-	case d.bgp.kick <- struct{}{}:
+	case a.kick <- struct{}{}:
 	default:
 	}
 }
@@ -166,7 +167,7 @@ func (a *announcer) setAnnounce(on bool) bool {
 // withdrawBGP withdraws every prefix for good: the first step of the
 // shutdown, before its RST window (DESIGN §6a).
 func (d *runner) withdrawBGP() {
-	a := d.bgp
+	a := d.bgp.Load()
 	if a == nil {
 		return
 	}
@@ -184,7 +185,7 @@ func (d *runner) withdrawBGP() {
 // stale until the successor's End-of-RIB, RFC 4724), !planned at the end
 // of a shutdown (withdraw, then Cease).
 func (d *runner) stopBGP(planned bool) {
-	a := d.bgp
+	a := d.bgp.Load()
 	if a == nil {
 		return
 	}

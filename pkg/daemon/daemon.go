@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -61,8 +62,11 @@ type runner struct {
 	drainMu sync.Mutex
 	drained bool
 
-	succ        *successor         // non-nil in a hot-upgrade successor
-	bgp         *announcer         // the BGP speaker; nil without a bgp section (bgp.go)
+	succ *successor // non-nil in a hot-upgrade successor
+	// bgp is the BGP speaker's announcer, nil without a bgp section
+	// (bgp.go); stored once the speaker started, read by the admin API's
+	// drain as well.
+	bgp         atomic.Pointer[announcer]
 	bgCancel    context.CancelFunc // the maintenance loop
 	watchCancel context.CancelFunc // the config watch
 	bg          sync.WaitGroup
