@@ -14,8 +14,9 @@
  *     the SNAT address toward the backend), as if XLB relayed it;
  *   - the ICMP checksum follows every changed quoted byte (RFC 1624), the
  *     outer IPv4 checksum the addresses and the TTL (decremented).
- * ICMP about no pair, other ICMP types, and malformed messages pass to the
- * host untouched. A message with TTL <= 1 is dropped and counted like any
+ * ICMP about no pair, other ICMP types, malformed messages and messages
+ * not addressed to the ingress interface's MAC (ours.h; counted as
+ * XLB_C_NOT_OURS) pass to the host untouched. A message with TTL <= 1 is dropped and counted like any
  * balanced packet.
  */
 #ifndef XLB_ICMP_H
@@ -35,6 +36,7 @@
 #include "csum.h"
 #include "flow.h"
 #include "listen.h"
+#include "ours.h"
 #include "snat.h"
 
 /* The quoted TCP bytes every ICMP error carries (RFC 792): ports and sequence. */
@@ -198,6 +200,10 @@ __noinline int icmp_nat(struct xdp_md *ctx)
 		dir = XLB_DIR_BACKEND;
 	else
 		return -1;
+	if (!frame_is_ours(ctx, f.eth)) {
+		count(XLB_C_NOT_OURS);
+		return -1;
+	}
 	__builtin_memset(&key, 0, sizeof(key));
 	key.saddr_be = f.inner->daddr;
 	key.daddr_be = f.inner->saddr;

@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 4,
+	XLB_LAYOUT_VERSION = 5,
 };
 
 /*
@@ -244,6 +244,19 @@ struct nexthop {
 };
 
 _Static_assert(sizeof(struct nexthop) == 24, "struct nexthop has no implicit padding");
+
+/*
+ * The Ethernet address of an attached interface (xlb_if_macs, keyed by
+ * ifindex): the data path balances only frames addressed to it (ours.h).
+ * Written by userspace only, at each attach and whenever the interface's
+ * address changes; never pinned. 8 bytes.
+ */
+struct if_mac {
+	__u8 addr[6];
+	__u8 pad[2];       /* always zero */
+};
+
+_Static_assert(sizeof(struct if_mac) == 8, "struct if_mac has no implicit padding");
 
 /*
  * A listen port mapping (DESIGN §1 ports). remote_port_be 0: each
@@ -525,6 +538,7 @@ enum xlb_counter {
 	XLB_C_ICMP_TO_CLIENT,   /* ICMP errors about a pair translated toward the client */
 	XLB_C_ICMP_TO_BACKEND,  /* ICMP errors about a pair translated toward the backend */
 	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed: looked up again */
+	XLB_C_NOT_OURS,         /* frames XLB would balance that were addressed to another MAC (or a group address): passed untouched */
 	XLB_C_MAX,
 };
 

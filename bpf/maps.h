@@ -92,6 +92,19 @@ struct {
 	__uint(max_entries, XLB_MAX_INTERFACES);
 } xlb_tx_ports SEC(".maps");
 
+/*
+ * The Ethernet address of each attached interface (struct if_mac), keyed
+ * by ifindex: written by userspace before it attaches the program to the
+ * interface and whenever the address changes (ours.h). Configuration, not
+ * state: never pinned, every start writes its own.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct if_mac);
+	__uint(max_entries, XLB_MAX_INTERFACES);
+} xlb_if_macs SEC(".maps");
+
 /* Global counters, per CPU (enum xlb_counter). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -6,7 +6,8 @@
  * loop's only way to remove flow entries.
  *
  * This file is the packet path, its steps in the order a packet meets
- * them: is it ours (listen.h port_mapping), forward it (rewrite_and_send), keep
+ * them: is it ours (listen.h port_mapping, and addressed to the ingress
+ * interface's MAC: ours.h), forward it (rewrite_and_send), keep
  * the pair's state (check_counterpart, note_close, track_handshake,
  * check_rst), create or replace a pair for a SYN (try_backend, create_pair,
  * replace_pair), and xlb_xdp, which ties them together. Every map is in
@@ -17,6 +18,11 @@
  * Packet rules (docs/DESIGN.md §5 and §6b; docs/connections-shutdown-
  * upgrades.txt, cited as "seed": "New connections", "Orderly close and
  * reset", "XLB shutdown behavior"):
+ *   - only a frame whose destination MAC is the ingress interface's own
+ *     is balanced (ours.h); one to listen_ip:local_port or to a SNAT
+ *     address's port range addressed to another MAC or a group address
+ *     (flooded by a switch or bridge: another host's traffic) is counted
+ *     and passed untouched, so the kernel drops it as PACKET_OTHERHOST;
  *   - client SYN (no ACK) to listen_ip:local_port without a live pair creates
  *     a connection pair: round-robin backend (on the mapping's remote port,
  *     or the backend's own when the mapping has none), the SYN's time
@@ -35,7 +41,8 @@
  *     maintenance loop; while the shutdown flag is set, every other packet
  *     of a pair and every new SYN is answered with a RST instead (an
  *     incoming RST is still forwarded);
- *   - ICMP errors about a pair are translated for the other side (icmp.h);
+ *   - ICMP errors about a pair, addressed to the ingress interface's MAC,
+ *     are translated for the other side (icmp.h);
  *   - everything else is XDP_PASS, untouched. The program never returns
  *     XDP_ABORTED.
  *
@@ -64,6 +71,7 @@
 #include "events.h"
 #include "rst.h"
 #include "listen.h"
+#include "ours.h"
 #include "nexthop.h"
 #include "snat.h"
 #include "track.h"
@@ -590,6 +598,11 @@ int xlb_xdp(struct xdp_md *ctx)
 		dir = XLB_DIR_BACKEND;
 	else
 		return finish(XDP_PASS);
+	if (!frame_is_ours(ctx, p.eth)) {
+		/* another host's frame, flooded to this port: the kernel drops it */
+		count(XLB_C_NOT_OURS);
+		return finish(XDP_PASS);
+	}
 
 	__builtin_memset(&key, 0, sizeof(key));
 	key.saddr_be = p.iph->saddr;

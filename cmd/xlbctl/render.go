@@ -135,6 +135,7 @@ func renderFlows(w io.Writer, d *api.Document) error {
 	row("Dropped", "out-of-window RSTs %d, TTL <= 1 %d", k.RSTOutOfWindowTotal, k.TTLExceededTotal)
 	row("ICMP translated", "to clients %d, to backends %d", k.ICMPToClientTotal, k.ICMPToBackendTotal)
 	row("Next hops", "refreshed %d (freed next hops looked up again)", k.NextHopRefreshesTotal)
+	row("Not ours", "%d (frames for another host's MAC, passed to the kernel)", k.NotOursTotal)
 	row("Shutdown resets", "%d", k.ShutdownResetsTotal)
 	row("Sample age", "%s", sampleLine(d.Dataplane))
 	if d.Maintenance.Failing {

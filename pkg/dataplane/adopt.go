@@ -72,13 +72,18 @@ func (p *loadPlan) close() {
 	}
 }
 
-// stateMaps lists the maps of spec that are pinned: all but the scratch
-// space, the reaper's slot, the metadata record and the constants.
+// unpinnedMaps are the maps of the object that are never pinned: the
+// scratch space and the reaper's slot (rewritten before every use), the
+// interfaces' MACs (written at every attach: ifmacs.go) and the metadata
+// record (pinned as meta, not under maps/).
+var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbIfMacs, xlbMapXlbMeta}
+
+// stateMaps lists the maps of spec that are pinned: all but unpinnedMaps
+// and the constants.
 func stateMaps(spec *ebpf.CollectionSpec) []string {
 	var out []string
 	for name := range spec.Maps {
-		switch {
-		case strings.HasPrefix(name, "."), name == xlbMapXlbScratch, name == xlbMapXlbReapBatch, name == xlbMapXlbMeta:
+		if strings.HasPrefix(name, ".") || slices.Contains(unpinnedMaps, name) {
 			continue
 		}
 		out = append(out, name)

@@ -50,7 +50,8 @@ type Attachment struct {
 
 // Attach attaches the program to the named interface (in the caller's network
 // namespace) with the requested mode and adds the interface to the redirect
-// map. ModeAuto tries native first and falls back to generic, reporting the
+// map. The interface's own MAC is recorded before the program runs there
+// (ifmacs.go): frames addressed to another MAC pass to the kernel. ModeAuto tries native first and falls back to generic, reporting the
 // native error in Attachment.Fallback; ModeNative and ModeGeneric are strict.
 //
 // The program is attached through a bpf_link when the kernel allows it
@@ -82,8 +83,12 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 		return nil, fmt.Errorf("dataplane: unknown XDP mode %q", mode)
 	}
 	a := &Attachment{Interface: ifname, Ifindex: ifc.Index, prog: d.objs.XlbXdp}
+	if err := d.writeIfMACLocked(ifc.Index, ifc.HardwareAddr); err != nil {
+		return nil, err
+	}
 	replaced, err := d.replaceLocked(a, mode)
 	if err != nil {
+		d.dropIfMACLocked(ifc.Index)
 		return nil, err
 	}
 	if !replaced {
@@ -100,6 +105,7 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 			}
 		}
 		if err != nil {
+			d.dropIfMACLocked(ifc.Index)
 			return nil, fmt.Errorf("dataplane: attach XDP (%s) to %s: %w%s", a.Mode, ifname, err, attachHint(ifname, a.Mode, err))
 		}
 	}
@@ -109,6 +115,7 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 			a.link.Close() // pinned: stays attached
 		} else if !replaced {
 			d.detachAttachment(a)
+			d.dropIfMACLocked(ifc.Index)
 		}
 		return nil, fmt.Errorf("dataplane: add %s to the redirect map: %w", ifname, err)
 	}
@@ -250,6 +257,7 @@ func (d *Dataplane) detachLocked(ifname string) error {
 	if err := d.objs.XlbTxPorts.Delete(idx); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		errs = append(errs, err)
 	}
+	errs = append(errs, d.dropIfMACLocked(a.Ifindex))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("dataplane: detach %s: %w", ifname, err)
 	}

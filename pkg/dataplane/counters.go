@@ -62,6 +62,13 @@ type Counters struct {
 	// NextHopRefreshes counts packets whose next-hop slot had been freed
 	// and that looked their next hop up again.
 	NextHopRefreshes uint64
+	// NotOurs counts frames the data path would have balanced (to the
+	// listen address's mapped ports or a SNAT address's port range, or
+	// an ICMP error about a pair) that were addressed to another MAC
+	// than the ingress interface's, or to a group address: another
+	// host's frames a switch or bridge flooded to this port. They pass
+	// to the kernel untouched, which drops them (bpf/ours.h).
+	NotOurs uint64
 }
 
 // Counters reads and sums the per-CPU counters.
@@ -100,6 +107,7 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.ICMPToClient = raw[xlbXlbCounterXLB_C_ICMP_TO_CLIENT]
 	c.ICMPToBackend = raw[xlbXlbCounterXLB_C_ICMP_TO_BACKEND]
 	c.NextHopRefreshes = raw[xlbXlbCounterXLB_C_NEXTHOP_REFRESH]
+	c.NotOurs = raw[xlbXlbCounterXLB_C_NOT_OURS]
 	return c, nil
 }
 

@@ -88,6 +88,9 @@ func (s seg) segment(e *dt.Env) dt.Segment {
 	if s.Dst.IsValid() {
 		d.Dst = netip.AddrPortFrom(s.Dst, d.Dst.Port())
 	}
+	if s.DstMAC != nil {
+		d.DstMAC = s.DstMAC
+	}
 	if s.IPv6 {
 		d.Src = netip.AddrPortFrom(netip.MustParseAddr("2001:db8::20"), d.Src.Port())
 		d.Dst = netip.AddrPortFrom(netip.MustParseAddr("2001:db8::10"), d.Dst.Port())

@@ -1,6 +1,7 @@
 package dataplane_test
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 
@@ -80,6 +81,10 @@ type seg struct {
 	DataOffset uint8      // TCP data offset written over the built one, in 32-bit words
 	CutTo      int        // the frame cut to this many bytes
 	CutTail    int        // this many bytes cut off the frame's end
+
+	// DstMAC: a destination MAC other than the ingress interface's
+	// (another host's, a group address; ours_fixtures_test.go).
+	DstMAC net.HardwareAddr
 }
 
 // dest is where the output frame goes.

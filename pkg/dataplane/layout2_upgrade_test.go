@@ -67,10 +67,8 @@ func pairPorts(t *testing.T, dp *dataplane.Dataplane) map[uint32][]uint16 {
 // leaves pins of this layout.
 func TestHotUpgradeFromLayout2(t *testing.T) {
 	l := newPinLab(t)
-	old := l.mustLoad(t, 64)
-	l.configure(t, old)
 	const pairs = 5
-	l.open(t, old, 0, pairs)
+	old := l.running(t, pairs)
 	entries := asLayout2(t, old)
 	ports := pairPorts(t, old)
 	if err := old.Release(); err != nil {
@@ -78,11 +76,7 @@ func TestHotUpgradeFromLayout2(t *testing.T) {
 	}
 	dataplane.PinLayout2(t, l.dir, l.cookie, 64, l.e.Settings, l.refs, entries)
 
-	dp := l.mustLoad(t, 64)
-	if ad := dp.Adoption(); ad.Start != api.StartMigrated || ad.FromLayout != 2 || ad.Pairs != pairs {
-		t.Fatalf("adoption %+v, want migrated from layout 2 with %d pairs", ad, pairs)
-	}
-	l.configure(t, dp)
+	dp := l.migrated(t, 2, pairs)
 	if got := takenPortsOf(t, dp, l.refs); !samePorts(got, ports) {
 		t.Errorf("taken SNAT ports after the migration: %v, want %v", got, ports)
 	}

@@ -20,6 +20,8 @@ func layout3Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 		switch name {
 		case xlbMapXlbHandshake:
 			return false // new in layout 4
+		case xlbMapXlbCounters:
+			ms.MaxEntries = layout4Counters // layout 4's counters
 		case xlbMapXlbFlows:
 			ms.ValueSize, ms.MaxEntries = uint32(flowValue3Size), EntriesPerPair*maxConnections
 		case xlbMapXlbSnatPorts:
@@ -47,10 +49,12 @@ func asSet3(s xlbBackendSet) backendSet3 {
 // this build pinned and released, into what the issue-13 build (layout 3)
 // pins for the same state: the flow map's values without syn_us (a new
 // map pinned in its place), the routable sets' refs with 32-bit ids and
-// no ports, no handshake histograms, and a metadata record of layout 3.
-// For the external tests.
+// no ports, no handshake histograms, layout 4's counter array
+// (DowngradeToLayout4) and a metadata record of layout 3. For the
+// external tests.
 func DowngradeToLayout3(t testing.TB, dir string) {
 	t.Helper()
+	DowngradeToLayout4(t, dir)
 	open := func(path string) *ebpf.Map {
 		t.Helper()
 		m, err := ebpf.LoadPinnedMap(path, nil)
@@ -93,17 +97,5 @@ func DowngradeToLayout3(t testing.TB, dir string) {
 	if err := os.Remove(mapPath(dir, xlbMapXlbHandshake)); err != nil {
 		t.Fatal(err)
 	}
-	meta := open(metaPath(dir))
-	raw, err := readMetaRaw(meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := decodeMeta(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.LayoutVersion = 3
-	if err := meta.Update(uint32(0), toBytes(&rec), ebpf.UpdateExist); err != nil {
-		t.Fatal(err)
-	}
+	setPinnedLayout(t, dir, 3)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
-	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // A hot upgrade from the issue-13 build (layout 3): a start that finds its
@@ -19,10 +18,8 @@ import (
 // this layout, the handshake histograms among them.
 func TestHotUpgradeFromLayout3(t *testing.T) {
 	l := newPinLab(t)
-	old := l.mustLoad(t, 64)
-	l.configure(t, old)
 	const pairs = 4 // the last one embryonic: its SYN-ACK comes after the upgrade
-	l.open(t, old, 0, pairs)
+	old := l.running(t, pairs)
 	before := flows(t, old)
 	for i := range pairs - 1 {
 		fwd := before[dt.ForwardKey(dt.Client(uint16(34000+i)), 80)]
@@ -30,29 +27,11 @@ func TestHotUpgradeFromLayout3(t *testing.T) {
 		l.run(t, old, l.e.FromClient(dt.Client(uint16(34000+i)), 80, dt.ACK, 1001, 5001, nil), dt.XDPTX)
 	}
 	before = flows(t, old)
-	if err := old.Pin(dataplane.PinMeta{OwnerPID: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Release(); err != nil {
-		t.Fatal(err)
-	}
+	l.handOver(t, old)
 	dataplane.DowngradeToLayout3(t, l.dir)
 
-	dp := l.mustLoad(t, 64)
-	if ad := dp.Adoption(); ad.Start != api.StartMigrated || ad.FromLayout != 3 || ad.Pairs != pairs {
-		t.Fatalf("adoption %+v, want migrated from layout 3 with %d pairs", ad, pairs)
-	}
-	l.configure(t, dp)
-	after := flows(t, dp)
-	if len(after) != len(before) {
-		t.Fatalf("%d flow entries after the migration, want %d", len(after), len(before))
-	}
-	for k, v := range before {
-		v.SynUs = 0
-		if after[k] != v {
-			t.Errorf("%v after the migration: %+v, want %+v", k, after[k], v)
-		}
-	}
+	dp := l.migrated(t, 3, pairs)
+	after := sameFlows(t, dp, before, func(v *dataplane.FlowValue) { v.SynUs = 0 })
 	for i := range pairs {
 		c := dt.Client(uint16(34000 + i))
 		fwd := after[dt.ForwardKey(c, 80)]

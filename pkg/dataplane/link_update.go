@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"slices"
 
@@ -117,7 +118,8 @@ func (d *Dataplane) altProgramLocked() (*ebpf.Program, error) {
 // process that handed over (DESIGN §6): the successor may have swapped
 // its program in and rewritten the config before it failed. It points
 // every link back at this process's program (link.Update; a netlink
-// attachment is replaced by one netlink call), puts its interfaces back
+// attachment is replaced by one netlink call) after recording each
+// interface's MAC again (ifmacs.go), puts its interfaces back
 // into the redirect map, rewrites its config, and, when it had pinned,
 // restores its pins where the successor replaced them. The caller
 // republishes its routable set. Like Attach, it runs in the network
@@ -130,21 +132,7 @@ func (d *Dataplane) Reclaim() error {
 	}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(d.attached)) {
-		a := d.attached[name]
-		var err error
-		if a.link != nil {
-			err = a.link.Update(a.prog)
-		} else {
-			var nl netlink.Link
-			if nl, err = netlink.LinkByIndex(a.Ifindex); err == nil {
-				err = netlink.LinkSetXdpFdWithFlags(nl, a.prog.FD(), netlinkMode(a.Mode))
-			}
-		}
-		if err == nil {
-			idx := uint32(a.Ifindex)
-			err = d.objs.XlbTxPorts.Update(idx, idx, 0)
-		}
-		if err != nil {
+		if err := d.reclaimLocked(d.attached[name]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
@@ -156,4 +144,30 @@ func (d *Dataplane) Reclaim() error {
 		return fmt.Errorf("dataplane: reclaim the data path: %w", err)
 	}
 	return nil
+}
+
+// reclaimLocked takes one interface back: its MAC recorded again (it may
+// have changed while the successor ran), this process's program on it,
+// and its redirect map entry.
+func (d *Dataplane) reclaimLocked(a *Attachment) error {
+	ifc, err := net.InterfaceByIndex(a.Ifindex)
+	if err != nil {
+		return err
+	}
+	if err := d.writeIfMACLocked(a.Ifindex, ifc.HardwareAddr); err != nil {
+		return err
+	}
+	if a.link != nil {
+		err = a.link.Update(a.prog)
+	} else {
+		var nl netlink.Link
+		if nl, err = netlink.LinkByIndex(a.Ifindex); err == nil {
+			err = netlink.LinkSetXdpFdWithFlags(nl, a.prog.FD(), netlinkMode(a.Mode))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	idx := uint32(a.Ifindex)
+	return d.objs.XlbTxPorts.Update(idx, idx, 0)
 }

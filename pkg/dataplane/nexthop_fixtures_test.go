@@ -61,9 +61,12 @@ func TestNextHopMACUpdate(t *testing.T) {
 	back.DstMAC = newClientMAC
 	step(t, e, "backend reply after the client's MAC changed", reply.Frame(), e.Front, dt.XDPTX, back.Frame(), counted{})
 
-	// One-arm: both next hops leave through the front interface.
+	// One-arm: both next hops leave through the front interface, and
+	// frames now arrive addressed to its new MAC (the old one is another
+	// host's from now on: ours_fixtures_test.go).
 	mustUpdate(t, "front interface", 2)(e.DP.UpdateInterfaceMAC(e.Front.Index, newOwnMAC))
 	want.SrcMAC, back.SrcMAC = newOwnMAC, newOwnMAC
+	data.DstMAC, reply.DstMAC = newOwnMAC, newOwnMAC
 	step(t, e, "client data after XLB's MAC changed", data.Frame(), e.Front, dt.XDPTX, want.Frame(), counted{})
 	step(t, e, "backend reply after XLB's MAC changed", reply.Frame(), e.Front, dt.XDPTX, back.Frame(), counted{})
 
@@ -157,5 +160,7 @@ func TestNextHopInterfaceMACTwoArm(t *testing.T) {
 	want := k.e.ToBackend(syn, k.p.Backend(), k.p.SNATPort())
 	want.SrcMAC = newOwnMAC
 	step(t, e, "retransmitted SYN after the back interface's MAC changed", syn.Frame(), e.Front, dt.XDPRedirect, want.Frame(), counted{SYNReused: 1})
-	k.forward("SYN-ACK: the front interface keeps its MAC", k.backend(dt.SYN|dt.ACK, isnB, isnC+1, synAckWindow, nil), counted{})
+	synAck := k.backend(dt.SYN|dt.ACK, isnB, isnC+1, synAckWindow, nil)
+	synAck.DstMAC = newOwnMAC // to the back interface's new MAC
+	k.forward("SYN-ACK: the front interface keeps its MAC", synAck, counted{})
 }

@@ -157,8 +157,10 @@ func (d *Dataplane) UpdateNeighbour(ifindex int, ip netip.Addr, mac net.Hardware
 }
 
 // UpdateInterfaceMAC writes mac as the source MAC of every slot on
-// ifindex that holds another one: the interface's address changed. It
-// reads every slot, and returns how many it changed.
+// ifindex that holds another one, and as the address the data path takes
+// as the interface's own (frames to any other pass to the kernel;
+// ifmacs.go) when the interface is attached: the interface's address
+// changed. It reads every slot, and returns how many it changed.
 func (d *Dataplane) UpdateInterfaceMAC(ifindex int, mac net.HardwareAddr) (int, error) {
 	m, err := mac6(mac)
 	if err != nil {
@@ -180,6 +182,11 @@ func (d *Dataplane) UpdateInterfaceMAC(ifindex int, mac net.HardwareAddr) (int, 
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.attachedIfindexLocked(ifindex) {
+		if err := d.writeIfMACLocked(ifindex, mac); err != nil {
+			return 0, err
+		}
+	}
 	return d.rewriteNextHopsLocked(ids, change)
 }
 

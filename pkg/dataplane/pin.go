@@ -86,13 +86,14 @@ func (d *Dataplane) writeMetaLocked(pm PinMeta) error {
 
 // pinnedMaps are the maps Pin pins, by name: every map of the object but
 // the per-CPU scratch space, the reaper's request slot (both rewritten
-// before every use), the metadata record (pinned as meta) and the
-// program's constants.
+// before every use), the interfaces' MACs (written at every attach:
+// ifmacs.go), the metadata record (pinned as meta) and the program's
+// constants.
 func (d *Dataplane) pinnedMaps() map[string]*ebpf.Map {
 	out := d.mapsByName()
-	delete(out, xlbMapXlbScratch)
-	delete(out, xlbMapXlbReapBatch)
-	delete(out, xlbMapXlbMeta)
+	for _, name := range unpinnedMaps {
+		delete(out, name)
+	}
 	return out
 }
 
@@ -106,7 +107,7 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbPairEvents: m.XlbPairEvents, xlbMapXlbReapBatch: m.XlbReapBatch, xlbMapXlbReaped: m.XlbReaped,
 		xlbMapXlbScratch: m.XlbScratch, xlbMapXlbShared: m.XlbShared, xlbMapXlbSnatCursors: m.XlbSnatCursors,
 		xlbMapXlbTxPorts: m.XlbTxPorts, xlbMapXlbNexthops: m.XlbNexthops, xlbMapXlbSnatPorts: m.XlbSnatPorts,
-		xlbMapXlbHandshake: m.XlbHandshake,
+		xlbMapXlbHandshake: m.XlbHandshake, xlbMapXlbIfMacs: m.XlbIfMacs,
 	}
 }
 

@@ -86,6 +86,12 @@ type xlbFlowValue struct {
 	SynUs      uint32
 }
 
+type xlbIfMac struct {
+	_    structs.HostLayout
+	Addr [6]uint8
+	Pad  [2]uint8
+}
+
 type xlbNexthop struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -181,7 +187,8 @@ const (
 	xlbXlbCounterXLB_C_ICMP_TO_CLIENT     xlbXlbCounter = 24
 	xlbXlbCounterXLB_C_ICMP_TO_BACKEND    xlbXlbCounter = 25
 	xlbXlbCounterXLB_C_NEXTHOP_REFRESH    xlbXlbCounter = 26
-	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 27
+	xlbXlbCounterXLB_C_NOT_OURS           xlbXlbCounter = 27
+	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 28
 )
 
 type xlbXlbDir uint32
@@ -283,7 +290,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 4
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 5
 )
 
 type xlbXlbPinMeta struct {
@@ -355,6 +362,7 @@ const (
 	xlbMapXlbCounters        = "xlb_counters"
 	xlbMapXlbFlows           = "xlb_flows"
 	xlbMapXlbHandshake       = "xlb_handshake"
+	xlbMapXlbIfMacs          = "xlb_if_macs"
 	xlbMapXlbMeta            = "xlb_meta"
 	xlbMapXlbNexthops        = "xlb_nexthops"
 	xlbMapXlbPairEvents      = "xlb_pair_events"
@@ -443,6 +451,7 @@ type xlbMapSpecs struct {
 	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
 	XlbHandshake    *ebpf.MapSpec `ebpf:"xlb_handshake"`
+	XlbIfMacs       *ebpf.MapSpec `ebpf:"xlb_if_macs"`
 	XlbMeta         *ebpf.MapSpec `ebpf:"xlb_meta"`
 	XlbNexthops     *ebpf.MapSpec `ebpf:"xlb_nexthops"`
 	XlbPairEvents   *ebpf.MapSpec `ebpf:"xlb_pair_events"`
@@ -503,6 +512,7 @@ type xlbMaps struct {
 	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
 	XlbHandshake    *ebpf.Map `ebpf:"xlb_handshake"`
+	XlbIfMacs       *ebpf.Map `ebpf:"xlb_if_macs"`
 	XlbMeta         *ebpf.Map `ebpf:"xlb_meta"`
 	XlbNexthops     *ebpf.Map `ebpf:"xlb_nexthops"`
 	XlbPairEvents   *ebpf.Map `ebpf:"xlb_pair_events"`
@@ -526,6 +536,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbCounters,
 		m.XlbFlows,
 		m.XlbHandshake,
+		m.XlbIfMacs,
 		m.XlbMeta,
 		m.XlbNexthops,
 		m.XlbPairEvents,

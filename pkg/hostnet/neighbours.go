@@ -31,8 +31,10 @@ type NextHopWriter interface {
 	// UpdateNeighbour gives every slot of the next hop (ifindex, ip)
 	// destination MAC mac and returns how many slots changed.
 	UpdateNeighbour(ifindex int, ip netip.Addr, mac net.HardwareAddr) (int, error)
-	// UpdateInterfaceMAC gives every slot on ifindex source MAC mac and
-	// returns how many slots changed.
+	// UpdateInterfaceMAC gives every slot on ifindex source MAC mac,
+	// records mac as the address frames must carry to be balanced on
+	// ifindex (frames for other MACs pass to the kernel), and returns how
+	// many slots changed.
 	UpdateInterfaceMAC(ifindex int, mac net.HardwareAddr) (int, error)
 }
 

@@ -54,6 +54,7 @@ func newDataplaneCollector() *dataplaneCollector {
 		{"xlb_snat_backend_fallbacks_total", "SYNs sent to the next routable backend because the chosen backend had no free SNAT port.", func(n *C) uint64 { return n.SNATFallbacks }},
 		{"xlb_snat_hold_drops_total", "Packets dropped on a SNAT port held for its backend's TIME_WAIT after the client reused its source port for a new connection.", func(n *C) uint64 { return n.HoldDrops }},
 		{"xlb_nexthop_refreshes_total", "Packets whose pair's next hop had been freed (unused or changed), so the data path looked it up again.", func(n *C) uint64 { return n.NextHopRefreshes }},
+		{"xlb_xdp_not_ours_total", "Frames the data path would have balanced (to the listen address's mapped ports or a SNAT address's port range, or ICMP errors about a pair) that were addressed to another MAC than the ingress interface's, or to a multicast or broadcast address: another host's frames a switch or bridge flooded to this port. Passed to the kernel untouched, which drops them; never balanced or answered.", func(n *C) uint64 { return n.NotOurs }},
 		{"xlb_syn_retransmits_total", "Retransmitted SYNs that reused the live pair of their connection.", func(n *C) uint64 { return n.SYNReused }},
 		{"xlb_flow_pairs_replaced_total", "Closed or reset pairs replaced by a new SYN on the same tuple.", func(n *C) uint64 { return n.PairsReplaced }},
 	} {

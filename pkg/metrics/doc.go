@@ -30,7 +30,8 @@
 //     xlb_rst_out_of_window_total, xlb_snat_port_takeovers_total,
 //     xlb_snat_backend_fallbacks_total, xlb_snat_hold_drops_total,
 //     xlb_icmp_translated_total{direction="to_client|to_backend"},
-//     xlb_nexthop_refreshes_total, xlb_ttl_exceeded_total, ...) come
+//     xlb_nexthop_refreshes_total, xlb_ttl_exceeded_total,
+//     xlb_xdp_not_ours_total, ...) come
 //     from Snapshot.Counters, the daemon's latest read: each maintenance
 //     cycle reads them with its sample, and while no cycle runs (the
 //     shutdown window) the daemon reads them each second, so they keep

@@ -51,7 +51,7 @@ func fixtureSample() *maintenance.Sample {
 			TableFull: 56, NoBackend: 57, FIBMiss: 58, SYNReused: 59, PairsReplaced: 60,
 			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63, CloseEventsLost: 20,
 			RSTOutOfWindow: 100, SNATTakeovers: 101, SNATFallbacks: 102, HoldDrops: 103,
-			ICMPToClient: 104, ICMPToBackend: 105, NextHopRefreshes: 106,
+			ICMPToClient: 104, ICMPToBackend: 105, NextHopRefreshes: 106, NotOurs: 107,
 		},
 		Opened:           36,
 		Closed:           maintenance.Closed{ClientFIN: 14, BackendFIN: 15, ClientRST: 16, BackendRST: 17},
@@ -75,7 +75,7 @@ var liveCounters = dataplane.Counters{
 	TableFull: 76, NoBackend: 77, FIBMiss: 78, SYNReused: 79, PairsReplaced: 80,
 	InvariantViolations: 81, ShutdownResets: 82, TTLExceeded: 83,
 	RSTOutOfWindow: 84, SNATTakeovers: 85, SNATFallbacks: 86, HoldDrops: 87,
-	ICMPToClient: 88, ICMPToBackend: 89, NextHopRefreshes: 90,
+	ICMPToClient: 88, ICMPToBackend: 89, NextHopRefreshes: 90, NotOurs: 91,
 }
 
 // fixtureSnapshot is a running instance with three listed backends:

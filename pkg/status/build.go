@@ -144,6 +144,7 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 		ICMPToClientTotal:        c.ICMPToClient,
 		ICMPToBackendTotal:       c.ICMPToBackend,
 		NextHopRefreshesTotal:    c.NextHopRefreshes,
+		NotOursTotal:             c.NotOurs,
 	}
 }
 

@@ -63,7 +63,7 @@ func TestDocumentValues(t *testing.T) {
 				SYNReusedTotal: 17, PairsReplacedTotal: 6, InvariantViolationsTotal: 1,
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
 				RSTOutOfWindowTotal: 21, SNATTakeoversTotal: 22, SNATFallbacksTotal: 23, HoldDropsTotal: 24,
-				ICMPToClientTotal: 25, ICMPToBackendTotal: 26, NextHopRefreshesTotal: 27,
+				ICMPToClientTotal: 25, ICMPToBackendTotal: 26, NextHopRefreshesTotal: 27, NotOursTotal: 28,
 			},
 		},
 		Maintenance: api.Maintenance{

@@ -285,6 +285,7 @@ type Counters struct {
 	ICMPToClientTotal        uint64     `json:"icmp_to_client_total"`       // ICMP errors about a pair translated toward the client
 	ICMPToBackendTotal       uint64     `json:"icmp_to_backend_total"`      // ICMP errors about a pair translated toward the backend
 	NextHopRefreshesTotal    uint64     `json:"next_hop_refreshes_total"`   // packets whose next hop was freed: looked up again
+	NotOursTotal             uint64     `json:"not_ours_total"`             // frames XLB would balance addressed to another MAC (another host's, flooded): passed
 }
 
 // XDPActions counts XDP verdicts.

@@ -107,6 +107,7 @@ function render(d) {
     ["Dropped", "out-of-window RSTs " + k.rst_out_of_window_total + ", TTL ≤ 1 " + k.ttl_exceeded_total +
       ", no next hop " + k.fib_miss_total],
     ["ICMP translated", "to clients " + k.icmp_to_client_total + ", to backends " + k.icmp_to_backend_total],
+    ["Not ours", k.not_ours_total + " (frames for another host's MAC, passed to the kernel)"],
   ]);
 
   const tb = $("backends");
