@@ -90,6 +90,18 @@ func (c *Capture) Read(buf []byte, timeout time.Duration) (int, error) {
 	return n, err
 }
 
+// Send sends one whole Ethernet frame, header included, out of the
+// captured interface exactly as written: any source and destination MAC
+// (e.g. a frame for another host's MAC, which a bridge floods). The
+// capture sees it too, as an outgoing frame.
+func (c *Capture) Send(frame []byte) error {
+	if len(frame) < 14 {
+		return errors.New("testnet: not an Ethernet frame")
+	}
+	_, err := unix.Write(c.fd, frame)
+	return err
+}
+
 // Close closes the capture.
 func (c *Capture) Close() error { return unix.Close(c.fd) }
 
