@@ -30,7 +30,8 @@ const layout2Release = "84dceb37dd6385673d0e72e6aa5d22e137dcae9f"
 
 // layout3Release is the last commit of pinned layout 3 (the issue-13
 // build, before issue 14's handshake latency and backend ports): its pins
-// are migrated into layout 4 by the successor.
+// are migrated into this build's layout by the successor (through layout
+// 4).
 const layout3Release = "c29c03fe2c1257be276830cdf07e78e77d23dce9"
 
 // v0, vLayout2 and vLayout3 are the package versions of the older builds
