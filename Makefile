@@ -14,10 +14,14 @@ BIN      := bin
 # what the package checks, the host lab and the fleet need. hping3 (the
 # SYN flood) and iptables (the kernel-NAT reference of the churn
 # benchmark) serve the lab tests of test/e2e; bird2 is the real BGP router
-# pkg/bgp's tests peer with (each test runs its own bird in a namespace;
-# the host's bird service, which Debian enables on install, is stopped
-# and disabled where systemd runs).
-APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables bird2
+# pkg/bgp's tests peer with (each test runs its own bird in a namespace);
+# prometheus brings promtool, which checks observability/'s alert rules.
+# Both packages come with a service Debian starts on install: deps installs
+# with a policy-rc.d that refuses to start services (unless the host has
+# one), then disables the services of the packages it installed
+# (DEPS_SERVICES), so nothing listens on the host after it.
+APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables bird2 prometheus
+DEPS_SERVICES := bird2:bird.service prometheus:prometheus.service
 
 .PHONY: all build deps generate check-generated vet test test-unit test-e2e bench demo clean
 
@@ -38,11 +42,14 @@ deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
+		policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=/usr/sbin/policy-rc.d; \
+			printf '#!/bin/sh\nexit 101\n' >$$policy && chmod 755 $$policy; fi; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing && \
-		case " $$missing " in *" bird2 "*) \
-			if [ -d /run/systemd/system ]; then systemctl disable --now bird.service >/dev/null 2>&1 || true; fi;; \
-		esac; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		rc=$$?; [ -z "$$policy" ] || rm -f $$policy; [ $$rc -eq 0 ] || exit $$rc; \
+		for ps in $(DEPS_SERVICES); do case " $$missing " in *" $${ps%%:*} "*) \
+			if [ -d /run/systemd/system ]; then systemctl disable --now $${ps#*:} >/dev/null 2>&1 || true; fi;; \
+		esac; done; \
 	fi
 
 # Compile bpf/*.c with clang through bpf2go: every go:generate directive
