@@ -108,10 +108,10 @@ func (p *pkg) calls(visit func(file string, x ast.Expr, name string)) {
 // The read side: what operators see is built from the snapshot only.
 var readSide = map[string][]string{
 	// package: the module packages it may import
-	"cmd/xlbctl":      {"pkg/buildinfo", "pkg/status/api"},
-	"pkg/status":      {"pkg/buildinfo", "pkg/snapshot", "pkg/status/api"},
+	"cmd/xlbctl":      {"pkg/buildinfo", "pkg/config", "pkg/status/api"},
+	"pkg/status":      {"pkg/buildinfo", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
 	"pkg/status/api":  {},
-	"pkg/metrics":     {"pkg/buildinfo", "pkg/dataplane", "pkg/maintenance", "pkg/snapshot", "pkg/status/api"},
+	"pkg/metrics":     {"pkg/buildinfo", "pkg/dataplane", "pkg/maintenance", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
 	"pkg/snapshot":    {"pkg/backend", "pkg/config", "pkg/configwatch", "pkg/dataplane", "pkg/maintenance", "pkg/status/api"},
 	"pkg/configwatch": {"pkg/config"},
 }
@@ -264,9 +264,10 @@ func TestOnlyTheReaperDeletes(t *testing.T) {
 
 // Data flows one way: only cmd/xlb imports the process, and production
 // code never imports the test harnesses (test/, internal/testnet,
-// internal/kubefake, dptest, the benchmark floor, pkg/bgp/birdtest).
+// internal/kubefake, internal/webtest, dptest, the benchmark floor,
+// pkg/bgp/birdtest).
 func TestImportDirection(t *testing.T) {
-	harnesses := []string{"internal/testnet", "internal/kubefake", "pkg/dataplane/dptest", "pkg/bgp/birdtest"}
+	harnesses := []string{"internal/testnet", "internal/kubefake", "pkg/dataplane/dptest", "pkg/bgp/birdtest", "internal/webtest"}
 	for _, p := range tree(t) {
 		for _, im := range p.internal() {
 			switch {

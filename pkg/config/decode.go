@@ -164,6 +164,7 @@ func (d *decoder) decodeAdmin(n *yaml.Node, path string, a *Admin) {
 	d.mapping(n, path, []field{
 		{"address", func(n *yaml.Node, p string) { d.setAddr(n, p, &a.Address) }},
 		{"port", func(n *yaml.Node, p string) { d.setPort(n, p, &a.Port) }},
+		{"web_config_file", d.into(&a.WebConfigFile)},
 		{"auth", func(n *yaml.Node, p string) {
 			a.Auth = &AdminAuth{}
 			d.mapping(n, p, []field{{"username", d.into(&a.Auth.Username)}})
@@ -171,11 +172,12 @@ func (d *decoder) decodeAdmin(n *yaml.Node, path string, a *Admin) {
 	})
 }
 
-// decodeListener reads {address, port}.
+// decodeListener reads {address, port, web_config_file}.
 func (d *decoder) decodeListener(n *yaml.Node, path string, l *Listener) {
 	d.mapping(n, path, []field{
 		{"address", func(n *yaml.Node, p string) { d.setAddr(n, p, &l.Address) }},
 		{"port", func(n *yaml.Node, p string) { d.setPort(n, p, &l.Port) }},
+		{"web_config_file", d.into(&l.WebConfigFile)},
 	})
 }
 

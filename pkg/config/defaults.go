@@ -19,7 +19,7 @@ const (
 	DefaultMode            = ModeNAT
 	DefaultOrphanTTL       = maintenance.DefaultOrphanTTL // DESIGN §1, seed "Inactive connection cleanup"
 	DefaultShutdownTimeout = 15 * time.Second             // DESIGN §1, seed "XLB shutdown behavior"
-	DefaultAdminPort       = 9090
+	DefaultAdminPort       = 8642                         // issue 16: not 9090 (Prometheus, Cockpit) nor 9091..9999 (the Prometheus wiki's exporter ports)
 	DefaultMetricsPort     = 9642
 	DefaultXDPMode         = XDPModeAuto
 	DefaultSNATPortLo      = 40000
@@ -68,6 +68,11 @@ const (
 	// MaxNameLen bounds name and backend names, which label metrics and
 	// status; long enough for any Kubernetes object name (253).
 	MaxNameLen = 253
+
+	// MaxBackends bounds len(provider.static.backends): the data path has
+	// 1024 backend ids and holds at most that many routable backends
+	// (bpf/layout.h XLB_MAX_BACKENDS).
+	MaxBackends = int(dataplane.MaxBackends)
 
 	// MaxInterfaceName is the longest Linux interface name (IFNAMSIZ-1).
 	MaxInterfaceName = 15

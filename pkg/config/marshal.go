@@ -58,9 +58,9 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 		"orphan_ttl_secs", m.seconds("orphan_ttl_secs", c.OrphanTTL),
 		"shutdown_timeout", m.seconds("shutdown_timeout", c.ShutdownTimeout),
 		"admin", m.admin(c.Admin),
-		"metrics", mapNode(
+		"metrics", withWebConfig(mapNode(
 			"address", m.addr("metrics.address", c.Metrics.Address),
-			"port", integer(c.Metrics.Port)),
+			"port", integer(c.Metrics.Port)), c.Metrics.WebConfigFile),
 		"interfaces", strList(c.Interfaces),
 		"xdp_mode", str(c.XDPMode),
 		"snat", mapNode(
@@ -116,11 +116,19 @@ func (m *marshaler) provider(p Provider) *yaml.Node {
 }
 
 func (m *marshaler) admin(a Admin) *yaml.Node {
-	n := mapNode(
+	n := withWebConfig(mapNode(
 		"address", m.addr("admin.address", a.Address),
-		"port", integer(a.Port))
+		"port", integer(a.Port)), a.WebConfigFile)
 	if a.Auth != nil {
 		n.Content = append(n.Content, str("auth"), mapNode("username", str(a.Auth.Username)))
+	}
+	return n
+}
+
+// withWebConfig adds a listener's web_config_file to n when it is set.
+func withWebConfig(n *yaml.Node, file string) *yaml.Node {
+	if file != "" {
+		n.Content = append(n.Content, str("web_config_file"), str(file))
 	}
 	return n
 }

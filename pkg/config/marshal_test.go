@@ -84,7 +84,7 @@ orphan_ttl_secs: 300
 shutdown_timeout: 15
 admin:
   address: 127.0.0.1
-  port: 9090
+  port: 8642
 metrics:
   address: 0.0.0.0
   port: 9642

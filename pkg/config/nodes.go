@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
+	"regexp"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -159,8 +161,22 @@ func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
 }
 
 // integer decodes an integer scalar within [lo, hi]; unit, when not empty,
-// follows the bounds in the message.
+// follows the bounds in the message. An unquoted integer literal beyond
+// 64 bits (which YAML resolves to a float, a string for 0x, 0o and 0b
+// forms, or an int that overflows int64) is reported as such, with the
+// bounds.
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64, unit string) (int64, bool) {
+	if n.Kind == yaml.ScalarNode && n.Style == 0 && integerLiteral.MatchString(n.Value) {
+		var v int64
+		if n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+			msg := fmt.Sprintf("must be between %d and %d%s, got %s, which overflows a 64-bit integer", lo, hi, unit, n.Value)
+			if lo == math.MinInt64 && hi == math.MaxInt64 {
+				msg = fmt.Sprintf("%s overflows a 64-bit integer", n.Value)
+			}
+			d.fail(n.Line, path, "%s", msg)
+			return 0, false
+		}
+	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		d.fail(n.Line, path, "must be an integer, got %s", describe(n))
 		return 0, false
@@ -176,6 +192,10 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64, unit string) 
 	}
 	return v, true
 }
+
+// integerLiteral matches the integer forms YAML reads (decimal, 0x, 0o,
+// 0b, with '_' separators), of any size.
+var integerLiteral = regexp.MustCompile(`^[-+]?([0-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+)$`)
 
 // port decodes a TCP port, 1..65535 (DESIGN §1).
 func (d *decoder) port(n *yaml.Node, path string) (uint16, bool) {

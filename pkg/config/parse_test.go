@@ -34,7 +34,7 @@ func TestDefaults(t *testing.T) {
 		{"mode", d.Mode, "nat"},
 		{"orphan_ttl_secs", d.OrphanTTL, 300 * time.Second},
 		{"shutdown_timeout", d.ShutdownTimeout, 15 * time.Second},
-		{"admin", d.Admin, Admin{Address: netip.MustParseAddr("127.0.0.1"), Port: 9090}},
+		{"admin", d.Admin, Admin{Address: netip.MustParseAddr("127.0.0.1"), Port: 8642}},
 		{"metrics", d.Metrics, Listener{Address: netip.MustParseAddr("0.0.0.0"), Port: 9642}},
 		{"interfaces", len(d.Interfaces), 0},
 		{"xdp_mode", d.XDPMode, "auto"},

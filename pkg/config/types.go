@@ -51,7 +51,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// Admin is the listener for health, readiness, the status API and the
-	// console. YAML "admin"; default 127.0.0.1:9090 (DESIGN §1, §3).
+	// console. YAML "admin"; default 127.0.0.1:8642 (DESIGN §1, §3; until
+	// issue 16 it was 9090, which Prometheus and Cockpit use).
 	Admin Admin
 
 	// Metrics is the Prometheus listener. YAML "metrics"; default
@@ -160,6 +161,11 @@ type Listener struct {
 	Address netip.Addr
 	// Port is the TCP port, 1..65535.
 	Port uint16
+	// WebConfigFile is the absolute path of a Prometheus exporter-toolkit
+	// web configuration file (TLS, bcrypt basic_auth_users) for this
+	// listener; "" serves plain HTTP without auth. YAML "web_config_file";
+	// pkg/weblisten reads and checks the file (issue 16).
+	WebConfigFile string
 }
 
 // Admin is the admin listener and its optional basic authentication
@@ -167,6 +173,10 @@ type Listener struct {
 type Admin struct {
 	Address netip.Addr
 	Port    uint16
+	// WebConfigFile is the listener's exporter-toolkit web configuration
+	// file, as Listener.WebConfigFile; its basic_auth_users and Auth are
+	// two sources of users and cannot both be set (pkg/weblisten).
+	WebConfigFile string
 	// Auth, when set, enables basic authentication. The password comes
 	// only from the environment variable XLB_ADMIN_PASSWORD, never from the
 	// file; pkg/status (not this package) fails the daemon's startup when

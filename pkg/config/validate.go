@@ -25,6 +25,7 @@ func validate(c *Config, d *decoder) {
 	v.healthCheck()
 	v.admin()
 	v.listeners()
+	v.webConfigFiles()
 	v.interfaces()
 	v.xdpMode()
 	v.snat()
@@ -168,15 +169,18 @@ func (v *validator) provider() {
 	}
 }
 
-// static: at least one backend; IPs usable IPv4, not the listen address,
+// static: 1..MaxBackends backends; IPs usable IPv4, not the listen address,
 // unique; names non-empty and unique (DESIGN §1).
 func (v *validator) static(s *StaticProvider) {
 	const path = "provider.static.backends"
 	if v.failed(path) {
 		return
 	}
-	if len(s.Backends) == 0 {
+	switch n := len(s.Backends); {
+	case n == 0:
 		v.errorf(path, "at least 1 backend is required")
+	case n > MaxBackends:
+		v.errorf(path, "at most %d backends are supported (the data path's backend ids), got %d", MaxBackends, n)
 	}
 	ips := map[netip.Addr]int{}
 	names := map[string]int{}
@@ -277,7 +281,7 @@ func (v *validator) listeners() {
 	for _, l := range []struct {
 		path string
 		Listener
-	}{{"admin", Listener{a.Address, a.Port}}, {"metrics", m}} {
+	}{{"admin", Listener{Address: a.Address, Port: a.Port}}, {"metrics", m}} {
 		onListen := l.Address.IsUnspecified() || (!v.c.Listen.Auto && l.Address == v.c.Listen.IP)
 		if !onListen {
 			continue
@@ -286,6 +290,21 @@ func (v *validator) listeners() {
 			if pm.LocalPort == l.Port {
 				v.errorf(childPath(l.path, "port"), "%d is also ports[%d].local_port on the listen address; XDP would take these packets before the %s listener sees them", l.Port, i, l.path)
 			}
+		}
+	}
+}
+
+// webConfigFiles: a listener's web_config_file, when set, is an absolute
+// path (the daemon's working directory is not the config's); "" is the
+// same as leaving it out, for templates that render an unset one. Its contents
+// are pkg/weblisten's to check: this package reads no other file.
+func (v *validator) webConfigFiles() {
+	for _, l := range []struct{ path, file string }{
+		{"admin.web_config_file", v.c.Admin.WebConfigFile},
+		{"metrics.web_config_file", v.c.Metrics.WebConfigFile},
+	} {
+		if v.set[l.path] && l.file != "" && !filepath.IsAbs(l.file) {
+			v.errorf(l.path, "must be an absolute path, got %q", l.file)
 		}
 	}
 }

@@ -123,10 +123,10 @@ func TestValidationRules(t *testing.T) {
 		{"shutdown_timeout too long", minimal + "shutdown_timeout: 3601\n", `t.yaml:7: shutdown_timeout: must be between 0 and 3600 seconds, got 3601`},
 		{"shutdown_timeout float", minimal + "shutdown_timeout: 1.5\n", `t.yaml:7: shutdown_timeout: must be an integer, got number 1.5`},
 		{"orphan_ttl_secs too long", minimal + "orphan_ttl_secs: 604801\n", `t.yaml:7: orphan_ttl_secs: must be at most 604800 seconds (seven days), got 604801`},
-		{"orphan_ttl_secs beyond int64", minimal + "orphan_ttl_secs: 18446744073709551615\n", `t.yaml:7: orphan_ttl_secs: integer 18446744073709551615 is out of range`},
+		{"orphan_ttl_secs beyond int64", minimal + "orphan_ttl_secs: 18446744073709551615\n", `t.yaml:7: orphan_ttl_secs: 18446744073709551615 overflows a 64-bit integer`},
 		{"port boolean", minimal + "admin: {port: true}\n", `t.yaml:7: admin.port: must be an integer, got boolean true`},
 		{"port sequence", minimal + "admin: {port: [1]}\n", `t.yaml:7: admin.port: must be an integer, got a sequence`},
-		{"orphan_ttl_secs overflow", minimal + "orphan_ttl_secs: 99999999999999999999\n", `t.yaml:7: orphan_ttl_secs: must be an integer, got number 99999999999999999999`},
+		{"orphan_ttl_secs overflow", minimal + "orphan_ttl_secs: 99999999999999999999\n", `t.yaml:7: orphan_ttl_secs: 99999999999999999999 overflows a 64-bit integer`},
 
 		// admin and metrics listeners.
 		{"admin port 0", minimal + "admin: {port: 0}\n", `t.yaml:7: admin.port: must be between 1 and 65535, got 0`},
@@ -134,6 +134,8 @@ func TestValidationRules(t *testing.T) {
 		{"admin port not an integer", minimal + "admin:\n  port: eighty\n", `t.yaml:8: admin.port: must be an integer, got string "eighty"`},
 		{"admin port quoted", minimal + "admin:\n  port: \"9090\"\n", `t.yaml:8: admin.port: must be an integer, got string "9090"`},
 		{"admin address not an address", minimal + "admin: {address: localhost}\n", `t.yaml:7: admin.address: "localhost" is not an IP address`},
+		{"admin web config file relative", minimal + "admin:\n  web_config_file: web.yml\n", `t.yaml:8: admin.web_config_file: must be an absolute path, got "web.yml"`},
+		{"metrics web config file relative", minimal + "metrics:\n  web_config_file: ./web.yml\n", `t.yaml:8: metrics.web_config_file: must be an absolute path, got "./web.yml"`},
 		{"admin and metrics same address and port", minimal + "admin: {address: 10.0.0.5, port: 9000}\nmetrics: {address: 10.0.0.5, port: 9000}\n",
 			`t.yaml:8: metrics.port: 10.0.0.5:9000 overlaps admin 10.0.0.5:9000; admin and metrics need different ports`},
 		{"metrics unspecified overlaps admin", minimal + "admin: {port: 9642}\n",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/metrics"
 	"github.com/xlbproject/xlb/pkg/status"
+	"github.com/xlbproject/xlb/pkg/weblisten"
 )
 
 // listeners are the admin (status) and metrics HTTP servers. They start
@@ -32,10 +33,17 @@ type listeners struct {
 	stopErr   error
 }
 
-// startListeners binds both listeners (a bind failure fails startup) and
-// serves them in the background. Both read only d.store.
+// startListeners binds both listeners (a bind failure fails startup, and
+// so does an invalid web config file) and serves them in the background.
+// Both read only d.store. A listener inherited from a hot-upgrade
+// predecessor is a plain TCP socket: this process applies its own web
+// config file to it (TLS included).
 func (d *runner) startListeners() (*listeners, error) {
 	c := d.cfg
+	web, warnings, err := weblisten.OpenListeners(c, d.log)
+	if err != nil {
+		return nil, err
+	}
 	var user, pw string
 	if c.Admin.Auth != nil {
 		user = c.Admin.Auth.Username
@@ -44,13 +52,12 @@ func (d *runner) startListeners() (*listeners, error) {
 			return nil, err
 		}
 	}
-	for _, w := range status.ListenerWarnings(c.Admin.Address, user != "") {
+	for _, w := range warnings {
 		d.log.Warn(w)
 	}
 	l := &listeners{}
-	var err error
 	l.admin, err = status.New(status.Options{Address: c.Admin.Address, Port: c.Admin.Port, Store: d.store,
-		Username: user, Password: pw, Log: d.log.WithField("component", "status"), Drain: d.drain})
+		Username: user, Password: pw, WebConfig: web.Admin, Log: d.log.WithField("component", "status"), Drain: d.drain})
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +69,7 @@ func (d *runner) startListeners() (*listeners, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.metrics, err = metrics.New(metrics.Options{Store: d.store, Log: d.log.WithField("component", "metrics")})
+	l.metrics, err = metrics.New(metrics.Options{Store: d.store, WebConfig: web.Metrics, Log: d.log.WithField("component", "metrics")})
 	if err != nil {
 		adminLn.Close()
 		return nil, err
@@ -80,7 +87,8 @@ func (d *runner) startListeners() (*listeners, error) {
 		return nil, err
 	}
 	l.adminLn, l.metricsLn = adminLn, metricsLn
-	d.log.WithFields(map[string]any{"admin": adminLn.Addr().String(), "metrics": metricsLn.Addr().String()}).Info("listeners bound")
+	d.log.WithFields(map[string]any{"admin": adminLn.Addr().String(), "metrics": metricsLn.Addr().String(),
+		"admin_tls": web.Admin.TLS(), "metrics_tls": web.Metrics.TLS()}).Info("listeners bound")
 	return l, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/snapshot"
+	"github.com/xlbproject/xlb/pkg/weblisten"
 )
 
 // Options configure a Server.
@@ -26,6 +27,10 @@ type Options struct {
 	Log logrus.FieldLogger
 	// Now is the clock for readiness and sample age; default time.Now.
 	Now func() time.Time
+	// WebConfig is the listener's exporter-toolkit web configuration file
+	// (config metrics.web_config_file): TLS, basic_auth_users, headers and
+	// rate_limit over every path; nil serves plain HTTP without auth.
+	WebConfig *weblisten.File
 }
 
 // Server is the metrics listener: /metrics (the XLB collectors plus the
@@ -76,9 +81,9 @@ func New(o Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metricsHandler)
 	mux.Handle("GET /{$}", landingPage(o.Store))
-	s.handler = mux
+	s.handler = o.WebConfig.Guard(mux, nil)
 	s.srv = &http.Server{
-		Handler:           mux,
+		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -91,11 +96,13 @@ func New(o Options) (*Server, error) {
 // embedding in another listener.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Serve serves on ln until Shutdown; it returns nil after Shutdown and the
-// listener's error otherwise. ln is closed on return.
+// Serve serves on ln (bound by the daemon or inherited from a hot-upgrade
+// predecessor), with TLS when the web config file sets it, until
+// Shutdown; it returns nil after Shutdown and the listener's error
+// otherwise. ln is closed on return.
 func (s *Server) Serve(ln net.Listener) error {
-	s.opts.Log.WithField("address", ln.Addr().String()).Info("metrics listener serving /metrics")
-	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	s.opts.Log.WithFields(logrus.Fields{"address": ln.Addr().String(), "tls": s.opts.WebConfig.TLS()}).Info("metrics listener serving /metrics")
+	if err := s.opts.WebConfig.Serve(s.srv, ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"os"
 
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -29,24 +28,12 @@ func PasswordFromEnv(username string) (string, error) {
 	return pw, nil
 }
 
-// ListenerWarnings returns the warnings the daemon logs at startup for an
-// admin listener on addr: none on a loopback address; on
-// any other address (0.0.0.0 included) one warning, stronger when auth is
-// off. An invalid addr yields none.
-func ListenerWarnings(addr netip.Addr, authOn bool) []string {
-	addr = addr.Unmap()
-	if !addr.IsValid() || addr.IsLoopback() {
-		return nil
-	}
-	if authOn {
-		return []string{fmt.Sprintf(
-			"admin listener on non-loopback address %s uses HTTP Basic auth without TLS: "+
-				"the credentials cross the network in cleartext; bind admin.address to 127.0.0.1 or put a TLS proxy in front", addr)}
-	}
-	return []string{fmt.Sprintf(
-		"admin listener on non-loopback address %s has NO authentication: "+
-			"anyone who can reach it sees backend names, addresses and traffic counts; "+
-			"bind admin.address to 127.0.0.1, or set admin.auth.username with %s and put a TLS proxy in front", addr, api.EnvAdminPassword)}
+// isProbe says whether r asks for /healthz or /readyz, which stay open
+// without auth whatever secures the listener (DESIGN §3): health checkers,
+// the Ansible role's verify step and load balancers poll them, and they
+// tell only whether the instance serves and why it is not ready.
+func isProbe(r *http.Request) bool {
+	return r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
 }
 
 // basicAuth guards next with HTTP Basic auth. Username and password are

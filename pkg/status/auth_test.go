@@ -2,7 +2,6 @@ package status
 
 import (
 	"net/http"
-	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -90,28 +89,5 @@ func TestPasswordFromEnvUnset(t *testing.T) {
 	}
 	if _, err := PasswordFromEnv("operator"); err == nil || !strings.Contains(err.Error(), "XLB_ADMIN_PASSWORD is not set") {
 		t.Errorf("unset variable: err = %v", err)
-	}
-}
-
-func TestListenerWarnings(t *testing.T) {
-	for _, a := range []string{"127.0.0.1", "127.0.0.53", "::1", "::ffff:127.0.0.1"} {
-		for _, auth := range []bool{false, true} {
-			if w := ListenerWarnings(netip.MustParseAddr(a), auth); len(w) != 0 {
-				t.Errorf("%s auth=%v: warnings %q, want none", a, auth, w)
-			}
-		}
-	}
-	for _, a := range []string{"0.0.0.0", "192.0.2.10", "::"} {
-		addr := netip.MustParseAddr(a)
-		w := ListenerWarnings(addr, true)
-		if len(w) != 1 || !strings.Contains(w[0], "cleartext") || !strings.Contains(w[0], "TLS proxy") ||
-			!strings.Contains(w[0], "loopback") || !strings.Contains(w[0], a) {
-			t.Errorf("%s with auth: %q", a, w)
-		}
-		w = ListenerWarnings(addr, false)
-		if len(w) != 1 || !strings.Contains(w[0], "NO authentication") ||
-			!strings.Contains(w[0], "backend names, addresses and traffic counts") || !strings.Contains(w[0], a) {
-			t.Errorf("%s without auth: %q", a, w)
-		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
+	"github.com/xlbproject/xlb/pkg/weblisten"
 )
 
 // Options configure a Server.
@@ -37,6 +38,11 @@ type Options struct {
 	// required (PasswordFromEnv).
 	Username string
 	Password string
+	// WebConfig is the listener's exporter-toolkit web configuration file
+	// (config admin.web_config_file): TLS, basic_auth_users, headers and
+	// rate_limit; nil serves plain HTTP. Its users guard what Username
+	// does; New refuses both at once. /healthz and /readyz stay open.
+	WebConfig *weblisten.File
 	// Log receives server errors; logrus.StandardLogger() when nil.
 	Log logrus.FieldLogger
 	// Now is the clock for readiness and ages; time.Now when nil (tests).
@@ -66,6 +72,9 @@ func New(opts Options) (*Server, error) {
 		if opts.Password == "" {
 			return nil, fmt.Errorf("status: admin username %q set but the password is empty (%s)", opts.Username, api.EnvAdminPassword)
 		}
+		if opts.WebConfig.Users() {
+			return nil, fmt.Errorf("status: admin username %q set and %s has basic_auth_users: keep one source of users", opts.Username, opts.WebConfig.Path())
+		}
 	}
 	if opts.Log == nil {
 		opts.Log = logrus.StandardLogger()
@@ -78,7 +87,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Username != "" {
 		auth = newBasicAuth(opts.Username, opts.Password)
 	}
-	s.handler = s.routes(auth)
+	s.handler = opts.WebConfig.Guard(s.routes(auth), isProbe)
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -112,10 +121,12 @@ func (s *Server) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves on ln until Shutdown; it returns nil after Shutdown and the
-// listener's error otherwise.
+// Serve serves on ln (bound by Listen or inherited from a hot-upgrade
+// predecessor), with TLS when the web config file sets it, until
+// Shutdown; it returns nil after Shutdown and the listener's error
+// otherwise.
 func (s *Server) Serve(ln net.Listener) error {
-	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := s.opts.WebConfig.Serve(s.srv, ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

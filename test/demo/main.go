@@ -125,7 +125,7 @@ func run(binary, ctl string, n, parallel int, verbose bool) error {
 	// let one maintenance cycle see the closed connections, then ask xlb
 	time.Sleep(1500 * time.Millisecond)
 	for _, cmd := range [][]string{{"status"}, {"backends"}, {"flows"}} {
-		fmt.Printf("== xlbctl %s (inside %s, admin API on 127.0.0.1:9090)\n", cmd[0], l.XLB.NS)
+		fmt.Printf("== xlbctl %s (inside %s, admin API on 127.0.0.1:8642)\n", cmd[0], l.XLB.NS)
 		out, err := l.XLB.Command(context.Background(), ctl, cmd...).CombinedOutput()
 		fmt.Print(indent(string(out)))
 		if err != nil {

@@ -44,7 +44,7 @@ func get(t testing.TB, h *lab.Host, url, user, pass string) (int, http.Header, s
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-const adminURL = "http://127.0.0.1:9090"
+const adminURL = "http://127.0.0.1:8642"
 
 func statusDoc(t testing.TB, l *lab.Lab) api.Document {
 	t.Helper()
@@ -167,7 +167,7 @@ func TestStatusAndMetrics(t *testing.T) {
 
 	fams := scrape(t, l)
 	want := map[string][]string{ // DESIGN §4: name -> label names
-		"xlb_build_info": {"revision", "version"}, "xlb_connections_active": nil, "xlb_connections_timewait": nil,
+		"xlb_build_info": {"branch", "goarch", "goos", "goversion", "revision", "tags", "version"}, "xlb_connections_active": nil, "xlb_connections_timewait": nil,
 		"xlb_connections_opened_total": nil, "xlb_connections_closed_total": {"initiator", "reason"},
 		"xlb_connections_orphaned_total": nil, "xlb_backends": {"state"},
 		"xlb_backend_connections_active": {"backend"}, "xlb_backend_connections_opened_total": {"backend"},
@@ -228,7 +228,7 @@ func TestStatusAndMetrics(t *testing.T) {
 // without XLB_ADMIN_PASSWORD the daemon refuses to start.
 func TestAdminAuth(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
-	cfg := labConfig(l, "admin:\n  address: 127.0.0.1\n  port: 9090\n  auth:\n    username: operator\n")
+	cfg := labConfig(l, "admin:\n  address: 127.0.0.1\n  port: 8642\n  auth:\n    username: operator\n")
 
 	p, err := startXLBEnv(t, l, cfg, nil)
 	if err != nil {

@@ -28,7 +28,7 @@ const listenAddr = "192.0.2.10:80"
 // labConfig is /etc/xlb/xlb.yaml for the booted host: the one-arm lab,
 // listen 192.0.2.10:80, the lab's backends with the given indices (all of
 // them when none is given) on 8080 as backend-1, backend-2, ..., admin and
-// metrics on their defaults (127.0.0.1:9090, 0.0.0.0:9642), the default
+// metrics on their defaults (127.0.0.1:8642, 0.0.0.0:9642), the default
 // state_dir (/sys/fs/bpf/xlb, in the container's own bpffs).
 func labConfig(l *lab.Lab, backends ...int) string {
 	if len(backends) == 0 {
@@ -179,7 +179,7 @@ func prefixEach(p string, xs []string) []string {
 func (h *host) get(path string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:9090"+path, nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8642"+path, nil)
 	resp, err := h.http.Do(req)
 	if err != nil {
 		return 0, "", err
