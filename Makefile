@@ -4,8 +4,10 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH   ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X github.com/xlbproject/xlb/pkg/buildinfo.Version=$(VERSION) \
-            -X github.com/xlbproject/xlb/pkg/buildinfo.Revision=$(REVISION)
+            -X github.com/xlbproject/xlb/pkg/buildinfo.Revision=$(REVISION) \
+            -X github.com/xlbproject/xlb/pkg/buildinfo.Branch=$(BRANCH)
 GO       ?= go
 BIN      := bin
 
@@ -15,12 +17,14 @@ BIN      := bin
 # SYN flood) and iptables (the kernel-NAT reference of the churn
 # benchmark) serve the lab tests of test/e2e; bird2 is the real BGP router
 # pkg/bgp's tests peer with (each test runs its own bird in a namespace);
-# prometheus brings promtool, which checks observability/'s alert rules.
+# prometheus brings promtool, which checks observability/'s alert rules;
+# chromium (headless) renders the admin console in a lab test; curl checks
+# the secured listeners (TLS, basic auth) as a client would.
 # Both packages come with a service Debian starts on install: deps installs
 # with a policy-rc.d that refuses to start services (unless the host has
 # one), then disables the services of the packages it installed
 # (DEPS_SERVICES), so nothing listens on the host after it.
-APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables bird2 prometheus
+APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables bird2 prometheus chromium curl
 DEPS_SERVICES := bird2:bird.service prometheus:prometheus.service
 
 .PHONY: all build deps generate check-generated vet test test-unit test-e2e bench demo clean

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -13,15 +11,13 @@ import (
 
 // reload is `xlb reload --pid PID`: the unit's ExecReload=.
 func reload(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("xlb reload", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	pid := fs.Int("pid", 0, "pid of the running xlb (systemd: $MAINPID)")
-	timeout := fs.Duration("timeout", 80*time.Second, "how long to wait for the new process to take over")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage:\n  xlb reload --pid PID [--timeout DURATION]\n\nHands the running xlb over to the binary on disk, which re-reads xlb.yaml (SIGUSR2),\nand waits: exit 0 when the new process took over, 1 when the hand-off failed\n(the running xlb keeps serving).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if code, done := parseFlags(fs, args); done {
+	c := newCommand("xlb reload", "xlb reload --pid PID [--timeout DURATION]",
+		"Hands the running xlb over to the binary on disk, which re-reads xlb.yaml (SIGUSR2),\n"+
+			"and waits: exit 0 when the new process took over, 1 when the hand-off failed\n"+
+			"(the running xlb keeps serving).")
+	pid := c.fs.Int("pid", 0, "`PID` of the running xlb (systemd: $MAINPID)")
+	timeout := c.fs.Duration("timeout", 80*time.Second, "how long to wait for the new process to take over (a Go `DURATION`)")
+	if code, done := c.parse(args, 0, stdout, stderr); done {
 		return code
 	}
 	newPID, err := daemon.Reload(*pid, *timeout)
@@ -35,10 +31,12 @@ func reload(args []string, stdout, stderr io.Writer) int {
 
 // mountBPFFS is `xlb mount-bpffs --config FILE`: the unit's ExecStartPre=.
 func mountBPFFS(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("xlb mount-bpffs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "/etc/xlb/xlb.yaml", "path of the config file whose state_dir needs a bpffs")
-	if code, done := parseFlags(fs, args); done {
+	c := newCommand("xlb mount-bpffs", "xlb mount-bpffs [--config FILE]",
+		"Mounts a bpffs at the parent of the config's state_dir when none is there, so that\n"+
+			"pinned state outlives the process (the unit's ExecStartPre=). A config that does\n"+
+			"not load mounts nothing and is left to the daemon's start to report.")
+	cfgPath := c.fs.String("config", "/etc/xlb/xlb.yaml", "path of the config `FILE` whose state_dir needs a bpffs")
+	if code, done := c.parse(args, 0, stdout, stderr); done {
 		return code
 	}
 	cfg, _, err := config.Load(*cfgPath)
@@ -57,21 +55,4 @@ func mountBPFFS(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "xlb mount-bpffs: mounted a bpffs for %s\n", cfg.StateDir)
 	}
 	return 0
-}
-
-// parseFlags parses a subcommand's flags; done reports that the caller
-// returns code (help, a bad flag or a stray argument).
-func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, true
-		}
-		return 2, true
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		fs.Usage()
-		return 2, true
-	}
-	return 0, false
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"runtime"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ type instanceCollector struct {
 
 func newInstanceCollector(now func() time.Time) *instanceCollector {
 	c := &instanceCollector{now: now}
-	c.buildInfo = c.add("xlb_build_info", "A metric with a constant '1' value labeled by the version and VCS revision xlb was built from.", "version", "revision")
+	c.buildInfo = c.add("xlb_build_info", "A metric with a constant '1' value labeled by version, revision, branch, goversion from which xlb was built, and the goos and goarch for the build (the labels of client_golang's version collector; tags: the Go build tags).", buildInfoLabels...)
 	c.serviceInfo = c.add("xlb_service_info", "A metric with a constant '1' value labeled by the service name from xlb.yaml (name).", "name")
 	c.lifecycle = c.add("xlb_lifecycle_state", "Lifecycle state of the instance: 1 for the current state ("+lifecycleNames()+"), 0 for the others.", "state")
 	c.ready = c.add("xlb_ready", "1 when /readyz answers 200, 0 otherwise (the reason is in /readyz and the status API).")
@@ -47,7 +48,7 @@ func newInstanceCollector(now func() time.Time) *instanceCollector {
 
 // update implements collector; xlb_build_info needs no snapshot.
 func (c *instanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Metric) error {
-	gauge(ch, c.buildInfo, 1, buildinfo.Version, buildinfo.Revision)
+	gauge(ch, c.buildInfo, 1, buildinfo.Version, buildinfo.Revision, buildinfo.Branch, buildinfo.GoVersion, runtime.GOOS, runtime.GOARCH, buildinfo.Tags())
 	if s == nil {
 		return errNoData
 	}
@@ -72,6 +73,11 @@ func (c *instanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	}
 	return nil
 }
+
+// buildInfoLabels are xlb_build_info's labels, in update's order: those of
+// client_golang's collectors/version, from prometheus/common/version's
+// fields (pkg/buildinfo fills them in).
+var buildInfoLabels = []string{"version", "revision", "branch", "goversion", "goos", "goarch", "tags"}
 
 // lifecycleNames lists the lifecycle states for xlb_lifecycle_state's help.
 func lifecycleNames() string {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"math"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -23,7 +24,7 @@ var designMetrics = []struct {
 	typ    dto.MetricType
 	labels []string
 }{
-	{"xlb_build_info", dto.MetricType_GAUGE, []string{"revision", "version"}},
+	{"xlb_build_info", dto.MetricType_GAUGE, []string{"branch", "goarch", "goos", "goversion", "revision", "tags", "version"}},
 	{"xlb_connections_active", dto.MetricType_GAUGE, nil},
 	{"xlb_connections_timewait", dto.MetricType_GAUGE, nil},
 	{"xlb_connections_opened_total", dto.MetricType_COUNTER, nil},
@@ -227,7 +228,8 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_flow_pair_invariant_violations_total", nil, float64(liveCounters.InvariantViolations+x.InvariantRepairs))
 	check("xlb_scrape_collector_success", L{"collector": "dataplane"}, 1)
 	// Instance.
-	check("xlb_build_info", L{"version": buildinfo.Version, "revision": buildinfo.Revision}, 1)
+	check("xlb_build_info", L{"version": buildinfo.Version, "revision": buildinfo.Revision, "branch": buildinfo.Branch,
+		"goversion": runtime.Version(), "goos": runtime.GOOS, "goarch": runtime.GOARCH, "tags": buildinfo.Tags()}, 1)
 	check("xlb_service_info", L{"name": "web-lb"}, 1)
 	check("xlb_xdp_attached", L{"interface": "eth0", "mode": "native"}, 1)
 	check("xlb_xdp_attached", L{"interface": "eth1", "mode": "generic"}, 1)

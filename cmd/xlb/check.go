@@ -1,0 +1,126 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/status/api"
+	"github.com/xlbproject/xlb/pkg/weblisten"
+)
+
+var checkAbout = fmt.Sprintf(`Validates FILE (or standard input, "-"), prints the effective config (defaults
+filled in) on stdout and exits 0, or prints every error with its file, line and
+field on stderr and exits 1. Warnings go to stderr either way.
+
+It checks what xlb's start checks, the data path's limits among them: at most
+%d backends, %d port mappings and %d flow_table.max_connections; ports
+1-65535; numbers too large for 64 bits are reported as such.
+
+--env-file names the service's environment file (the unit's EnvironmentFile=,
+/etc/default/xlb or /etc/sysconfig/xlb), read as systemd reads it; repeat it
+for several, later files overriding earlier ones. Then the check fails, as the
+daemon's start would, when admin.auth is set without XLB_ADMIN_PASSWORD, when a
+BGP peer's password_env is empty or unset, or when XLB_DISABLE_FEATURES names
+an unknown feature; lines systemd would ignore are warnings. Without
+--env-file the environment is not checked.`, config.MaxBackends, config.MaxPortMappings, config.MaxFlowConnections)
+
+// stdinSource names standard input in messages ("stdin:7: ports: ...").
+const stdinSource = "stdin"
+
+// check is `xlb check [--env-file FILE]... [--config] FILE|-`.
+func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := newCommand("xlb check", "xlb check [--env-file FILE]... [--config] FILE|-", checkAbout)
+	cfgPath := c.fs.String("config", "/etc/xlb/xlb.yaml", "path of the config `FILE` to check, - for standard input (or give it as the argument)")
+	var envFiles fileList
+	c.fs.Var(&envFiles, "env-file", "check the environment the service gets from `FILE` too (repeatable)")
+	if code, done := c.parse(args, 1, stdout, stderr); done {
+		return code
+	}
+	path := *cfgPath
+	if c.fs.NArg() == 1 {
+		if flagSet(c.fs, "config") {
+			return c.fail(stderr, "unexpected argument %q (the config is --config %s)", c.fs.Arg(0), path)
+		}
+		path = c.fs.Arg(0)
+	}
+	data, source, err := readConfig(path, stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	cfg, warnings, cfgErr := config.Parse(data, source)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	env, envWarnings, envErr := loadEnv(envFiles)
+	for _, w := range envWarnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	var listenErr error
+	if cfgErr == nil {
+		// The web config files, opened as the start opens them, and the
+		// warnings it logs about listeners reachable without auth.
+		var listenWarnings []string
+		_, listenWarnings, listenErr = weblisten.OpenListeners(cfg, nil)
+		for _, w := range listenWarnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	}
+	var errs []string
+	for _, err := range []error{cfgErr, envErr, listenErr} {
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	switch {
+	case cfgErr != nil || envErr != nil || listenErr != nil:
+	case len(envFiles) > 0:
+		errs = append(errs, env.check(cfg, source)...)
+	case cfg.Admin.Auth != nil:
+		fmt.Fprintf(stderr, "warning: admin.auth is set: xlb starts only with %s in its environment; check that with --env-file /etc/default/xlb\n", api.EnvAdminPassword)
+	}
+	if len(errs) > 0 {
+		fmt.Fprintln(stderr, strings.Join(errs, "\n"))
+		return 1
+	}
+	out, err := cfg.Marshal()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	stdout.Write(out)
+	return 0
+}
+
+// readConfig reads the config at path, standard input for "-", and the
+// source name its messages use.
+func readConfig(path string, stdin io.Reader) ([]byte, string, error) {
+	if path == "-" {
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, "", fmt.Errorf("config: reading standard input: %w", err)
+		}
+		return data, stdinSource, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: %w", err)
+	}
+	return data, path, nil
+}
+
+// fileList is a repeatable flag of file paths.
+type fileList []string
+
+var _ flag.Value = (*fileList)(nil)
+
+func (l *fileList) String() string { return strings.Join(*l, ",") }
+
+func (l *fileList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// minimal is a small valid config: local_port on line 2; appended fields
+// start on line 4.
+const minimal = `ports:
+  - local_port: 80
+provider: {static: {backends: [{ip: 198.51.100.11}]}}
+`
+
+// withoutExposure drops the warnings about listeners reachable beyond
+// loopback without auth from a check's stderr: the configs of these tests
+// keep the metrics listener's default 0.0.0.0 (TestCheckListenerWarnings
+// checks those warnings).
+func withoutExposure(stderr string) string {
+	var keep []string
+	for _, l := range strings.SplitAfter(stderr, "\n") {
+		if !strings.Contains(l, "reachable beyond loopback without authentication") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "")
+}
+
+// withBackends is a config with n static backends (backends: on line 5).
+func withBackends(n int) string {
+	var b strings.Builder
+	b.WriteString("ports:\n  - local_port: 80\nprovider:\n  static:\n    backends:\n")
+	for i := range n {
+		j := i + 1
+		fmt.Fprintf(&b, "      - ip: 10.%d.%d.%d\n", j>>16&0xff, j>>8&0xff, j&0xff)
+	}
+	return b.String()
+}
+
+// withPorts is a config with n port mappings 1..n (ports: on line 1).
+func withPorts(n int) string {
+	var b strings.Builder
+	b.WriteString("ports:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - local_port: %d\n", 1+i)
+	}
+	b.WriteString("provider:\n  static:\n    backends:\n      - ip: 198.51.100.11\n")
+	return b.String()
+}
+
+// TestCheckLimits: xlb check enforces the data path's limits (bpf/layout.h
+// through pkg/dataplane: 1024 backends, 8 port mappings; flow_table's
+// 2^24 pairs; TCP ports) and says so with file, line and field; a number
+// beyond 64 bits is reported as an overflow with the field's bounds.
+func TestCheckLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       string // stderr; "" for a valid config
+	}{
+		{"1024 backends", withBackends(1024), ""},
+		{"1025 backends", withBackends(1025), "xlb.yaml:5: provider.static.backends: at most 1024 backends are supported (the data path's backend ids), got 1025"},
+		{"70000 backends", withBackends(70000), "xlb.yaml:5: provider.static.backends: at most 1024 backends are supported (the data path's backend ids), got 70000"},
+		{"8 port mappings", withPorts(8), ""},
+		{"9 port mappings", withPorts(9), "xlb.yaml:1: ports: at most 8 port mappings are supported, got 9"},
+		{"port 65535", strings.Replace(minimal, "80", "65535", 1), ""},
+		{"port 65536", strings.Replace(minimal, "80", "65536", 1), "xlb.yaml:2: ports[0].local_port: must be between 1 and 65535, got 65536"},
+		{"port 0", strings.Replace(minimal, "80", "0", 1), "xlb.yaml:2: ports[0].local_port: must be between 1 and 65535, got 0"},
+		{"port overflow", strings.Replace(minimal, "80", "99999999999999999999", 1),
+			"xlb.yaml:2: ports[0].local_port: must be between 1 and 65535, got 99999999999999999999, which overflows a 64-bit integer"},
+		{"port hex overflow", strings.Replace(minimal, "80", "0x10000000000000000", 1),
+			"xlb.yaml:2: ports[0].local_port: must be between 1 and 65535, got 0x10000000000000000, which overflows a 64-bit integer"},
+		{"a quoted number is a string", strings.Replace(minimal, "80", `"99999999999999999999"`, 1),
+			`xlb.yaml:2: ports[0].local_port: must be an integer, got string "99999999999999999999"`},
+		{"max_connections 2^24", minimal + "flow_table:\n  max_connections: 16777216\n", ""},
+		{"max_connections 2^24+1", minimal + "flow_table:\n  max_connections: 16777217\n",
+			"xlb.yaml:5: flow_table.max_connections: must be between 1 and 16777216, got 16777217"},
+		{"max_connections 0", minimal + "flow_table:\n  max_connections: 0\n",
+			"xlb.yaml:5: flow_table.max_connections: must be between 1 and 16777216, got 0"},
+		{"max_connections 2^32", minimal + "flow_table:\n  max_connections: 4294967296\n",
+			"xlb.yaml:5: flow_table.max_connections: must be between 1 and 16777216, got 4294967296"},
+		{"max_connections 2^64", minimal + "flow_table:\n  max_connections: 18446744073709551616\n",
+			"xlb.yaml:5: flow_table.max_connections: must be between 1 and 16777216, got 18446744073709551616, which overflows a 64-bit integer"},
+		{"max_connections negative overflow", minimal + "flow_table:\n  max_connections: -99999999999999999999\n",
+			"xlb.yaml:5: flow_table.max_connections: must be between 1 and 16777216, got -99999999999999999999, which overflows a 64-bit integer"},
+		{"orphan_ttl_secs overflow", minimal + "orphan_ttl_secs: 99999999999999999999\n",
+			"xlb.yaml:4: orphan_ttl_secs: 99999999999999999999 overflows a 64-bit integer"},
+		{"a float is not an integer", minimal + "shutdown_timeout: 1e3\n", "xlb.yaml:4: shutdown_timeout: must be an integer, got number 1e3"},
+		{"every error at once", strings.Replace(withBackends(1025), "80", "65536", 1) + "flow_table:\n  max_connections: 99999999999999999999\n",
+			"xlb.yaml:2: ports[0].local_port: must be between 1 and 65535, got 65536\n" +
+				"xlb.yaml:5: provider.static.backends: at most 1024 backends are supported (the data path's backend ids), got 1025\n" +
+				"xlb.yaml:1032: flow_table.max_connections: must be between 1 and 16777216, got 99999999999999999999, which overflows a 64-bit integer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "xlb.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errs bytes.Buffer
+			code := run([]string{"check", path}, &out, &errs)
+			got := strings.ReplaceAll(withoutExposure(errs.String()), dir+"/", "")
+			switch {
+			case tc.want == "" && (code != 0 || got != "" || !strings.Contains(out.String(), "local_port:")):
+				t.Errorf("exit %d, stderr %q, stdout %.200q; want a valid config", code, got, out.String())
+			case tc.want != "" && (code != 1 || got != tc.want+"\n" || out.Len() != 0):
+				t.Errorf("exit %d, stdout %.100q, stderr\n%s\nwant exit 1 and\n%s", code, out.String(), got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckStdin: "-" reads the config from standard input; messages name
+// it "stdin".
+func TestCheckStdin(t *testing.T) {
+	for _, tc := range []struct {
+		name, args, yaml string
+		code             int
+		stdout, stderr   string
+	}{
+		{"valid", "-", minimal, 0, "local_port: 80", ""},
+		{"valid by --config", "--config -", minimal, 0, "local_port: 80", ""},
+		{"invalid", "-", strings.Replace(minimal, "80", "65536", 1), 1, "", "stdin:2: ports[0].local_port: must be between 1 and 65535, got 65536\n"},
+		{"empty", "-", "", 1, "", "stdin: empty config\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			code := check(strings.Fields(tc.args), strings.NewReader(tc.yaml), &out, &errs)
+			if code != tc.code || !strings.Contains(out.String(), tc.stdout) || (tc.stdout == "" && out.Len() > 0) || withoutExposure(errs.String()) != tc.stderr {
+				t.Errorf("xlb check %s: exit %d, stdout %q, stderr %q; want %d, %q, %q", tc.args, code, out.String(), errs.String(), tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestCheckEnvFile: with --env-file, xlb check fails where the daemon's
+// start would on its environment (issue 16 item 1): admin.auth without a
+// password, a BGP peer's empty password_env, an unknown
+// XLB_DISABLE_FEATURES name. Values are read as systemd reads them, so a
+// quoted password with quotes and backslashes passes.
+func TestCheckEnvFile(t *testing.T) {
+	const auth = minimal + "admin:\n  auth:\n    username: ops\n"
+	const bgp = minimal + "bgp:\n  local_asn: 64512\n  peers:\n    - {address: 198.51.100.1, asn: 64513, password_env: XLB_BGP_PASSWORD}\n"
+	long := strings.Repeat("k", 81)
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string // the env files' contents; "<missing>" is a file not there
+		code       int
+		stderr     string // E is the env file, E2 the second one
+	}{
+		{"no auth, no password", minimal, []string{"# nothing\n"}, 0, ""},
+		{"auth, password set", auth, []string{"XLB_ADMIN_PASSWORD=s3cret\n"}, 0, ""},
+		{"auth, quoted password", auth, []string{`XLB_ADMIN_PASSWORD="a\"b'c\\d e"` + "\n"}, 0, ""},
+		{"auth, no password", auth, []string{"#XLB_ADMIN_PASSWORD=\n"}, 1,
+			`E: XLB_ADMIN_PASSWORD is not set, but xlb.yaml sets admin.auth.username "ops", so xlb would refuse to start`},
+		{"auth, empty password", auth, []string{"# x\nXLB_ADMIN_PASSWORD=\n"}, 1,
+			`E:2: XLB_ADMIN_PASSWORD is empty, but xlb.yaml sets admin.auth.username "ops", so xlb would refuse to start`},
+		{"auth, empty quotes", auth, []string{`XLB_ADMIN_PASSWORD=""` + "\n"}, 1,
+			`E:1: XLB_ADMIN_PASSWORD is empty, but xlb.yaml sets admin.auth.username "ops", so xlb would refuse to start`},
+		{"a later file overrides", auth, []string{"XLB_ADMIN_PASSWORD=x\n", "XLB_ADMIN_PASSWORD=\n"}, 1,
+			`E2:1: XLB_ADMIN_PASSWORD is empty, but xlb.yaml sets admin.auth.username "ops", so xlb would refuse to start`},
+		{"unset in both files", auth, []string{"A=1\n", "B=2\n"}, 1,
+			`E, E2: XLB_ADMIN_PASSWORD is not set, but xlb.yaml sets admin.auth.username "ops", so xlb would refuse to start`},
+		{"bgp password set", bgp, []string{"XLB_BGP_PASSWORD=md5key\n"}, 0, ""},
+		{"bgp password unset", bgp, []string{"\n"}, 1,
+			`E: XLB_BGP_PASSWORD is not set, but xlb.yaml names it in bgp.peers[0].password_env (198.51.100.1), so xlb would refuse to start`},
+		{"bgp password too long", bgp, []string{"XLB_BGP_PASSWORD=" + long + "\n"}, 1,
+			`E:1: XLB_BGP_PASSWORD: the password is 81 bytes, TCP MD5 takes at most 80`},
+		{"unknown feature", minimal, []string{"XLB_DISABLE_FEATURES=ringbuf,warp\n"}, 1, "E:1: XLB_DISABLE_FEATURES: "},
+		{"ignored line", minimal, []string{"export XLB_ADMIN_PASSWORD=x\n"}, 0,
+			`warning: E:1: ignored, as systemd ignores it: "export XLB_ADMIN_PASSWORD" is not a valid variable name`},
+		{"missing env file", minimal, []string{"<missing>"}, 1, "env file: open E: no such file or directory"},
+		{"config errors first", strings.Replace(auth, "80", "0", 1), []string{"\n"}, 1, "xlb.yaml:2: ports[0].local_port: must be between 1 and 65535, got 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "xlb.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"check"}
+			names := []string{"E", "E2"}
+			for i, content := range tc.env {
+				p := filepath.Join(dir, names[i])
+				if content != "<missing>" {
+					if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				args = append(args, "--env-file", p)
+			}
+			args = append(args, path)
+			var out, errs bytes.Buffer
+			code := run(args, &out, &errs)
+			got := strings.TrimSuffix(strings.ReplaceAll(withoutExposure(errs.String()), dir+"/", ""), "\n")
+			if code != tc.code || !strings.HasPrefix(got, tc.stderr) || (tc.stderr == "" && got != "") || (code == 0) != (out.Len() > 0) {
+				t.Errorf("exit %d, stderr\n%s\nwant exit %d, stderr starting\n%s", code, got, tc.code, tc.stderr)
+			}
+		})
+	}
+}
+
+// Without --env-file the environment is not checked, but a config with
+// admin.auth gets a warning that says how to check it.
+func TestCheckAuthWithoutEnvFileWarns(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := check([]string{"-"}, strings.NewReader(minimal+"admin:\n  auth:\n    username: ops\n"), &out, &errs)
+	if code != 0 || !strings.Contains(errs.String(), "warning: admin.auth is set: xlb starts only with XLB_ADMIN_PASSWORD in its environment; check that with --env-file /etc/default/xlb") {
+		t.Errorf("exit %d, stderr %q", code, errs.String())
+	}
+}
+
+// TestCheckListenerWarnings: xlb check opens the web config files as the
+// start does: it warns about a listener reachable beyond loopback without
+// auth and fails on a missing file.
+func TestCheckListenerWarnings(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "xlb.yaml")
+	if err := os.WriteFile(path, []byte(minimal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if code := run([]string{"check", path}, &out, &errs); code != 0 || !strings.Contains(errs.String(), "warning: metrics listener on 0.0.0.0 is reachable beyond loopback without authentication") {
+		t.Errorf("default metrics listener: exit %d, stderr %q", code, errs.String())
+	}
+	missing := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(path, []byte(minimal+"metrics:\n  web_config_file: "+missing+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errs.Reset()
+	if code := run([]string{"check", path}, &out, &errs); code != 1 || !strings.Contains(errs.String(), missing) || out.Len() != 0 {
+		t.Errorf("a missing web config file: exit %d, stdout %q, stderr %q", code, out.String(), errs.String())
+	}
+}
