@@ -21,26 +21,38 @@ type client struct {
 	url        string   // full URL of the status document
 	base       *url.URL // the admin listener, path prefix included
 	user, pass string   // HTTP Basic credentials when user != ""
+	from       string   // where the URL came from (target.from)
 	http       *http.Client
 }
 
 // statusPath is the status document under the admin URL (DESIGN §3).
 const statusPath = "api/v1/status"
 
-// newClient resolves the status URL under admin (a base URL such as
-// http://127.0.0.1:9090, or host:port; a path prefix is kept for proxies).
-func newClient(admin, user, pass string, timeout time.Duration) (*client, error) {
+// newClient resolves the status URL under t.url (a base URL such as
+// http://127.0.0.1:8642, or host:port; a path prefix is kept for
+// proxies). Errors: a URL that is not http(s)://host[:port][/prefix], a
+// pinned certificate that is not PEM.
+func newClient(t target, pass string, timeout time.Duration) (*client, error) {
+	admin := t.url
 	if !strings.Contains(admin, "://") {
 		admin = "http://" + admin
 	}
 	u, err := url.Parse(admin)
 	if err != nil {
-		return nil, fmt.Errorf("--admin %q: %w", admin, err)
+		return nil, fmt.Errorf("admin URL %q (%s): %w", admin, t.from, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--admin %q: want http://host:port", admin)
+		return nil, fmt.Errorf("admin URL %q (%s): want http://host:port", admin, t.from)
 	}
-	return &client{url: u.JoinPath(statusPath).String(), base: u, user: user, pass: pass, http: &http.Client{Timeout: timeout}}, nil
+	hc := &http.Client{Timeout: timeout}
+	if t.pinned != nil {
+		tc, err := pinnedTLS(t.pinned)
+		if err != nil {
+			return nil, fmt.Errorf("admin URL from %s: %w", t.from, err)
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+	}
+	return &client{url: u.JoinPath(statusPath).String(), base: u, user: t.user, pass: pass, from: t.from, http: hc}, nil
 }
 
 // fetch returns the raw body of the status document.
@@ -63,7 +75,7 @@ func (c *client) request(ctx context.Context, method, path string) ([]byte, erro
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (admin URL from %s)", err, c.from)
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))

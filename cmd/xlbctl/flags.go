@@ -5,29 +5,40 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // options are the command line flags.
 type options struct {
-	admin      string
+	admin      string // "" until resolved: --admin, XLB_ADMIN_URL or xlb.yaml (adminurl.go)
+	config     string
 	user       string
 	json       bool
+	bytes      bool
 	timeout    time.Duration
 	interval   time.Duration
 	iterations int
 	version    bool
+	set        map[string]bool // flags given on the command line
 }
+
+// defaultConfig is where the packages install xlb.yaml; --config changes it.
+const defaultConfig = "/etc/xlb/xlb.yaml"
 
 // flagSet defines the flags into o.
 func flagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("xlbctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run prints errors and usage itself
-	fs.StringVar(&o.admin, "admin", "http://127.0.0.1:9090", "admin listener `URL` (config admin.address:admin.port)")
-	fs.StringVar(&o.user, "user", "", "HTTP Basic user `NAME` (config admin.auth.username); the password is read from "+api.EnvAdminPassword)
-	fs.BoolVar(&o.json, "json", false, "print the status document as the API returns it (status still exits 2 when not ready)")
+	fs.StringVar(&o.admin, "admin", "", "admin listener `URL`, e.g. http://127.0.0.1:"+strconv.Itoa(config.DefaultAdminPort)+
+		" (default: "+envAdminURL+", else admin.address and admin.port of --config)")
+	fs.StringVar(&o.config, "config", defaultConfig, "xlb.yaml `FILE` to take the admin listener from when neither --admin nor "+envAdminURL+" is set")
+	fs.StringVar(&o.user, "user", "", "HTTP Basic user `NAME` (default: admin.auth.username of --config when the URL came from it); the password is read from "+api.EnvAdminPassword)
+	fs.BoolVar(&o.json, "json", false, "print the status document as the API returns it (status still exits 3 when not ready)")
+	fs.BoolVar(&o.bytes, "bytes", false, "backends, top: exact byte counts and byte rates instead of KiB, MiB, ...")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "timeout of each request")
 	fs.DurationVar(&o.interval, "interval", time.Second, "top: time between refreshes")
 	fs.IntVar(&o.iterations, "iterations", 0, "top: stop after `N` refreshes (0: until Ctrl-C)")
@@ -44,10 +55,13 @@ Reads the XLB status API (GET /api/v1/status) and renders it for a terminal;
 drain and undrain are the only commands that change the instance.
 
 Commands:
-  status    summary of the instance; exits 0 when ready, 2 when not ready
-  backends  backends in id order: state, connections, bytes
-  flows     connection counts by state, initiator and reason (never addresses)
-  top       status and backends with per-second rates, redrawn every second until Ctrl-C
+  status    summary of the instance; exits 0 when ready, 3 when not ready
+  backends  backends in id order: state, connections, bytes, health, and why
+            one is unreachable or unhealthy
+  flows     connection counts by state, initiator and reason, refused SYNs
+            (never addresses)
+  top       status and backends with per-second rates, redrawn in place
+            every --interval until Ctrl-C
   drain     take the instance out of rotation: readiness answers draining while
             every packet is still forwarded
   undrain   end a drain
@@ -66,12 +80,19 @@ Flags (before or after the command):
 		}
 		fmt.Fprintf(w, "%s\n        %s%s\n", head, help, def)
 	})
-	fmt.Fprint(w, `
-Environment:
-  `+api.EnvAdminPassword+`  password for --user
+	fmt.Fprintf(w, `
+The admin URL: --admin, else %s, else admin.address and admin.port of
+--config (0.0.0.0 and :: mean this host's loopback; https when its
+admin.web_config_file has tls_server_config), else, when --config is the
+default and no such file exists, http://127.0.0.1:%d.
 
-Exit codes: 0 ok, 1 error (connection, HTTP status, decoding, usage), 2 not ready (status).
-`)
+Environment:
+  %s       admin URL when --admin is not given
+  %s  password for --user
+
+Exit codes (as xlb's): 0 ok, 1 error (connection, HTTP status, decoding,
+xlb.yaml), 2 usage, 3 not ready (status).
+`, envAdminURL, config.DefaultAdminPort, envAdminURL, api.EnvAdminPassword)
 }
 
 // parseArgs parses flags before and after the one command.
@@ -91,6 +112,8 @@ func parseArgs(args []string) (options, string, error) {
 	if err := fs.Parse(fs.Args()[1:]); err != nil {
 		return o, cmd, err
 	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return o, cmd, fmt.Errorf("unexpected argument %q after %s", fs.Arg(0), cmd)
 	}
@@ -101,13 +124,15 @@ func parseArgs(args []string) (options, string, error) {
 		return o, cmd, fmt.Errorf("--interval %s: want a positive duration", o.interval)
 	case o.iterations < 0:
 		return o, cmd, fmt.Errorf("--iterations %d: want 0 or more", o.iterations)
+	case o.set["admin"] && o.admin == "":
+		return o, cmd, errors.New("--admin: empty URL")
 	}
 	return o, cmd, nil
 }
 
-// usageError reports a usage error followed by the usage; exit 1.
+// usageError reports a usage error followed by the usage; exit 2, as xlb.
 func usageError(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "xlbctl: %v\n\n", err)
 	usage(stderr)
-	return exitError
+	return exitUsage
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,12 +22,25 @@ func humanBytes(n uint64) string {
 	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[i])
 }
 
-// humanRate formats a byte rate per second, "-" when unknown.
-func humanRate(bps float64, ok bool) string {
+// units is how byte counts are written: IEC units with one decimal
+// (humanBytes), or exact (--bytes: "36700160").
+type units struct{ exact bool }
+
+// bytes formats a byte count.
+func (u units) bytes(n uint64) string {
+	if u.exact {
+		return strconv.FormatUint(n, 10)
+	}
+	return humanBytes(n)
+}
+
+// rate formats a byte rate per second rounded to whole bytes
+// ("97.7 KiB/s", or "100000/s" exact), "-" when unknown.
+func (u units) rate(bps float64, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	return humanBytes(uint64(bps+0.5)) + "/s"
+	return u.bytes(uint64(bps+0.5)) + "/s"
 }
 
 // countRate formats an event rate per second, "-" when unknown.

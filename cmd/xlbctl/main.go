@@ -2,14 +2,18 @@
 // reads the status API of one instance and renders it. It never touches
 // BPF maps.
 //
-//	xlbctl [--admin URL] [--user NAME] [--json] [--timeout D] status|backends|flows|top|drain|undrain
+//	xlbctl [--admin URL] [--config FILE] [--user NAME] [--json] [--bytes] [--timeout D] status|backends|flows|top|drain|undrain
 //
-// drain and undrain are the only commands that change anything: they ask
-// the instance to answer readiness "draining" (or stop), while it keeps
-// forwarding every packet (DESIGN §6a).
+// The admin URL comes from --admin, XLB_ADMIN_URL or the admin section of
+// xlb.yaml, in that order (adminurl.go). drain and undrain are the only
+// commands that change anything: they ask the instance to answer
+// readiness "draining" (or stop), while it keeps forwarding every packet
+// (DESIGN §6a).
 //
-// Exit codes: 0 ok; 1 any error (connection, HTTP, decoding, usage); 2 the
-// instance is not ready (status only).
+// Exit codes follow xlb's (cmd/xlb): 0 ok; 1 any error (connection, HTTP,
+// decoding, an unreadable xlb.yaml); 2 usage; and 3 the instance is not
+// ready (status only; 3 as `systemctl is-active` and LSB status actions
+// answer for a service that is not running).
 package main
 
 import (
@@ -30,7 +34,8 @@ import (
 const (
 	exitOK       = 0
 	exitError    = 1
-	exitNotReady = 2
+	exitUsage    = 2
+	exitNotReady = 3
 )
 
 func main() {
@@ -58,19 +63,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if !ok && cmd != "top" && cmd != "drain" && cmd != "undrain" {
 		return usageError(stderr, fmt.Errorf("unknown command %q", cmd))
 	}
+	tgt, err := resolveTarget(o, getenv)
+	if err != nil {
+		return fail(stderr, err)
+	}
 	var pass string
-	if o.user != "" {
+	if tgt.user != "" {
 		if pass = getenv(api.EnvAdminPassword); pass == "" {
-			return fail(stderr, fmt.Errorf("--user %s given but %s is empty", o.user, api.EnvAdminPassword))
+			how := "--user " + tgt.user + " given"
+			if !o.set["user"] {
+				how = "admin.auth.username " + tgt.user + " in " + tgt.from
+			}
+			return fail(stderr, fmt.Errorf("%s but %s is empty", how, api.EnvAdminPassword))
 		}
 	}
-	c, err := newClient(o.admin, o.user, pass, o.timeout)
+	c, err := newClient(tgt, pass, o.timeout)
 	if err != nil {
-		return usageError(stderr, err)
+		if o.set["admin"] {
+			return usageError(stderr, err)
+		}
+		return fail(stderr, err)
 	}
+	u := units{exact: o.bytes}
 	switch cmd {
 	case "top":
-		return runTop(ctx, c, o, stdout, stderr)
+		return runTop(ctx, c, o, u, stdout, stderr)
 	case "drain", "undrain":
 		return runDrain(ctx, c, cmd == "drain", stdout, stderr)
 	}
@@ -95,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if err := render(stdout, d); err != nil {
+	if err := render(stdout, d, u); err != nil {
 		return fail(stderr, err)
 	}
 	if cmd == "status" {
@@ -118,11 +135,12 @@ func runDrain(ctx context.Context, c *client, on bool, stdout, stderr io.Writer)
 	return exitOK
 }
 
-// renderers are the one-shot commands.
-var renderers = map[string]func(io.Writer, *api.Document) error{
-	"status":   renderStatus,
+// renderers are the one-shot commands; status and flows show no byte
+// counts.
+var renderers = map[string]func(io.Writer, *api.Document, units) error{
+	"status":   func(w io.Writer, d *api.Document, _ units) error { return renderStatus(w, d) },
 	"backends": renderBackends,
-	"flows":    renderFlows,
+	"flows":    func(w io.Writer, d *api.Document, _ units) error { return renderFlows(w, d) },
 }
 
 func readyCode(r api.Readiness) int {

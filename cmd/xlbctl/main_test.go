@@ -8,10 +8,18 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/xlbproject/xlb/pkg/config"
 )
+
+// plain is a top frame without its control sequences (inPlace).
+func plain(frame string) string {
+	return strings.NewReplacer(cursorHome, "", clearToEOL, "", clearToEOS, "").Replace(frame)
+}
 
 // serve answers /api/v1/status with code and body; everything else 404.
 func serve(t *testing.T, code int, body []byte) *httptest.Server {
@@ -71,7 +79,7 @@ func TestExitCodes(t *testing.T) {
 		stderr string // substring, when set
 	}{
 		{"ready", []string{"--admin", ready.URL, "status"}, 0, readGolden(t, "status"), ""},
-		{"not ready", []string{"--admin", notReadySrv.URL, "status"}, 2, readGolden(t, "status_not_ready"), ""},
+		{"not ready", []string{"--admin", notReadySrv.URL, "status"}, 3, readGolden(t, "status_not_ready"), ""},
 		{"not ready, backends still 0", []string{"--admin", notReadySrv.URL, "backends"}, 0, readGolden(t, "backends_none"), ""},
 		{"backends", []string{"--admin", ready.URL, "backends"}, 0, readGolden(t, "backends"), ""},
 		{"flows", []string{"--admin", ready.URL, "flows"}, 0, readGolden(t, "flows"), ""},
@@ -82,11 +90,14 @@ func TestExitCodes(t *testing.T) {
 		{"unknown schema", []string{"--admin", future.URL, "backends"}, 1, "", "schema_version 2"},
 		{"connection refused", []string{"--admin", dead.URL, "status"}, 1, "", "connection refused"},
 		{"wrong path prefix", []string{"--admin", ready.URL + "/nope", "status"}, 1, "", "404"},
-		{"unknown command", []string{"--admin", ready.URL, "restart"}, 1, "", `unknown command "restart"`},
-		{"no command", []string{"--admin", ready.URL}, 1, "", "no command"},
-		{"extra argument", []string{"status", "extra"}, 1, "", `unexpected argument "extra"`},
-		{"zero interval", []string{"top", "--interval", "0s"}, 1, "", "--interval 0s"},
-		{"unknown flag", []string{"--colour", "status"}, 1, "", "flag provided but not defined"},
+		{"backends --bytes", []string{"--admin", ready.URL, "backends", "--bytes"}, 0, readGolden(t, "backends_bytes"), ""},
+		{"unknown command", []string{"--admin", ready.URL, "restart"}, 2, "", `unknown command "restart"`},
+		{"no command", []string{"--admin", ready.URL}, 2, "", "no command"},
+		{"extra argument", []string{"status", "extra"}, 2, "", `unexpected argument "extra"`},
+		{"zero interval", []string{"top", "--interval", "0s"}, 2, "", "--interval 0s"},
+		{"unknown flag", []string{"--colour", "status"}, 2, "", "flag provided but not defined"},
+		{"empty --admin", []string{"--admin", "", "status"}, 2, "", "--admin: empty URL"},
+		{"--admin not a URL", []string{"--admin", "ftp://127.0.0.1:1", "status"}, 2, "", "want http://host:port"},
 		{"user without password", []string{"--admin", ready.URL, "--user", "operator", "status"}, 1, "", "XLB_ADMIN_PASSWORD is empty"},
 	}
 	for _, c := range cases {
@@ -101,7 +112,7 @@ func TestExitCodes(t *testing.T) {
 			if c.stderr != "" && !strings.Contains(errs, c.stderr) {
 				t.Errorf("stderr %q, want it to contain %q", errs, c.stderr)
 			}
-			if c.code != 0 && c.code != 2 && out != "" {
+			if c.code != exitOK && c.code != exitNotReady && out != "" {
 				t.Errorf("error wrote to stdout: %q", out)
 			}
 		})
@@ -115,7 +126,8 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: exit %d", args, code)
 		}
 		for _, want := range []string{"--admin URL", "--user NAME", "--json", "--timeout", "--iterations N",
-			"status", "backends", "flows", "top", "XLB_ADMIN_PASSWORD", "http://127.0.0.1:9090"} {
+			"--config", "--bytes", "status", "backends", "flows", "top", "XLB_ADMIN_PASSWORD", "XLB_ADMIN_URL",
+			"http://127.0.0.1:" + strconv.Itoa(config.DefaultAdminPort), "2 usage", "3 not ready"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%v: help lacks %q", args, want)
 			}
@@ -136,7 +148,7 @@ func TestJSONPassThrough(t *testing.T) {
 	}
 	nr := notReadyBody(t)
 	ts = serve(t, 200, nr)
-	if code, out, _ := runCLI(t, nil, "status", "--json", "--admin", ts.URL); code != 2 || out != string(nr) {
+	if code, out, _ := runCLI(t, nil, "status", "--json", "--admin", ts.URL); code != exitNotReady || out != string(nr) {
 		t.Errorf("not ready status --json: exit %d, verbatim %v", code, out == string(nr))
 	}
 	// An unknown schema is still passed through (only rendering needs it).
@@ -170,8 +182,8 @@ func TestBasicAuth(t *testing.T) {
 	}
 }
 
-// TestTop draws frames until --iterations, clearing the screen each time
-// and showing rates once two samples were seen.
+// TestTop draws frames until --iterations, each from the cursor's home
+// position over the last, and shows rates once two samples were seen.
 func TestTop(t *testing.T) {
 	early, err := json.Marshal(earlier(t))
 	if err != nil {
@@ -191,9 +203,15 @@ func TestTop(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	frames := strings.Split(out, clearScreen)
+	frames := strings.Split(out, cursorHome)
 	if len(frames) != 4 || frames[0] != "" {
-		t.Fatalf("got %d frames, want 3 each after a clear:\n%q", len(frames)-1, out)
+		t.Fatalf("got %d frames, want 3 each from the cursor's home:\n%q", len(frames)-1, out)
+	}
+	for i, f := range frames[1:] {
+		if !strings.HasSuffix(f, clearToEOL+"\n"+clearToEOS) || strings.Contains(f, "\x1b[2J") {
+			t.Errorf("frame %d does not end by erasing the rest of the screen, or erases all of it: %q", i+1, f)
+		}
+		frames[i+1] = plain(f)
 	}
 	if !strings.Contains(frames[1], "Rates: - (waiting") {
 		t.Errorf("first frame has rates:\n%s", frames[1])

@@ -51,21 +51,22 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Sample age", "%s", sampleLine(d.Dataplane))
 	row("Maintenance", "%s", maintenance(d))
 	row("Close events", "%s", closeEvents(d.Maintenance.CloseEvents))
-	row("Config", "%s", config(d.Config))
+	row("Config", "%s", configLine(d.Config))
 	row("Upgrades", "%s", upgrades(d.Upgrades))
 	row("Sysctls", "%s", hostSettings(d.HostSettings))
 	return t.Flush()
 }
 
 // renderBackends writes the `xlbctl backends` table, in the document's
-// (id) order.
-func renderBackends(w io.Writer, d *api.Document) error {
+// (id) order; the last column, REASON, says why a backend is unreachable
+// or unhealthy ("-" otherwise). Bytes as u writes them.
+func renderBackends(w io.Writer, d *api.Document, u units) error {
 	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH")
+	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH\tREASON")
 	for _, b := range d.Backends {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
 			yesNo(b.AvailableForNewConnections), b.ActiveConnections, b.OpenedTotal,
-			humanBytes(b.SentBytesTotal), humanBytes(b.ReceivedBytesTotal), healthCell(b.Health))
+			u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), healthCell(b.Health, b.Reason), orDash(b.Reason))
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -100,14 +101,15 @@ func bgpLine(b *api.BGP) string {
 
 // healthCell is a backend's last health check for the backends table:
 // "-" without checks, "pending" before the first, else the result with
-// its error ("fail: connect: connection refused").
-func healthCell(h *api.BackendHealth) string {
+// its error ("fail: connect: connection refused"), the error left out when
+// the backend's reason (the REASON column) already says it.
+func healthCell(h *api.BackendHealth, reason string) string {
 	switch {
 	case h == nil:
 		return "-"
 	case h.LastResult == "":
 		return "pending"
-	case h.LastError != "":
+	case h.LastError != "" && !strings.Contains(reason, h.LastError):
 		return string(h.LastResult) + ": " + h.LastError
 	}
 	return string(h.LastResult)
@@ -329,7 +331,7 @@ func closeEvents(ev api.CloseEvents) string {
 	return fmt.Sprintf("%s, %d lost (the walk removes those pairs)", ev.Path, ev.LostTotal)
 }
 
-func config(c api.Config) string {
+func configLine(c api.Config) string {
 	path := orDash(c.Path)
 	switch {
 	case c.Missing:

@@ -95,6 +95,7 @@ func earlier(t *testing.T) *api.Document {
 	d.Dataplane.SampledAtUnixMs = &at
 	d.Connections.OpenedTotal -= 40
 	d.Connections.ClosedTotal -= 30
+	d.Dataplane.Counters.NoBackendTotal -= 4
 	bs := append([]api.Backend{}, d.Backends...)
 	for i := range bs {
 		if bs[i].State == "routable" {
@@ -131,12 +132,14 @@ func TestGolden(t *testing.T) {
 		render func(*bytes.Buffer) error
 	}{
 		{"status", func(b *bytes.Buffer) error { return renderStatus(b, doc) }},
-		{"backends", func(b *bytes.Buffer) error { return renderBackends(b, doc) }},
+		{"backends", func(b *bytes.Buffer) error { return renderBackends(b, doc, units{}) }},
+		{"backends_bytes", func(b *bytes.Buffer) error { return renderBackends(b, doc, units{exact: true}) }},
 		{"flows", func(b *bytes.Buffer) error { return renderFlows(b, doc) }},
-		{"top", func(b *bytes.Buffer) error { return renderTop(b, earlier(t), doc) }},
-		{"top_first", func(b *bytes.Buffer) error { return renderTop(b, nil, doc) }},
+		{"top", func(b *bytes.Buffer) error { return renderTop(b, earlier(t), doc, units{}) }},
+		{"top_bytes", func(b *bytes.Buffer) error { return renderTop(b, earlier(t), doc, units{exact: true}) }},
+		{"top_first", func(b *bytes.Buffer) error { return renderTop(b, nil, doc, units{}) }},
 		{"status_not_ready", func(b *bytes.Buffer) error { return renderStatus(b, notReady(t)) }},
-		{"backends_none", func(b *bytes.Buffer) error { return renderBackends(b, notReady(t)) }},
+		{"backends_none", func(b *bytes.Buffer) error { return renderBackends(b, notReady(t), units{}) }},
 		{"flows_no_sample", func(b *bytes.Buffer) error { return renderFlows(b, notReady(t)) }},
 		{"status_maintenance_failing", func(b *bytes.Buffer) error { return renderStatus(b, maintenanceFailing(t)) }},
 		{"flows_maintenance_failing", func(b *bytes.Buffer) error { return renderFlows(b, maintenanceFailing(t)) }},

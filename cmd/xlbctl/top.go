@@ -10,15 +10,13 @@ import (
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
-// clearScreen moves the cursor home and clears the screen (ANSI).
-const clearScreen = "\x1b[H\x1b[2J"
-
 // runTop redraws status and backends with per-second rates every
-// o.interval until ctx ends (SIGINT) or o.iterations frames were drawn.
-// A failed request is shown in the frame and retried on the next tick, so
-// top survives a daemon restart. Exit code: 0, or 1 when the last request
-// of an --iterations run failed. With --json every body is printed as is.
-func runTop(ctx context.Context, c *client, o options, stdout, stderr io.Writer) int {
+// o.interval until ctx ends (SIGINT) or o.iterations frames were drawn,
+// each frame in place over the last (inPlace). A failed request is shown
+// in the frame and retried on the next tick, so top survives a daemon
+// restart. Exit code: 0, or 1 when the last request of an --iterations
+// run failed. With --json every body is printed as is.
+func runTop(ctx context.Context, c *client, o options, u units, stdout, stderr io.Writer) int {
 	var base, last *api.Document // base: the latest document with an earlier sample than last
 	var lastErr error
 	tick := time.NewTicker(o.interval)
@@ -33,7 +31,6 @@ func runTop(ctx context.Context, c *client, o options, stdout, stderr io.Writer)
 		case o.json:
 			fmt.Fprintf(stderr, "xlbctl: %v\n", err)
 		default:
-			frame.WriteString(clearScreen)
 			fmt.Fprintf(&frame, "xlbctl top  %s  %s  (every %s, Ctrl-C to quit)\n\n", c.url, time.Now().Format("15:04:05"), o.interval)
 			if err != nil {
 				fmt.Fprintf(&frame, "error: %v\n", err)
@@ -45,12 +42,16 @@ func runTop(ctx context.Context, c *client, o options, stdout, stderr io.Writer)
 			}
 			last = d
 			if !o.json {
-				if err := renderTop(&frame, base, d); err != nil {
+				if err := renderTop(&frame, base, d, u); err != nil {
 					return fail(stderr, err)
 				}
 			}
 		}
-		if _, err := stdout.Write(frame.Bytes()); err != nil {
+		out := frame.Bytes()
+		if !o.json {
+			out = inPlace(out, termRows(stdout))
+		}
+		if _, err := stdout.Write(out); err != nil {
 			return fail(stderr, err)
 		}
 		if o.iterations > 0 && n >= o.iterations {

@@ -15,7 +15,17 @@ type rates struct {
 	seconds  float64 // time between the samples
 	opened   float64 // connections per second
 	closed   float64
+	refused  float64 // SYNs refused per second, every reason (refusedSYNs)
+	sent     float64 // bytes per second client→backend, over the backends with a rate
+	received float64 // bytes per second backend→client, likewise
 	backends map[uint32]backendRates
+}
+
+// refusedSYNs sums the SYNs the data path refused or dropped, every
+// reason (api.Counters: no SNAT port, flow map full, nothing routable, next
+// hop unresolved).
+func refusedSYNs(k api.Counters) uint64 {
+	return k.SNATPortExhaustedTotal + k.TableFullTotal + k.NoBackendTotal + k.FIBMissTotal
 }
 
 type backendRates struct {
@@ -29,12 +39,14 @@ func computeRates(prev, cur *api.Document) rates {
 	}
 	dt := float64(*cur.Dataplane.SampledAtUnixMs-*prev.Dataplane.SampledAtUnixMs) / 1000
 	pc, cc := prev.Connections, cur.Connections
-	if dt <= 0 || cc.OpenedTotal < pc.OpenedTotal || cc.ClosedTotal < pc.ClosedTotal {
+	pr, cr := refusedSYNs(prev.Dataplane.Counters), refusedSYNs(cur.Dataplane.Counters)
+	if dt <= 0 || cc.OpenedTotal < pc.OpenedTotal || cc.ClosedTotal < pc.ClosedTotal || cr < pr {
 		return rates{}
 	}
 	r := rates{ok: true, seconds: dt, backends: map[uint32]backendRates{},
-		opened: float64(cc.OpenedTotal-pc.OpenedTotal) / dt,
-		closed: float64(cc.ClosedTotal-pc.ClosedTotal) / dt,
+		opened:  float64(cc.OpenedTotal-pc.OpenedTotal) / dt,
+		closed:  float64(cc.ClosedTotal-pc.ClosedTotal) / dt,
+		refused: float64(cr-pr) / dt,
 	}
 	before := map[uint32]api.Backend{}
 	for _, b := range prev.Backends {
@@ -46,36 +58,42 @@ func computeRates(prev, cur *api.Document) rates {
 			b.SentBytesTotal < p.SentBytesTotal || b.ReceivedBytesTotal < p.ReceivedBytesTotal {
 			continue // new, reused id or reset counters: no rate
 		}
-		r.backends[b.ID] = backendRates{
+		br := backendRates{
 			opened:   float64(b.OpenedTotal-p.OpenedTotal) / dt,
 			sent:     float64(b.SentBytesTotal-p.SentBytesTotal) / dt,
 			received: float64(b.ReceivedBytesTotal-p.ReceivedBytesTotal) / dt,
 		}
+		r.backends[b.ID] = br
+		r.sent += br.sent
+		r.received += br.received
 	}
 	return r
 }
 
-// renderTop writes one `xlbctl top` frame (without the screen clearing
-// and clock line, which the loop adds): the status summary, connection
-// rates and the backends table with per-second rates.
-func renderTop(w io.Writer, prev, cur *api.Document) error {
+// renderTop writes one `xlbctl top` frame (without the cursor movement
+// and clock line, which the loop adds): the status summary, the rates and
+// the backends table with per-second rates and the REASON column; bytes
+// as u writes them.
+func renderTop(w io.Writer, prev, cur *api.Document, u units) error {
 	if err := renderStatus(w, cur); err != nil {
 		return err
 	}
 	r := computeRates(prev, cur)
 	if r.ok {
-		fmt.Fprintf(w, "\nRates: opened %s/s, closed %s/s (over %.1fs)\n\n", countRate(r.opened, true), countRate(r.closed, true), r.seconds)
+		fmt.Fprintf(w, "\nRates: opened %s/s, closed %s/s, refused SYNs %s/s, sent %s, received %s (over %.1fs)\n\n",
+			countRate(r.opened, true), countRate(r.closed, true), countRate(r.refused, true),
+			u.rate(r.sent, true), u.rate(r.received, true), r.seconds)
 	} else {
 		fmt.Fprint(w, "\nRates: - (waiting for the next sample)\n\n")
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tCONN/S\tSENT/S\tRECV/S\tOPENED\tSENT\tRECEIVED")
+	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tCONN/S\tSENT/S\tRECV/S\tOPENED\tSENT\tRECEIVED\tREASON")
 	for _, b := range cur.Backends {
 		br, ok := r.backends[b.ID]
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
 			yesNo(b.AvailableForNewConnections), b.ActiveConnections,
-			countRate(br.opened, ok), humanRate(br.sent, ok), humanRate(br.received, ok),
-			b.OpenedTotal, humanBytes(b.SentBytesTotal), humanBytes(b.ReceivedBytesTotal))
+			countRate(br.opened, ok), u.rate(br.sent, ok), u.rate(br.received, ok),
+			b.OpenedTotal, u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), orDash(b.Reason))
 	}
 	return t.Flush()
 }

@@ -1,15 +1,21 @@
 // XLB admin console: polls the status API every second and renders it.
 // Only textContent is used, so names from discovery are never parsed as HTML.
+// Rates are computed here, between two documents with different data-path
+// samples (the counters only move when a sample is taken, so the time
+// between the samples is the divisor, not the time between fetches).
 "use strict";
 
 const API = new URL("../api/v1/status", document.baseURI);
 
 function $(id) { return document.getElementById(id); }
 
-function el(tag, text, cls) {
+// el makes an element with text, an optional class and an optional
+// data-field (the document's field it shows; the lab test reads it).
+function el(tag, text, cls, field) {
   const e = document.createElement(tag);
   if (text !== undefined) e.textContent = String(text);
   if (cls) e.className = cls;
+  if (field) e.dataset.field = field;
   return e;
 }
 
@@ -17,8 +23,16 @@ function bytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let i = 0;
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
-  return i === 0 ? n + " B" : n.toFixed(1) + " " + units[i];
+  return i === 0 ? Math.round(n) + " B" : n.toFixed(1) + " " + units[i];
 }
+
+// perSecond formats an event rate: one decimal below 10, "—" when unknown.
+function perSecond(r) {
+  if (r === null) return "—";
+  return r < 10 && r !== Math.floor(r) ? r.toFixed(1) : r.toFixed(0);
+}
+
+function byteRate(r) { return r === null ? "—" : bytes(r) + "/s"; }
 
 function duration(s) {
   const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
@@ -28,9 +42,10 @@ function duration(s) {
   return s + "s";
 }
 
+// fill writes [label, value, field] rows into a definition list.
 function fill(dl, rows) {
   dl.replaceChildren();
-  for (const [k, v] of rows) { dl.append(el("dt", k), el("dd", v)); }
+  for (const [k, v, field] of rows) { dl.append(el("dt", k), el("dd", v, "", field)); }
 }
 
 function badge(e, text, cls) { e.textContent = text; e.className = "badge " + cls; }
@@ -45,22 +60,57 @@ const STATE_CLASS = {
 
 function stateClass(name) { return STATE_CLASS[name] || "bad"; }
 
-// healthText is a backend's last active health check: "-" without checks,
-// "pending" before the first, else the result, its error and its age.
+// REFUSED are the data path's counters of SYNs it refused or dropped
+// (dataplane.counters, pkg/status/api Counters) and what each means.
+const REFUSED = [
+  ["snat_port_exhausted_total", "no free SNAT port"],
+  ["table_full_total", "flow table full"],
+  ["no_backend_total", "no routable backend"],
+  ["fib_miss_total", "next hop unresolved"],
+];
+
+// VERDICTS are the XDP actions the data path counts
+// (dataplane.counters.xdp_actions).
+const VERDICTS = [
+  ["tx", "tx (balanced, sent back out)"], ["redirect", "redirect (balanced, another interface)"],
+  ["pass", "pass (to the kernel)"], ["drop", "drop"], ["aborted", "aborted (program error)"],
+];
+
+// Rates: a per-second view of two documents, prev with an earlier sample
+// than cur; null (every rate unknown) without two samples.
+function ratesBetween(prev, cur) {
+  const a = prev && prev.dataplane.sampled_at_unix_ms, b = cur.dataplane.sampled_at_unix_ms;
+  if (a === null || a === undefined || b === null || b <= a) return null;
+  const dt = (b - a) / 1000;
+  const before = new Map(prev.backends.map(x => [x.id, x]));
+  return {
+    seconds: dt,
+    // per is the rate of a counter read as f(document); null after a reset.
+    per: f => (f(cur) >= f(prev) ? (f(cur) - f(prev)) / dt : null),
+    // backend is the rate of a backend counter; null for a new backend or
+    // a reused id.
+    backend: (x, f) => {
+      const p = before.get(x.id);
+      return p && p.ip === x.ip && f(x) >= f(p) ? (f(x) - f(p)) / dt : null;
+    },
+  };
+}
+
+// A missing rate view answers null everywhere.
+const NO_RATES = { seconds: 0, per: () => null, backend: () => null };
+
+// healthText is a backend's active health checks: "-" without checks,
+// "pending" before the first, else the last result, its error, its age
+// and the results so far.
 function healthText(h) {
   if (!h) return "-";
   if (!h.last_result) return "pending";
   const age = Math.max(0, Math.round((Date.now() - h.last_check_unix_ms) / 1000));
-  return h.last_result + (h.last_error ? ": " + h.last_error : "") + " (" + age + " s ago)";
+  return h.last_result + (h.last_error ? ": " + h.last_error : "") + " (" + age + " s ago; " +
+    h.checks_ok_total + " ok, " + h.checks_failed_total + " failed)";
 }
 
-function render(d) {
-  $("name").textContent = d.name || "XLB";
-  $("version").textContent = d.version || "";
-  document.title = (d.name || "XLB") + " · XLB";
-  badge($("lifecycle"), d.lifecycle, stateClass(d.lifecycle));
-  badge($("readiness"), d.readiness.ready ? "ready" : "not ready: " + d.readiness.reason, d.readiness.ready ? "ok" : "bad");
-
+function renderInstance(d) {
   const dp = d.dataplane;
   const ports = d.listen.ports.map(p => p.local_port + "→" + (p.remote_port || "each backend's port")).join(", ");
   const xdp = dp.xdp_attachments.map(a => a.interface + " (" + a.mode + ")").join(", ") || "none";
@@ -72,6 +122,7 @@ function render(d) {
   const upgrades = up.ok + " ok, " + up.failed + " failed" + (up.last_failure ? " — last: " + up.last_failure : "");
   const bgp = !d.bgp ? "off" : d.bgp.peers.filter(p => p.state === "established").length + "/" + d.bgp.peers.length
     + " peers established; " + (d.bgp.announced.length ? "announcing " + d.bgp.announced.join(", ") : "announcing nothing");
+  const m = d.maintenance;
   const rows = [
     ["Uptime", duration(d.uptime_seconds)],
     ["Listen", d.listen.ip + "  " + ports],
@@ -80,7 +131,8 @@ function render(d) {
     ["BGP", bgp],
     ["Drained", d.drained ? "yes: readiness answers draining; every packet is still forwarded" : "no"],
     ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error)],
-    ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms"],
+    ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms (cycle " + dp.sample_cycle + ")"],
+    ["Maintenance", m.failing ? "FAILING " + m.consecutive_failures + " cycles in a row (figures from the last good one): " + m.last_error : "ok"],
     ["Config", cfg],
     ["Started", started],
     ["Hot upgrades", upgrades],
@@ -92,52 +144,133 @@ function render(d) {
   if (unpinned) rows.push(["Pinned state", "none: a restart or crash loses every connection (" + unpinned.detail + ")"]);
   if (d.shutdown) rows.unshift(["Shutdown", d.shutdown.seconds_left + " s left"]);
   fill($("instance"), rows);
+}
 
-  const c = d.connections, fm = dp.flow_map, k = dp.counters;
+function renderRates(d, r) {
+  const sum = f => d.backends.reduce((s, x) => s + (r.backend(x, f) || 0), 0);
+  const known = r !== NO_RATES;
+  fill($("rates"), [
+    ["New connections", perSecond(r.per(x => x.connections.opened_total)) + " /s", "rate_opened"],
+    ["Closed", perSecond(r.per(x => x.connections.closed_total)) + " /s"],
+    ["Sent (to backends)", known ? byteRate(sum(x => x.sent_bytes_total)) : "—", "rate_sent_bytes"],
+    ["Received (from backends)", known ? byteRate(sum(x => x.received_bytes_total)) : "—", "rate_received_bytes"],
+    ["Refused SYNs", perSecond(r.per(x => REFUSED.reduce((s, [k]) => s + x.dataplane.counters[k], 0))) + " /s"],
+    ["Over", known ? r.seconds.toFixed(1) + " s between samples" : "waiting for a second sample"],
+  ]);
+}
+
+function renderConnections(d) {
+  const c = d.connections, dp = d.dataplane, fm = dp.flow_map, k = dp.counters;
   const pct = fm.capacity ? (100 * fm.entries / fm.capacity).toFixed(1) + "%" : "—";
   fill($("connections"), [
-    ["Active", c.active], ["Time-wait", c.timewait], ["Opened", c.opened_total],
+    ["Active", c.active, "active"], ["Time-wait", c.timewait, "timewait"], ["Opened", c.opened_total, "opened_total"],
     ["Closed", c.closed_total + " (client FIN " + c.closed_by.client_fin + ", backend FIN " + c.closed_by.backend_fin +
       ", client RST " + c.closed_by.client_rst + ", backend RST " + c.closed_by.backend_rst + ")"],
     ["Orphaned", c.orphaned_total],
     ["Embryonic expired", c.embryonic_expired_total],
     ["Flow map", fm.entries + " / " + fm.capacity + " entries (" + pct + ")"],
     ["SNAT ports", "taken over " + k.snat_takeovers_total + ", fallbacks " + k.snat_fallbacks_total +
-      ", exhausted " + k.snat_port_exhausted_total + ", held-port drops " + k.hold_drops_total],
-    ["Dropped", "out-of-window RSTs " + k.rst_out_of_window_total + ", TTL ≤ 1 " + k.ttl_exceeded_total +
-      ", no next hop " + k.fib_miss_total],
+      ", held-port drops " + k.hold_drops_total],
+    ["Dropped", "out-of-window RSTs " + k.rst_out_of_window_total + ", TTL ≤ 1 " + k.ttl_exceeded_total],
     ["ICMP translated", "to clients " + k.icmp_to_client_total + ", to backends " + k.icmp_to_backend_total],
     ["Not ours", k.not_ours_total + " (frames for another host's MAC, passed to the kernel)"],
   ]);
+}
 
+// renderCounts fills a table body with [key, label] rows of counters read
+// by value(document, key), with their rates; alarm marks counts above 0.
+function renderCounts(tbody, list, d, r, value, alarm) {
+  tbody.replaceChildren();
+  for (const [key, label] of list) {
+    const n = value(d, key);
+    const tr = el("tr");
+    tr.append(el("td", label, "label"), el("td", n, alarm && n > 0 ? "n nonzero" : "n", key),
+      el("td", perSecond(r.per(x => value(x, key))), "n"));
+    tbody.append(tr);
+  }
+}
+
+function renderBackends(d, r) {
   const tb = $("backends");
   tb.replaceChildren();
   for (const b of d.backends) {
     const tr = el("tr");
-    tr.append(el("td", b.name), el("td", b.ip), el("td", b.state, stateClass(b.state)),
+    tr.dataset.backend = b.name;
+    tr.append(el("td", b.name, "", "name"), el("td", b.ip, "", "ip"), el("td", b.state, stateClass(b.state), "state"),
       el("td", b.available_for_new_connections ? "yes" : "no"),
-      el("td", b.active_connections, "n"), el("td", b.timewait_connections, "n"), el("td", b.opened_total, "n"),
-      el("td", bytes(b.sent_bytes_total), "n"), el("td", bytes(b.received_bytes_total), "n"),
-      el("td", healthText(b.health), b.health && b.health.last_result === "fail" ? "bad" : ""));
-    if (b.reason) tr.title = b.reason;
+      el("td", b.active_connections, "n", "active_connections"), el("td", b.timewait_connections, "n"),
+      el("td", b.opened_total, "n", "opened_total"), el("td", perSecond(r.backend(b, x => x.opened_total)), "n"),
+      el("td", bytes(b.sent_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.sent_bytes_total)), "n"),
+      el("td", bytes(b.received_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.received_bytes_total)), "n"),
+      el("td", healthText(b.health), "health" + (b.health && b.health.last_result === "fail" ? " bad" : ""), "health"),
+      el("td", b.reason || "—", "reason" + (b.reason ? " bad" : ""), "reason"));
     tb.append(tr);
   }
   if (!d.backends.length) {
-    const td = el("td", "no backends"); td.colSpan = 10; tb.append(el("tr")); tb.lastChild.append(td);
+    const td = el("td", "no backends"); td.colSpan = 14; tb.append(el("tr")); tb.lastChild.append(td);
   }
-  $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+function render(d, r) {
+  $("name").textContent = d.name || "XLB";
+  $("version").textContent = d.version || "";
+  document.title = (d.name || "XLB") + " · XLB";
+  badge($("lifecycle"), d.lifecycle, stateClass(d.lifecycle));
+  badge($("readiness"), d.readiness.ready ? "ready" : "not ready: " + d.readiness.reason, d.readiness.ready ? "ok" : "bad");
+  renderInstance(d);
+  renderRates(d, r);
+  renderConnections(d);
+  renderCounts($("refused"), REFUSED, d, r, (x, k) => x.dataplane.counters[k], true);
+  renderCounts($("xdp"), VERDICTS, d, r, (x, k) => x.dataplane.counters.xdp_actions[k], false);
+  renderBackends(d, r);
+  $("figures").dataset.sampleCycle = d.dataplane.sample_cycle;
+}
+
+// base is the latest document whose sample precedes last's; rates are
+// computed between them. lastOK is when last was fetched.
+let base = null, last = null, lastOK = null;
+
+// fresh shows that the figures are current.
+function fresh() {
+  $("figures").classList.remove("stale");
+  $("fetch-error").hidden = true;
+  lastOK = new Date();
+  $("updated").textContent = "updated " + lastOK.toLocaleTimeString();
+}
+
+// stale greys out the figures and says why and since when they are old.
+function stale(err) {
+  $("figures").classList.add("stale");
+  const banner = $("fetch-error");
+  banner.textContent = "Fetching the status failed at " + new Date().toLocaleTimeString() + ": " + err.message + ". " +
+    (lastOK ? "The greyed-out figures are from " + lastOK.toLocaleTimeString() + " and may be out of date."
+      : "No figures yet.") + " Retrying every second.";
+  banner.hidden = false;
+  badge($("readiness"), "unreachable", "bad");
+}
+
+async function load() {
+  const r = await fetch(API, { cache: "no-store", credentials: "same-origin" });
+  if (!r.ok) throw new Error("HTTP " + r.status + " " + r.statusText);
+  return r.json();
 }
 
 async function poll() {
+  let d;
   try {
-    const r = await fetch(API, { cache: "no-store", credentials: "same-origin" });
-    if (!r.ok) throw new Error("HTTP " + r.status);
-    render(await r.json());
+    d = await load();
   } catch (e) {
-    badge($("readiness"), "unreachable: " + e.message, "bad");
+    stale(e);
+    return;
   } finally {
     setTimeout(poll, 1000);
   }
+  const at = last && last.dataplane.sampled_at_unix_ms;
+  if (at !== null && at !== undefined && d.dataplane.sampled_at_unix_ms !== at) base = last;
+  last = d;
+  // A rendering error is not caught: it reaches the browser's console.
+  render(d, ratesBetween(base, d) || NO_RATES);
+  fresh();
 }
 
 poll();
