@@ -1,5 +1,7 @@
 # Packages (nfpm.yaml): `make package` builds dist/xlb_VERSION-1_ARCH.deb
-# and dist/xlb-VERSION-1.ARCH.rpm. Included by the top-level Makefile.
+# and dist/xlb-VERSION-1.ARCH.rpm, with man pages and a changelog whose
+# newest entry is VERSION (packaging/changelog.yml through
+# packaging/changelog). Included by the top-level Makefile.
 #
 #   PKG_VERSION   package version; default: packaging/version.sh (git describe)
 #   PKG_OUT       output directory (default dist); the staging tree is PKG_OUT/stage
@@ -13,6 +15,8 @@ PKG_OUT        ?= dist
 PKG_ARCH       ?= $(shell $(GO) env GOARCH)
 PKG_MAINTAINER ?= XLB maintainers <maintainers@xlbproject.invalid>
 PKG_STAGE      := $(PKG_OUT)/stage
+# Package release (the "-1" of 1.2.3-1); the changelog names it too.
+PKG_RELEASE    := 1
 # Binaries in packages report the package version (xlb --version); -s -w
 # drop the symbol table and DWARF (stack traces keep function names).
 PKG_LDFLAGS    := -s -w -X github.com/xlbproject/xlb/pkg/buildinfo.Version=$(PKG_VERSION) \
@@ -22,8 +26,9 @@ PKG_CMDS       := $(wildcard cmd/xlb cmd/xlbctl)
 PKG_EPOCH      ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
 # Debian packages the package build, its tests and the host lab need
-# (systemd for systemd-analyze on the build host; PID 1 need not be systemd).
-APT_PACKAGES   += rpm debootstrap systemd-container systemd
+# (systemd for systemd-analyze on the build host; PID 1 need not be systemd;
+# lintian checks the .deb; man-db renders the man pages with --warnings).
+APT_PACKAGES   += rpm debootstrap systemd-container systemd lintian man-db
 
 .PHONY: package package-tools test-packages test-hostlab hostlab-rootfs
 
@@ -43,11 +48,15 @@ package: $(NFPM)
 		CGO_ENABLED=0 GOARCH=$(PKG_ARCH) $(GO) build -trimpath -ldflags '$(PKG_LDFLAGS)' -o $(PKG_STAGE)/bin/ ./$$c || exit 1; \
 	done
 	gzip -9n < packaging/xlb.8 > $(PKG_STAGE)/xlb.8.gz
+	gzip -9n < packaging/xlbctl.1 > $(PKG_STAGE)/xlbctl.1.gz
+	$(GO) run ./packaging/changelog -in packaging/changelog.yml -out $(PKG_STAGE)/changelog.yml \
+		-version '$(PKG_VERSION)' -release '$(PKG_RELEASE)' -date '$(PKG_EPOCH)' -packager '$(PKG_MAINTAINER)'
 	for f in deb rpm; do \
-		XLB_PKG_VERSION='$(PKG_VERSION)' XLB_PKG_ARCH='$(PKG_ARCH)' \
+		{ cat nfpm.yaml; echo 'changelog: $(abspath $(PKG_STAGE))/changelog.yml'; } | \
+		XLB_PKG_VERSION='$(PKG_VERSION)' XLB_PKG_RELEASE='$(PKG_RELEASE)' XLB_PKG_ARCH='$(PKG_ARCH)' \
 		XLB_PKG_STAGE='$(abspath $(PKG_STAGE))' XLB_PKG_MAINTAINER='$(PKG_MAINTAINER)' \
 		SOURCE_DATE_EPOCH='$(PKG_EPOCH)' \
-		$(NFPM) package --config nfpm.yaml --packager $$f --target $(PKG_OUT)/ || exit 1; \
+		$(NFPM) package --config - --packager $$f --target $(PKG_OUT)/ || exit 1; \
 	done
 	@ls -l $(PKG_OUT)/*.deb $(PKG_OUT)/*.rpm
 

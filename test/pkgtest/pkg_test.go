@@ -182,12 +182,20 @@ func wantFiles(t *testing.T, unitPath, envPath string, withDirs bool) []string {
 		{"-rw-r--r--", "/usr/share/doc/xlb/kubernetes.md"},
 		{"-rw-r--r--", "/usr/share/doc/xlb/examples/kubernetes-rbac.yaml"},
 		{"-rw-r--r--", "/usr/share/man/man8/xlb.8.gz"},
+		{"-rw-r--r--", "/usr/share/xlb/observability.md"},
+		{"-rw-r--r--", "/usr/share/xlb/prometheus/xlb-alerts.yml"},
+		{"-rw-r--r--", "/usr/share/xlb/prometheus/xlb-alerts.test.yml"},
+		{"-rw-r--r--", "/usr/share/xlb/grafana/xlb-dashboard.json"},
 	}
 	if hasXlbctl(t) {
-		es = append(es, entry{"-rwxr-xr-x", "/usr/bin/xlbctl"})
+		es = append(es, entry{"-rwxr-xr-x", "/usr/bin/xlbctl"}, entry{"-rw-r--r--", "/usr/share/man/man1/xlbctl.1.gz"})
 	}
 	if withDirs {
-		es = append(es, entry{"drwxr-xr-x", "/etc/xlb"})
+		// The rpm owns the directories it creates (the deb lists every
+		// directory of its data archive; the deb test skips them).
+		for _, d := range []string{"/etc/xlb", "/usr/share/doc/xlb", "/usr/share/doc/xlb/examples", "/usr/share/xlb", "/usr/share/xlb/prometheus", "/usr/share/xlb/grafana"} {
+			es = append(es, entry{"drwxr-xr-x", d})
+		}
 	}
 	return sortedEntries(es)
 }
@@ -334,26 +342,39 @@ func checkContents(t *testing.T, root, unit, version string) {
 	if got, want := readFile(t, filepath.Join(root, "usr/share/doc/xlb/LICENSE")), repoFile(t, "LICENSE"); got != want {
 		t.Error("packaged LICENSE differs from LICENSE")
 	}
-	// The man page is gzipped roff that man renders without warnings.
-	gz := filepath.Join(root, "usr/share/man/man8/xlb.8.gz")
-	roff := run(t, "gzip", "-dc", gz)
-	if roff != repoFile(t, "packaging/xlb.8") {
-		t.Error("packaged man page differs from packaging/xlb.8")
+	// The man pages are gzipped roff that man renders without warnings.
+	pages := []struct{ installed, source, name string }{
+		{"usr/share/man/man8/xlb.8.gz", "packaging/xlb.8", "XDP/eBPF"},
 	}
-	if _, err := exec.LookPath("man"); err == nil {
-		cmd := exec.Command("man", "--warnings", "-l", gz)
-		cmd.Env = append(os.Environ(), "MANWIDTH=80", "MAN_KEEP_FORMATTING=0")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil || stderr.Len() > 0 {
-			t.Errorf("man --warnings -l xlb.8.gz: %v\n%s", err, stderr.String())
-		}
-		if !strings.Contains(string(out), "XDP/eBPF") {
-			t.Errorf("rendered man page lacks its NAME line:\n%s", out)
-		}
-	} else {
-		t.Log("man not installed: man page rendering not checked")
+	if hasXlbctl(t) {
+		pages = append(pages, struct{ installed, source, name string }{"usr/share/man/man1/xlbctl.1.gz", "packaging/xlbctl.1", "terminal console"})
+	}
+	for _, p := range pages {
+		checkManPage(t, filepath.Join(root, p.installed), p.source, p.name)
+	}
+}
+
+// checkManPage: the installed gzipped page is the source, and man renders
+// it without a warning (groff's too) and with its NAME line.
+func checkManPage(t *testing.T, gz, source, name string) {
+	t.Helper()
+	if roff := run(t, "gzip", "-dc", gz); roff != repoFile(t, source) {
+		t.Errorf("packaged %s differs from %s", filepath.Base(gz), source)
+	}
+	if _, err := exec.LookPath("man"); err != nil {
+		t.Errorf("man not installed (Debian package man-db; run `make deps`): %s not checked", source)
+		return
+	}
+	cmd := exec.Command("man", "--warnings", "-l", gz)
+	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MAN_KEEP_FORMATTING=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() > 0 {
+		t.Errorf("man --warnings -l %s: %v\n%s", filepath.Base(gz), err, stderr.String())
+	}
+	if !strings.Contains(string(out), name) {
+		t.Errorf("rendered %s lacks its NAME line (%q):\n%s", filepath.Base(gz), name, out)
 	}
 }
 
@@ -448,8 +469,14 @@ func TestRPM(t *testing.T) {
 	})
 
 	t.Run("changelog", func(t *testing.T) {
-		if out := q(t, "--changelog"); !strings.Contains(out, "xlb.service") {
-			t.Errorf("rpm changelog:\n%s", out)
+		// The newest entry is this build's version-release.
+		out := q(t, "--changelog")
+		first, _, _ := strings.Cut(out, "\n")
+		if !strings.HasPrefix(first, "* ") || !strings.HasSuffix(first, " - "+testVersion+"-1") {
+			t.Errorf("rpm changelog's first line %q: want \"* DATE PACKAGER - %s-1\"\n%s", first, testVersion, out)
+		}
+		if !strings.Contains(out, "xlb.service") {
+			t.Errorf("rpm changelog lacks the unreleased changes:\n%s", out)
 		}
 	})
 
@@ -562,7 +589,7 @@ func TestUnitContract(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"Type":                    "notify",
-		"ExecStart":               "/usr/bin/xlb --config /etc/xlb/xlb.yaml",
+		"ExecStart":               "/usr/bin/xlb --config /etc/xlb/xlb.yaml $ARGS",
 		"Restart":                 "on-failure",
 		"NoNewPrivileges":         "yes",
 		"ProtectSystem":           "strict",
