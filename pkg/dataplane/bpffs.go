@@ -59,8 +59,21 @@ func onBPFFS(path string) (bool, error) {
 }
 
 // probePinning is the FeaturePinning probe: the BPF filesystem under
-// stateDir (EnsureBPFFS) and one pin of a throwaway map there.
+// stateDir (EnsureBPFFS) and one pin of a throwaway map there. A
+// read-only stateDir's refusal says how to make it writable.
 func probePinning(stateDir string) error {
+	err := probePinningIn(stateDir)
+	if errors.Is(err, unix.EROFS) {
+		// The packaged unit's sandbox (ProtectKernelTunables=yes) leaves
+		// only the default state_dir writable in the bpffs.
+		return fmt.Errorf("%w (the packaged xlb.service makes only /sys/fs/bpf/xlb writable: add ReadWritePaths=-%s in a drop-in, systemctl edit xlb)", err, stateDir)
+	}
+	return err
+}
+
+// probePinningIn mounts the BPF filesystem when missing and pins, then
+// unpins, a throwaway map under stateDir.
+func probePinningIn(stateDir string) error {
 	if _, err := EnsureBPFFS(stateDir); err != nil {
 		return err
 	}

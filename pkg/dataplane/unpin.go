@@ -68,13 +68,24 @@ func (d *Dataplane) attachedIndexLocked(ifindex int) bool {
 
 // unpinAllLocked removes everything under state_dir and the directory
 // itself (Close: SIGTERM's end). Links still pinned there are detached
-// first.
+// first. The directory stays, empty, when it is a mount point (EBUSY) or
+// its parent is read-only (EROFS): the packaged unit's sandbox
+// (ProtectKernelTunables=yes) leaves only state_dir writable in
+// /sys/fs/bpf, bound onto itself.
 func (d *Dataplane) unpinAllLocked() error {
 	if d.stateDir == "" {
 		return nil
 	}
 	errs := []error{d.dropForeignLinksLocked()}
-	if err := os.RemoveAll(d.stateDir); err != nil && !errors.Is(err, unix.EBUSY) {
+	entries, err := os.ReadDir(d.stateDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(d.stateDir, e.Name())))
+	}
+	if err := os.Remove(d.stateDir); err != nil && !errors.Is(err, os.ErrNotExist) &&
+		!errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EROFS) {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

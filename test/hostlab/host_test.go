@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/test/lab"
 )
@@ -27,8 +28,9 @@ const listenAddr = "192.0.2.10:80"
 
 // labConfig is /etc/xlb/xlb.yaml for the booted host: the one-arm lab,
 // listen 192.0.2.10:80, the lab's backends with the given indices (all of
-// them when none is given) on 8080 as backend-1, backend-2, ..., admin and
-// metrics on their defaults (127.0.0.1:8642, 0.0.0.0:9642), the default
+// them when none is given) on 8080 as backend-1, backend-2, ..., admin on
+// 127.0.0.1:8642 (written out: the older versions some tests start from
+// default to 9090), metrics on its default (0.0.0.0:9642), the default
 // state_dir (/sys/fs/bpf/xlb, in the container's own bpffs).
 func labConfig(l *lab.Lab, backends ...int) string {
 	if len(backends) == 0 {
@@ -40,6 +42,7 @@ func labConfig(l *lab.Lab, backends ...int) string {
 	for _, i := range backends {
 		fmt.Fprintf(&b, "      - name: %s\n        ip: %s\n", backendName(i), l.Backends[i].IP())
 	}
+	fmt.Fprintf(&b, "admin:\n  port: %d\n", config.DefaultAdminPort)
 	b.WriteString("interfaces: [eth0]\nxdp_mode: native\nsnat:\n  ip: 192.0.2.10\n  port_range: \"40000-59999\"\n")
 	fmt.Fprintf(&b, "shutdown_timeout: %d\nflow_table:\n  max_connections: 65536\n", shutdownTimeout)
 	return b.String()

@@ -2,6 +2,7 @@ package hostlab
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,6 +92,9 @@ func TestPackagedService(t *testing.T) {
 	})
 
 	step("start-returns-when-ready", func(t *testing.T) {
+		// Host settings the daemon must change, and write back at its
+		// stop (through the sandbox's two writable sysctls).
+		h.sh("sh", "-c", "echo 0 > "+loForwarding+" && echo > "+reservedPorts)
 		h.sh("systemctl", "enable", "xlb")
 		start := time.Now()
 		h.sh("systemctl", "start", "xlb")
@@ -128,6 +132,18 @@ func TestPackagedService(t *testing.T) {
 		for k, v := range want {
 			if got := procField(status, k); got != v {
 				t.Errorf("%s: %s, want %s", k, got, v)
+			}
+		}
+		// ProtectKernelTunables=yes: /proc/sys and /sys/fs/bpf read-only
+		// in the daemon's mount namespace, except the two sysctls it
+		// writes and its state_dir.
+		mounts := mountOptions(h.sh("cat", fmt.Sprintf("/proc/%d/mountinfo", h.mainPID())))
+		for path, mode := range map[string]string{
+			"/proc/sys": "ro", "/sys/fs/bpf": "ro", "/sys/fs/bpf/xlb": "rw",
+			loForwarding: "rw", reservedPorts: "rw",
+		} {
+			if got := mounts[path]; got != mode {
+				t.Errorf("the daemon's %s is mounted %q, want %s", path, got, mode)
 			}
 		}
 	})
@@ -266,15 +282,23 @@ func TestPackagedService(t *testing.T) {
 		if h.xdpAttached() {
 			t.Error("XDP program still attached after stop")
 		}
-		// SIGTERM's end removes the pins (the bpffs itself stays).
-		if out, err := h.try("sh", "-c", "test ! -e /sys/fs/bpf/xlb && stat -f -c %T /sys/fs/bpf"); err != nil || strings.TrimSpace(out) != "bpf_fs" {
-			t.Errorf("after stop: %v %s; want /sys/fs/bpf/xlb gone, /sys/fs/bpf still a bpffs\n%s", err, out, h.sh("ls", "-laR", "/sys/fs/bpf"))
+		// SIGTERM's end removes the pins (the bpffs itself stays). The
+		// empty state_dir may stay: the unit makes only it writable in
+		// /sys/fs/bpf (ProtectKernelTunables=yes), so inside the sandbox
+		// it is a mount point on a read-only parent.
+		if out, err := h.try("sh", "-c", "test -z \"$(ls -A /sys/fs/bpf/xlb 2>/dev/null)\" && stat -f -c %T /sys/fs/bpf"); err != nil || strings.TrimSpace(out) != "bpf_fs" {
+			t.Errorf("after stop: %v %s; want no pins left in /sys/fs/bpf/xlb, /sys/fs/bpf still a bpffs\n%s", err, out, h.sh("ls", "-laR", "/sys/fs/bpf"))
 		}
 		j := h.journal(since)
 		for _, want := range []string{"shutting down", "shutdown window over"} {
 			if !strings.Contains(j, want) {
 				t.Errorf("journal of the stop lacks %q:\n%s", want, j)
 			}
+		}
+		// Set at start, kept across SIGKILL and hot upgrades, restored
+		// now.
+		if got := strings.Fields(h.sh("cat", loForwarding, reservedPorts)); !slices.Equal(got, []string{"0"}) {
+			t.Errorf("after stop: %s and %s hold %q, want their values before the start (0 and empty)", loForwarding, reservedPorts, got)
 		}
 	})
 
@@ -305,6 +329,10 @@ func TestPackagedService(t *testing.T) {
 	})
 
 	step("rpm-lifecycle", func(t *testing.T) {
+		// %post applies the preset policy (systemctl preset). An RPM
+		// distribution's policy ends in "disable *" (Fedora, EL, SUSE);
+		// Debian ships none, which would enable the unit.
+		h.write("/etc/systemd/system-preset/99-default-disable.preset", "disable *\n", 0o644)
 		out := h.sh("rpm", "-i", "--nodeps", rpmIn(0))
 		if !strings.Contains(out, "not enabled and not started") {
 			t.Errorf("rpm -i output lacks the not-started notice:\n%s", out)
@@ -350,4 +378,24 @@ func TestPackagedService(t *testing.T) {
 	})
 
 	t.Logf("whole booted-host test: %s", time.Since(testStart).Round(100*time.Millisecond))
+}
+
+// The sysctls the daemon sets (pkg/hostnet) and the unit leaves writable.
+const (
+	loForwarding  = "/proc/sys/net/ipv4/conf/lo/forwarding"
+	reservedPorts = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+)
+
+// mountOptions maps each mount point of a /proc/PID/mountinfo text to "ro"
+// or "rw" (the per-mount options of its top-most mount).
+func mountOptions(mountinfo string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(mountinfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		m[f[4]], _, _ = strings.Cut(f[5], ",")
+	}
+	return m
 }

@@ -598,7 +598,7 @@ func TestUnitContract(t *testing.T) {
 		"LimitMEMLOCK":            "infinity",
 		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
 		"CapabilityBoundingSet":   "CAP_BPF CAP_NET_ADMIN",
-		"ReadWritePaths":          "-/sys/fs/bpf",
+		"ProtectKernelTunables":   "yes",
 		"WantedBy":                "multi-user.target",
 	} {
 		if got := one(k); got != want {
@@ -608,7 +608,15 @@ func TestUnitContract(t *testing.T) {
 	if !slices.Contains(settings["EnvironmentFile"], "-/etc/default/xlb") || !slices.Contains(settings["EnvironmentFile"], "-/etc/sysconfig/xlb") {
 		t.Errorf("EnvironmentFile=%v, want the optional /etc/default/xlb and /etc/sysconfig/xlb", settings["EnvironmentFile"])
 	}
-	for _, k := range []string{"ProtectKernelTunables", "AmbientCapabilities", "User"} {
+	// ProtectKernelTunables keeps /proc/sys and /sys read-only but for
+	// state_dir and the two sysctls the daemon writes (pkg/hostnet).
+	if want := []string{"-/sys/fs/bpf/xlb", "/proc/sys/net/ipv4/conf/lo/forwarding", "/proc/sys/net/ipv4/ip_local_reserved_ports"}; !slices.Equal(settings["ReadWritePaths"], want) {
+		t.Errorf("ReadWritePaths=%v, want %v", settings["ReadWritePaths"], want)
+	}
+	if want := []string{"@system-service bpf", "~@resources"}; !slices.Equal(settings["SystemCallFilter"], want) {
+		t.Errorf("SystemCallFilter=%v, want %v", settings["SystemCallFilter"], want)
+	}
+	for _, k := range []string{"AmbientCapabilities", "User"} {
 		if _, ok := settings[k]; ok {
 			t.Errorf("%s must not be set", k)
 		}
