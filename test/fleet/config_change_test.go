@@ -61,9 +61,11 @@ func (f *fleet) configChange(t *testing.T) {
 
 	for _, h := range f.hostNames() {
 		for task, want := range map[string]string{
-			"Render /etc/xlb/xlb.yaml and check it with xlb check": "changed",
-			"Check that a new process took over":                   "ok",
-			"Open a connection to the service through this host":   "ok",
+			"Check the environment file and xlb.yaml together (xlb check --env-file)": "ok",
+			"Write /etc/xlb/xlb.yaml":                            "changed",
+			"Write the environment file of xlb.service":          "ok",
+			"Check that a new process took over":                 "ok",
+			"Open a connection to the service through this host": "ok",
 		} {
 			if st := TaskStatus(r.Output, task, h); st != want {
 				t.Errorf("%s: %q: %q, want %s", h, task, st, want)

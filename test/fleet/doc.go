@@ -83,6 +83,21 @@
 // (xlb_upgrade_method: restart); the last step crashes a host's daemon,
 // then kills the host.
 //
+// The lab's admin listener needs Basic auth (xlb_admin_username,
+// xlb_admin_password) with a password holding every character systemd's
+// env-file parsing changes unquoted (quotes, backslashes, '$', '#', ';',
+// blanks, backquotes): after site.yml each host's xlb runs with it
+// unchanged (/proc/PID/environ), the status API refuses a request without
+// it, and every later step reads the API with it (the role, Host.Get,
+// xlbctl). Before the traffic starts, site.yml is run twice in a way xlb
+// would refuse: a username without a password (check mode: the preflight
+// fails on every host), and an unknown XLB_DISABLE_FEATURES with a changed
+// xlb.yaml (`xlb check --env-file` fails on every host in the first play,
+// the host-by-host play never runs, no file and no process changes).
+// render_test.go runs the role's preflight and rendering without hosts:
+// the environment file's quoting read back with pkg/envfile (systemd's
+// rules) and a shell, and the rejections above.
+//
 // The backends' sockets of moved connections are cleared by their TCP
 // keepalive (BackendKeepAlive), which also clears the drained host's pairs;
 // the rolling upgrade's connection wait (xlb_drain_wait_connections, up to

@@ -60,7 +60,9 @@ func (f *fleet) drainOne(t *testing.T) {
 	carried := f.work.Stats().LongOpen[h.Addr]
 
 	called := time.Now()
-	out, err := h.Exec("xlbctl", "drain")
+	// xlbctl takes the URL and the user from xlb.yaml, the password
+	// from the environment.
+	out, err := h.Exec("env", "XLB_ADMIN_PASSWORD="+AdminPassword, "xlbctl", "drain")
 	returned := time.Since(called)
 	if err != nil {
 		t.Fatalf("xlbctl drain: %v\n%s", err, out)
@@ -113,7 +115,7 @@ func (f *fleet) drainOne(t *testing.T) {
 	}
 
 	called = time.Now()
-	if out, err := h.Exec("xlbctl", "undrain"); err != nil {
+	if out, err := h.Exec("env", "XLB_ADMIN_PASSWORD="+AdminPassword, "xlbctl", "undrain"); err != nil {
 		t.Fatalf("xlbctl undrain: %v\n%s", err, out)
 	}
 	back := f.waitPath(t, h, true).Sub(called)

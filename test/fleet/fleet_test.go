@@ -116,6 +116,10 @@ func labVars(sock, report string) map[string]any {
 		"xlb_shutdown_timeout":           shutdownTimeout,
 		"xlb_ready_timeout":              20,
 		"xlb_flow_table_max_connections": 65536,
+		// Basic auth on the status API with a password that systemd's
+		// env-file parsing would change unquoted.
+		"xlb_admin_username": AdminUser,
+		"xlb_admin_password": AdminPassword,
 		"xlb_bgp": map[string]any{
 			"local_asn":             XLBASN,
 			"router_id":             "{{ xlb_host_address }}",
@@ -210,6 +214,7 @@ func TestFleet(t *testing.T) {
 		{"site check mode on new hosts", f.siteCheckNew},
 		{"site", f.site},
 		{"site again changes nothing", f.siteAgain},
+		{"a rejected config or environment changes no host", f.rejected},
 		{"every host announces and carries traffic", f.announce},
 		{"config change rolls host by host", f.configChange},
 		{"rolling hot upgrade under traffic", f.rollingUpgrade},
@@ -302,6 +307,7 @@ func (f *fleet) site(t *testing.T) {
 	f.phase("site.yml on new hosts", start)
 	for _, h := range f.l.Hosts {
 		f.checkHost(t, h, v1, true)
+		checkAdminPassword(t, h)
 		out, err := h.Exec("ip", "-4", "-o", "address", "show", "dev", "lo")
 		if err != nil || !strings.Contains(out, VIP.String()+"/32") {
 			t.Errorf("%s: service address not on lo: %v\n%s", h.Inventory, err, out)
