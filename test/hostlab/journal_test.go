@@ -64,7 +64,12 @@ func TestJournalPriorities(t *testing.T) {
 	config := labConfig(h.l)
 
 	step("check-env-file", func(t *testing.T) {
-		h.write("/root/auth.yaml", config+"admin:\n  auth:\n    username: ops\n", 0o644)
+		// labConfig has an admin: block (its port); the auth goes into it.
+		auth := strings.Replace(config, "admin:\n", "admin:\n  auth:\n    username: ops\n", 1)
+		if auth == config {
+			t.Fatalf("the lab's config has no admin: block:\n%s", config)
+		}
+		h.write("/root/auth.yaml", auth, 0o644)
 		out, err := h.try("xlb", "check", "--env-file", "/etc/default/xlb", "/root/auth.yaml")
 		if err == nil || !strings.Contains(out, "/etc/default/xlb: XLB_ADMIN_PASSWORD is not set, but /root/auth.yaml sets admin.auth.username \"ops\", so xlb would refuse to start") {
 			t.Errorf("xlb check --env-file with auth and the packaged env file: %v\n%s", err, out)
