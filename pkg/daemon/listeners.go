@@ -13,6 +13,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/xlbproject/xlb/pkg/hostnet"
 	"github.com/xlbproject/xlb/pkg/metrics"
 	"github.com/xlbproject/xlb/pkg/status"
 	"github.com/xlbproject/xlb/pkg/weblisten"
@@ -31,6 +32,12 @@ type listeners struct {
 	released  atomic.Bool // stopAccepting closed the listeners: Serve's error is expected
 	stopOnce  sync.Once
 	stopErr   error
+	// serviceAddr, when valid, is the listen address held on lo (a
+	// shared service address): a listener bound to the unspecified
+	// address resets connections to it (weblisten.RefuseTo).
+	serviceAddr netip.Addr
+	adminAny    bool // the admin listener is bound to the unspecified address
+	metricsAny  bool
 }
 
 // startListeners binds both listeners (a bind failure fails startup, and
@@ -87,6 +94,14 @@ func (d *runner) startListeners() (*listeners, error) {
 		return nil, err
 	}
 	l.adminLn, l.metricsLn = adminLn, metricsLn
+	l.adminAny, l.metricsAny = unspecified(c.Admin.Address), unspecified(c.Metrics.Address)
+	if ip := c.Listen.IP; ip.IsValid() && (l.adminAny || l.metricsAny) {
+		if ifname, err := hostnet.InterfaceOf(ip); err == nil && ifname == "lo" {
+			l.serviceAddr = ip
+			d.log.WithField("listen", ip.String()).Info("the listen address is a service address on lo: " +
+				"the admin and metrics listeners bound to every address reset connections to it")
+		}
+	}
 	d.log.WithFields(map[string]any{"admin": adminLn.Addr().String(), "metrics": metricsLn.Addr().String(),
 		"admin_tls": web.Admin.TLS(), "metrics_tls": web.Metrics.TLS()}).Info("listeners bound")
 	return l, nil
@@ -100,13 +115,13 @@ func (l *listeners) serve(log logrus.FieldLogger) {
 	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
-		if err := l.admin.Serve(l.adminLn); err != nil && !l.released.Load() {
+		if err := l.admin.Serve(l.refuseService(l.adminLn, l.adminAny)); err != nil && !l.released.Load() {
 			log.WithError(err).Error("admin listener stopped")
 		}
 	}()
 	go func() {
 		defer l.wg.Done()
-		if err := l.metrics.Serve(l.metricsLn); err != nil && !l.released.Load() {
+		if err := l.metrics.Serve(l.refuseService(l.metricsLn, l.metricsAny)); err != nil && !l.released.Load() {
 			log.WithError(err).Error("metrics listener stopped")
 		}
 	}()
@@ -142,6 +157,19 @@ func sameAddr(a, b string) bool {
 	ia, ib := pa.Addr().Unmap(), pb.Addr().Unmap()
 	return ia == ib || (ia.IsUnspecified() && ib.IsUnspecified())
 }
+
+// refuseService wraps a listener bound to the unspecified address so
+// that it resets connections to the service address (serviceAddr).
+func (l *listeners) refuseService(ln net.Listener, wildcard bool) net.Listener {
+	if !wildcard || !l.serviceAddr.IsValid() {
+		return ln
+	}
+	return weblisten.RefuseTo(ln, l.serviceAddr)
+}
+
+// unspecified reports whether a listener's configured address binds
+// every address (unset, 0.0.0.0 or ::).
+func unspecified(a netip.Addr) bool { return !a.IsValid() || a.IsUnspecified() }
 
 func addrOrAny(a netip.Addr) string {
 	if !a.IsValid() {

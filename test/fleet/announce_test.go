@@ -63,7 +63,8 @@ func waitAnnouncing(t *testing.T, h *Host) {
 
 // announce: every host's speaker has its session with the router up and
 // announces the VIP (status bgp); bird holds one route per host and the
-// kernel one multipath route with the three hosts as next hops; then,
+// kernel one multipath route with the three hosts as next hops; the
+// metrics port answers on each host's own address, not on the VIP; then,
 // with the client running, new connections land on every host.
 func (f *fleet) announce(t *testing.T) {
 	start := time.Now()
@@ -80,6 +81,7 @@ func (f *fleet) announce(t *testing.T) {
 	kernel, _ := f.l.KernelPaths()
 	_, out := f.l.BirdPaths()
 	t.Logf("router: kernel route %s via %v (3 paths); bird (birdc show route %s all):\n%s", VIP, kernel, vipPrefix, out)
+	f.serviceAddressClosed(t)
 
 	f.startTraffic(t)
 	st0 := f.work.Stats()
