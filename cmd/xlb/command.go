@@ -5,8 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
+
+	"github.com/xlbproject/xlb/internal/cliusage"
 )
 
 // command is one of xlb's command lines: its flags, parsed by Go's flag
@@ -47,7 +48,7 @@ func (c *command) parse(args []string, maxArgs int, stdout, stderr io.Writer) (c
 		c.usage(stdout)
 		return 0, true
 	case err != nil:
-		return c.fail(stderr, "%s", doubleDash(err.Error())), true
+		return c.fail(stderr, "%s", cliusage.DoubleDash(err.Error())), true
 	case c.fs.NArg() > maxArgs:
 		return c.fail(stderr, "unexpected argument %q", c.fs.Arg(maxArgs)), true
 	}
@@ -56,9 +57,7 @@ func (c *command) parse(args []string, maxArgs int, stdout, stderr io.Writer) (c
 
 // fail prints a usage error and returns its exit code, 2.
 func (c *command) fail(stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n", c.name, fmt.Sprintf(format, args...))
-	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", c.name)
-	return 2
+	return cliusage.Fail(stderr, c.name, fmt.Sprintf(format, args...))
 }
 
 // usage writes the synopsis, the description and every flag but the
@@ -94,13 +93,6 @@ func (c *command) usage(w io.Writer) {
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
 }
-
-// flagName finds flag names as Go's flag package writes them in errors
-// ("flag provided but not defined: -x", "invalid value ... for flag -x").
-var flagName = regexp.MustCompile(`(^|[ :])-([A-Za-z][\w.-]*)`)
-
-// doubleDash rewrites a flag package error to the --flag spelling.
-func doubleDash(msg string) string { return flagName.ReplaceAllString(msg, "$1--$2") }
 
 // flagSet reports whether the named flag was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/cliusage"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -130,9 +131,8 @@ func parseArgs(args []string) (options, string, error) {
 	return o, cmd, nil
 }
 
-// usageError reports a usage error followed by the usage; exit 2, as xlb.
+// usageError reports a usage error as xlb does: one line with flags
+// spelled --name and a hint to --help; exit 2.
 func usageError(stderr io.Writer, err error) int {
-	fmt.Fprintf(stderr, "xlbctl: %v\n\n", err)
-	usage(stderr)
-	return exitUsage
+	return cliusage.Fail(stderr, "xlbctl", cliusage.DoubleDash(err.Error()))
 }

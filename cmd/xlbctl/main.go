@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case err != nil:
 		return usageError(stderr, err)
 	case cmd == "version":
-		fmt.Fprintf(stdout, "xlbctl %s (revision %s)\n", buildinfo.Version, buildinfo.Revision)
+		fmt.Fprintln(stdout, buildinfo.Print("xlbctl"))
 		return exitOK
 	}
 	render, ok := renderers[cmd]

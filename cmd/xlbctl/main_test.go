@@ -95,7 +95,7 @@ func TestExitCodes(t *testing.T) {
 		{"no command", []string{"--admin", ready.URL}, 2, "", "no command"},
 		{"extra argument", []string{"status", "extra"}, 2, "", `unexpected argument "extra"`},
 		{"zero interval", []string{"top", "--interval", "0s"}, 2, "", "--interval 0s"},
-		{"unknown flag", []string{"--colour", "status"}, 2, "", "flag provided but not defined"},
+		{"unknown flag", []string{"--colour", "status"}, 2, "", "xlbctl: flag provided but not defined: --colour\nRun 'xlbctl --help' for usage.\n"},
 		{"empty --admin", []string{"--admin", "", "status"}, 2, "", "--admin: empty URL"},
 		{"--admin not a URL", []string{"--admin", "ftp://127.0.0.1:1", "status"}, 2, "", "want http://host:port"},
 		{"user without password", []string{"--admin", ready.URL, "--user", "operator", "status"}, 1, "", "XLB_ADMIN_PASSWORD is empty"},
@@ -114,6 +114,10 @@ func TestExitCodes(t *testing.T) {
 			}
 			if c.code != exitOK && c.code != exitNotReady && out != "" {
 				t.Errorf("error wrote to stdout: %q", out)
+			}
+			// A usage error is one line and the hint, as xlb's (not the usage).
+			if c.code == 2 && strings.Count(errs, "\n") != 2 {
+				t.Errorf("usage error: %q, want one line and the hint", errs)
 			}
 		})
 	}

@@ -108,7 +108,7 @@ func (p *pkg) calls(visit func(file string, x ast.Expr, name string)) {
 // The read side: what operators see is built from the snapshot only.
 var readSide = map[string][]string{
 	// package: the module packages it may import
-	"cmd/xlbctl":      {"pkg/buildinfo", "pkg/config", "pkg/status/api"},
+	"cmd/xlbctl":      {"internal/cliusage", "pkg/buildinfo", "pkg/config", "pkg/status/api"},
 	"pkg/status":      {"pkg/buildinfo", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
 	"pkg/status/api":  {},
 	"pkg/metrics":     {"pkg/buildinfo", "pkg/dataplane", "pkg/maintenance", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
