@@ -1,8 +1,11 @@
-// Package floor loads the benchmark floor program (bpf/floor.c): the least
-// work any stateful NAT does per packet. Parse, one hash lookup on the
-// 5-tuple, rewrite addresses, ports and MACs with incremental checksums,
-// XDP_TX. pkg/dataplane's benchmarks report XLB's cost as a ratio to it;
-// nothing else imports this package.
+// Package floor loads the benchmark floors; only benchmarks and their
+// harnesses import it. The floor program (bpf/floor.c, this file) is the
+// least work any stateful NAT does per packet: parse, one hash lookup on
+// the 5-tuple, rewrite addresses, ports and MACs with incremental
+// checksums, XDP_TX; pkg/dataplane's benchmarks report XLB's cost as a
+// ratio to it. The floor balancer (bpf/floor_lb.c, balancer.go) is a
+// stateless XDP full NAT for the lab's balancer namespace: what XLB would
+// cost if its state were free, run as a peer of XLB in the lab.
 package floor
 
 import (

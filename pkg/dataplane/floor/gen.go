@@ -5,3 +5,7 @@ package floor
 // binary does not carry it.
 //
 //go:generate sh -c "go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types -type floor_recipe floor ../../../bpf/floor.c -- -I../../../bpf -I/usr/include/$(clang -print-multiarch) -O2 -g -Wall -Werror -mcpu=v3"
+
+// The floor balancer (bpf/floor_lb.c, balancer.go) is generated the same way.
+//
+//go:generate sh -c "go tool bpf2go -cc clang -strip llvm-strip -target bpfel -no-global-types -type floor_lb_config -type floor_lb_backend -type floor_lb_limits floorLB ../../../bpf/floor_lb.c -- -I../../../bpf -I/usr/include/$(clang -print-multiarch) -O2 -g -Wall -Werror -mcpu=v3"
