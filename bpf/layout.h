@@ -81,6 +81,8 @@ enum xlb_limits {
 	XLB_PICK_TRIES = 4,          /* routable backends tried per SYN when SNAT ports run out */
 	XLB_MAX_NEXTHOPS = 65536,    /* next-hop slots (xlb_nexthops); a power of two */
 	XLB_NEXTHOP_PROBES = 8,      /* slots probed from a next hop's hash */
+	XLB_FIB_MEMOS = 512,         /* per CPU: remembered FIB answers toward backends (by id) and as many toward clients (by address); a power of two */
+	XLB_FIB_MEMO_TICKS = 64,     /* a remembered FIB answer serves new pairs for this long (nexthop.h memo_next_hop): 64-640 ms */
 	XLB_WSCALE_NONE = 0xff,      /* flow_value.wscale: the sender's SYN carried no window scale */
 	XLB_WSCALE_UNKNOWN = 0xfe,   /* flow_value.wscale: not seen (a pair migrated from layout 2): any window */
 	XLB_WSCALE_MAX = 14,         /* RFC 7323 §2.3: larger shifts are used as 14 */
@@ -257,6 +259,21 @@ struct if_mac {
 };
 
 _Static_assert(sizeof(struct if_mac) == 8, "struct if_mac has no implicit padding");
+
+/*
+ * A slot of xlb_if_mac_slots (ours.h): the address of interface ifindex,
+ * in slot ifindex % XLB_MAX_INTERFACES when no other interface holds it;
+ * ifindex 0: the slot is unused. The same address is in xlb_if_macs,
+ * which the data path reads when the slot is not the interface's. Written
+ * by userspace only, never pinned. 12 bytes.
+ */
+struct if_mac_slot {
+	__u32 ifindex;
+	__u8 addr[6];
+	__u8 pad[2];       /* always zero */
+};
+
+_Static_assert(sizeof(struct if_mac_slot) == 12, "struct if_mac_slot has no implicit padding");
 
 /*
  * A listen port mapping (DESIGN §1 ports). remote_port_be 0: each
@@ -493,8 +510,25 @@ struct reap_batch {
 };
 
 /*
+ * A FIB answer the data path remembers for new pairs (nexthop.h
+ * memo_next_hop): bpf_fib_lookup from src_be to dst_be named next-hop
+ * slot nexthop, then holding (ifindex, ip_be), at jiffies at. Per CPU,
+ * in the scratch: never pinned, never read by userspace. 24 bytes.
+ */
+struct fib_memo {
+	__be32 src_be;
+	__be32 dst_be;
+	__u32 nexthop;
+	__u32 ifindex;
+	__be32 ip_be;
+	__u32 at;          /* jiffies, low 32 bits */
+};
+
+/*
  * The data path's per-CPU scratch space for pair creation (xlb_scratch):
- * two values do not fit the BPF stack comfortably. Userspace never reads it.
+ * two values do not fit the BPF stack comfortably, and the FIB answers
+ * it remembers. Userspace never reads it, and it is never pinned: a new
+ * program starts with nothing remembered.
  */
 struct create_scratch {
 	struct flow_value fwd;
@@ -504,6 +538,8 @@ struct create_scratch {
 	struct flow_key okey;   /* a takeover's old forward key */
 	__u32 rr;               /* the round-robin position of this SYN */
 	__u32 pad;
+	/* toward backend id & (XLB_FIB_MEMOS - 1), then toward clients by their address's hash */
+	struct fib_memo memo[2 * XLB_FIB_MEMOS];
 };
 
 /*

@@ -105,6 +105,19 @@ struct {
 	__uint(max_entries, XLB_MAX_INTERFACES);
 } xlb_if_macs SEC(".maps");
 
+/*
+ * The same addresses, one array slot per interface where the slots allow
+ * (struct if_mac_slot): the data path reads an interface's address with
+ * an array access instead of a hash lookup (ours.h). Configuration like
+ * xlb_if_macs: never pinned.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct if_mac_slot);
+	__uint(max_entries, XLB_MAX_INTERFACES);
+} xlb_if_mac_slots SEC(".maps");
+
 /* Global counters, per CPU (enum xlb_counter). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

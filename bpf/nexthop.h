@@ -60,14 +60,21 @@ struct nexthop_claim {
 	int found;
 };
 
-/* Name slot id (nh) for c: stamp it, and write c's MACs into it when write_macs. */
+/*
+ * Name slot id (nh) for c: stamp it, and write c's MACs into it when
+ * write_macs. Only what differs is written: a slot many CPUs name stays
+ * in every CPU's cache instead of moving to the writer's at each SYN.
+ */
 static __always_inline void nexthop_take(struct nexthop *nh, struct nexthop_claim *c, __u32 id, int write_macs)
 {
 	if (write_macs) {
-		copy_mac(nh->smac, c->smac);
-		copy_mac(nh->dmac, c->dmac);
+		if (!mac_equal(nh->smac, c->smac))
+			copy_mac(nh->smac, c->smac);
+		if (!mac_equal(nh->dmac, c->dmac))
+			copy_mac(nh->dmac, c->dmac);
 	}
-	nh->used = c->now;
+	if (nh->used != c->now)
+		nh->used = c->now;
 	c->id = id;
 	c->found = 1;
 }
@@ -174,6 +181,79 @@ __noinline int resolve_next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, __u3
 	__builtin_memset(&c, 0, sizeof(c));
 	if (fib_next_hop(ctx, src, dst, &c) || nexthop_slot(&c))
 		return -1;
+	*id = c.id;
+	return 0;
+}
+
+/*
+ * Remembered FIB answers (layout.h struct fib_memo; per CPU, in the
+ * scratch): a new pair's next hop toward a backend, or back toward a
+ * client, that a SYN on this CPU resolved less than XLB_FIB_MEMO_TICKS
+ * ago is that SYN's slot again, without bpf_fib_lookup or a probe, while
+ * the slot still holds the same next hop (the daemon frees idle slots)
+ * and its interface is still the ingress one or in the redirect map. So a
+ * route or neighbour change (a new gateway, a neighbour gone FAILED)
+ * reaches new pairs within XLB_FIB_MEMO_TICKS, and a MAC change at once:
+ * the daemon writes MACs into the slot itself (pkg/hostnet
+ * WatchNextHops). A failed lookup is never remembered. Backends take memo
+ * memo_backend(id), clients memo_client(address).
+ */
+static __always_inline __u32 memo_backend(__u16 bid)
+{
+	return bid & (XLB_FIB_MEMOS - 1);
+}
+
+/*
+ * A client's memo: the top bits of a multiplicative hash of its address
+ * (the low bits of the product would see only the address's first bytes,
+ * the same for a whole /16).
+ */
+static __always_inline __u32 memo_client(__be32 ip)
+{
+	__u32 h = (__u32)ip * 0x9E3779B1u;
+
+	return XLB_FIB_MEMOS + (__u32)(((__u64)h * XLB_FIB_MEMOS) >> 32);
+}
+
+/*
+ * The slot of the next hop toward dst from src (resolve_next_hop), from
+ * memo memo when it is fresh (see above); -1 when there is none. A global
+ * function, checked once by the verifier.
+ */
+__noinline int memo_next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, __u32 memo, __u32 *id)
+{
+	struct create_scratch *s;
+	struct nexthop_claim c;
+	struct fib_memo *m;
+	struct nexthop *nh;
+	__u32 zero = 0, now, slot, oif;
+
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	if (!s || !id)
+		return -1;
+	m = &s->memo[memo & (2 * XLB_FIB_MEMOS - 1)];
+	now = now32();
+	if (m->dst_be == dst && m->src_be == src && now - m->at < XLB_FIB_MEMO_TICKS) {
+		slot = m->nexthop;
+		oif = m->ifindex;
+		nh = bpf_map_lookup_elem(&xlb_nexthops, &slot);
+		if (nh && oif && nh->ifindex == oif && nh->ip_be == m->ip_be &&
+		    (oif == ctx->ingress_ifindex || bpf_map_lookup_elem(&xlb_tx_ports, &oif))) {
+			if (nh->used != now)
+				nh->used = now;
+			*id = slot;
+			return 0;
+		}
+	}
+	__builtin_memset(&c, 0, sizeof(c));
+	if (fib_next_hop(ctx, src, dst, &c) || nexthop_slot(&c))
+		return -1;
+	m->src_be = src;
+	m->dst_be = dst;
+	m->nexthop = c.id;
+	m->ifindex = c.ifindex;
+	m->ip_be = c.ip;
+	m->at = now;
 	*id = c.id;
 	return 0;
 }

@@ -13,7 +13,11 @@
  *
  * The interface's address comes from xlb_if_macs, which userspace writes
  * before it attaches the program and again whenever the address changes
- * (pkg/hostnet's next-hop watcher). An interface without an entry (its
+ * (pkg/hostnet's next-hop watcher), and, for every interface whose slot
+ * no other holds, from the same address in xlb_if_mac_slots: an array
+ * access instead of a second hash lookup per packet (the flow lookup is
+ * the first), which cost more than every other step of an established
+ * packet together (issue 17). An interface without an entry (its
  * address is not an Ethernet one) accepts every unicast frame: the check
  * can then only let through what it let through before, never blackhole
  * the interface. A group address (multicast, broadcast: the I/G bit) is
@@ -37,11 +41,19 @@ static __always_inline int frame_is_ours(struct xdp_md *ctx, const struct ethhdr
 {
 	const __u16 *d = (const __u16 *)eth->h_dest;
 	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 slot = ifindex % XLB_MAX_INTERFACES;
+	const struct if_mac_slot *s;
 	const struct if_mac *m;
 	const __u16 *a;
 
 	if (eth->h_dest[0] & 1)
 		return 0; /* a group address */
+	/* ifindex, then the address: the order pkg/dataplane ifmacs.go writes a slot for */
+	s = bpf_map_lookup_elem(&xlb_if_mac_slots, &slot);
+	if (s && s->ifindex == ifindex) {
+		a = (const __u16 *)s->addr;
+		return d[0] == a[0] && d[1] == a[1] && d[2] == a[2];
+	}
 	m = bpf_map_lookup_elem(&xlb_if_macs, &ifindex);
 	if (!m)
 		return 1; /* no address known for the interface: as before */

@@ -321,7 +321,7 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 		return CREATE_FULL;
 	if (!s->fwd.dport_be)
 		return CREATE_NO_BACKEND; /* no port to send to (never published: SetRoutable) */
-	if (resolve_next_hop(ctx, cfg->snat_ips_be[0], s->fwd.daddr_be, &id))
+	if (memo_next_hop(ctx, cfg->snat_ips_be[0], s->fwd.daddr_be, memo_backend(s->fwd.backend_id), &id))
 		return CREATE_FIB_MISS;
 	s->fwd.nexthop = id;
 	s->rev.backend_id = s->fwd.backend_id;
@@ -472,7 +472,7 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 
 	/* reverse recipe: toward the client, from listen:local_port */
 	__builtin_memset(&s->rev, 0, sizeof(s->rev));
-	if (resolve_next_hop(ctx, cfg->listen_ip_be, fk->saddr_be, &id) &&
+	if (memo_next_hop(ctx, cfg->listen_ip_be, fk->saddr_be, memo_client(fk->saddr_be), &id) &&
 	    sender_next_hop(ctx, p->eth, &id)) /* no route or neighbour: answer the SYN's L2 sender */
 		return CREATE_FIB_MISS;
 	s->rev.nexthop = id;
@@ -576,6 +576,7 @@ SEC("xdp")
 int xlb_xdp(struct xdp_md *ctx)
 {
 	struct flow_value *v, *peer;
+	struct create_scratch *s;
 	struct xlb_config *cfg;
 	struct flow_key key, pk;
 	struct pkt p;
@@ -670,7 +671,12 @@ int xlb_xdp(struct xdp_md *ctx)
 			count(XLB_C_TABLE_FULL);
 			return finish(reply_rst(ctx, &p));
 		}
-		/* forward with the map's copy so that statistics land there */
+		if (rc == CREATE_OK) {
+			/* the forward entry just inserted is the scratch's: no lookup */
+			s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+			if (s)
+				return finish(rewrite_and_send(ctx, &p, &s->fwd, dir));
+		}
 		v = bpf_map_lookup_elem(&xlb_flows, &key);
 		if (!v)
 			return finish(XDP_DROP);

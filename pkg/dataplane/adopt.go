@@ -76,7 +76,7 @@ func (p *loadPlan) close() {
 // scratch space and the reaper's slot (rewritten before every use), the
 // interfaces' MACs (written at every attach: ifmacs.go) and the metadata
 // record (pinned as meta, not under maps/).
-var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbIfMacs, xlbMapXlbMeta}
+var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbMeta}
 
 // stateMaps lists the maps of spec that are pinned: all but unpinnedMaps
 // and the constants.

@@ -27,6 +27,21 @@ import (
 // be lost. Each such loss heals itself: a lost used stamp at most frees a
 // slot early, and a packet that finds its slot freed looks its next hop
 // up again (XLB_C_NEXTHOP_REFRESH).
+//
+// A SYN does not ask the FIB each time (issue 17: a new pair cost two
+// bpf_fib_lookup calls and two slot probes): each CPU remembers, per
+// backend id and per client address, the slot its last lookup named
+// (bpf/nexthop.h memo_next_hop) for FIBMemoTicks, while that slot still
+// holds the same next hop. A route or neighbour change therefore reaches
+// new pairs within those ticks, and a MAC change at once, since it is
+// written into the slot (UpdateNeighbour, UpdateInterfaceMAC); a freed
+// slot (FreeNextHops) ends the memo at once.
+
+// FIBMemoTicks is how long a CPU's remembered FIB answer serves new pairs
+// (bpf/layout.h XLB_FIB_MEMO_TICKS): 64 jiffies, 64 ms at HZ=1000, 256 ms
+// at HZ=250, 640 ms at HZ=100; the next-hop watcher's own aim for a MAC
+// change is 1 s.
+const FIBMemoTicks = Jiffies(xlbXlbLimitsXLB_FIB_MEMO_TICKS)
 
 // NextHop is one slot of xlb_nexthops.
 type NextHop struct {

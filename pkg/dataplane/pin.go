@@ -107,7 +107,7 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbPairEvents: m.XlbPairEvents, xlbMapXlbReapBatch: m.XlbReapBatch, xlbMapXlbReaped: m.XlbReaped,
 		xlbMapXlbScratch: m.XlbScratch, xlbMapXlbShared: m.XlbShared, xlbMapXlbSnatCursors: m.XlbSnatCursors,
 		xlbMapXlbTxPorts: m.XlbTxPorts, xlbMapXlbNexthops: m.XlbNexthops, xlbMapXlbSnatPorts: m.XlbSnatPorts,
-		xlbMapXlbHandshake: m.XlbHandshake, xlbMapXlbIfMacs: m.XlbIfMacs,
+		xlbMapXlbHandshake: m.XlbHandshake, xlbMapXlbIfMacs: m.XlbIfMacs, xlbMapXlbIfMacSlots: m.XlbIfMacSlots,
 	}
 }
 

@@ -53,6 +53,15 @@ type xlbCreateScratch struct {
 	Okey xlbFlowKey
 	Rr   uint32
 	Pad  uint32
+	Memo [1024]struct {
+		_       structs.HostLayout
+		SrcBe   uint32
+		DstBe   uint32
+		Nexthop uint32
+		Ifindex uint32
+		IpBe    uint32
+		At      uint32
+	}
 }
 
 type xlbFlowKey struct {
@@ -90,6 +99,13 @@ type xlbIfMac struct {
 	_    structs.HostLayout
 	Addr [6]uint8
 	Pad  [2]uint8
+}
+
+type xlbIfMacSlot struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Addr    [6]uint8
+	Pad     [2]uint8
 }
 
 type xlbNexthop struct {
@@ -260,6 +276,8 @@ const (
 	xlbXlbLimitsXLB_PICK_TRIES              xlbXlbLimits = 4
 	xlbXlbLimitsXLB_MAX_NEXTHOPS            xlbXlbLimits = 65536
 	xlbXlbLimitsXLB_NEXTHOP_PROBES          xlbXlbLimits = 8
+	xlbXlbLimitsXLB_FIB_MEMOS               xlbXlbLimits = 512
+	xlbXlbLimitsXLB_FIB_MEMO_TICKS          xlbXlbLimits = 64
 	xlbXlbLimitsXLB_WSCALE_NONE             xlbXlbLimits = 255
 	xlbXlbLimitsXLB_WSCALE_UNKNOWN          xlbXlbLimits = 254
 	xlbXlbLimitsXLB_WSCALE_MAX              xlbXlbLimits = 14
@@ -362,6 +380,7 @@ const (
 	xlbMapXlbCounters        = "xlb_counters"
 	xlbMapXlbFlows           = "xlb_flows"
 	xlbMapXlbHandshake       = "xlb_handshake"
+	xlbMapXlbIfMacSlots      = "xlb_if_mac_slots"
 	xlbMapXlbIfMacs          = "xlb_if_macs"
 	xlbMapXlbMeta            = "xlb_meta"
 	xlbMapXlbNexthops        = "xlb_nexthops"
@@ -451,6 +470,7 @@ type xlbMapSpecs struct {
 	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
 	XlbHandshake    *ebpf.MapSpec `ebpf:"xlb_handshake"`
+	XlbIfMacSlots   *ebpf.MapSpec `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs       *ebpf.MapSpec `ebpf:"xlb_if_macs"`
 	XlbMeta         *ebpf.MapSpec `ebpf:"xlb_meta"`
 	XlbNexthops     *ebpf.MapSpec `ebpf:"xlb_nexthops"`
@@ -512,6 +532,7 @@ type xlbMaps struct {
 	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
 	XlbHandshake    *ebpf.Map `ebpf:"xlb_handshake"`
+	XlbIfMacSlots   *ebpf.Map `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs       *ebpf.Map `ebpf:"xlb_if_macs"`
 	XlbMeta         *ebpf.Map `ebpf:"xlb_meta"`
 	XlbNexthops     *ebpf.Map `ebpf:"xlb_nexthops"`
@@ -536,6 +557,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbCounters,
 		m.XlbFlows,
 		m.XlbHandshake,
+		m.XlbIfMacSlots,
 		m.XlbIfMacs,
 		m.XlbMeta,
 		m.XlbNexthops,
