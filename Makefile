@@ -27,7 +27,7 @@ BIN      := bin
 APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables bird2 prometheus chromium curl
 DEPS_SERVICES := bird2:bird.service prometheus:prometheus.service
 
-.PHONY: all build deps generate check-generated vet test test-unit test-e2e bench demo clean
+.PHONY: all build deps generate check-generated vet test test-unit test-e2e bench bench-deps bench-peers demo clean
 
 all: build
 
@@ -107,6 +107,23 @@ bench: build
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench 'Lab(Throughput|Connections)' -benchtime 5x ./test/e2e/
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench LabHandOff -benchtime 20x -timeout 30m ./test/e2e/
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench LabChurn -benchtime 1x -timeout 60m -v ./test/e2e/
+
+# XLB against its peers (issue 17): every peer with the same loads in the
+# one-arm lab, interleaved; a Markdown report, JSON and a PNG plot in a
+# results directory (test/benchpeers/doc.go). A full run takes about 75
+# minutes; BENCH_PEERS_QUICK=1 is a development run, BENCH_PEERS_PEERS and
+# BENCH_PEERS_LOADS pick subsets, BENCH_PEERS_FLAGS passes flags (e.g.
+# -doc docs/benchmarks.md). Needs haproxy, nginx and libnginx-mod-stream.
+# The peers' packages, installed by bench-peers only (make test needs none
+# of them), their services kept from starting like make deps's.
+BENCH_APT_PACKAGES := haproxy nginx libnginx-mod-stream
+BENCH_DEPS_SERVICES := haproxy:haproxy.service nginx:nginx.service
+
+bench-deps:
+	$(MAKE) --no-print-directory deps APT_PACKAGES="$(BENCH_APT_PACKAGES)" DEPS_SERVICES="$(BENCH_DEPS_SERVICES)"
+
+bench-peers: build bench-deps
+	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) run ./test/benchpeers $(BENCH_PEERS_FLAGS)
 
 demo: build
 	$(GO) run ./test/demo -xlb $(BIN)/xlb -xlbctl $(BIN)/xlbctl

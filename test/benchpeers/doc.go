@@ -1,0 +1,82 @@
+// Command benchpeers is `make bench-peers` (issue 17): it measures XLB
+// against its peers in the one-arm lab (test/lab), with the same loads,
+// interleaved, and writes a Markdown report, the raw results as JSON and a
+// PNG plot to a results directory.
+//
+// Peers (all serve the virtual service 192.0.2.10:80 -> backends:8080,
+// set up in the lab's balancer namespace):
+//
+//	direct       no balancer: clients connect to the backends themselves
+//	floor        the floor balancer (pkg/dataplane/floor): stateless XDP
+//	             full NAT, what XLB would cost if its state were free
+//	xlb-native   the xlb daemon, xdp_mode: native
+//	xlb-generic  the xlb daemon, xdp_mode: generic
+//	iptables     nf_conntrack DNAT + SNAT the way kube-proxy does it
+//	             (testnet.Host.NATBalancer)
+//	haproxy      HAProxy in TCP mode (Debian package haproxy)
+//	nginx        nginx stream proxy (Debian packages nginx, libnginx-mod-stream)
+//
+// Loads (each in a lab of its own, so no TIME_WAIT, conntrack or flow
+// state carries over from one measurement to the next):
+//
+//	conn-server-first      new connections for -duration, the backend closes
+//	                       first (internal/testnet/loadgen, -workers loops)
+//	conn-client-first      the same, the client closes first
+//	keepalive              -workers long-lived connections, each a loop of
+//	                       64-byte request and echo
+//	bulk-up                -streams connections writing to the backends' sink
+//	bulk-down              -streams connections reading from a backend source
+//	conn-server-first-long new connections, backend closes first, for -long in
+//	conn-client-first-long -window windows (issue 13's 120 s in 10 s windows)
+//	idle                   -idle-pairs idle connections from two clients, each
+//	                       writing a byte every -trickle, with the keepalive
+//	                       load measured on top (does per-packet cost rise
+//	                       with table size?). Helper processes (this binary
+//	                       started again in a lab namespace, helper.go) hold
+//	                       the pairs' sockets: one process may open only
+//	                       RLIMIT_NOFILE descriptors (a hard limit of 20,000
+//	                       without CAP_SYS_RESOURCE here). The floor takes one
+//	                       client address only and sits it out; so does a
+//	                       proxy when two descriptors per pair exceed the
+//	                       limit
+//
+// Every repetition runs every load; within a load the peers run one after
+// the other, their order rotated by one each repetition. The long loads
+// (conn-*-long, idle) run -long-reps times. The report gives per load and
+// peer the median value, each ratio to the floor, direct, iptables and
+// HAProxy (median and the per-repetition ratios, measured in the same
+// repetition), p50/p99 latency (connect time for new connections, request
+// round trip for keepalive and idle), host CPU busy (all CPUs) during the
+// measurement and CPU time per operation.
+//
+// Flags (each also read from the environment variable in brackets, a
+// flag given on the command line winning):
+//
+//	-reps N            [BENCH_PEERS_REPS]      repetitions (3)
+//	-long-reps N       [BENCH_PEERS_LONG_REPS] repetitions of the long loads (1)
+//	-duration D        [BENCH_PEERS_DURATION]  each short load (10s)
+//	-long D            [BENCH_PEERS_LONG]      the windowed loads (120s)
+//	-window D          [BENCH_PEERS_WINDOW]    their window (10s)
+//	-workers N         [BENCH_PEERS_WORKERS]   connection loops (16)
+//	-streams N         [BENCH_PEERS_STREAMS]   bulk connections (4)
+//	-idle-pairs N      [BENCH_PEERS_IDLE_PAIRS] (100000)
+//	-trickle D         [BENCH_PEERS_TRICKLE]   each idle pair's write period (30s)
+//	-peers a,b         [BENCH_PEERS_PEERS]     a subset of peers (all)
+//	-loads a,b         [BENCH_PEERS_LOADS]     a subset of loads (all)
+//	-out DIR           [BENCH_PEERS_OUT]       results directory (a new one under $TMPDIR)
+//	-doc FILE          [BENCH_PEERS_DOC]       also write the report there (docs/benchmarks.md),
+//	                                           the plot beside it
+//	-quick             [BENCH_PEERS_QUICK=1]   development run: 1 repetition, 3 s loads,
+//	                                           20 s windowed loads, 10,000 idle pairs
+//	                                           (values not set otherwise)
+//	-from a.json,b.json                        measure nothing: report on earlier runs'
+//	                                           results files, merged (e.g. a run of the
+//	                                           idle load added to a run of the others)
+//
+// It needs root, the Debian packages iptables, haproxy, nginx and
+// libnginx-mod-stream, and runs from inside this module (it builds
+// cmd/xlb; XLB_BINARY names a prebuilt one). Nothing it starts is left
+// behind: labs, daemons, proxies, helpers and its private bpffs go when it
+// ends, also on an error, SIGINT or SIGTERM (lab namespaces start with
+// "xbp"; after a SIGKILL testnet.CleanupStale("xbp") removes them).
+package main
