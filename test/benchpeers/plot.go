@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // plotReference is the peer the plot divides by: the floor when the run
@@ -83,6 +85,11 @@ func writePlot(r *run, path string) (bool, error) {
 	// Room above the bars for the legend.
 	p.Y.Max = top * (1.25 + 0.05*float64(len(shown)))
 	p.NominalX(slices.Clone(loads)...)
+	// Load names are longer than a group of bars is wide: slanted, they
+	// do not run into each other.
+	p.X.Tick.Label.Rotation = math.Pi / 6
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YCenter
 	width := vg.Length(max(8, float64(len(loads)*len(shown)*barWidth+len(loads)*30)/72)) * vg.Inch
 	if err := p.Save(width, 5*vg.Inch, path); err != nil {
 		return false, err
