@@ -28,7 +28,7 @@
 //	bulk-down              -streams connections reading from a backend source
 //	conn-server-first-long new connections, backend closes first, for -long in
 //	conn-client-first-long -window windows (issue 13's 120 s in 10 s windows)
-//	idle                   -idle-pairs idle connections from two clients, each
+//	idle                   -idle-pairs idle connections from four clients, each
 //	                       writing a byte every -trickle, with the keepalive
 //	                       load measured on top (does per-packet cost rise
 //	                       with table size?). Helper processes (this binary

@@ -12,15 +12,19 @@ import (
 	"github.com/xlbproject/xlb/test/lab"
 )
 
-// idleClients is the idle load's client addresses: one reaches a VIP:port
-// from at most 64,512 source ports.
-const idleClients = 2
+// idleClients is the idle load's client addresses. One reaches a VIP:port
+// from at most 64,512 source ports, and the kernel's search for a free
+// one at connect slows as they fill (the BEFORE run with two clients,
+// 50,000 pairs each, took 2-3 minutes to open 100,000 pairs through XLB
+// and iptables and 11 s direct, which spreads over three backends): four
+// keep each address's ports under 40 % taken.
+const idleClients = 4
 
 // idleOpenTimeout bounds how long the helpers may take to open the pairs.
 const idleOpenTimeout = 10 * time.Minute
 
 // idleLoad is the keepalive load measured while -idle-pairs idle
-// connections from two clients stay open through the peer, each writing
+// connections from idleClients clients stay open through the peer, each writing
 // one byte every -trickle (the backend echoes it): the peer's table holds
 // them all, and the trickle keeps every entry in use. Helper processes
 // hold the pairs' sockets (helper.go): the backends' servers, sharing
@@ -28,7 +32,7 @@ const idleOpenTimeout = 10 * time.Minute
 func idleLoad() load {
 	return load{
 		name: "idle", title: "Keep-alive requests with idle pairs open", unit: "req/s", op: "req",
-		about: "the keepalive load while the idle pairs from two client addresses stay open, each writing a byte per trickle period (the backend echoes it); " +
+		about: "the keepalive load while the idle pairs from four client addresses stay open, each writing a byte per trickle period (the backend echoes it); " +
 			"helper processes hold the pairs' sockets; the floor serves one client address and sits it out, the proxies need two descriptors per pair in one process",
 		clients: idleClients, long: true, pairs: true,
 		servers: idleServers,
