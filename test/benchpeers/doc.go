@@ -15,6 +15,8 @@
 //	             (testnet.Host.NATBalancer)
 //	haproxy      HAProxy in TCP mode (Debian package haproxy)
 //	nginx        nginx stream proxy (Debian packages nginx, libnginx-mod-stream)
+//	xlb-baseline with -baseline only: an earlier xlb binary, xdp_mode native,
+//	             so a change's before and after are measured in one run
 //
 // Loads (each in a lab of its own, so no TIME_WAIT, conntrack or flow
 // state carries over from one measurement to the next):
@@ -64,6 +66,7 @@
 //	-peers a,b         [BENCH_PEERS_PEERS]     a subset of peers (all)
 //	-loads a,b         [BENCH_PEERS_LOADS]     a subset of loads (all)
 //	-out DIR           [BENCH_PEERS_OUT]       results directory (a new one under $TMPDIR)
+//	-baseline FILE     [BENCH_PEERS_BASELINE]  an earlier xlb binary: adds the peer xlb-baseline
 //	-doc FILE          [BENCH_PEERS_DOC]       also write the report there (docs/benchmarks.md),
 //	                                           the plot beside it
 //	-quick             [BENCH_PEERS_QUICK=1]   development run: 1 repetition, 3 s loads,

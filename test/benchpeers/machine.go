@@ -25,6 +25,9 @@ type machine struct {
 	Commit   string `json:"commit"` // git describe of the tree measured
 	HAProxy  string `json:"haproxy"`
 	Nginx    string `json:"nginx"`
+	// XLB and Baseline are the measured daemons' --version lines.
+	XLB      string `json:"xlb,omitempty"`
+	Baseline string `json:"baseline,omitempty"`
 }
 
 func readMachine() machine {

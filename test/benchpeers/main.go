@@ -85,6 +85,10 @@ func benchPeers(args []string) error {
 		}
 	}()
 	r := &run{Command: commandLine(args), Options: o, Machine: readMachine(), Started: time.Now().UTC()}
+	r.Machine.XLB = firstLine(e.xlbBinary, "--version")
+	if o.Baseline != "" {
+		r.Machine.Baseline = firstLine(o.Baseline, "--version")
+	}
 	fmt.Fprintf(os.Stderr, "benchpeers: results in %s\n", o.Out)
 	schedule(ctx, e, func(res result) {
 		r.Results = append(r.Results, res)

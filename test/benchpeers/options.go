@@ -20,6 +20,9 @@ type options struct {
 	Peers, Loads    []string
 	Out, Doc        string
 	Quick           bool
+	// Baseline is an earlier xlb binary, run as the peer xlb-baseline
+	// (native mode): the "before" of a change measured in the same run.
+	Baseline string `json:",omitempty"`
 	// From lists results files of earlier runs to report on (merged, in
 	// order) instead of measuring.
 	From []string
@@ -51,11 +54,12 @@ func parseOptions(args []string, env func(string) string) (options, error) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "connection loops of the connection and keepalive loads")
 	fs.IntVar(&o.Streams, "streams", o.Streams, "connections of the bulk loads")
 	fs.IntVar(&o.IdlePairs, "idle-pairs", o.IdlePairs, "idle connections of the idle load")
-	fs.StringVar(&peers, "peers", strings.Join(peerNames(), ","), "peers, comma-separated")
+	fs.StringVar(&peers, "peers", "", "peers, comma-separated (default: all; xlb-baseline with -baseline)")
 	fs.StringVar(&loads, "loads", strings.Join(loadNames(), ","), "loads, comma-separated")
 	fs.StringVar(&o.Out, "out", "", "results directory (default: a new one under $TMPDIR)")
 	fs.StringVar(&o.Doc, "doc", "", "also write the report to this file and the plot beside it")
 	fs.BoolVar(&o.Quick, "quick", false, "development run (1 repetition, short loads)")
+	fs.StringVar(&o.Baseline, "baseline", "", "an earlier xlb binary, also run as the peer xlb-baseline (native)")
 	var from string
 	fs.StringVar(&from, "from", "", "report on these results files (comma-separated, merged) instead of measuring")
 
@@ -98,6 +102,9 @@ func parseOptions(args []string, env func(string) string) (options, error) {
 		}
 	}
 	o.Peers, o.Loads, o.From = splitList(peers), splitList(loads), splitList(from)
+	if !set["peers"] {
+		o.Peers = defaultPeers(o.Baseline != "")
+	}
 	return o, o.check()
 }
 
@@ -128,6 +135,16 @@ func (o options) check() error {
 	for _, p := range o.Peers {
 		if !slices.Contains(peerNames(), p) {
 			return fmt.Errorf("unknown peer %q (have %s)", p, strings.Join(peerNames(), ", "))
+		}
+	}
+	if len(o.From) == 0 {
+		if slices.Contains(o.Peers, baselinePeer) && o.Baseline == "" {
+			return fmt.Errorf("peer %s needs -baseline (an earlier xlb binary)", baselinePeer)
+		}
+		if o.Baseline != "" {
+			if fi, err := os.Stat(o.Baseline); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				return fmt.Errorf("-baseline %s: not an executable file (%v)", o.Baseline, err)
+			}
 		}
 	}
 	for _, l := range o.Loads {

@@ -48,6 +48,9 @@ var peers = []peer{
 	{name: "haproxy", socketsPerPair: 2, about: "HAProxy in TCP mode, round robin, a thread per CPU", needs: []need{{"haproxy", "haproxy"}}, start: startHAProxy},
 	{name: "xlb-native", about: "the xlb daemon, xdp_mode native, 8 SNAT addresses", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "native") }},
 	{name: "xlb-generic", about: "the xlb daemon, xdp_mode generic (the kernel's generic XDP)", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "generic") }},
+	{name: baselinePeer, about: "the xlb daemon of -baseline, an earlier build (its version above), xdp_mode native: the before of the change, measured in the same run", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) {
+		return startXLBBinary(e, l, e.opts.Baseline, "native")
+	}},
 	{name: "nginx", socketsPerPair: 2, about: "nginx stream proxy, round robin, a worker per CPU", needs: []need{{"nginx", "nginx"}, {nginxStreamModule, "libnginx-mod-stream"}}, start: startNginx},
 }
 
@@ -56,7 +59,22 @@ var references = []string{"floor", "direct", "iptables", "haproxy"}
 
 func (p peer) key() string { return p.name }
 
+// baselinePeer runs the -baseline binary; it is not among the default
+// peers without one.
+const baselinePeer = "xlb-baseline"
+
 func peerNames() []string { return names(peers) }
+
+// defaultPeers are the peers a run measures when -peers is not given.
+func defaultPeers(withBaseline bool) []string {
+	var out []string
+	for _, n := range peerNames() {
+		if n != baselinePeer || withBaseline {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // peerByName is the peer called name (parseOptions checked the names).
 func peerByName(name string) peer { return byName(peers, name) }

@@ -48,6 +48,11 @@ func xlbConfig(l *lab.Lab, mode string, snat []netip.Addr, stateDir string) stri
 // startXLB runs the xlb daemon in the balancer namespace in XDP mode
 // ("native" or "generic") and waits until it balances.
 func startXLB(e *env, l *lab.Lab, mode string) ([]netip.AddrPort, func() error, error) {
+	return startXLBBinary(e, l, e.xlbBinary, mode)
+}
+
+// startXLBBinary is startXLB with the daemon binary given.
+func startXLBBinary(e *env, l *lab.Lab, binary, mode string) ([]netip.AddrPort, func() error, error) {
 	snat := []netip.Addr{lab.XLBFrontIP}
 	for i := range snatAddrs - 1 {
 		ip := testnet.XLBExtraIP(i)
@@ -61,7 +66,7 @@ func startXLB(e *env, l *lab.Lab, mode string) ([]netip.AddrPort, func() error, 
 		return nil, nil, err
 	}
 	stateDir := filepath.Join(e.bpffs, l.Prefix)
-	p, err := xlbproc.Start(l.XLB, e.xlbBinary, dir, xlbConfig(l, mode, snat, stateDir), xlbproc.Options{})
+	p, err := xlbproc.Start(l.XLB, binary, dir, xlbConfig(l, mode, snat, stateDir), xlbproc.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

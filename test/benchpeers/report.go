@@ -50,6 +50,13 @@ func writeReport(w io.Writer, r *run, plot string) {
 		r.Finished.Sub(r.Started).Round(time.Second), m.Commit)
 	fmt.Fprintf(w, "- Machine: %s.\n", m)
 	fmt.Fprintf(w, "- Command: `%s`\n", r.Command)
+	if m.XLB != "" {
+		fmt.Fprintf(w, "- XLB measured: `%s`", m.XLB)
+		if m.Baseline != "" {
+			fmt.Fprintf(w, "; xlb-baseline: `%s` (%s)", m.Baseline, r.Options.Baseline)
+		}
+		fmt.Fprintf(w, ".\n")
+	}
 	o := r.Options
 	fmt.Fprintf(w, "- Options: %d repetitions (long loads %d), loads of %v, long loads %v in %v windows, %d workers, %d bulk streams, %d idle pairs writing every %v.\n",
 		o.Reps, o.LongReps, o.Duration, o.Long, o.Window, o.Workers, o.Streams, o.IdlePairs, o.Trickle)
@@ -81,23 +88,28 @@ func (t *table) writeAbout(w io.Writer) {
 
 // writeSummary is XLB native's ratios to each reference, load by load.
 func (t *table) writeSummary(w io.Writer) {
-	if !slices.Contains(t.peers, summaryPeer) {
-		return
-	}
-	fmt.Fprintf(w, "## Summary: %s\n\n| load |", summaryPeer)
-	refs := t.refs()
-	for _, ref := range refs {
-		fmt.Fprintf(w, " ÷ %s |", ref)
-	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(refs)))
-	for _, l := range t.loads {
-		fmt.Fprintf(w, "| %s |", l)
+	for _, peer := range []string{summaryPeer, baselinePeer} {
+		if !slices.Contains(t.peers, peer) {
+			continue
+		}
+		refs := t.refs()
+		if peer == summaryPeer && slices.Contains(t.peers, baselinePeer) {
+			refs = append(refs, baselinePeer) // after ÷ before
+		}
+		fmt.Fprintf(w, "## Summary: %s\n\n| load |", peer)
 		for _, ref := range refs {
-			fmt.Fprintf(w, " %s |", t.ratioCell(l, summaryPeer, ref, false))
+			fmt.Fprintf(w, " ÷ %s |", ref)
+		}
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(refs)))
+		for _, l := range t.loads {
+			fmt.Fprintf(w, "| %s |", l)
+			for _, ref := range refs {
+				fmt.Fprintf(w, " %s |", t.ratioCell(l, peer, ref, false))
+			}
+			fmt.Fprintln(w)
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w)
 }
 
 // refs are the ratio references this run measured.

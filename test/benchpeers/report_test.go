@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,27 @@ func TestOptionsPrecedence(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"-peers", "envoy"}, func(string) string { return "" }); err == nil {
 		t.Error("an unknown peer was accepted")
+	}
+}
+
+func TestOptionsBaseline(t *testing.T) {
+	none := func(string) string { return "" }
+	o, err := parseOptions(nil, none)
+	if err != nil || slices.Contains(o.Peers, baselinePeer) {
+		t.Fatalf("without -baseline: peers %v, %v; want no %s", o.Peers, err, baselinePeer)
+	}
+	if _, err := parseOptions([]string{"-peers", "floor," + baselinePeer}, none); err == nil {
+		t.Errorf("peer %s without -baseline was accepted", baselinePeer)
+	}
+	if _, err := parseOptions([]string{"-baseline", t.TempDir()}, none); err == nil {
+		t.Error("a directory as -baseline was accepted")
+	}
+	bin := filepath.Join(t.TempDir(), "xlb")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseOptions(nil, func(k string) string { return map[string]string{"BENCH_PEERS_BASELINE": bin}[k] })
+	if err != nil || !slices.Contains(o.Peers, baselinePeer) || o.Baseline != bin {
+		t.Errorf("BENCH_PEERS_BASELINE: peers %v baseline %q, %v; want %s among the peers", o.Peers, o.Baseline, err, baselinePeer)
 	}
 }
