@@ -96,6 +96,9 @@ func (t *table) writeSummary(w io.Writer) {
 		if peer == summaryPeer && slices.Contains(t.peers, baselinePeer) {
 			refs = append(refs, baselinePeer) // after ÷ before
 		}
+		if len(refs) == 0 {
+			continue
+		}
 		fmt.Fprintf(w, "## Summary: %s\n\n| load |", peer)
 		for _, ref := range refs {
 			fmt.Fprintf(w, " ÷ %s |", ref)
