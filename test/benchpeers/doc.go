@@ -49,7 +49,10 @@
 // HAProxy (median and the per-repetition ratios, measured in the same
 // repetition), p50/p99 latency (connect time for new connections, request
 // round trip for keepalive and idle), host CPU busy (all CPUs) during the
-// measurement and CPU time per operation.
+// measurement and CPU time per operation, and for the XDP peers the XDP
+// program's own run time per packet over each load (the kernel's BPF
+// run-time statistics, which the run turns on while it measures:
+// xdpstats.go).
 //
 // Flags (each also read from the environment variable in brackets, a
 // flag given on the command line winning):

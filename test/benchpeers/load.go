@@ -39,6 +39,11 @@ type sample struct {
 	failed   int           // failed connections or requests
 	cpu      cpuUse        // the host during the measured part
 	note     string
+	// xdpPerPacket is the XDP program's average run time per packet over
+	// the whole load (xdpstats.go), xdpPackets the packets it ran on; 0
+	// for a peer that is no XDP program.
+	xdpPerPacket time.Duration
+	xdpPackets   uint64
 }
 
 // loads in the report's order.

@@ -84,6 +84,9 @@ func benchPeers(args []string) error {
 			fmt.Fprintf(os.Stderr, "benchpeers: killed processes left running: %v\n", left)
 		}
 	}()
+	if c := enableXDPStats(); c != nil {
+		defer c.Close()
+	}
 	r := &run{Command: commandLine(args), Options: o, Machine: readMachine(), Started: time.Now().UTC()}
 	r.Machine.XLB = firstLine(e.xlbBinary, "--version")
 	if o.Baseline != "" {

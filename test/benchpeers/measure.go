@@ -39,6 +39,7 @@ func measure(ctx context.Context, e *env, ld load, p peer, rep int) result {
 	}
 	r.Value, r.P50, r.P99, r.Windows, r.Failed, r.Note = s.value, s.p50, s.p99, s.windows, s.failed, s.note
 	r.CPUBusy = s.cpu.Busy
+	r.XDPPerPacket, r.XDPPackets = s.xdpPerPacket, s.xdpPackets
 	if s.ops > 0 {
 		r.CPUPerOp = time.Duration(float64(s.cpu.BusyCPU) / s.ops)
 	}
@@ -89,7 +90,17 @@ func measureIn(ctx context.Context, e *env, ld load, p peer, clients int) (_ sam
 			return sample{}, fmt.Errorf("%s does not answer: %w", p.name, err)
 		}
 	}
-	return ld.run(ctx, e.opts, l, targets)
+	xm, err := startXDP(l)
+	if err != nil {
+		return sample{}, err
+	}
+	s, err := ld.run(ctx, e.opts, l, targets)
+	if xm != nil {
+		var xerr error
+		s.xdpPerPacket, s.xdpPackets, xerr = xm.stop()
+		err = errors.Join(err, xerr)
+	}
+	return s, err
 }
 
 // schedule runs every selected load through every selected peer, rep by

@@ -65,12 +65,79 @@ func writeReport(w io.Writer, r *run, plot string) {
 		fmt.Fprintf(w, "![ratios](%s)\n\n", plot)
 	}
 	t.writeSummary(w)
+	t.writeXDPTime(w)
 	for _, l := range t.loads {
 		t.writeLoad(w, loadByName(l))
 	}
 	t.writeIdleEffect(w)
 	t.writeErrors(w)
 	t.writeAbout(w)
+}
+
+// xdpPeers are the peers that are an XDP program, in the XDP table's
+// column order; the first is the reference.
+var xdpPeers = []string{"floor", summaryPeer, baselinePeer, "xlb-generic"}
+
+// writeXDPTime is the XDP programs' run time per packet, load by load
+// (medians over repetitions), and each divided by the floor's in the same
+// repetition: the balancer's own cycles, without the stacks around it.
+func (t *table) writeXDPTime(w io.Writer) {
+	var peers []string
+	for _, p := range xdpPeers {
+		if slices.Contains(t.peers, p) {
+			peers = append(peers, p)
+		}
+	}
+	has := false
+	for _, l := range t.loads {
+		for _, p := range peers {
+			for _, r := range t.by[l][p] {
+				has = has || r.XDPPackets > 0
+			}
+		}
+	}
+	if !has {
+		return
+	}
+	fmt.Fprintf(w, "## XDP program time per packet\n\nThe kernel's BPF run-time statistics (`bpf_stats_enabled`) over each load: the balancer's program alone, ns per packet (median over repetitions), and in brackets ÷ the floor balancer's in the same repetition.\n\n| load |")
+	for _, p := range peers {
+		fmt.Fprintf(w, " %s |", p)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(peers)))
+	for _, l := range t.loads {
+		fmt.Fprintf(w, "| %s |", l)
+		for _, p := range peers {
+			fmt.Fprintf(w, " %s |", t.xdpCell(l, p, peers[0]))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+// xdpCell is peer's median XDP time per packet in load, with the median
+// of its per-repetition ratios to ref's; "–" when not measured.
+func (t *table) xdpCell(load, peer, ref string) string {
+	var own []time.Duration
+	var ratios []float64
+	for _, r := range t.by[load][peer] {
+		if r.XDPPackets == 0 {
+			continue
+		}
+		own = append(own, r.XDPPerPacket)
+		for _, f := range t.by[load][ref] {
+			if f.Rep == r.Rep && f.XDPPackets > 0 && peer != ref {
+				ratios = append(ratios, float64(r.XDPPerPacket)/float64(f.XDPPerPacket))
+			}
+		}
+	}
+	if len(own) == 0 {
+		return "–"
+	}
+	s := fmt.Sprintf("%d ns", medianDuration(own).Nanoseconds())
+	if len(ratios) > 0 {
+		s += fmt.Sprintf(" (%.2f×)", median(ratios))
+	}
+	return s
 }
 
 // writeAbout describes the peers and loads of the run.

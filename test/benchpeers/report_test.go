@@ -109,3 +109,28 @@ func TestOptionsBaseline(t *testing.T) {
 		t.Errorf("BENCH_PEERS_BASELINE: peers %v baseline %q, %v; want %s among the peers", o.Peers, o.Baseline, err, baselinePeer)
 	}
 }
+
+func TestReportXDPTime(t *testing.T) {
+	r := fakeRun()
+	for i := range r.Results {
+		res := &r.Results[i]
+		switch {
+		case res.Load != "keepalive":
+		case res.Peer == "floor":
+			res.XDPPerPacket, res.XDPPackets = 40, 1000
+		case res.Peer == "xlb-native":
+			res.XDPPerPacket, res.XDPPackets = time.Duration(60+20*res.Rep), 1000
+		}
+	}
+	var b bytes.Buffer
+	writeReport(&b, r, "")
+	// xlb ÷ floor: 1.5 in rep 1, 2.0 in rep 2; direct is no XDP program.
+	if want := "| keepalive | 40 ns | 70 ns (1.75×) |"; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
+	}
+	var none bytes.Buffer
+	writeReport(&none, fakeRun(), "")
+	if strings.Contains(none.String(), "XDP program time") {
+		t.Error("an XDP table without XDP statistics")
+	}
+}

@@ -22,11 +22,15 @@ type result struct {
 	CPUPerOp time.Duration `json:"cpu_per_op_ns,omitempty"` // busy CPU time per operation
 	Op       string        `json:"op"`
 	Windows  []float64     `json:"windows,omitempty"`
-	Failed   int           `json:"failed,omitempty"`
-	Note     string        `json:"note,omitempty"`
-	Error    string        `json:"error,omitempty"` // the measurement failed; Value is 0
-	Skipped  string        `json:"skipped,omitempty"`
-	Started  time.Time     `json:"started"`
+	// XDPPerPacket is the balancer's XDP program's average run time per
+	// packet during the load (bpf_stats_enabled), XDPPackets its runs.
+	XDPPerPacket time.Duration `json:"xdp_per_packet_ns,omitempty"`
+	XDPPackets   uint64        `json:"xdp_packets,omitempty"`
+	Failed       int           `json:"failed,omitempty"`
+	Note         string        `json:"note,omitempty"`
+	Error        string        `json:"error,omitempty"` // the measurement failed; Value is 0
+	Skipped      string        `json:"skipped,omitempty"`
+	Started      time.Time     `json:"started"`
 }
 
 // ok says whether r has a value to compare.
