@@ -15,6 +15,14 @@ import (
 // LineStarting, then reports OUTCOME and exits 0 on "handed over" or
 // keeps running on "failed". A later generation runs until SIGTERM and
 // exits 7.
+//
+// Each waits in a background sleep, and its TERM trap kills that sleep
+// and waits for it: dash runs a trap as soon as the signal arrives,
+// without waiting for a foreground child, so a foreground sleep would
+// outlive the shell, reparented to the test (the subreaper), and
+// TestMain's ReapOrphans would count it as leaked (CI met that once). The
+// wait also covers a TERM that reaches the sleep between its fork and
+// its exec, where the child still runs the shell's handler and loses it.
 const fakeDaemon = `#!/bin/sh
 if [ -z "$GEN" ]; then
 	GEN=2 "$0" &
@@ -22,16 +30,16 @@ if [ -z "$GEN" ]; then
 	sleep 0.2
 	if [ "$OUTCOME" = failed ]; then
 		kill $!
-		trap 'echo first got TERM; exit 0' TERM
+		trap 'kill $! 2>/dev/null; wait; echo first got TERM; exit 0' TERM
 		echo "level=error msg=\"hot upgrade failed; still serving\" error=\"it failed\""
-		while :; do sleep 0.05; done
+		while :; do sleep 0.05 & wait $!; done
 	fi
 	echo "level=info msg=\"hot upgrade complete: handed over\" new_pid=$!"
 	exit 0
 fi
-trap 'echo successor got TERM; exit 7' TERM
+trap 'kill $! 2>/dev/null; wait; echo successor got TERM; exit 7' TERM
 echo "successor running pid=$$"
-while :; do sleep 0.05; done
+while :; do sleep 0.05 & wait $!; done
 `
 
 func startFake(t *testing.T, outcome string) *Proc {
