@@ -23,6 +23,8 @@ import (
 // TestMain's ReapOrphans would count it as leaked (CI met that once). The
 // wait also covers a TERM that reaches the sleep between its fork and
 // its exec, where the child still runs the shell's handler and loses it.
+// A failed hand-off's first generation waits for the successor it
+// stopped, so the test's cleanup never SIGKILLs a shell with a child.
 const fakeDaemon = `#!/bin/sh
 if [ -z "$GEN" ]; then
 	GEN=2 "$0" &
@@ -30,6 +32,7 @@ if [ -z "$GEN" ]; then
 	sleep 0.2
 	if [ "$OUTCOME" = failed ]; then
 		kill $!
+		wait $!
 		trap 'kill $! 2>/dev/null; wait; echo first got TERM; exit 0' TERM
 		echo "level=error msg=\"hot upgrade failed; still serving\" error=\"it failed\""
 		while :; do sleep 0.05 & wait $!; done
