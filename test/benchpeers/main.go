@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,6 +39,9 @@ func main() {
 		return
 	}
 	if err := benchPeers(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: the flag package printed the usage
+		}
 		fmt.Fprintln(os.Stderr, "benchpeers:", err)
 		os.Exit(1)
 	}

@@ -120,8 +120,11 @@ func splitList(s string) []string {
 
 // check validates o.
 func (o options) check() error {
-	if o.Reps < 1 || o.LongReps < 1 {
-		return fmt.Errorf("-reps %d, -long-reps %d: want at least 1", o.Reps, o.LongReps)
+	if o.Reps < 1 {
+		return fmt.Errorf("-reps %d: want at least 1", o.Reps)
+	}
+	if o.LongReps < 1 {
+		return fmt.Errorf("-long-reps %d: want at least 1", o.LongReps)
 	}
 	if o.Duration < time.Second || o.Long < time.Second || o.Window < time.Second || o.Window > o.Long {
 		return fmt.Errorf("-duration %v, -long %v, -window %v: want at least 1s each, window within long", o.Duration, o.Long, o.Window)
