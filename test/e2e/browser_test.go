@@ -42,7 +42,9 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatalf("chromium not found (%v): install Debian's chromium package (make deps)", err)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()))
+		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()),
+		// its singleton socket directory goes to TMPDIR: the test's, not /tmp
+		chromedp.Env("TMPDIR="+t.TempDir()))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); acancel() }) // kills chromium and waits for it

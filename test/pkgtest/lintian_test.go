@@ -2,6 +2,7 @@ package pkgtest
 
 import (
 	"bufio"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ func TestLintian(t *testing.T) {
 	// tag was overridden; the verdict comes from the E: and W: lines.
 	cmd := exec.Command("lintian", "--display-info", "--show-overrides", "--fail-on", "none", p.Deb)
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir()) // its scratch files go with the test
 	err := cmd.Run()
 	t.Logf("lintian %s:\n%s", filepath.Base(p.Deb), out.String())
 	if err != nil {
