@@ -9,8 +9,12 @@ import (
 
 // Echo writes back every byte it receives until the peer half-closes, then
 // returns (and the server closes the connection).
-func Echo(c *Conn) error {
-	buf := make([]byte, 32<<10)
+func Echo(c *Conn) error { return EchoBuffer(c, 32<<10) }
+
+// EchoBuffer is Echo through a buffer of size bytes (a server holding many
+// connections at once wants a small one).
+func EchoBuffer(c io.ReadWriter, size int) error {
+	buf := make([]byte, size)
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {

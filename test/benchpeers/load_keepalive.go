@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,23 +32,7 @@ func keepaliveLoad() load {
 
 // smallEcho is testnet.Echo with a small buffer: the idle load holds
 // -idle-pairs connections on it at once.
-func smallEcho(c io.ReadWriter) error {
-	buf := make([]byte, 512)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			if _, werr := c.Write(buf[:n]); werr != nil {
-				return werr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
+func smallEcho(c io.ReadWriter) error { return testnet.EchoBuffer(c, 512) }
 
 // runKeepalive opens workers connections from h to targets (round robin),
 // then runs request loops on all of them for d and measures.
