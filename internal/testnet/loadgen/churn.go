@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xlbproject/xlb/internal/testnet"
@@ -61,9 +63,19 @@ type Config struct {
 	// XLB, a backend, a NAT address), serving testnet.Respond.
 	Target netip.AddrPort
 	// Workers is the number of connections in flight at once, each a loop
-	// of its own (0: DefaultWorkers). The workers run as fast as the path
-	// allows: the lab's full rate.
+	// of its own (0: DefaultWorkers). Without Rate the workers run as
+	// fast as the path allows: the lab's full rate, which differs from
+	// machine to machine (twice as fast on some hosts of the same kind).
 	Workers int
+	// Rate paces the run (connections per second, 0: unpaced): the
+	// workers take their start times from one schedule of slots Start +
+	// i/Rate. A worker that falls behind skips the slots already past
+	// instead of bursting to catch up, so at most Rate*d + Workers + 1
+	// connections start in any interval of length d, whatever the
+	// machine's speed; on a machine too slow for Rate the run achieves
+	// less (Result.Rate). A test that must stay under a configured
+	// capacity offers a rate derived from that capacity.
+	Rate float64
 	// Duration is how long workers start new connections (required).
 	Duration time.Duration
 	// Close is who closes first.
@@ -87,6 +99,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Workers < 0 {
 		return c, fmt.Errorf("loadgen: %d workers", c.Workers)
+	}
+	if c.Rate < 0 {
+		return c, fmt.Errorf("loadgen: rate %v/s", c.Rate)
 	}
 	if c.Window <= 0 {
 		c.Window = DefaultWindow
@@ -117,9 +132,10 @@ func Run(ctx context.Context, h *testnet.Host, cfg Config) (*Result, error) {
 	deadline := start.Add(cfg.Duration)
 	ws := make([]*worker, cfg.Workers)
 	errs := make([]error, cfg.Workers)
+	sched := &schedule{start: start, rate: cfg.Rate}
 	var wg sync.WaitGroup
 	for i := range ws {
-		ws[i] = &worker{cfg: cfg, start: start}
+		ws[i] = &worker{cfg: cfg, start: start, sched: sched}
 		wg.Go(func() {
 			errs[i] = h.Do(func() error { ws[i].loop(ctx, deadline); return nil })
 		})
@@ -131,10 +147,37 @@ func Run(ctx context.Context, h *testnet.Host, cfg Config) (*Result, error) {
 	return merge(cfg, start, time.Since(start), ws), nil
 }
 
+// schedule hands out the start times of a paced run (Config.Rate): slot
+// i is at start + i/rate, each slot goes to one caller, and a slot whose
+// time has passed when no caller took it is skipped.
+type schedule struct {
+	start time.Time
+	rate  float64      // 0: unpaced
+	n     atomic.Int64 // the next slot not handed out
+}
+
+// next is the time the caller's next connection may start: the earliest
+// slot not handed out yet and not already past (the zero Time when
+// unpaced).
+func (s *schedule) next() time.Time {
+	if s.rate == 0 {
+		return time.Time{}
+	}
+	due := int64(math.Ceil(time.Since(s.start).Seconds() * s.rate))
+	for {
+		cur := s.n.Load()
+		i := max(cur, due)
+		if s.n.CompareAndSwap(cur, i+1) {
+			return s.start.Add(time.Duration(float64(i) / s.rate * float64(time.Second)))
+		}
+	}
+}
+
 // worker is one loop of connections; its records are merged at the end.
 type worker struct {
 	cfg   Config
 	start time.Time
+	sched *schedule
 
 	windows   []int           // completions per window since start
 	connects  []time.Duration // connect time of each established connection
@@ -151,6 +194,18 @@ func (w *worker) loop(ctx context.Context, deadline time.Time) {
 	req := w.cfg.Close.request()
 	buf := make([]byte, 2*len(testnet.RespondReply))
 	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if at := w.sched.next(); !at.IsZero() {
+			if !at.Before(deadline) {
+				return
+			}
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
+		}
 		t0 := time.Now()
 		c, err := d.DialContext(ctx, "tcp", target)
 		took := time.Since(t0)

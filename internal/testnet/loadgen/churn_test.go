@@ -92,3 +92,37 @@ func TestRunRefused(t *testing.T) {
 		t.Fatalf("%v; errors %v", r, r.Errors)
 	}
 }
+
+// A paced run never starts more connections than its schedule allows
+// (Rate per second, plus one per worker and one), however fast the path
+// is.
+func TestRunPaced(t *testing.T) {
+	client, srv := pair(t)
+	target := netip.AddrPortFrom(testnet.OneArmBackendIP(0), 8080)
+	const rate, workers = 200.0, 8
+	d := 2 * time.Second
+	r, err := Run(context.Background(), client, Config{
+		Target: target, Workers: workers, Duration: d, Window: time.Second, Rate: rate, Close: ServerFirst,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(r)
+	if r.Failed() != 0 {
+		t.Fatalf("failures: %s %v", r.FailureSummary(), r.Errors)
+	}
+	if limit := int(rate*d.Seconds()) + workers + 1; r.Completed == 0 || r.Completed > limit {
+		t.Fatalf("%d connections completed in a run paced at %.0f/s for %v, want 1..%d", r.Completed, rate, d, limit)
+	}
+	if _, err := srv.WaitCompleted(context.Background(), r.Completed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A negative rate is refused.
+func TestRunRefusesNegativeRate(t *testing.T) {
+	_, err := Run(context.Background(), nil, Config{Target: netip.MustParseAddrPort("192.0.2.31:8080"), Duration: time.Second, Rate: -1})
+	if err == nil {
+		t.Fatal("a negative rate was accepted")
+	}
+}

@@ -65,6 +65,14 @@ func (r *Result) Failed() int {
 // Rate is completed connections per second over the whole run.
 func (r *Result) Rate() float64 { return float64(r.Completed) / r.Elapsed.Seconds() }
 
+// Offered describes the load offered: "unpaced" or the paced rate.
+func (r *Result) Offered() string {
+	if r.Config.Rate == 0 {
+		return "unpaced"
+	}
+	return fmt.Sprintf("offered %.0f/s", r.Config.Rate)
+}
+
 // WindowRates are Windows as connections per second.
 func (r *Result) WindowRates() []float64 {
 	out := make([]float64, len(r.Windows))
@@ -112,8 +120,8 @@ func (r *Result) String() string {
 	for i, x := range rates {
 		ws[i] = fmt.Sprintf("%.0f", x)
 	}
-	return fmt.Sprintf("%v to %v, %d workers, %v: %d connections (%.0f/s); per %v window /s: [%s]; connect %v; refused connects %v; failures: %s",
-		r.Config.Close, r.Config.Target, r.Config.Workers, r.Elapsed.Round(time.Millisecond), r.Completed, r.Rate(),
+	return fmt.Sprintf("%v to %v, %d workers, %s, %v: %d connections (achieved %.0f/s); per %v window /s: [%s]; connect %v; refused connects %v; failures: %s",
+		r.Config.Close, r.Config.Target, r.Config.Workers, r.Offered(), r.Elapsed.Round(time.Millisecond), r.Completed, r.Rate(),
 		r.Config.Window, strings.Join(ws, " "), r.Connects, r.RefusedIn, r.FailureSummary())
 }
 
