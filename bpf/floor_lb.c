@@ -144,8 +144,8 @@ int floor_lb_xdp(struct xdp_md *ctx)
 	struct pkt p;
 	__u32 n = floor_lb_cfg.n_backends;
 
-	if (parse(ctx, &p))
-		return XDP_PASS;
+	if (parse(ctx, &p) || p.shape)
+		return XDP_PASS; /* not a segment, or a fragment or IPv4 options: XLB's slower paths */
 	if (p.iph->daddr == floor_lb_cfg.vip_be && p.tcp->dest == floor_lb_cfg.port_be &&
 	    p.iph->saddr == floor_lb_cfg.client_be) {
 		/* client -> VIP:port */

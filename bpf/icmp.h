@@ -14,7 +14,10 @@
  *     the SNAT address toward the backend), as if XLB relayed it;
  *   - the ICMP checksum follows every changed quoted byte (RFC 1624), the
  *     outer IPv4 checksum the addresses and the TTL (decremented).
- * ICMP about no pair, other ICMP types, malformed messages and messages
+ * ICMP about no pair, other ICMP types, malformed messages, messages with
+ * IPv4 options or quoting a header with options (about a pair's segment
+ * that carried options: not translated, the sender's retransmission
+ * timer copes without it) and messages
  * not addressed to the ingress interface's MAC (ours.h; counted as
  * XLB_C_NOT_OURS) pass to the host untouched. A message with TTL <= 1 is dropped and counted like any
  * balanced packet.

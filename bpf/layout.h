@@ -99,6 +99,8 @@ enum xlb_limits {
 	XLB_HS_BOUNDS = 16,          /* upper bounds of the handshake histogram's buckets (XLB_HS_BOUNDS_US) */
 	XLB_HS_CELLS = XLB_HS_BOUNDS + 2, /* counters per backend id in xlb_handshake (enum xlb_hs_cell) */
 	XLB_HANDSHAKE_CELLS = XLB_MAX_BACKENDS * XLB_HS_CELLS,
+	XLB_FRAG_DATAGRAMS = 8192,   /* fragmented datagrams remembered at once (xlb_frags, an LRU hash) */
+	XLB_FRAG_TTL_MS = 1000,      /* a remembered datagram's later fragments follow its first for this long */
 };
 
 /* Flow direction, part of the flow key. */
@@ -543,6 +545,36 @@ struct create_scratch {
 };
 
 /*
+ * A fragmented datagram (xlb_frags, frag.h): its sender's and receiver's
+ * addresses, IPv4 identification and protocol as its fragments carry
+ * them, before any rewrite. 12 bytes.
+ */
+struct frag_key {
+	__be32 saddr_be;
+	__be32 daddr_be;
+	__be16 id_be;
+	__u8 proto;
+	__u8 pad;          /* always zero */
+};
+
+_Static_assert(sizeof(struct frag_key) == 12, "struct frag_key has no implicit padding");
+
+/*
+ * What a datagram's first fragment told of it: the TCP ports its later
+ * fragments do not carry, and when it passed (CLOCK_MONOTONIC ns). Never
+ * pinned: a successor that lost an entry passes the rest of that one
+ * datagram to the kernel. 16 bytes.
+ */
+struct frag_ports {
+	__be16 sport_be;
+	__be16 dport_be;
+	__u32 pad;         /* always zero */
+	__u64 at_ns;
+};
+
+_Static_assert(sizeof(struct frag_ports) == 16, "struct frag_ports has no implicit padding");
+
+/*
  * Per-CPU global counters (index into the counters map). The first
  * XLB_XDP_ACTIONS count XDP verdicts, each at its action's value.
  */
@@ -575,6 +607,9 @@ enum xlb_counter {
 	XLB_C_ICMP_TO_BACKEND,  /* ICMP errors about a pair translated toward the backend */
 	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed: looked up again */
 	XLB_C_NOT_OURS,         /* frames XLB would balance that were addressed to another MAC (or a group address): passed untouched */
+	XLB_C_FRAGS_FORWARDED,  /* IPv4 fragments of a pair forwarded: first fragments, and later ones that followed them (frag.h) */
+	XLB_C_FRAGS_PASSED,     /* IPv4 fragments to the listen or a SNAT address of no known datagram or pair, or of a SYN: passed untouched */
+	XLB_C_IP_OPTIONS_FORWARDED, /* segments of a pair with IPv4 options forwarded, the options copied unchanged */
 	XLB_C_MAX,
 };
 

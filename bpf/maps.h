@@ -118,6 +118,20 @@ struct {
 	__uint(max_entries, XLB_MAX_INTERFACES);
 } xlb_if_mac_slots SEC(".maps");
 
+/*
+ * Fragmented datagrams of pairs (struct frag_key, struct frag_ports;
+ * frag.h): written by a first fragment the data path forwards, read by
+ * the later ones. Short-lived by their time stamp, evicted least recently
+ * used when full. Never pinned: a hot upgrade or restart loses at most the
+ * rest of the datagrams in flight, which the kernel then gets.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag_key);
+	__type(value, struct frag_ports);
+	__uint(max_entries, XLB_FRAG_DATAGRAMS);
+} xlb_frags SEC(".maps");
+
 /* Global counters, per CPU (enum xlb_counter). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

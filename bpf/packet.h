@@ -23,13 +23,32 @@
 #define TCP_FL_RST 0x04
 #define TCP_FL_ACK 0x10
 
-/* Parsed, bounds-checked headers of the current frame. */
+/* pkt.shape: what sets a segment apart from the plain fast path's. */
+enum pkt_shape {
+	PKT_FRAGMENT = 1 << 0, /* the first fragment of a datagram (MF set, offset 0): frag.h */
+	PKT_IP_OPTIONS = 1 << 1, /* an IPv4 header with options: the TCP header is read into pkt.hdr */
+};
+
+/* The frame offset of the TCP header behind an IPv4 header without options. */
+#define PKT_L4_PLAIN (sizeof(struct ethhdr) + sizeof(struct iphdr))
+
+/*
+ * Parsed, bounds-checked headers of the current frame. Behind an IPv4
+ * header with options the TCP header sits at an offset only known at run
+ * time, which the verifier does not let a packet pointer take without
+ * CAP_PERFMON: tcp then points at hdr, a copy read with
+ * bpf_xdp_load_bytes, and rewrite_and_send (xlb.c) and reply_rst (rst.h)
+ * store what they changed back with bpf_xdp_store_bytes.
+ */
 struct pkt {
 	struct ethhdr *eth;
 	struct iphdr *iph;
-	struct tcphdr *tcp;
+	struct tcphdr *tcp;  /* in the frame, or &hdr (PKT_IP_OPTIONS) */
 	__u16 tot_len;  /* IPv4 total length, host order */
 	__u8 flags;     /* TCP flag byte (CWR..FIN) */
+	__u8 shape;     /* enum pkt_shape */
+	__u32 l4_off;   /* frame offset of the TCP header */
+	struct tcphdr hdr; /* the TCP header's copy, with PKT_IP_OPTIONS */
 };
 
 static __always_inline __u8 tcp_flag_byte(struct tcphdr *tcp)
@@ -37,10 +56,19 @@ static __always_inline __u8 tcp_flag_byte(struct tcphdr *tcp)
 	return ((__u8 *)tcp)[13];
 }
 
+/* What parse() found. */
+enum parse_result {
+	PARSE_OTHER = -1,       /* not for the TCP path: the host's, or an ICMP error (icmp.h) */
+	PARSE_SEGMENT = 0,      /* a TCP segment, or a datagram's first fragment holding the TCP header */
+	PARSE_LATER_FRAGMENT = 1, /* an IPv4 TCP fragment past the first (no TCP header): frag.h */
+};
+
 /*
- * Parse Ethernet/IPv4/TCP. Returns 0 when the frame is an unfragmented IPv4
- * TCP segment without IP options whose headers fit in the frame; anything
- * else is for the host stack.
+ * Parse Ethernet/IPv4/TCP. PARSE_SEGMENT when the frame is an IPv4 TCP
+ * segment whose headers fit in the frame, or the first fragment of one
+ * (MF set, offset 0) holding the whole TCP header, with or without IPv4
+ * options; PARSE_LATER_FRAGMENT for an IPv4 TCP fragment at a non-zero
+ * offset (p->eth and p->iph set); PARSE_OTHER for anything else.
  */
 static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 {
@@ -49,44 +77,77 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	struct ethhdr *eth = data;
 	struct iphdr *iph;
 	struct tcphdr *tcp;
+	__u32 ihl;
 	__u16 tot_len;
 
 	if ((void *)(eth + 1) > data_end)
-		return -1;
+		return PARSE_OTHER;
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return -1;
+		return PARSE_OTHER;
 	iph = (void *)(eth + 1);
 	if ((void *)(iph + 1) > data_end)
-		return -1;
-	if (iph->version != 4 || iph->ihl != 5)
-		return -1;
+		return PARSE_OTHER;
+	if (iph->version != 4 || iph->ihl < 5)
+		return PARSE_OTHER;
 	if (iph->protocol != IPPROTO_TCP)
-		return -1;
-	if (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET))
-		return -1;
-	tcp = (void *)(iph + 1);
-	if ((void *)(tcp + 1) > data_end)
-		return -1;
-	if (tcp->doff < 5)
-		return -1;
-	tot_len = bpf_ntohs(iph->tot_len);
-	if (tot_len < sizeof(*iph) + tcp->doff * 4)
-		return -1;
-	/*
-	 * The frame must hold the whole datagram. Compared as lengths, not as
-	 * pointers: without CAP_PERFMON the verifier refuses variable-offset
-	 * arithmetic on packet pointers, and XLB loads with CAP_BPF alone. A
-	 * program without xdp.frags sees single-buffer frames only, so the
-	 * buffer length is data_end - data.
-	 */
-	if (sizeof(*eth) + (__u64)tot_len > bpf_xdp_get_buff_len(ctx))
-		return -1;
+		return PARSE_OTHER;
 	p->eth = eth;
 	p->iph = iph;
+	p->shape = 0;
+	if (iph->frag_off & bpf_htons(IP_OFFSET))
+		return PARSE_LATER_FRAGMENT;
+	if (iph->frag_off & bpf_htons(IP_MF))
+		p->shape = PKT_FRAGMENT;
+	ihl = iph->ihl;
+	if (ihl == 5) {
+		tcp = (void *)(iph + 1);
+		if ((void *)(tcp + 1) > data_end)
+			return PARSE_OTHER;
+		p->l4_off = PKT_L4_PLAIN;
+	} else {
+		/* options: a copy of the TCP header (struct pkt) */
+		p->l4_off = sizeof(*eth) + ihl * 4;
+		if (bpf_xdp_load_bytes(ctx, p->l4_off, &p->hdr, sizeof(p->hdr)))
+			return PARSE_OTHER;
+		tcp = &p->hdr;
+		p->shape |= PKT_IP_OPTIONS;
+	}
+	if (tcp->doff < 5)
+		return PARSE_OTHER;
+	tot_len = bpf_ntohs(iph->tot_len);
+	if (tot_len < ihl * 4 + tcp->doff * 4)
+		return PARSE_OTHER;
+	/*
+	 * The frame must hold the whole datagram (fragment). Compared as
+	 * lengths, not as pointers: without CAP_PERFMON the verifier refuses
+	 * variable-offset arithmetic on packet pointers, and XLB loads with
+	 * CAP_BPF alone. A program without xdp.frags sees single-buffer
+	 * frames only, so the buffer length is data_end - data.
+	 */
+	if (sizeof(*eth) + (__u64)tot_len > bpf_xdp_get_buff_len(ctx))
+		return PARSE_OTHER;
 	p->tcp = tcp;
 	p->tot_len = tot_len;
 	p->flags = tcp_flag_byte(tcp);
-	return 0;
+	return PARSE_SEGMENT;
+}
+
+/*
+ * Store the TCP header p->tcp points at (p's copy behind IPv4 options)
+ * into the frame at offset off. Through a buffer of its own: the helper
+ * takes no packet pointer, and the verifier cannot tell from p->shape
+ * that p->tcp is the copy.
+ */
+static __always_inline long store_tcp_header(struct xdp_md *ctx, const struct pkt *p, __u32 off)
+{
+	const __u32 *src = (const __u32 *)p->tcp;
+	__u32 w[sizeof(struct tcphdr) / 4];
+	int i;
+
+#pragma unroll
+	for (i = 0; i < (int)(sizeof(w) / 4); i++)
+		w[i] = src[i];
+	return bpf_xdp_store_bytes(ctx, off, w, sizeof(w));
 }
 
 /*

@@ -17,7 +17,10 @@
  * Turn the frame into a RST answering the received segment, sent back to its
  * sender (RFC 793 "Reset Generation"): seq = SEG.ACK when ACK was set, else 0;
  * ACK set with ack = SEG.SEQ + SEG.LEN (payload + SYN + FIN). TTL 64, payload
- * and options trimmed, checksums computed in full.
+ * and options (TCP and IPv4) trimmed, checksums computed in full. Behind
+ * IPv4 options the RST's TCP header is built in p's copy and stored where
+ * the options began. For a datagram's first fragment, SEG.LEN is the
+ * payload the fragment holds.
  */
 static __noinline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 {
@@ -31,7 +34,7 @@ static __noinline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 	__u16 *w;
 	int i, frame, delta;
 
-	len = p->tot_len - sizeof(*iph) - tcp->doff * 4;
+	len = p->tot_len - p->l4_off + sizeof(*eth) - tcp->doff * 4;
 	if (p->flags & TCP_FL_SYN)
 		len++;
 	if (p->flags & TCP_FL_FIN)
@@ -46,6 +49,7 @@ static __noinline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 	addr = iph->saddr;
 	iph->saddr = iph->daddr;
 	iph->daddr = addr;
+	*(__u8 *)iph = 0x45; /* version 4, no options */
 	iph->tos = 0;
 	iph->tot_len = bpf_htons(sizeof(*iph) + sizeof(*tcp));
 	iph->id = 0;
@@ -82,6 +86,8 @@ static __noinline int reply_rst(struct xdp_md *ctx, struct pkt *p)
 	for (i = 0; i < (int)(sizeof(*tcp) / 2); i++)
 		acc += w[i];
 	tcp->check = ~csum_fold32(acc);
+	if ((p->shape & PKT_IP_OPTIONS) && store_tcp_header(ctx, p, sizeof(*eth) + sizeof(*iph)))
+		return XDP_DROP;
 
 	frame = (int)bpf_xdp_get_buff_len(ctx);
 	delta = (int)(sizeof(*eth) + sizeof(*iph) + sizeof(*tcp)) - frame;

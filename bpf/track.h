@@ -60,19 +60,20 @@ static long wscale_step(__u64 i, void *arg)
 }
 
 /*
- * The window scale option of a SYN or SYN-ACK (RFC 7323 §2): its shift,
- * at most XLB_WSCALE_MAX, or XLB_WSCALE_NONE without one. parse() has
- * checked that the frame holds the whole TCP header. A global function,
- * checked once by the verifier.
+ * The window scale option of a SYN or SYN-ACK (RFC 7323 §2) whose TCP
+ * header starts at frame offset l4_off (behind IPv4 options, not at the
+ * plain PKT_L4_PLAIN): its shift, at most XLB_WSCALE_MAX, or
+ * XLB_WSCALE_NONE without one. parse() has checked that the frame holds
+ * the whole TCP header. A global function, checked once by the verifier.
  */
-__noinline __u8 syn_wscale(struct xdp_md *ctx, __u32 doff)
+__noinline __u8 syn_wscale(struct xdp_md *ctx, __u32 l4_off, __u32 doff)
 {
 	struct wscale_walk w;
-	__u32 start = sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct tcphdr);
+	__u32 start = l4_off + sizeof(struct tcphdr);
 
 	w.ctx = ctx;
 	w.off = start;
-	w.end = sizeof(struct ethhdr) + sizeof(struct iphdr) + (doff & 0xf) * 4;
+	w.end = l4_off + (doff & 0xf) * 4;
 	w.shift = XLB_WSCALE_NONE;
 	if (w.end > start)
 		bpf_loop(40, wscale_step, &w, 0);

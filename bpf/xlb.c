@@ -41,8 +41,23 @@
  *     maintenance loop; while the shutdown flag is set, every other packet
  *     of a pair and every new SYN is answered with a RST instead (an
  *     incoming RST is still forwarded);
+ *   - a segment with IPv4 options is balanced as one without: its options
+ *     are copied unchanged (the TCP header behind them is read and written
+ *     back with bpf_xdp_load_bytes/bpf_xdp_store_bytes: packet.h), so a
+ *     SYN with options creates a pair too;
+ *   - IPv4 fragments (frag.h): a datagram's first fragment on a known pair
+ *     is balanced as a segment (the TCP checksum's update covers the
+ *     whole datagram) and its ports remembered for XLB_FRAG_TTL_MS; a
+ *     later fragment of a remembered datagram follows it, its IPv4 header
+ *     and MACs rewritten (follow_fragment). A fragment never creates or
+ *     replaces a pair (a SYN's first fragment passes); a fragment to the
+ *     listen address or a SNAT address of no known pair or datagram (a
+ *     later fragment ahead of its first one, one of an expired or lost
+ *     entry) passes untouched and is counted, the kernel's reassembly
+ *     then times it out and the sender retransmits;
  *   - ICMP errors about a pair, addressed to the ingress interface's MAC,
- *     are translated for the other side (icmp.h);
+ *     are translated for the other side (icmp.h; not those quoting a
+ *     header with IPv4 options, which pass untouched);
  *   - everything else is XDP_PASS, untouched. The program never returns
  *     XDP_ABORTED.
  *
@@ -53,8 +68,10 @@
  * a packet whose next hop is gone and cannot be looked up again, a
  * duplicate SYN that lost the race to create the same pair on another CPU
  * and found it gone again, a redirect to an interface that left the
- * devmap, and a RST reply whose tail trim failed (not expected: the frame
- * always holds the headers).
+ * devmap, a RST reply whose tail trim failed (not expected: the frame
+ * always holds the headers), and a segment behind IPv4 options whose TCP
+ * header could not be stored back (not expected: parse() read it from the
+ * frame).
  */
 #include <asm-generic/errno-base.h>
 #include <linux/bpf.h>
@@ -77,40 +94,49 @@
 #include "track.h"
 #include "handshake.h"
 #include "icmp.h"
+#include "frag.h"
 #include "reap.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 /*
- * Rewrite the frame with entry v's recipe and send it toward v's next hop.
- * Returns the XDP action. A next hop whose slot the daemon freed meanwhile
- * is looked up again (XLB_C_NEXTHOP_REFRESH); none found drops the packet
- * as a FIB miss (the sender retransmits).
+ * Entry v's next hop. A next hop whose slot the daemon freed meanwhile is
+ * looked up again (XLB_C_NEXTHOP_REFRESH); NULL when none is found (a FIB
+ * miss, counted: the caller drops the packet and the sender retransmits).
  */
-static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 dir)
+static __always_inline struct nexthop *pair_next_hop(struct xdp_md *ctx, struct flow_value *v)
 {
-	struct iphdr *iph = p->iph;
-	struct tcphdr *tcp = p->tcp;
-	struct backend_stats *bs;
 	struct nexthop *nh;
-	__u32 ipacc, id = v->nexthop;
-	__u16 oldw, neww;
+	__u32 id = v->nexthop;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
 	if (!nh || !nh->ifindex) {
 		if (resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &id)) {
 			count(XLB_C_FIB_MISS);
-			return XDP_DROP;
+			return 0;
 		}
 		count(XLB_C_NEXTHOP_REFRESH);
 		v->nexthop = id;
 		nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
-		if (!nh)
-			return XDP_DROP;
 	}
+	return nh;
+}
 
-	copy_mac(p->eth->h_dest, nh->dmac);
-	copy_mac(p->eth->h_source, nh->smac);
+/*
+ * The Ethernet and IPv4 part of entry v's rewrite (MACs of next hop nh,
+ * addresses, TTL, header checksum), the pair's idle clock and the
+ * backend's traffic, and the send toward nh. Returns the XDP action.
+ * IPv4 options and the rest of the datagram are left as they came.
+ */
+static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *iph, __u16 tot_len,
+				   struct flow_value *v, struct nexthop *nh, __u32 dir)
+{
+	struct backend_stats *bs;
+	__u32 ipacc;
+	__u16 oldw, neww;
+
+	copy_mac(eth->h_dest, nh->dmac);
+	copy_mac(eth->h_source, nh->smac);
 
 	oldw = *(__u16 *)&iph->ttl;
 	iph->ttl--;
@@ -119,10 +145,6 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	iph->saddr = v->saddr_be;
 	iph->daddr = v->daddr_be;
 	iph->check = csum_apply(iph->check, ipacc);
-
-	tcp->source = v->sport_be;
-	tcp->dest = v->dport_be;
-	tcp->check = csum_apply(tcp->check, v->csum_l4);
 
 	/*
 	 * Any packet refreshes an established pair; an embryonic pair keeps
@@ -135,12 +157,48 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	bs = backend_traffic(v->backend_id, dir);
 	if (bs) {
 		bs->packets++;
-		bs->bytes += p->tot_len;
+		bs->bytes += tot_len;
 	}
 
 	if (nh->ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect_map(&xlb_tx_ports, nh->ifindex, XDP_DROP);
+}
+
+/*
+ * Rewrite the frame with entry v's recipe and send it toward v's next hop
+ * (pair_next_hop; none found drops the packet). Returns the XDP action.
+ * Behind IPv4 options the TCP header rewritten is p's copy, stored back
+ * into the frame; the options stay as they came (the header checksum's
+ * update covers them unchanged). A first fragment or a segment with
+ * options that leaves is counted.
+ */
+static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 dir)
+{
+	struct tcphdr *tcp = p->tcp;
+	struct nexthop *nh;
+	int act;
+
+	nh = pair_next_hop(ctx, v);
+	if (!nh)
+		return XDP_DROP;
+
+	tcp->source = v->sport_be;
+	tcp->dest = v->dport_be;
+	tcp->check = csum_apply(tcp->check, v->csum_l4);
+	if (!p->shape)
+		return send_ip(ctx, p->eth, p->iph, p->tot_len, v, nh, dir);
+
+	if ((p->shape & PKT_IP_OPTIONS) && store_tcp_header(ctx, p, p->l4_off))
+		return XDP_DROP;
+	act = send_ip(ctx, p->eth, p->iph, p->tot_len, v, nh, dir);
+	if (act != XDP_DROP) {
+		if (p->shape & PKT_FRAGMENT)
+			count(XLB_C_FRAGS_FORWARDED);
+		if (p->shape & PKT_IP_OPTIONS)
+			count(XLB_C_IP_OPTIONS_FORWARDED);
+	}
+	return act;
 }
 
 /*
@@ -263,7 +321,7 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 	if (dir == XLB_DIR_BACKEND) {
 		if ((p->flags & (TCP_FL_SYN | TCP_FL_ACK)) != (TCP_FL_SYN | TCP_FL_ACK) || (peer->flags & XLB_F_SYNACK))
 			return;
-		ws = syn_wscale(ctx, p->tcp->doff);
+		ws = syn_wscale(ctx, p->l4_off, p->tcp->doff);
 		if (ws == XLB_WSCALE_NONE || peer->wscale == XLB_WSCALE_NONE) {
 			v->wscale = XLB_WSCALE_NONE;
 			peer->wscale = XLB_WSCALE_NONE;
@@ -500,7 +558,7 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	s->tmpl.generation = (__u32)gen;
 	s->tmpl.last_seen = now;
 	s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
-	s->tmpl.wscale = syn_wscale(ctx, p->tcp->doff);
+	s->tmpl.wscale = syn_wscale(ctx, p->l4_off, p->tcp->doff);
 	s->tmpl.syn_us = now_us32();
 	s->rr = (__u32)__sync_fetch_and_add(&st->rr, 1);
 	rc = pick_backend(ctx, fk);
@@ -572,6 +630,90 @@ static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, cons
 	return -1;
 }
 
+/*
+ * A later fragment of an IPv4 TCP datagram (no TCP header: frag.h). It
+ * follows its first fragment when the data path forwarded that one in
+ * the last XLB_FRAG_TTL_MS: the same pair's recipe, its IPv4 header and
+ * MACs rewritten. A fragment to the listen address or a SNAT address of
+ * no datagram remembered, or of a pair gone since, passes to the kernel
+ * untouched and is counted (XLB_C_FRAGS_PASSED); the rest of the pair's
+ * rules hold as for any packet (ours.h, TTL, hold entries). Returns the
+ * XDP action. A global function, checked once by the verifier on its own.
+ */
+__noinline int follow_fragment(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct xlb_config *cfg;
+	struct frag_ports *fp;
+	struct flow_value *v;
+	struct nexthop *nh;
+	struct flow_key key;
+	struct iphdr *iph;
+	__u32 zero = 0, dir;
+	__u16 dport, tot_len;
+	int act;
+
+	if ((void *)(eth + 1) > data_end)
+		return XDP_PASS;
+	iph = (void *)(eth + 1);
+	if ((void *)(iph + 1) > data_end)
+		return XDP_PASS;
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	if (!cfg)
+		return XDP_PASS;
+	if (iph->daddr != cfg->listen_ip_be && snat_index(cfg, iph->daddr) < 0)
+		return XDP_PASS; /* not to an address of XLB's */
+	fp = fragment_ports(iph);
+	if (!fp) {
+		count(XLB_C_FRAGS_PASSED);
+		return XDP_PASS;
+	}
+	dport = bpf_ntohs(fp->dport_be);
+	if (iph->daddr == cfg->listen_ip_be && port_mapping(cfg, fp->dport_be))
+		dir = XLB_DIR_CLIENT;
+	else if (dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi && snat_index(cfg, iph->daddr) >= 0)
+		dir = XLB_DIR_BACKEND;
+	else {
+		count(XLB_C_FRAGS_PASSED); /* the ports map nothing since a reload */
+		return XDP_PASS;
+	}
+	if (!frame_is_ours(ctx, eth)) {
+		count(XLB_C_NOT_OURS);
+		return XDP_PASS;
+	}
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.saddr_be = iph->saddr;
+	key.daddr_be = iph->daddr;
+	key.sport_be = fp->sport_be;
+	key.dport_be = fp->dport_be;
+	key.proto = IPPROTO_TCP;
+	key.dir = dir;
+	v = bpf_map_lookup_elem(&xlb_flows, &key);
+	tot_len = bpf_ntohs(iph->tot_len);
+	if (!v || sizeof(*eth) + (__u64)tot_len > bpf_xdp_get_buff_len(ctx)) {
+		count(XLB_C_FRAGS_PASSED);
+		return XDP_PASS;
+	}
+	if (iph->ttl <= 1) {
+		count(XLB_C_TTL_EXCEEDED);
+		return XDP_DROP;
+	}
+	if (v->flags & XLB_F_HOLD) {
+		count(XLB_C_HOLD_DROPS);
+		return XDP_DROP;
+	}
+	nh = pair_next_hop(ctx, v);
+	if (!nh)
+		return XDP_DROP;
+	act = send_ip(ctx, eth, iph, tot_len, v, nh, dir);
+	if (act != XDP_DROP)
+		count(XLB_C_FRAGS_FORWARDED);
+	return act;
+}
+
 SEC("xdp")
 int xlb_xdp(struct xdp_md *ctx)
 {
@@ -584,7 +726,10 @@ int xlb_xdp(struct xdp_md *ctx)
 	__u16 dport;
 	int rc, is_syn;
 
-	if (parse(ctx, &p)) {
+	rc = parse(ctx, &p);
+	if (rc != PARSE_SEGMENT) {
+		if (rc == PARSE_LATER_FRAGMENT)
+			return finish(follow_fragment(ctx));
 		rc = icmp_nat(ctx);
 		return finish(rc < 0 ? XDP_PASS : rc);
 	}
@@ -615,6 +760,11 @@ int xlb_xdp(struct xdp_md *ctx)
 
 	v = bpf_map_lookup_elem(&xlb_flows, &key);
 	is_syn = dir == XLB_DIR_CLIENT && (p.flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST | TCP_FL_FIN)) == TCP_FL_SYN;
+	if ((p.shape & PKT_FRAGMENT) && (!v || (is_syn && pair_terminal(v->flags)))) {
+		/* a fragment never creates (or replaces) a pair */
+		count(XLB_C_FRAGS_PASSED);
+		return finish(XDP_PASS);
+	}
 	if (!v && !is_syn)
 		return finish(XDP_PASS);
 
@@ -642,6 +792,9 @@ int xlb_xdp(struct xdp_md *ctx)
 		count(XLB_C_SHUTDOWN_RESETS);
 		return finish(reply_rst(ctx, &p));
 	}
+
+	if (p.shape & PKT_FRAGMENT)
+		remember_fragment(&p); /* its later fragments follow it (follow_fragment) */
 
 	if (is_syn) {
 		if (v) {

@@ -138,6 +138,8 @@ func renderFlows(w io.Writer, d *api.Document) error {
 	row("ICMP translated", "to clients %d, to backends %d", k.ICMPToClientTotal, k.ICMPToBackendTotal)
 	row("Next hops", "refreshed %d (freed next hops looked up again)", k.NextHopRefreshesTotal)
 	row("Not ours", "%d (frames for another host's MAC, passed to the kernel)", k.NotOursTotal)
+	row("IPv4 fragments", "forwarded %d, passed %d (of no known pair or datagram)", k.FragmentsForwardedTotal, k.FragmentsPassedTotal)
+	row("IPv4 options", "forwarded %d", k.IPOptionsForwardedTotal)
 	row("Shutdown resets", "%d", k.ShutdownResetsTotal)
 	row("Sample age", "%s", sampleLine(d.Dataplane))
 	if d.Maintenance.Failing {

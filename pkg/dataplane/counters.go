@@ -69,6 +69,19 @@ type Counters struct {
 	// host's frames a switch or bridge flooded to this port. They pass
 	// to the kernel untouched, which drops them (bpf/ours.h).
 	NotOurs uint64
+	// FragsForwarded counts IPv4 fragments of a pair forwarded: first
+	// fragments (MF set, offset 0), rewritten as any segment, and later
+	// ones that followed their first fragment (bpf/frag.h).
+	FragsForwarded uint64
+	// FragsPassed counts IPv4 TCP fragments to the listen address or a
+	// SNAT address passed to the kernel untouched: a first fragment of
+	// no pair or of a SYN (fragments never create a pair), a later one
+	// whose first fragment was not forwarded in the last
+	// XLB_FRAG_TTL_MS, or whose pair is gone.
+	FragsPassed uint64
+	// IPOptionsForwarded counts segments of a pair with IPv4 options
+	// forwarded, the options copied unchanged.
+	IPOptionsForwarded uint64
 }
 
 // Counters reads and sums the per-CPU counters.
@@ -108,6 +121,9 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.ICMPToBackend = raw[xlbXlbCounterXLB_C_ICMP_TO_BACKEND]
 	c.NextHopRefreshes = raw[xlbXlbCounterXLB_C_NEXTHOP_REFRESH]
 	c.NotOurs = raw[xlbXlbCounterXLB_C_NOT_OURS]
+	c.FragsForwarded = raw[xlbXlbCounterXLB_C_FRAGS_FORWARDED]
+	c.FragsPassed = raw[xlbXlbCounterXLB_C_FRAGS_PASSED]
+	c.IPOptionsForwarded = raw[xlbXlbCounterXLB_C_IP_OPTIONS_FORWARDED]
 	return c, nil
 }
 

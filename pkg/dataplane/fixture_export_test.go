@@ -43,3 +43,49 @@ func (d *Dataplane) FixtureTakenSNATPorts(backend uint32, addr int) ([]uint16, e
 	}
 	return out, nil
 }
+
+// FixtureAgeFragments makes every datagram the fragment map remembers
+// (bpf/frag.h xlb_frags) older than XLB_FRAG_TTL_MS by moving its time
+// stamp back, so its later fragments no longer follow it. It returns how
+// many entries it aged.
+func (d *Dataplane) FixtureAgeFragments() (int, error) {
+	var (
+		k   xlbFragKey
+		v   xlbFragPorts
+		n   int
+		age = uint64(xlbXlbLimitsXLB_FRAG_TTL_MS+1) * 1_000_000
+	)
+	var keys []xlbFragKey
+	it := d.objs.XlbFrags.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := d.objs.XlbFrags.Lookup(&k, &v); err != nil {
+			return n, err
+		}
+		v.AtNs -= age
+		if err := d.objs.XlbFrags.Update(&k, &v, 0); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// FixtureFragments is how many datagrams the fragment map remembers.
+func (d *Dataplane) FixtureFragments() (int, error) {
+	var (
+		k xlbFragKey
+		v xlbFragPorts
+		n int
+	)
+	it := d.objs.XlbFrags.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	return n, it.Err()
+}

@@ -95,6 +95,23 @@ type xlbFlowValue struct {
 	SynUs      uint32
 }
 
+type xlbFragKey struct {
+	_       structs.HostLayout
+	SaddrBe uint32
+	DaddrBe uint32
+	IdBe    uint16
+	Proto   uint8
+	Pad     uint8
+}
+
+type xlbFragPorts struct {
+	_       structs.HostLayout
+	SportBe uint16
+	DportBe uint16
+	Pad     uint32
+	AtNs    uint64
+}
+
 type xlbIfMac struct {
 	_    structs.HostLayout
 	Addr [6]uint8
@@ -176,35 +193,38 @@ type xlbXlbConfig struct {
 type xlbXlbCounter uint32
 
 const (
-	xlbXlbCounterXLB_C_XDP_ABORTED        xlbXlbCounter = 0
-	xlbXlbCounterXLB_C_XDP_DROP           xlbXlbCounter = 1
-	xlbXlbCounterXLB_C_XDP_PASS           xlbXlbCounter = 2
-	xlbXlbCounterXLB_C_XDP_TX             xlbXlbCounter = 3
-	xlbXlbCounterXLB_C_XDP_REDIRECT       xlbXlbCounter = 4
-	xlbXlbCounterXLB_C_PAIRS_CREATED      xlbXlbCounter = 5
-	xlbXlbCounterXLB_C_SNAT_EXHAUSTED     xlbXlbCounter = 6
-	xlbXlbCounterXLB_C_TABLE_FULL         xlbXlbCounter = 7
-	xlbXlbCounterXLB_C_NO_BACKEND         xlbXlbCounter = 8
-	xlbXlbCounterXLB_C_FIB_MISS           xlbXlbCounter = 9
-	xlbXlbCounterXLB_C_SYN_REUSED         xlbXlbCounter = 10
-	xlbXlbCounterXLB_C_PAIRS_REPLACED     xlbXlbCounter = 11
-	xlbXlbCounterXLB_C_INVARIANT          xlbXlbCounter = 12
-	xlbXlbCounterXLB_C_CLOSED_CLIENT_FIN  xlbXlbCounter = 13
-	xlbXlbCounterXLB_C_CLOSED_BACKEND_FIN xlbXlbCounter = 14
-	xlbXlbCounterXLB_C_CLOSED_CLIENT_RST  xlbXlbCounter = 15
-	xlbXlbCounterXLB_C_CLOSED_BACKEND_RST xlbXlbCounter = 16
-	xlbXlbCounterXLB_C_SHUTDOWN_RESETS    xlbXlbCounter = 17
-	xlbXlbCounterXLB_C_TTL_EXCEEDED       xlbXlbCounter = 18
-	xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST  xlbXlbCounter = 19
-	xlbXlbCounterXLB_C_RST_OUT_OF_WINDOW  xlbXlbCounter = 20
-	xlbXlbCounterXLB_C_SNAT_TAKEOVERS     xlbXlbCounter = 21
-	xlbXlbCounterXLB_C_SNAT_FALLBACKS     xlbXlbCounter = 22
-	xlbXlbCounterXLB_C_HOLD_DROPS         xlbXlbCounter = 23
-	xlbXlbCounterXLB_C_ICMP_TO_CLIENT     xlbXlbCounter = 24
-	xlbXlbCounterXLB_C_ICMP_TO_BACKEND    xlbXlbCounter = 25
-	xlbXlbCounterXLB_C_NEXTHOP_REFRESH    xlbXlbCounter = 26
-	xlbXlbCounterXLB_C_NOT_OURS           xlbXlbCounter = 27
-	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 28
+	xlbXlbCounterXLB_C_XDP_ABORTED          xlbXlbCounter = 0
+	xlbXlbCounterXLB_C_XDP_DROP             xlbXlbCounter = 1
+	xlbXlbCounterXLB_C_XDP_PASS             xlbXlbCounter = 2
+	xlbXlbCounterXLB_C_XDP_TX               xlbXlbCounter = 3
+	xlbXlbCounterXLB_C_XDP_REDIRECT         xlbXlbCounter = 4
+	xlbXlbCounterXLB_C_PAIRS_CREATED        xlbXlbCounter = 5
+	xlbXlbCounterXLB_C_SNAT_EXHAUSTED       xlbXlbCounter = 6
+	xlbXlbCounterXLB_C_TABLE_FULL           xlbXlbCounter = 7
+	xlbXlbCounterXLB_C_NO_BACKEND           xlbXlbCounter = 8
+	xlbXlbCounterXLB_C_FIB_MISS             xlbXlbCounter = 9
+	xlbXlbCounterXLB_C_SYN_REUSED           xlbXlbCounter = 10
+	xlbXlbCounterXLB_C_PAIRS_REPLACED       xlbXlbCounter = 11
+	xlbXlbCounterXLB_C_INVARIANT            xlbXlbCounter = 12
+	xlbXlbCounterXLB_C_CLOSED_CLIENT_FIN    xlbXlbCounter = 13
+	xlbXlbCounterXLB_C_CLOSED_BACKEND_FIN   xlbXlbCounter = 14
+	xlbXlbCounterXLB_C_CLOSED_CLIENT_RST    xlbXlbCounter = 15
+	xlbXlbCounterXLB_C_CLOSED_BACKEND_RST   xlbXlbCounter = 16
+	xlbXlbCounterXLB_C_SHUTDOWN_RESETS      xlbXlbCounter = 17
+	xlbXlbCounterXLB_C_TTL_EXCEEDED         xlbXlbCounter = 18
+	xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST    xlbXlbCounter = 19
+	xlbXlbCounterXLB_C_RST_OUT_OF_WINDOW    xlbXlbCounter = 20
+	xlbXlbCounterXLB_C_SNAT_TAKEOVERS       xlbXlbCounter = 21
+	xlbXlbCounterXLB_C_SNAT_FALLBACKS       xlbXlbCounter = 22
+	xlbXlbCounterXLB_C_HOLD_DROPS           xlbXlbCounter = 23
+	xlbXlbCounterXLB_C_ICMP_TO_CLIENT       xlbXlbCounter = 24
+	xlbXlbCounterXLB_C_ICMP_TO_BACKEND      xlbXlbCounter = 25
+	xlbXlbCounterXLB_C_NEXTHOP_REFRESH      xlbXlbCounter = 26
+	xlbXlbCounterXLB_C_NOT_OURS             xlbXlbCounter = 27
+	xlbXlbCounterXLB_C_FRAGS_FORWARDED      xlbXlbCounter = 28
+	xlbXlbCounterXLB_C_FRAGS_PASSED         xlbXlbCounter = 29
+	xlbXlbCounterXLB_C_IP_OPTIONS_FORWARDED xlbXlbCounter = 30
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 31
 )
 
 type xlbXlbDir uint32
@@ -293,6 +313,8 @@ const (
 	xlbXlbLimitsXLB_HS_BOUNDS               xlbXlbLimits = 16
 	xlbXlbLimitsXLB_HS_CELLS                xlbXlbLimits = 18
 	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
+	xlbXlbLimitsXLB_FRAG_DATAGRAMS          xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_FRAG_TTL_MS             xlbXlbLimits = 1000
 )
 
 type xlbXlbPairEvent uint32
@@ -379,6 +401,7 @@ const (
 	xlbMapXlbCloseRing       = "xlb_close_ring"
 	xlbMapXlbCounters        = "xlb_counters"
 	xlbMapXlbFlows           = "xlb_flows"
+	xlbMapXlbFrags           = "xlb_frags"
 	xlbMapXlbHandshake       = "xlb_handshake"
 	xlbMapXlbIfMacSlots      = "xlb_if_mac_slots"
 	xlbMapXlbIfMacs          = "xlb_if_macs"
@@ -469,6 +492,7 @@ type xlbMapSpecs struct {
 	XlbCloseRing    *ebpf.MapSpec `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
+	XlbFrags        *ebpf.MapSpec `ebpf:"xlb_frags"`
 	XlbHandshake    *ebpf.MapSpec `ebpf:"xlb_handshake"`
 	XlbIfMacSlots   *ebpf.MapSpec `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs       *ebpf.MapSpec `ebpf:"xlb_if_macs"`
@@ -531,6 +555,7 @@ type xlbMaps struct {
 	XlbCloseRing    *ebpf.Map `ebpf:"xlb_close_ring"`
 	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
 	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
+	XlbFrags        *ebpf.Map `ebpf:"xlb_frags"`
 	XlbHandshake    *ebpf.Map `ebpf:"xlb_handshake"`
 	XlbIfMacSlots   *ebpf.Map `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs       *ebpf.Map `ebpf:"xlb_if_macs"`
@@ -556,6 +581,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbCloseRing,
 		m.XlbCounters,
 		m.XlbFlows,
+		m.XlbFrags,
 		m.XlbHandshake,
 		m.XlbIfMacSlots,
 		m.XlbIfMacs,

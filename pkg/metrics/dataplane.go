@@ -55,6 +55,9 @@ func newDataplaneCollector() *dataplaneCollector {
 		{"xlb_snat_hold_drops_total", "Packets dropped on a SNAT port held for its backend's TIME_WAIT after the client reused its source port for a new connection.", func(n *C) uint64 { return n.HoldDrops }},
 		{"xlb_nexthop_refreshes_total", "Packets whose pair's next hop had been freed (unused or changed), so the data path looked it up again.", func(n *C) uint64 { return n.NextHopRefreshes }},
 		{"xlb_xdp_not_ours_total", "Frames the data path would have balanced (to the listen address's mapped ports or a SNAT address's port range, or ICMP errors about a pair) that were addressed to another MAC than the ingress interface's, or to a multicast or broadcast address: another host's frames a switch or bridge flooded to this port. Passed to the kernel untouched, which drops them; never balanced or answered.", func(n *C) uint64 { return n.NotOurs }},
+		{"xlb_fragments_forwarded_total", "IPv4 fragments of a connection pair forwarded: first fragments, rewritten as any segment, and later fragments that followed their first one.", func(n *C) uint64 { return n.FragsForwarded }},
+		{"xlb_fragments_passed_total", "IPv4 TCP fragments to the listen address or a SNAT address passed to the kernel untouched: of no pair, of a SYN (a fragment never creates a pair), or later fragments whose first fragment was not forwarded just before.", func(n *C) uint64 { return n.FragsPassed }},
+		{"xlb_ip_options_forwarded_total", "Segments of a connection pair with IPv4 options forwarded, the options copied unchanged.", func(n *C) uint64 { return n.IPOptionsForwarded }},
 		{"xlb_syn_retransmits_total", "Retransmitted SYNs that reused the live pair of their connection.", func(n *C) uint64 { return n.SYNReused }},
 		{"xlb_flow_pairs_replaced_total", "Closed or reset pairs replaced by a new SYN on the same tuple.", func(n *C) uint64 { return n.PairsReplaced }},
 	} {

@@ -31,7 +31,8 @@
 //     xlb_snat_backend_fallbacks_total, xlb_snat_hold_drops_total,
 //     xlb_icmp_translated_total{direction="to_client|to_backend"},
 //     xlb_nexthop_refreshes_total, xlb_ttl_exceeded_total,
-//     xlb_xdp_not_ours_total, ...) come
+//     xlb_xdp_not_ours_total, xlb_fragments_forwarded_total,
+//     xlb_fragments_passed_total, xlb_ip_options_forwarded_total, ...) come
 //     from Snapshot.Counters, the daemon's latest read: each maintenance
 //     cycle reads them with its sample, and while no cycle runs (the
 //     shutdown window) the daemon reads them each second, so they keep

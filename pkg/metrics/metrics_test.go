@@ -65,6 +65,9 @@ var designMetrics = []struct {
 	{"xlb_icmp_translated_total", dto.MetricType_COUNTER, []string{"direction"}},
 	{"xlb_nexthop_refreshes_total", dto.MetricType_COUNTER, nil},
 	{"xlb_xdp_not_ours_total", dto.MetricType_COUNTER, nil},
+	{"xlb_fragments_forwarded_total", dto.MetricType_COUNTER, nil},
+	{"xlb_fragments_passed_total", dto.MetricType_COUNTER, nil},
+	{"xlb_ip_options_forwarded_total", dto.MetricType_COUNTER, nil},
 	{"xlb_ttl_exceeded_total", dto.MetricType_COUNTER, nil},
 	{"xlb_fib_miss_total", dto.MetricType_COUNTER, nil},
 	{"xlb_host_setting_repairs_total", dto.MetricType_COUNTER, []string{"setting"}},
@@ -225,6 +228,9 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_icmp_translated_total", L{"direction": "to_backend"}, float64(liveCounters.ICMPToBackend))
 	check("xlb_nexthop_refreshes_total", nil, float64(liveCounters.NextHopRefreshes))
 	check("xlb_xdp_not_ours_total", nil, float64(liveCounters.NotOurs))
+	check("xlb_fragments_forwarded_total", nil, float64(liveCounters.FragsForwarded))
+	check("xlb_fragments_passed_total", nil, float64(liveCounters.FragsPassed))
+	check("xlb_ip_options_forwarded_total", nil, float64(liveCounters.IPOptionsForwarded))
 	check("xlb_flow_pair_invariant_violations_total", nil, float64(liveCounters.InvariantViolations+x.InvariantRepairs))
 	check("xlb_scrape_collector_success", L{"collector": "dataplane"}, 1)
 	// Instance.

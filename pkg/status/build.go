@@ -145,6 +145,9 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 		ICMPToBackendTotal:       c.ICMPToBackend,
 		NextHopRefreshesTotal:    c.NextHopRefreshes,
 		NotOursTotal:             c.NotOurs,
+		FragmentsForwardedTotal:  c.FragsForwarded,
+		FragmentsPassedTotal:     c.FragsPassed,
+		IPOptionsForwardedTotal:  c.IPOptionsForwarded,
 	}
 }
 

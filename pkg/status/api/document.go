@@ -286,6 +286,9 @@ type Counters struct {
 	ICMPToBackendTotal       uint64     `json:"icmp_to_backend_total"`      // ICMP errors about a pair translated toward the backend
 	NextHopRefreshesTotal    uint64     `json:"next_hop_refreshes_total"`   // packets whose next hop was freed: looked up again
 	NotOursTotal             uint64     `json:"not_ours_total"`             // frames XLB would balance addressed to another MAC (another host's, flooded): passed
+	FragmentsForwardedTotal  uint64     `json:"fragments_forwarded_total"`  // IPv4 fragments of a pair forwarded (first fragments, and later ones following them)
+	FragmentsPassedTotal     uint64     `json:"fragments_passed_total"`     // IPv4 fragments to XLB's addresses of no known pair or datagram, or of a SYN: passed
+	IPOptionsForwardedTotal  uint64     `json:"ip_options_forwarded_total"` // segments of a pair with IPv4 options forwarded, the options unchanged
 }
 
 // XDPActions counts XDP verdicts.

@@ -174,6 +174,9 @@ function renderConnections(d) {
     ["Dropped", "out-of-window RSTs " + k.rst_out_of_window_total + ", TTL ≤ 1 " + k.ttl_exceeded_total],
     ["ICMP translated", "to clients " + k.icmp_to_client_total + ", to backends " + k.icmp_to_backend_total],
     ["Not ours", k.not_ours_total + " (frames for another host's MAC, passed to the kernel)"],
+    ["IPv4 fragments", "forwarded " + k.fragments_forwarded_total + ", passed " + k.fragments_passed_total +
+      " (of no known pair or datagram)"],
+    ["IPv4 options", "forwarded " + k.ip_options_forwarded_total],
   ]);
 }
 
