@@ -13,6 +13,9 @@ import (
 // timeWait is maintenance.TimeWait as the help texts say it: "60 s".
 var timeWait = fmt.Sprintf("%d s", int64(maintenance.TimeWait/time.Second))
 
+// snatHold is maintenance.SNATHold as the help texts say it: "70 s".
+var snatHold = fmt.Sprintf("%d s", int64(maintenance.SNATHold/time.Second))
+
 // connectionsCollector exports the connection pairs and the flow map as the
 // latest maintenance sample saw them (maintenance.Sample; DESIGN §4
 // counting rule). Nothing is exported before the first sample. While
