@@ -8,11 +8,15 @@
  * A port is taken toward a backend while that backend may still hold the
  * 4-tuple: by a live pair, by a terminal pair whose backend closed first
  * (the backend's 60 s TIME_WAIT, RFC 9293 §3.6.1), or by a XLB_F_HOLD
- * entry left when the client reused its own port earlier. A pair that
- * ends with the client's FIN first or with a RST leaves the backend no
- * TIME_WAIT: the packet that ends it clears the bit at once and marks the
- * reverse entry XLB_F_PORT_FREED, and a later allocation may take the
- * port over from the terminal pair (snat_takeover).
+ * entry that pair's reverse entry became when the client reused its own
+ * port or the pair's time-wait ended: the kernel's timer wheel may keep
+ * the backend's TIME_WAIT socket seconds past 60 s, so the hold lasts
+ * until the reaper's snat_hold after the close (pkg/maintenance
+ * SNATHold). A pair that ends with the client's FIN first or with a RST
+ * leaves the backend no TIME_WAIT: the packet that ends it clears the bit
+ * at once and marks the reverse entry XLB_F_PORT_FREED, and a later
+ * allocation may take the port over from the terminal pair once the
+ * reuse guard has passed since its last backend packet (snat_take_port).
  *
  * The bit is the lock: an allocation first claims a clear bit with an
  * atomic OR, so two CPUs never insert or take over the same port at
@@ -123,7 +127,7 @@ struct snat_alloc {
 	__u32 b0;     /* the cursor's bit in w0 */
 	__u32 now;
 	__u32 pos;    /* the port taken: bit position relative to base */
-	long err;     /* 0: a port was taken; -ENOSPC: none free; other: the insert's error */
+	long err;     /* 0: a port was taken; -ENOSPC: none could be; other: the insert's error */
 };
 
 /*
