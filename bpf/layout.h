@@ -77,7 +77,6 @@ enum xlb_limits {
 	XLB_MAX_SNAT_IPS = 8,        /* SNAT addresses (snat.ip list) */
 	XLB_SNAT_PORT_SPACE = 65536, /* ports a bitmap of one (backend, SNAT address) may cover */
 	XLB_SNAT_MAX_WORDS = XLB_MAX_SNAT_IPS * (XLB_SNAT_PORT_SPACE / 64), /* bitmap words per backend id, at most */
-	XLB_SNAT_REUSE_MIN_TICKS = 100, /* a freed port is taken over no sooner than this after its last backend packet */
 	XLB_PICK_TRIES = 4,          /* routable backends tried per SYN when SNAT ports run out */
 	XLB_MAX_NEXTHOPS = 65536,    /* next-hop slots (xlb_nexthops); a power of two */
 	XLB_NEXTHOP_PROBES = 8,      /* slots probed from a next hop's hash */
@@ -152,7 +151,7 @@ enum xlb_flow_flags {
 	XLB_F_ESTABLISHED = 1 << 8,  /* the client ACKed the backend's SYN-ACK: not embryonic */
 	XLB_F_ACK_SEEN = 1 << 9,     /* (either entry) its sender has sent an ACK */
 	XLB_F_PORT_FREED = 1 << 10,  /* (reverse entry) terminal with no backend TIME_WAIT: the SNAT port's bit is clear, a new pair may take it over */
-	XLB_F_HOLD = 1 << 11,        /* (reverse entry) lone on purpose: its pair was replaced while the backend holds TIME_WAIT; keeps the SNAT port until time-wait ends */
+	XLB_F_HOLD = 1 << 11,        /* (reverse entry) lone on purpose: its pair was replaced or reaped while the backend may hold TIME_WAIT; keeps the SNAT port until snat_hold after the close */
 };
 
 #define XLB_F_CLOSED (XLB_F_CLOSED_FIN | XLB_F_CLOSED_RST)
@@ -313,7 +312,10 @@ struct xlb_config {
 	__u32 nsnat;          /* SNAT addresses in snat_ips_be, 1..XLB_MAX_SNAT_IPS */
 	__u32 snat_words;     /* bitmap words per (backend id, SNAT address): ceil(ports in range / 64) */
 	__be32 snat_ips_be[XLB_MAX_SNAT_IPS];
+	__u32 snat_reuse_ticks; /* jiffies: a freed port is taken over no sooner than this after its last backend packet (pkg/dataplane SNATReuseGuard) */
 };
+
+_Static_assert(sizeof(struct xlb_config) == 96, "struct xlb_config has no implicit padding");
 
 /*
  * A routable backend: its address, id (below XLB_MAX_BACKENDS, as
@@ -447,7 +449,7 @@ enum xlb_close_kind {
 	XLB_CLOSE_RST = 2,  /* reset: remove on the next cycle */
 	XLB_CLOSE_LONE = 3, /* not a close: a packet found this entry's counterpart missing */
 	XLB_CLOSE_OPEN = 4, /* not a close: a new pair (forward key, time = its SYN); remove it embryonic_ttl later unless established */
-	XLB_CLOSE_HOLD = 5, /* not a close: a XLB_F_HOLD reverse entry (its own key, time = the pair's close); remove it time_wait after time */
+	XLB_CLOSE_HOLD = 5, /* not a close: a XLB_F_HOLD reverse entry (its own key, time = the pair's close); remove it snat_hold after time */
 };
 
 /*
@@ -480,7 +482,7 @@ enum __attribute__((packed)) xlb_reap_op {
 	XLB_REAP_CHECK = 4,    /* report whether the entry's counterpart is intact */
 	XLB_REAP_LONE = 5,     /* remove the entry if it is still lone (never a XLB_F_HOLD entry) */
 	XLB_REAP_EMBRYONIC = 6, /* remove the pair if live, never established and >= embryonic_ttl since its SYN */
-	XLB_REAP_HOLD = 7,     /* remove the XLB_F_HOLD reverse entry if >= time_wait since its pair's close */
+	XLB_REAP_HOLD = 7,     /* remove the XLB_F_HOLD reverse entry if >= snat_hold since its pair's close */
 };
 
 enum __attribute__((packed)) xlb_reap_result {
@@ -506,6 +508,7 @@ struct reap_batch {
 	__u64 time_wait;   /* jiffies */
 	__u64 orphan_ttl;  /* jiffies */
 	__u64 embryonic_ttl; /* jiffies */
+	__u64 snat_hold;   /* jiffies: a XLB_F_HOLD entry's wait after its pair's close (pkg/maintenance SNATHold) */
 	__u32 count;
 	__u32 pad;
 	struct reap_req reqs[XLB_REAP_BATCH];

@@ -12,7 +12,11 @@
  *
  * Whoever deletes a pair's forward entry accounts for the pair: the
  * reaper adds it to xlb_reaped under the reason it was removed for
- * (counters.h count_reaped).
+ * (counters.h count_reaped). A time-wait pair whose backend closed first
+ * leaves its reverse entry behind as a XLB_F_HOLD entry, announced with a
+ * XLB_CLOSE_HOLD event and removed by its own request (XLB_REAP_HOLD)
+ * snat_hold after the close: the SNAT port stays taken while the
+ * backend's TIME_WAIT socket may still exist.
  */
 #ifndef XLB_REAP_H
 #define XLB_REAP_H
@@ -24,6 +28,7 @@
 #include "maps.h"
 #include "counters.h"
 #include "flow.h"
+#include "events.h"
 #include "snat.h"
 
 /* Age of t at now on the 32-bit clock; 0 when t is not in the past. */
@@ -68,7 +73,7 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	struct flow_value *v, *peer;
 	struct xlb_config *cfg;
 	struct flow_key key, pk;
-	__u32 now, flags, gen, pflags = 0, zero = 0;
+	__u32 now, flags, gen, pflags = 0, zero = 0, closed_at;
 	__u16 bid;
 	__u8 op = q->op;
 	int intact;
@@ -93,7 +98,7 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 		/* lone on purpose (replace_pair): only its own rule removes it */
 		if (op == XLB_REAP_CHECK || op == XLB_REAP_LONE)
 			return XLB_REAP_INTACT;
-		if (op != XLB_REAP_HOLD || age32(now, v->last_seen) < b->time_wait)
+		if (op != XLB_REAP_HOLD || age32(now, v->last_seen) < b->snat_hold)
 			return XLB_REAP_KEPT;
 		if (bpf_map_delete_elem(&xlb_flows, &key))
 			return XLB_REAP_GONE;
@@ -152,6 +157,7 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 		count_reaped(bid, lone_reason(key.dir, flags));
 		return XLB_REAP_REPAIRED;
 	}
+	closed_at = v->last_seen;
 	if (bpf_map_delete_elem(&xlb_flows, &key))
 		return XLB_REAP_GONE; /* a new SYN replaced it meanwhile */
 	/*
@@ -159,8 +165,23 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	 * gone to a new pair (a takeover of its port), whose port stays.
 	 */
 	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
-	if (peer && peer->generation == gen && !bpf_map_delete_elem(&xlb_flows, &pk) && cfg)
-		snat_release_entry(cfg, bid, &pk, pflags);
+	if (peer && peer->generation == gen) {
+		if (op == XLB_REAP_TIMEWAIT && !(pflags & XLB_F_PORT_FREED)) {
+			/*
+			 * The backend closed first: its TIME_WAIT may outlive
+			 * the pair's (the timer wheel's rounding), so the
+			 * reverse entry stays as a XLB_F_HOLD entry keeping the
+			 * port until snat_hold after the close, as replace_pair
+			 * leaves one (hold_since).
+			 */
+			closed_at = hold_since(closed_at, peer->last_seen);
+			peer->last_seen = closed_at;
+			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
+			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+		} else if (!bpf_map_delete_elem(&xlb_flows, &pk) && cfg) {
+			snat_release_entry(cfg, bid, &pk, pflags);
+		}
+	}
 	if (op == XLB_REAP_RESET)
 		count_reaped(bid, XLB_REAPED_RESET);
 	else if (op == XLB_REAP_TIMEWAIT)

@@ -8,11 +8,15 @@
  * A port is taken toward a backend while that backend may still hold the
  * 4-tuple: by a live pair, by a terminal pair whose backend closed first
  * (the backend's 60 s TIME_WAIT, RFC 9293 §3.6.1), or by a XLB_F_HOLD
- * entry left when the client reused its own port earlier. A pair that
- * ends with the client's FIN first or with a RST leaves the backend no
- * TIME_WAIT: the packet that ends it clears the bit at once and marks the
- * reverse entry XLB_F_PORT_FREED, and a later allocation may take the
- * port over from the terminal pair (snat_takeover).
+ * entry that pair's reverse entry became when the client reused its own
+ * port or the pair's time-wait ended: the kernel's timer wheel may keep
+ * the backend's TIME_WAIT socket seconds past 60 s, so the hold lasts
+ * until the reaper's snat_hold after the close (pkg/maintenance
+ * SNATHold). A pair that ends with the client's FIN first or with a RST
+ * leaves the backend no TIME_WAIT: the packet that ends it clears the bit
+ * at once and marks the reverse entry XLB_F_PORT_FREED, and a later
+ * allocation may take the port over from the terminal pair once the
+ * reuse guard has passed since its last backend packet (snat_take_port).
  *
  * The bit is the lock: an allocation first claims a clear bit with an
  * atomic OR, so two CPUs never insert or take over the same port at
@@ -48,6 +52,19 @@ static __always_inline int snat_index(const struct xlb_config *cfg, __be32 ip)
 			return i;
 	}
 	return -1;
+}
+
+/*
+ * When a XLB_F_HOLD entry's hold starts: its pair's close (the forward
+ * entry's last_seen), or the reverse entry's last backend packet if that
+ * came later. The backend (re)starts its TIME_WAIT timer on each FIN it
+ * receives (a client's FIN retransmitted after a loss beyond XLB) and
+ * answers it, so its latest packet is a later lower bound of the timer's
+ * start than the close.
+ */
+static __always_inline __u32 hold_since(__u32 closed_at, __u32 rev_last_seen)
+{
+	return (__s32)(rev_last_seen - closed_at) > 0 ? rev_last_seen : closed_at;
 }
 
 /* Bitmap words of one backend id: nsnat * snat_words. */
@@ -95,21 +112,6 @@ static __always_inline void snat_release_entry(const struct xlb_config *cfg, __u
 }
 
 /*
- * Index (0..63) of the single set bit of bit: the number of ones below it,
- * counted without a branch (a population count, SWAR style), so that the
- * verifier has one path to follow instead of 64.
- */
-static __always_inline __u32 bit_index(__u64 bit)
-{
-	__u64 x = bit - 1;
-
-	x = x - ((x >> 1) & 0x5555555555555555ULL);
-	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
-	return (__u32)((x * 0x0101010101010101ULL) >> 56);
-}
-
-/*
  * What one allocation carries through its bpf_loop steps. Only results
  * are written during the loops, never a counter: the verifier follows a
  * callback's stack across iterations, and a counter that grows would keep
@@ -125,7 +127,7 @@ struct snat_alloc {
 	__u32 b0;     /* the cursor's bit in w0 */
 	__u32 now;
 	__u32 pos;    /* the port taken: bit position relative to base */
-	long err;     /* 0: a port was taken; -ENOSPC: none free; other: the insert's error */
+	long err;     /* 0: a port was taken; -ENOSPC: none could be; other: the insert's error */
 };
 
 /*
@@ -135,9 +137,10 @@ struct snat_alloc {
  * old pair's forward entry goes, counted once as replaced, and the new
  * reverse entry takes the old one's place. Returns 0 when the entry is in,
  * SNAT_IN_USE when the port is in use (the bit stays set, which is
- * right), SNAT_NOT_YET when it is free but its old pair's last packet is
- * too recent to take it over (the caller clears the bit again), or the
- * insert's error. now: jiffies, low 32 bits. A global function, checked
+ * right), SNAT_NOT_YET when it is free but its old pair's last backend
+ * packet is more recent than the reuse guard (cfg->snat_reuse_ticks; the
+ * caller clears the bit again), or the insert's error (-E2BIG: the flow
+ * table is full). now: jiffies, low 32 bits. A global function, checked
  * once by the verifier.
  */
 #define SNAT_IN_USE 1
@@ -146,24 +149,29 @@ struct snat_alloc {
 __noinline long snat_take_port(__u32 now)
 {
 	struct create_scratch *s;
+	struct xlb_config *cfg;
 	struct flow_value *r, *old;
 	__u32 zero = 0, flags, gen;
 	__u16 bid;
 	long err;
 
 	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
-	if (!s)
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	if (!s || !cfg)
 		return -ENOENT;
 	err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
 	if (err != -EEXIST)
 		return err;
 	r = bpf_map_lookup_elem(&xlb_flows, &s->rkey);
-	if (!r)
-		return bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST) == -EEXIST ? SNAT_IN_USE : 0;
+	if (!r) {
+		/* the entry went between the insert and the lookup: once more */
+		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
+		return err == -EEXIST ? SNAT_IN_USE : err;
+	}
 	flags = r->flags;
 	if (!(flags & XLB_F_PORT_FREED) || (flags & XLB_F_HOLD))
 		return SNAT_IN_USE;
-	if ((__s32)(now - r->last_seen) < XLB_SNAT_REUSE_MIN_TICKS)
+	if ((__s32)(now - r->last_seen) < (__s32)cfg->snat_reuse_ticks)
 		return SNAT_NOT_YET; /* the old pair's last segments may still be in flight */
 	gen = r->generation;
 	bid = r->backend_id;
@@ -183,24 +191,86 @@ __noinline long snat_take_port(__u32 now)
 	return 0;
 }
 
+/* One word of the search, as snat_bit_step sees it. */
+struct snat_word {
+	struct snat_alloc *al;
+	__u64 *wp;    /* the word */
+	__u64 valid;  /* the bits of this step's ports (the range, the cursor's half) */
+	__u32 rel;    /* the word, relative to the backend's first */
+	__u32 first;  /* its first port, relative to snat_port_lo */
+	int done;     /* a port was taken, or an insert failed: stop the search */
+};
+
+/*
+ * Bit i of the word: when its port is free, claim it and put the reverse
+ * entry there. Returns 1 (stop) once a port is taken, an insert failed,
+ * or no free port is left at or above bit i; 0 to go on with bit i + 1
+ * when bit i is not free, was claimed by another CPU first, or turned out
+ * to be in use (its bit then stays set, which is right) or not yet
+ * reusable (its bit is cleared again). Every free port of the word is
+ * tried, lowest first, so a word reports no port only when none of its
+ * free ports can be taken.
+ */
+static long snat_bit_step(__u64 i, void *arg)
+{
+	struct snat_word *sw = arg;
+	struct snat_alloc *al = sw->al;
+	struct create_scratch *s = al->s;
+	struct xlb_config *cfg = al->cfg;
+	__u64 *wp = sw->wp, cand, bit;
+	__u32 a;
+	long err;
+
+	if (i >= 64)
+		return 1;
+	cand = ~*wp & sw->valid & ~((1ULL << i) - 1);
+	if (!cand)
+		return 1; /* nothing free left in the word */
+	bit = 1ULL << i;
+	if (!(cand & bit))
+		return 0;
+	if (__sync_fetch_and_or(wp, bit) & bit)
+		return 0; /* another CPU took it first */
+
+	a = sw->rel / cfg->snat_words;
+	s->rkey.daddr_be = cfg->snat_ips_be[a & (XLB_MAX_SNAT_IPS - 1)];
+	s->rkey.dport_be = bpf_htons((__u16)(cfg->snat_port_lo + sw->first + (__u32)i));
+	recipe_csum(&s->rev, &s->rkey);
+	err = snat_take_port(al->now);
+	if (err == SNAT_IN_USE)
+		return 0;
+	if (err == SNAT_NOT_YET) {
+		__sync_fetch_and_and(wp, ~bit); /* still free: it stays clear for a later SYN */
+		return 0;
+	}
+	if (err) {
+		__sync_fetch_and_and(wp, ~bit);
+		al->err = err;
+		sw->done = 1;
+		return 1;
+	}
+	al->pos = sw->rel * 64 + (__u32)i;
+	al->err = 0;
+	sw->done = 1;
+	return 1;
+}
+
 /*
  * Word n of the search (n = 0 is the cursor's word from the cursor's bit
  * on, n = words the same word below that bit, the others in between in
- * order): claim its lowest free port and put the reverse entry there.
- * Returns 1 (stop) once a port is taken or an insert failed; 0 to go on
- * with the next word when this one has no free port, or its port was
- * claimed by another CPU first or turned out to be in use (its bit then
- * stays set, which is right). One try per word keeps the verifier's walk
- * of this callback short; a port passed over is tried by the next SYN.
+ * order): try its free ports, lowest first (snat_bit_step). Returns 1
+ * (stop) once a port is taken or an insert failed; 0 to go on with the
+ * next word when none of this word's free ports could be taken. A search
+ * visits every word once and, in a word, every bit up to its highest free
+ * one: one pass over the backend's bitmap at most.
  */
 static long snat_word_step(__u64 n, void *arg)
 {
 	struct snat_alloc *al = arg;
-	struct create_scratch *s = al->s;
 	struct xlb_config *cfg = al->cfg;
-	__u32 rel, key, nports, first, a, i;
-	__u64 *wp, valid, free, bit;
-	long err;
+	struct snat_word sw;
+	__u32 rel, key, nports, first;
+	__u64 *wp, valid;
 
 	rel = al->w0 + (__u32)n;
 	if (rel >= al->words)
@@ -218,33 +288,17 @@ static long snat_word_step(__u64 n, void *arg)
 		valid &= ~((1ULL << (al->b0 & 63)) - 1);
 	else if (n == al->words)
 		valid &= (1ULL << (al->b0 & 63)) - 1;
-	free = ~*wp & valid;
-	if (!free)
+	if (!(~*wp & valid))
 		return 0;
-	bit = free & -free;
-	if (__sync_fetch_and_or(wp, bit) & bit)
-		return 0; /* another CPU took it first */
 
-	i = bit_index(bit);
-	a = rel / cfg->snat_words;
-	s->rkey.daddr_be = cfg->snat_ips_be[a & (XLB_MAX_SNAT_IPS - 1)];
-	s->rkey.dport_be = bpf_htons((__u16)(cfg->snat_port_lo + first + i));
-	recipe_csum(&s->rev, &s->rkey);
-	err = snat_take_port(al->now);
-	if (err == SNAT_IN_USE)
-		return 0;
-	if (err == SNAT_NOT_YET) {
-		__sync_fetch_and_and(wp, ~bit); /* still free: it stays clear for a later SYN */
-		return 0;
-	}
-	if (err) {
-		__sync_fetch_and_and(wp, ~bit);
-		al->err = err;
-		return 1;
-	}
-	al->pos = rel * 64 + i;
-	al->err = 0;
-	return 1;
+	sw.al = al;
+	sw.wp = wp;
+	sw.valid = valid;
+	sw.rel = rel;
+	sw.first = first;
+	sw.done = 0;
+	bpf_loop(64, snat_bit_step, &sw, 0);
+	return sw.done;
 }
 
 /*
@@ -254,8 +308,10 @@ static long snat_word_step(__u64 n, void *arg)
  * taken. The search starts at the backend's rotating cursor (DESIGN §5
  * "SNAT port choice": a port freed just now is the last one handed out
  * again) and visits every word of the backend's bitmap at most once, a
- * word at a time. Returns 0, -ENOSPC when every port is taken, or the
- * insert's error (-E2BIG: the flow table is full).
+ * word at a time, trying each free port of a word before the next word.
+ * Returns 0, -ENOSPC when no port can be taken (each is in use, held, or
+ * freed within the reuse guard), or the insert's error (-E2BIG: the flow
+ * table is full).
  */
 static __noinline long snat_alloc(struct create_scratch *s, struct xlb_config *cfg, __u32 bid)
 {

@@ -354,8 +354,10 @@ enum create_result {
 /*
  * Install the pair toward the backend that the scratch's fwd names (daddr_be,
  * dport_be, backend_id set; s->rev complete but for the backend id and
- * checksums): its next hop, a SNAT port (the reverse entry, snat_alloc),
- * then the forward entry. On failure nothing this attempt inserted stays.
+ * checksums): a SNAT port (the reverse entry, snat_alloc), the next hop
+ * from that SNAT address, then the forward entry. On failure nothing this
+ * attempt inserted stays (a terminal pair whose port it took over stays
+ * removed).
  * A backend port of 0 (a mapping without a remote port, a backend without
  * one: SetRoutable never publishes that) is CREATE_NO_BACKEND.
  *
@@ -371,6 +373,7 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	__u32 id = 0, zero = 0;
 	__u64 bit, *w;
 	long err;
+	int rc;
 
 	/* map values, not arguments: the verifier allows indexing into those only */
 	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
@@ -379,9 +382,6 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 		return CREATE_FULL;
 	if (!s->fwd.dport_be)
 		return CREATE_NO_BACKEND; /* no port to send to (never published: SetRoutable) */
-	if (memo_next_hop(ctx, cfg->snat_ips_be[0], s->fwd.daddr_be, memo_backend(s->fwd.backend_id), &id))
-		return CREATE_FIB_MISS;
-	s->fwd.nexthop = id;
 	s->rev.backend_id = s->fwd.backend_id;
 
 	__builtin_memset(&s->rkey, 0, sizeof(s->rkey));
@@ -395,18 +395,27 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	if (err)
 		return CREATE_FULL;
 
-	s->fwd.saddr_be = s->rkey.daddr_be;
-	s->fwd.sport_be = s->rkey.dport_be;
-	recipe_csum(&s->fwd, fk);
-	err = bpf_map_update_elem(&xlb_flows, fk, &s->fwd, BPF_NOEXIST);
-	if (err) {
-		bpf_map_delete_elem(&xlb_flows, &s->rkey);
-		w = snat_word(cfg, s->fwd.backend_id, s->rkey.daddr_be, s->rkey.dport_be, &bit);
-		if (w)
-			__sync_fetch_and_and(w, ~bit);
-		return err == -EEXIST ? CREATE_RACE : CREATE_FULL;
+	/*
+	 * The next hop from the SNAT address the pair got: with several,
+	 * their routes toward the backend may differ (source routing, or
+	 * addresses on different interfaces).
+	 */
+	rc = CREATE_FIB_MISS;
+	if (!memo_next_hop(ctx, s->rkey.daddr_be, s->fwd.daddr_be, memo_backend(s->fwd.backend_id), &id)) {
+		s->fwd.nexthop = id;
+		s->fwd.saddr_be = s->rkey.daddr_be;
+		s->fwd.sport_be = s->rkey.dport_be;
+		recipe_csum(&s->fwd, fk);
+		err = bpf_map_update_elem(&xlb_flows, fk, &s->fwd, BPF_NOEXIST);
+		if (!err)
+			return CREATE_OK;
+		rc = err == -EEXIST ? CREATE_RACE : CREATE_FULL;
 	}
-	return CREATE_OK;
+	bpf_map_delete_elem(&xlb_flows, &s->rkey);
+	w = snat_word(cfg, s->fwd.backend_id, s->rkey.daddr_be, s->rkey.dport_be, &bit);
+	if (w)
+		__sync_fetch_and_and(w, ~bit);
+	return rc;
 }
 
 /*
@@ -577,10 +586,11 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
  * seed: a new SYN meeting terminal state replaces that pair. The
  * counterpart goes only if it is still this pair's (a reverse key freed and
  * reused by another pair stays). When the backend closed first it holds
- * the 4-tuple in TIME_WAIT for the rest of the time-wait, so the reverse
- * entry stays as a XLB_F_HOLD entry keeping the SNAT port until then
- * (DESIGN §6b), announced to the maintenance loop with a XLB_CLOSE_HOLD
- * event; otherwise it goes too, releasing a port not freed yet. Whoever
+ * the 4-tuple in TIME_WAIT, so the reverse entry stays as a XLB_F_HOLD
+ * entry keeping the SNAT port until the SNAT hold after the close (DESIGN
+ * §6b; pkg/maintenance SNATHold), announced to the maintenance loop with a
+ * XLB_CLOSE_HOLD event; otherwise it goes too, releasing a port not freed
+ * yet. Whoever
  * deletes a forward entry accounts for its pair: here, the backend's
  * XLB_PAIR_REPLACED_* count (the gauges).
  */
@@ -595,6 +605,7 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 	if (peer) {
 		pflags = peer->flags;
 		if ((flags & XLB_F_CLOSED_FIN) && !(pflags & XLB_F_PORT_FREED)) {
+			closed_at = hold_since(closed_at, peer->last_seen);
 			peer->last_seen = closed_at;
 			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
 			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);

@@ -29,10 +29,11 @@ const (
 	// SYN's). It is removed the embryonic TTL later unless established
 	// (ReapEmbryonic).
 	CloseOpen = CloseKind(xlbXlbCloseKindXLB_CLOSE_OPEN)
-	// CloseHold is not a close: a client's new SYN replaced a pair whose
-	// backend closed first, and the reverse entry (the event's key) stays
-	// as a FlagHold entry keeping the SNAT port until the time-wait after
-	// Time, the pair's close (ReapHold).
+	// CloseHold is not a close: a pair whose backend closed first was
+	// replaced by the client's new SYN or removed after its time-wait
+	// (ReapTimeWait), and its reverse entry (the event's key) stays as a
+	// FlagHold entry keeping the SNAT port until the SNAT hold after Time,
+	// the pair's close or the backend's last packet if later (ReapHold).
 	CloseHold = CloseKind(xlbXlbCloseKindXLB_CLOSE_HOLD)
 )
 

@@ -8,6 +8,16 @@ import "fmt"
 // 2, whose SYNs XLB never saw (bpf/layout.h XLB_WSCALE_UNKNOWN).
 const FixtureWscaleUnknown = uint8(xlbXlbLimitsXLB_WSCALE_UNKNOWN)
 
+// FixtureSNATReuseTicks is the SNAT reuse guard the config map holds
+// (bpf/layout.h struct xlb_config snat_reuse_ticks), in jiffies.
+func (d *Dataplane) FixtureSNATReuseTicks() (Jiffies, error) {
+	var cfg xlbXlbConfig
+	if err := d.objs.XlbCfg.Lookup(uint32(0), &cfg); err != nil {
+		return 0, fmt.Errorf("read the config: %w", err)
+	}
+	return Jiffies(cfg.SnatReuseTicks), nil
+}
+
 // FixtureTakenSNATPorts lists, in order, the ports whose bit is set in the
 // SNAT port bitmap (bpf/maps.h xlb_snat_ports) toward backend id for SNAT
 // address number addr (its index in Settings.SNAT): the ports the data

@@ -243,12 +243,16 @@ func synAckOptions(wscale int) []layers.TCPOption {
 
 // reapClock is a reaper clock reading now with every rule's duration.
 func reapClock(now dataplane.Jiffies) dataplane.ReapClock {
-	return dataplane.ReapClock{Now: now, TimeWait: timeWait, OrphanTTL: orphanTTL, EmbryonicTTL: embryonicTTL}
+	return dataplane.ReapClock{Now: now, TimeWait: timeWait, OrphanTTL: orphanTTL, EmbryonicTTL: embryonicTTL, SNATHold: snatHold}
 }
 
-// embryonicTTL is the reaper clock's embryonic TTL (timeWait and orphanTTL
-// are in reap_test.go).
-const embryonicTTL = dataplane.Jiffies(300)
+// embryonicTTL and snatHold are the reaper clock's embryonic TTL and SNAT
+// hold (timeWait and orphanTTL are in reap_test.go). The hold is longer
+// than the time-wait, as maintenance.SNATHold is.
+const (
+	embryonicTTL = dataplane.Jiffies(300)
+	snatHold     = dataplane.Jiffies(700)
+)
 
 // waitClock returns once the data path's clock reads at least j, polling;
 // it fails the test when the clock does not get there within a generous

@@ -36,9 +36,6 @@ const (
 	// MaxSNATAddrs is the number of SNAT addresses (snat.ip) one instance
 	// may use; each multiplies the ports available toward every backend.
 	MaxSNATAddrs = int(xlbXlbLimitsXLB_MAX_SNAT_IPS)
-	// SNATReuseMinTicks is how long after a freed SNAT port's last packet
-	// from the backend a new pair may take it over (bpf/snat.h).
-	SNATReuseMinTicks = Jiffies(xlbXlbLimitsXLB_SNAT_REUSE_MIN_TICKS)
 	// PickTries is how many routable backends a SYN tries when SNAT ports
 	// run out (Counters.SNATFallbacks).
 	PickTries = int(xlbXlbLimitsXLB_PICK_TRIES)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
@@ -65,4 +66,43 @@ func TestNextHopMemoFollowsRoutes(t *testing.T) {
 	if p.Backend().Addr() != backend {
 		t.Fatalf("pair to %v, want %s", p.Backend(), backend)
 	}
+}
+
+// With several SNAT addresses the backend's next hop is looked up from
+// the address the pair gets: here a source rule sends what leaves from
+// the second SNAT address to the backend through a router (the second
+// client), while the first address reaches it on link. The first pair
+// takes the first address's only port, the second pair the second
+// address's, and each names its own next hop. The lookup used to take the
+// first SNAT address as the source for every pair.
+func TestNextHopFromThePairsSNATAddress(t *testing.T) {
+	backend := dt.OneArmBackends[0]
+	extra := testnet.XLBExtraIP(0)
+	e := dt.NewEnv(t, dt.Options{Backends: []netip.Addr{backend}, SNATPortLo: 40000, SNATPortHi: 40000, ExtraSNAT: []netip.Addr{extra}})
+	const table = 100
+	err := e.Do(func() error {
+		rule := netlink.NewRule()
+		rule.Src = &net.IPNet{IP: extra.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		rule.Table = table
+		if err := netlink.RuleAdd(rule); err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: e.Front.Index, Gw: dt.Client2IP.AsSlice(), Table: table,
+			Dst: &net.IPNet{IP: backend.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	})
+	if err != nil {
+		t.Fatalf("source route from %s via %s: %v", extra, dt.Client2IP, err)
+	}
+
+	var pairs []dt.Pair
+	for _, port := range []uint16{33000, 33001} {
+		c := dt.Client(port)
+		e.MustRun(t, synFrom(e, c, 80).Frame(), e.Front, dt.XDPTX)
+		pairs = append(pairs, e.MustPair(t, c, 80))
+	}
+	if pairs[0].Fwd.NewSrc().Addr() != e.SNAT || pairs[1].Fwd.NewSrc().Addr() != extra {
+		t.Fatalf("pairs from %v and %v, want %s then %s", pairs[0].Fwd.NewSrc(), pairs[1].Fwd.NewSrc(), e.SNAT, extra)
+	}
+	wantNextHop(t, e, pairs[0].Fwd.Nexthop, e.BackendIface(), backend, dt.MAC(backend))
+	wantNextHop(t, e, pairs[1].Fwd.Nexthop, e.Front, dt.Client2IP, dt.MAC(dt.Client2IP))
 }

@@ -13,7 +13,10 @@ const (
 	// ReapReset removes the pair if it is terminal by a RST.
 	ReapReset = xlbXlbReapOpXLB_REAP_RESET
 	// ReapTimeWait removes the pair if it is terminal by both FINs and
-	// the time-wait has passed since.
+	// the time-wait has passed since. When the backend closed first (the
+	// reverse entry lacks FlagPortFreed) the reverse entry stays as a
+	// FlagHold entry with the SNAT port, announced by a CloseHold event,
+	// until ReapHold.
 	ReapTimeWait = xlbXlbReapOpXLB_REAP_TIMEWAIT
 	// ReapOrphan removes the pair if it is not terminal and neither
 	// entry saw a packet for the orphan TTL.
@@ -26,8 +29,8 @@ const (
 	// ReapEmbryonic removes the pair if it is live, was never established
 	// and its SYN is at least the embryonic TTL old (DESIGN §6b).
 	ReapEmbryonic = xlbXlbReapOpXLB_REAP_EMBRYONIC
-	// ReapHold removes a FlagHold reverse entry once the time-wait has
-	// passed since its pair's close, and frees its SNAT port.
+	// ReapHold removes a FlagHold reverse entry once ReapClock.SNATHold
+	// has passed since its pair's close, and frees its SNAT port.
 	ReapHold = xlbXlbReapOpXLB_REAP_HOLD
 )
 
@@ -70,6 +73,9 @@ type ReapClock struct {
 	TimeWait     Jiffies
 	OrphanTTL    Jiffies
 	EmbryonicTTL Jiffies
+	// SNATHold is how long after its pair's close a held reverse entry
+	// (FlagHold) keeps its SNAT port (ReapHold; pkg/maintenance SNATHold).
+	SNATHold Jiffies
 }
 
 // Reap runs the reaper (bpf/xlb.c xlb_reap) over reqs, ReapBatch at a time,
@@ -81,6 +87,7 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 	defer d.reapMu.Unlock()
 	b := &d.reapBuf
 	b.Now, b.TimeWait, b.OrphanTtl, b.EmbryonicTtl = uint64(c.Now), uint64(c.TimeWait), uint64(c.OrphanTTL), uint64(c.EmbryonicTTL)
+	b.SnatHold = uint64(c.SNATHold)
 	for len(reqs) > 0 {
 		n := min(len(reqs), ReapBatch)
 		b.Count = uint32(n)

@@ -35,7 +35,7 @@ func staleReq(p dt.Pair, op dataplane.ReapOp) dataplane.ReapRequest {
 
 // clockAt is a reaper clock reading now.
 func clockAt(now dataplane.Jiffies) dataplane.ReapClock {
-	return dataplane.ReapClock{Now: now, TimeWait: timeWait, OrphanTTL: orphanTTL}
+	return dataplane.ReapClock{Now: now, TimeWait: timeWait, OrphanTTL: orphanTTL, SNATHold: snatHold}
 }
 
 func resultName(r dataplane.ReapResult) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // PortMap maps a listen port to the port backends are reached on. Remote
@@ -89,13 +90,31 @@ func (s Settings) validate(space SNATSpace) error {
 	return nil
 }
 
-// Configure writes the settings into the config map. The shutdown flag and
+// SNATReuseGuard is how long after the last packet from the backend of a
+// pair that left it no TIME_WAIT (the client closed first, or a RST ended
+// it; DESIGN §6b) a new pair may take over its SNAT port (bpf/snat.h
+// snat_take_port). The old pair's last segments may still be on their
+// way: a FIN or RST retransmitted because its ACK was lost comes one
+// retransmission timeout later, and TCP's RTO is at least 1 s (RFC 6298
+// §2.4; Linux's TCP_RTO_MIN is 200 ms). A guard counted in ticks (the 100
+// ticks of layout 5) is 1 s at HZ=100 but 100 ms at HZ=1000, below both,
+// so the guard is a time, converted to the kernel's HZ when the config is
+// written (Configure: struct xlb_config snat_reuse_ticks, rounded up).
+const SNATReuseGuard = time.Second
+
+// Configure writes the settings into the config map, with the SNAT reuse
+// guard in ticks of the kernel's HZ (measured on the first call unless
+// adopted, AdoptHZ). The shutdown flag and
 // the active backend set are kept; on maps taken from pins, the pinned
 // active set is kept and the shutdown flag a predecessor left is cleared
 // (Adoption.ShutdownFlag).
 func (d *Dataplane) Configure(s Settings) error {
 	if err := s.validate(d.snatSpace); err != nil {
 		return err
+	}
+	guard, err := d.Ticks(SNATReuseGuard)
+	if err != nil {
+		return fmt.Errorf("dataplane: the SNAT reuse guard: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -113,6 +132,7 @@ func (d *Dataplane) Configure(s Settings) error {
 	c.SnatWords = s.Space().words()
 	c.SnatPortLo = s.SNATPortLo
 	c.SnatPortHi = s.SNATPortHi
+	c.SnatReuseTicks = uint32(guard)
 	c.Nports = uint32(len(s.Ports))
 	c.Ports = [MaxPorts]xlbPortMap{}
 	for i, p := range s.Ports {

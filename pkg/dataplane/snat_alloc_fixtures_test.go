@@ -51,6 +51,37 @@ func TestSNATAllocatorFragmentedSpace(t *testing.T) {
 	wantTaken(t, e, 0, all...)
 }
 
+// A word whose lowest free port cannot be taken yet (freed by a
+// client-first close, its last backend packet within the reuse guard)
+// still gives a SYN its other free port: every free port of a word is
+// tried before the next word, and a SYN is refused only when none can be
+// taken. The allocator of layout 5 tried only the lowest free port of each
+// word and refused this SYN.
+func TestSNATAllocatorTriesEveryFreePortOfAWord(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40002})
+	a := dial(t, e, 33000, synOptions(-1))
+	b := dial(t, e, 33001, synOptions(-1))
+	c := dial(t, e, 33002, synOptions(-1)) // the cursor wraps to 40000
+	if a.p.SNATPort() != 40000 || b.p.SNATPort() != 40001 || c.p.SNATPort() != 40002 {
+		t.Fatalf("pairs on ports %d, %d, %d; want 40000-40002", a.p.SNATPort(), b.p.SNATPort(), c.p.SNATPort())
+	}
+	a.handshake(synAckOptions(-1), 1000)
+	a.forward("client FIN", a.client(dt.FIN|dt.ACK, isnC+1, isnB+1, 1000, nil), counted{})
+	a.forward("backend FIN", a.backend(dt.FIN|dt.ACK, isnB+1, isnC+2, 2000, nil), counted{ClosedClientFIN: 1})
+	op := a.now()
+	stampRev(t, e, op, e.Now(t)+4*reuseGuard(t, e)) // within the guard however slow the machine
+	reapEmbryonicOn(t, e, 0, 40002)
+	wantTaken(t, e, 0, 40001) // 40000 freed but not reusable yet, 40002 free
+
+	if got := synOn(t, e, 33003, 0); got != 40002 {
+		t.Fatalf("SYN took port %d, want 40002 (past 40000, still in its guard)", got)
+	}
+	wantTaken(t, e, 0, 40001, 40002)
+	wantPair(t, e, op, true)
+	refuse(t, e, 33004) // only 40000 is free, and not reusable yet
+	wantTaken(t, e, 0, 40001, 40002)
+}
+
 // When the round-robin backend has no free port, the next routable
 // backend takes the SYN (Counters.SNATFallbacks); when none has one, the
 // SYN is refused with a RST (Counters.SNATExhausted) and nothing is created.

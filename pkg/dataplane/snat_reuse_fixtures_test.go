@@ -11,13 +11,14 @@ import (
 // plan13 data path rule 1). A pair that ends with the client's FIN first,
 // or with a RST, leaves the backend no TIME_WAIT: the packet that ends it
 // clears the port's bit and marks the reverse entry FlagPortFreed, and a
-// new pair to that backend may take the port over once
-// SNATReuseMinTicks have passed since the old pair's last backend packet;
-// the takeover removes the old pair and counts it once (its backend's
-// replaced count and Counters.SNATTakeovers). A pair whose backend closed
-// first keeps its port through the time-wait, even when the client reuses
-// its own port: the forward entry is replaced, the reverse entry stays as
-// a FlagHold entry that drops what reaches it, until ReapHold.
+// new pair to that backend may take the port over once the reuse guard
+// (SNATReuseGuard, in ticks of the kernel's HZ) has passed since the old
+// pair's last backend packet; the takeover removes the old pair and counts
+// it once (its backend's replaced count and Counters.SNATTakeovers). A
+// pair whose backend closed first keeps its port through the time-wait
+// and the SNAT hold after it, even when the client reuses its own port:
+// the forward entry is replaced or reaped, the reverse entry stays as a
+// FlagHold entry that drops what reaches it, until ReapHold.
 //
 // Every fixture runs one backend: its ports are the only ones.
 
@@ -45,9 +46,11 @@ var freeingCloses = []closeWay{
 }
 
 // A port freed by a client-first close or a RST is taken over by the next
-// pair to that backend once SNATReuseMinTicks have passed since the old
+// pair to that backend once the reuse guard has passed since the old
 // pair's last backend packet, and not before (the refused SYN leaves the
-// port free); the old pair is removed and counted once.
+// port free): half the guard is still too early, 1 s at any HZ; the 100
+// ticks of layout 5 were 0.4 s at HZ=250. The old pair is removed and
+// counted once.
 func TestSNATTakeover(t *testing.T) {
 	for _, w := range freeingCloses {
 		t.Run(w.name, func(t *testing.T) {
@@ -67,16 +70,24 @@ func TestSNATTakeover(t *testing.T) {
 			}
 			wantTaken(t, e, 0)
 
+			guard := reuseGuard(t, e)
 			// Too early: the old pair's last backend packet is stamped
-			// ahead of the clock (by 4 x SNATReuseMinTicks, so that a
-			// stalled machine still sends the SYN too early).
-			stampRev(t, e, op, e.Now(t)+4*dataplane.SNATReuseMinTicks)
+			// ahead of the clock (by 4 x the guard, so that a stalled
+			// machine still sends the SYN too early).
+			stampRev(t, e, op, e.Now(t)+4*guard)
 			refuse(t, e, 33001)
 			wantTaken(t, e, 0) // the bit of a freed port is not lost to a refused SYN
 			wantPair(t, e, op, true)
 
-			// Late enough: the last backend packet SNATReuseMinTicks ago.
-			stampRev(t, e, op, e.Now(t)-dataplane.SNATReuseMinTicks)
+			// Still too early: the last backend packet half the guard
+			// ago (0.5 s; the SYN comes within the other half).
+			stampRev(t, e, op, e.Now(t)-guard/2)
+			refuse(t, e, 33001)
+			wantTaken(t, e, 0)
+			wantPair(t, e, op, true)
+
+			// Late enough: the last backend packet the guard ago.
+			stampRev(t, e, op, e.Now(t)-guard)
 			k := dialWith(t, e, 33001, synOptions(-1), counted{PairsCreated: 1, SNATTakeovers: 1})
 			if k.p.SNATPort() != 40000 || k.p.Rev.Generation == op.Fwd.Generation || k.p.Rev.Flags&dataplane.FlagPortFreed != 0 {
 				t.Fatalf("new pair on port %d generation %d reverse flags %#x; old generation %d", k.p.SNATPort(), k.p.Rev.Generation, k.p.Rev.Flags, op.Fwd.Generation)
@@ -105,36 +116,121 @@ func TestSNATTakeover(t *testing.T) {
 }
 
 // A pair whose backend closed first keeps its port toward that backend
-// through the time-wait, however long it waits: no takeover; the port
-// comes back when the time-wait reaper removes the pair.
-func TestSNATBackendClosedPortLeftAlone(t *testing.T) {
+// through the time-wait, however long it waits: no takeover. The
+// time-wait reaper then removes the pair but leaves its reverse entry as a
+// HOLD entry (FlagHold, a CloseHold event) that keeps the port until the
+// SNAT hold has passed, counted from the backend's last packet when that
+// came after the close (the backend restarts its TIME_WAIT on a
+// retransmitted FIN and answers it); only then does ReapHold free it.
+// Before the hold, the port came back at the end of the time-wait, while
+// the backend's TIME_WAIT socket could still exist.
+func TestSNATBackendClosedPortHeldPastTimeWait(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40000})
+	ev := closeEvents(t, e)
 	old := backendClosed(t, e, 33000)
 	op := old.now()
 	closedAt := dataplane.Widen(e.Now(t), op.Fwd.LastSeen)
 
-	waitClock(t, e, dataplane.Widen(e.Now(t), op.Rev.LastSeen)+dataplane.SNATReuseMinTicks)
+	waitClock(t, e, dataplane.Widen(e.Now(t), op.Rev.LastSeen)+reuseGuard(t, e))
 	refuse(t, e, 33001)
 	if p := old.now(); p.Fwd.Generation != op.Fwd.Generation || p.Rev.Generation != op.Rev.Generation || p.Fwd.Flags != op.Fwd.Flags {
 		t.Fatalf("pair after the refused SYN: %+v, was %+v", p, op)
 	}
 	wantTaken(t, e, 0, 40000)
 
+	// The client's FIN once more (its ACK lost beyond XLB), and the
+	// backend's ACK from TIME_WAIT: the hold starts there.
+	old.forward("client FIN again", old.client(dt.FIN|dt.ACK, isnC+1, isnB+2, 1000, nil), counted{})
+	old.forward("backend ACK from TIME_WAIT", old.backend(dt.ACK, isnB+2, isnC+2, 2000, nil), counted{})
+	restart := dataplane.Widen(e.Now(t), old.now().Rev.LastSeen)
+	if restart <= closedAt {
+		t.Fatalf("backend's last packet at %d, not after the close at %d", restart, closedAt)
+	}
+	drain(t, ev)
+
 	reapWant(t, e, reapClock(closedAt+timeWait-1), fwdReq(op, dataplane.ReapTimeWait), dataplane.ReapKept)
 	reapWant(t, e, reapClock(closedAt+timeWait), fwdReq(op, dataplane.ReapTimeWait), dataplane.Reaped)
+	if present(t, e, op.FwdKey, op.Fwd.Generation) {
+		t.Fatal("the time-wait pair's forward entry is still there")
+	}
+	hold, err := e.DP.LookupFlow(op.RevKey)
+	if err != nil {
+		t.Fatalf("the reverse entry after the time-wait: %v", err)
+	}
+	if hold.Flags&dataplane.FlagHold == 0 || hold.Generation != op.Rev.Generation || hold.LastSeen != restart.Low32() {
+		t.Fatalf("reverse entry flags %#x generation %d last_seen %d; want FlagHold, generation %d, last_seen %d (the backend's last packet)",
+			hold.Flags, hold.Generation, hold.LastSeen, op.Rev.Generation, restart.Low32())
+	}
+	got := drain(t, ev)
+	if len(got) != 1 || dataplane.CloseKind(got[0].Kind) != dataplane.CloseHold || got[0].Key != op.RevKey ||
+		got[0].Generation != op.Rev.Generation || got[0].Time != restart.Low32() || got[0].BackendId != op.Rev.BackendId {
+		t.Fatalf("events %+v, want one CloseHold for %v generation %d at %d", got, op.RevKey, op.Rev.Generation, restart.Low32())
+	}
+	wantTaken(t, e, 0, 40000)
+	refuse(t, e, 33002)
+	wantReaped(t, e, map[int]dataplane.ReapedCounts{0: {TimeWait: 1}})
+	wantCloseCounts(t, e, map[int]closeCounts{0: {Opened: 1, ClosedFIN: 1}})
+
+	holdReq := dataplane.ReapRequest{Key: op.RevKey, Generation: op.Rev.Generation, Op: dataplane.ReapHold}
+	reapWant(t, e, reapClock(restart+snatHold-1), holdReq, dataplane.ReapKept)
+	reapWant(t, e, reapClock(restart+snatHold), holdReq, dataplane.Reaped)
 	wantTaken(t, e, 0)
-	k := dial(t, e, 33002, synOptions(-1)) // a fresh port, no takeover
-	if k.p.SNATPort() != 40000 {
+	if k := dial(t, e, 33003, synOptions(-1)); k.p.SNATPort() != 40000 { // a fresh port, no takeover
 		t.Fatalf("new pair on port %d, want 40000", k.p.SNATPort())
 	}
-	wantReaped(t, e, map[int]dataplane.ReapedCounts{0: {TimeWait: 1}})
+	wantReaped(t, e, map[int]dataplane.ReapedCounts{0: {TimeWait: 1}}) // the pair was counted once, when it left
+}
+
+// A time-wait pair the client closed first leaves the backend no
+// TIME_WAIT: the reaper removes both entries, no hold.
+func TestSNATClientClosedTimeWaitLeavesNoHold(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40000})
+	ev := closeEvents(t, e)
+	old := dial(t, e, 33000, synOptions(-1))
+	old.handshake(synAckOptions(-1), 1000)
+	old.forward("client FIN", old.client(dt.FIN|dt.ACK, isnC+1, isnB+1, 1000, nil), counted{})
+	old.forward("backend FIN", old.backend(dt.FIN|dt.ACK, isnB+1, isnC+2, 2000, nil), counted{ClosedClientFIN: 1})
+	op := old.now()
+	closedAt := dataplane.Widen(e.Now(t), op.Fwd.LastSeen)
+	drain(t, ev)
+	reapWant(t, e, reapClock(closedAt+timeWait), fwdReq(op, dataplane.ReapTimeWait), dataplane.Reaped)
+	if n := len(e.Flows(t)); n != 0 {
+		t.Fatalf("%d entries left, want none", n)
+	}
+	if got := drain(t, ev); len(got) != 0 {
+		t.Fatalf("events %+v, want none", got)
+	}
+	wantTaken(t, e, 0)
+}
+
+// reuseGuard is the SNAT reuse guard the data path was configured with:
+// SNATReuseGuard in ticks of the kernel's HZ, rounded up, and never less
+// than a second's ticks.
+func reuseGuard(t *testing.T, e *dt.Env) dataplane.Jiffies {
+	t.Helper()
+	got, err := e.DP.FixtureSNATReuseTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := e.DP.Ticks(dataplane.SNATReuseGuard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hz, err := e.DP.HZ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want || got < dataplane.Jiffies(hz) {
+		t.Fatalf("configured reuse guard %d ticks, want %d (%v at HZ=%d), at least %d (1 s)", got, want, dataplane.SNATReuseGuard, hz, hz)
+	}
+	return got
 }
 
 // A client that reuses its source port on a pair its backend closed first
 // gets a new pair on another port; the old reverse entry stays as a HOLD
 // entry (FlagHold, last_seen = the close, a CloseHold event) that drops
 // what reaches it and keeps the port until ReapHold removes it after the
-// time-wait.
+// SNAT hold.
 func TestSNATHoldAfterClientPortReuse(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40001})
 	ev := closeEvents(t, e)
@@ -171,7 +267,7 @@ func TestSNATHoldAfterClientPortReuse(t *testing.T) {
 	step(t, e, "backend ACK to the held port", late.Frame(), e.BackendIface(), dt.XDPDrop, nil, counted{HoldDrops: 1})
 	refuse(t, e, 33001)
 
-	// Only ReapHold removes it, and only after the time-wait.
+	// Only ReapHold removes it, and only after the SNAT hold.
 	holdReq := dataplane.ReapRequest{Key: op.RevKey, Generation: op.Rev.Generation}
 	for _, r := range []dataplane.ReapOp{dataplane.ReapLone, dataplane.ReapOrphan, dataplane.ReapTimeWait, dataplane.ReapEmbryonic} {
 		q := holdReq
@@ -185,8 +281,8 @@ func TestSNATHoldAfterClientPortReuse(t *testing.T) {
 		}
 	}
 	holdReq.Op = dataplane.ReapHold
-	reapWant(t, e, reapClock(closedAt+timeWait-1), holdReq, dataplane.ReapKept)
-	reapWant(t, e, reapClock(closedAt+timeWait), holdReq, dataplane.Reaped)
+	reapWant(t, e, reapClock(closedAt+snatHold-1), holdReq, dataplane.ReapKept)
+	reapWant(t, e, reapClock(closedAt+snatHold), holdReq, dataplane.Reaped)
 	if present(t, e, op.RevKey, op.Rev.Generation) {
 		t.Fatal("the HOLD entry is still there")
 	}

@@ -58,7 +58,8 @@ const (
 	// no TIME_WAIT; its SNAT port is free to take over.
 	FlagPortFreed = uint32(xlbXlbFlowFlagsXLB_F_PORT_FREED)
 	// FlagHold (reverse entry): lone on purpose, keeping the SNAT port of
-	// a replaced pair whose backend holds TIME_WAIT (ReapHold).
+	// a replaced or time-wait-reaped pair whose backend closed first, while
+	// its TIME_WAIT may last (ReapHold).
 	FlagHold = uint32(xlbXlbFlowFlagsXLB_F_HOLD)
 )
 

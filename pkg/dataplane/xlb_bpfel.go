@@ -146,6 +146,7 @@ type xlbReapBatch struct {
 	TimeWait     uint64
 	OrphanTtl    uint64
 	EmbryonicTtl uint64
+	SnatHold     uint64
 	Count        uint32
 	Pad          uint32
 	Reqs         [2048]xlbReapReq
@@ -177,17 +178,18 @@ const (
 )
 
 type xlbXlbConfig struct {
-	_          structs.HostLayout
-	ListenIpBe uint32
-	SnatPortLo uint16
-	SnatPortHi uint16
-	Nports     uint32
-	Ports      [8]xlbPortMap
-	Flags      uint32
-	ActiveSet  uint32
-	Nsnat      uint32
-	SnatWords  uint32
-	SnatIpsBe  [8]uint32
+	_              structs.HostLayout
+	ListenIpBe     uint32
+	SnatPortLo     uint16
+	SnatPortHi     uint16
+	Nports         uint32
+	Ports          [8]xlbPortMap
+	Flags          uint32
+	ActiveSet      uint32
+	Nsnat          uint32
+	SnatWords      uint32
+	SnatIpsBe      [8]uint32
+	SnatReuseTicks uint32
 }
 
 type xlbXlbCounter uint32
@@ -292,7 +294,6 @@ const (
 	xlbXlbLimitsXLB_MAX_SNAT_IPS            xlbXlbLimits = 8
 	xlbXlbLimitsXLB_SNAT_PORT_SPACE         xlbXlbLimits = 65536
 	xlbXlbLimitsXLB_SNAT_MAX_WORDS          xlbXlbLimits = 8192
-	xlbXlbLimitsXLB_SNAT_REUSE_MIN_TICKS    xlbXlbLimits = 100
 	xlbXlbLimitsXLB_PICK_TRIES              xlbXlbLimits = 4
 	xlbXlbLimitsXLB_MAX_NEXTHOPS            xlbXlbLimits = 65536
 	xlbXlbLimitsXLB_NEXTHOP_PROBES          xlbXlbLimits = 8

@@ -22,13 +22,17 @@
 //     is left alone and the entry dropped. Removals are counted per
 //     backend (dataplane.ReapedCounts.Embryonic) and leave the active
 //     gauge (Sample.EmbryonicExpired).
-//   - A reverse entry held after its pair was replaced
-//     (dataplane.FlagHold: the client reused its port while the backend
-//     holds TIME_WAIT for the pair's SNAT port) keeps that port for the
-//     time-wait after the pair's close, then is removed. The data path
+//   - The reverse entry of a pair whose backend closed first outlives the
+//     pair as a held entry (dataplane.FlagHold) that keeps the SNAT port
+//     until SNATHold after the pair's close (70 s: the backend's TIME_WAIT
+//     socket may outlive 60 s by the kernel timer wheel's rounding), then
+//     is removed. It is left when the pair's time-wait ends (the reaper
+//     removes the forward entry and holds the reverse one) or when the
+//     client reuses its port and a new SYN replaces the pair. Either
 //     posts a dataplane.CloseHold event with the close time; the loop
 //     schedules the removal like a time-wait. A held entry is lone on
-//     purpose: it is never checked or repaired as lone.
+//     purpose: it is never checked or repaired as lone, and it counts in
+//     no pair gauge (its pair was counted when it left).
 //   - A pair that saw no packet in either direction for the orphan TTL
 //     (orphan_ttl_secs) is removed as orphaned.
 //   - A lone entry (its counterpart missing or of another generation) is

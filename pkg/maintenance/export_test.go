@@ -8,3 +8,9 @@ func SetAfterDecide(l *Loop, f func()) {
 	l.afterDecide = f
 	l.mu.Unlock()
 }
+
+// WheelGranule and TimerWheelSlack give the TIME_WAIT lab test the timer
+// wheel's model (snathold_internal_test.go) and the slack SNATHold allows.
+var WheelGranule = wheelGranule
+
+const TimerWheelSlack = timerWheelSlack

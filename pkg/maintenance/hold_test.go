@@ -12,13 +12,13 @@ import (
 
 // A client that reuses its port while the backend holds TIME_WAIT (the
 // backend closed first) replaces the pair; the old reverse entry stays
-// held, keeping the SNAT port, until the time-wait after the old pair's
-// close, and is then removed through its HOLD event. It is never taken
-// for a lone entry, even when a packet meets it.
-func TestHoldRemovedAfterTimeWait(t *testing.T) {
+// held, keeping the SNAT port, until SNATHold after the old pair's close,
+// and is then removed through its HOLD event. It is never taken for a
+// lone entry, even when a packet meets it.
+func TestHoldRemovedAfterSNATHold(t *testing.T) {
 	onEachPath(t, func(t *testing.T, o dt.Options) {
 		r := newRig(t, o, maintenance.Options{})
-		tw := r.ticks(maintenance.TimeWait)
+		tw := r.ticks(maintenance.SNATHold)
 		c := r.open(33000)
 		c.backendFIN()
 		c.send(c.fromClient(dt.FIN|dt.ACK, 1001, 5002))
@@ -51,7 +51,7 @@ func TestHoldRemovedAfterTimeWait(t *testing.T) {
 		r.clk.Set(closedAt + tw - 1)
 		s := r.cycle()
 		if s.CloseEvents.HoldScheduled != 1 || s.Removed != (maintenance.Removed{}) {
-			t.Fatalf("before the time-wait: events %+v removed %+v; want the hold scheduled, nothing removed", s.CloseEvents, s.Removed)
+			t.Fatalf("before the hold's end: events %+v removed %+v; want the hold scheduled, nothing removed", s.CloseEvents, s.Removed)
 		}
 		s = r.cycle()
 		if s.Removed.Repaired != 0 || s.InvariantRepairs != 0 || s.Lone != 0 {
@@ -65,7 +65,7 @@ func TestHoldRemovedAfterTimeWait(t *testing.T) {
 		r.clk.Set(closedAt + tw)
 		s = r.cycle()
 		if s.Removed != (maintenance.Removed{Hold: 1}) || s.CloseEvents.HoldScheduled != 0 {
-			t.Fatalf("at the time-wait: removed %+v events %+v; want the held entry removed", s.Removed, s.CloseEvents)
+			t.Fatalf("at the hold's end: removed %+v events %+v; want the held entry removed", s.Removed, s.CloseEvents)
 		}
 		if _, err := r.e.DP.LookupFlow(old.RevKey); err != dataplane.ErrNotFound {
 			t.Fatalf("held entry still there: %v", err)
@@ -87,13 +87,13 @@ func TestHoldRemovedAfterTimeWait(t *testing.T) {
 }
 
 // Held entries whose HOLD event never arrived are found by the walk: one
-// is removed once the time-wait has passed since its pair's close, never
+// is removed once SNATHold has passed since its pair's close, never
 // checked as lone before; one idle for the orphan TTL is removed as held,
 // not repaired as lone.
 func TestWalkRemovesHeldEntries(t *testing.T) {
 	onEachPath(t, func(t *testing.T, o dt.Options) {
 		r := newRig(t, o, maintenance.Options{})
-		tw, ttl := r.ticks(maintenance.TimeWait), r.ticks(maintenance.DefaultOrphanTTL)
+		tw, ttl := r.ticks(maintenance.SNATHold), r.ticks(maintenance.DefaultOrphanTTL)
 		c := r.open(33000)
 		now := r.e.Now(t)
 		hold := func(port, snat uint16, gen uint32, closed dataplane.Jiffies) dataplane.FlowKey {
@@ -115,16 +115,71 @@ func TestWalkRemovesHeldEntries(t *testing.T) {
 		}
 		for range 3 {
 			if s = r.cycle(); s.Removed != (maintenance.Removed{}) || s.Lone != 0 {
-				t.Fatalf("before its time-wait: removed %+v lone %d", s.Removed, s.Lone)
+				t.Fatalf("before its hold's end: removed %+v lone %d", s.Removed, s.Lone)
 			}
 		}
 		r.clk.Set(now + tw)
 		if s = r.cycle(); s.Removed != (maintenance.Removed{Hold: 1}) || s.InvariantRepairs != 0 {
-			t.Fatalf("at its time-wait: removed %+v repairs %d", s.Removed, s.InvariantRepairs)
+			t.Fatalf("at its hold's end: removed %+v repairs %d", s.Removed, s.InvariantRepairs)
 		}
 		if _, err := r.e.DP.LookupFlow(recent); err != dataplane.ErrNotFound {
 			t.Fatalf("held entry still there: %v", err)
 		}
 		r.wantEntries(2)
+	})
+}
+
+// A pair whose backend closed first leaves after its 60 s time-wait
+// (TimeWait: the seed's interval; the gauges count it out then), but its
+// reverse entry stays held, keeping the SNAT port, until SNATHold after
+// the close: the backend's TIME_WAIT socket may outlive 60 s by the timer
+// wheel's rounding. The held entry is counted in the sample's flow
+// entries once its HOLD event is read, in no pair gauge, and is removed
+// as a hold, never as a lone entry.
+func TestSNATHoldAfterTimeWait(t *testing.T) {
+	onEachPath(t, func(t *testing.T, o dt.Options) {
+		r := newRig(t, o, maintenance.Options{})
+		tw, sh := r.ticks(maintenance.TimeWait), r.ticks(maintenance.SNATHold)
+		if sh <= tw {
+			t.Fatalf("SNATHold %d ticks, not longer than the time-wait's %d", sh, tw)
+		}
+		c := r.open(33000)
+		c.backendFIN()
+		c.send(c.fromClient(dt.FIN|dt.ACK, 1001, 5002))
+		old := c.pair()
+		closedAt := r.closedAt(c)
+
+		r.clk.Set(closedAt + tw)
+		s := r.cycle()
+		if !c.gone() || s.Removed != (maintenance.Removed{TimeWait: 1}) {
+			t.Fatalf("at the time-wait's end: pair gone %v, removed %+v; want the pair removed", c.gone(), s.Removed)
+		}
+		wantSample(t, s, 0, 0, 0)
+		held, err := r.e.DP.LookupFlow(old.RevKey)
+		if err != nil || held.Flags&dataplane.FlagHold == 0 || held.Generation != old.Rev.Generation || dataplane.Widen(closedAt, held.LastSeen) != closedAt {
+			t.Fatalf("reverse entry %+v (%v): want it held from the close at %d", held, err, closedAt)
+		}
+		r.wantEntries(1)
+
+		r.clk.Set(closedAt + sh - 1)
+		s = r.cycle()
+		if s.CloseEvents.HoldScheduled != 1 || s.FlowEntries != 1 || s.Removed != (maintenance.Removed{}) {
+			t.Fatalf("before the hold's end: events %+v entries %d removed %+v; want the hold scheduled and counted", s.CloseEvents, s.FlowEntries, s.Removed)
+		}
+		wantSample(t, s, 0, 0, 0)
+		if s = r.cycle(); s.Removed != (maintenance.Removed{}) || s.Lone != 0 || s.InvariantRepairs != 0 {
+			t.Fatalf("the held entry was removed early or taken for a lone one: removed %+v lone %d repairs %d", s.Removed, s.Lone, s.InvariantRepairs)
+		}
+		r.wantEntries(1)
+
+		r.clk.Set(closedAt + sh)
+		s = r.cycle()
+		if s.Removed != (maintenance.Removed{Hold: 1}) || s.CloseEvents.HoldScheduled != 0 || s.FlowEntries != 0 {
+			t.Fatalf("at the hold's end: removed %+v events %+v entries %d; want the held entry removed", s.Removed, s.CloseEvents, s.FlowEntries)
+		}
+		r.wantEntries(0)
+		if s.Closed != (maintenance.Closed{BackendFIN: 1}) || s.InvariantRepairs != 0 {
+			t.Fatalf("closed %+v repairs %d", s.Closed, s.InvariantRepairs)
+		}
 	})
 }

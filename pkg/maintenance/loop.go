@@ -16,6 +16,45 @@ import (
 // FIN (seed: the 60-second TCP time-wait interval).
 const TimeWait = 60 * time.Second
 
+// The parts of SNATHold.
+const (
+	// backendTimeWait is how long Linux keeps a TIME_WAIT socket: the
+	// kernel's TCP_TIMEWAIT_LEN, 60 s, not tunable.
+	backendTimeWait = 60 * time.Second
+	// timerWheelSlack is the most the kernel's timer wheel adds to a 60 s
+	// timeout at HZ 100..1000 (kernel/time/timer.c, since 4.8): a timer
+	// goes into the level whose range holds its delay and fires at the
+	// next boundary of that level's granularity after its expiry, up to
+	// one granule late. 60 s is 6000 ticks at HZ=100 (level 3: 512-tick
+	// granules, 5.12 s), 15000 at HZ=250 (level 3: 2.048 s), 18000 at
+	// HZ=300 (level 3: 1.71 s) and 60000 at HZ=1000 (level 4: 4096-tick
+	// granules, 4.096 s). The worst is HZ=100's 5.12 s, not HZ=1000's:
+	// "up to 1/8 of the timeout" is the bound for a delay at the bottom
+	// of a level (8/63 of it), 60 s sits higher in its level at every HZ.
+	timerWheelSlack = 5120 * time.Millisecond
+	// snatHoldMargin covers what can start the backend's TIME_WAIT later
+	// than the pair's close as XLB saw it: the client's FIN lost beyond
+	// XLB and retransmitted (the backend enters TIME_WAIT, or restarts its
+	// timer, on each FIN it receives; Linux's first retransmission comes
+	// 200 ms or more later, doubling), the tick the timer softirq runs in,
+	// and the maintenance loop's clock read once per cycle.
+	snatHoldMargin = 4880 * time.Millisecond
+)
+
+// SNATHold is how long after a pair's close the SNAT port of a pair whose
+// backend closed first stays taken toward that backend: 70 s, the
+// backend's TIME_WAIT (backendTimeWait) plus the timer wheel's worst
+// rounding of it (timerWheelSlack) and a margin (snatHoldMargin). A port
+// handed out again while the backend's TIME_WAIT socket for the 4-tuple
+// still exists meets that socket: a new client's SYN with older
+// timestamps than the old pair's is dropped by PAWS (TcpExtPAWSTimewait)
+// and the client waits for a SYN retransmission. The pair itself still
+// leaves after TimeWait (seed; the gauges' time-wait count); its reverse
+// entry stays as a held entry (dataplane.FlagHold, dataplane.ReapHold)
+// for the rest of SNATHold, as does one left by a client that reused its
+// port on such a pair.
+const SNATHold = backendTimeWait + timerWheelSlack + snatHoldMargin
+
 // Defaults for zero Options fields.
 const (
 	DefaultInterval     = time.Second
@@ -73,6 +112,7 @@ type Loop struct {
 	log  logrus.FieldLogger
 	ttl  dataplane.Jiffies // OrphanTTL in jiffies
 	tw   dataplane.Jiffies // TimeWait in jiffies
+	sh   dataplane.Jiffies // SNATHold in jiffies
 	ettl dataplane.Jiffies // EmbryonicTTL in jiffies
 
 	mu          sync.Mutex // serialises cycles; guards everything below
@@ -84,7 +124,7 @@ type Loop struct {
 	failSince   time.Time // end of the spell's first failed cycle
 	timewait    schedule  // pairs in time-wait, by the end of their time-wait
 	embryonic   schedule  // new pairs, by their SYN plus the embryonic TTL
-	hold        schedule  // XLB_F_HOLD reverse entries, by their pair's close plus the time-wait
+	hold        schedule  // XLB_F_HOLD reverse entries, by their pair's close plus SNATHold
 	unscheduled uint64    // events the schedules had no room for, since New
 	retry       []dataplane.ReapRequest
 	lone        map[pairID]struct{} // entries the previous cycle's checks found lone
@@ -131,6 +171,10 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: %w", err)
 	}
+	sh, err := dp.Ticks(SNATHold)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
 	ettl, err := dp.Ticks(o.EmbryonicTTL)
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: %w", err)
@@ -146,7 +190,7 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	entries := int(dp.FlowCapacity())
 	pairs := entries / int(dataplane.EntriesPerPair)
 	return &Loop{
-		dp: dp, o: o, log: o.Log.WithField("component", "maintenance"), ttl: ttl, tw: tw, ettl: ettl,
+		dp: dp, o: o, log: o.Log.WithField("component", "maintenance"), ttl: ttl, tw: tw, sh: sh, ettl: ettl,
 		timewait: newSchedule(pairs), embryonic: newSchedule(pairs), hold: newSchedule(entries),
 		events: ev, lone: map[pairID]struct{}{}, walk: newWalk(dp, passCycles(o), refs),
 	}, nil
@@ -305,7 +349,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		case dataplane.CloseOpen:
 			l.schedule(&l.embryonic, now, ev, l.ettl)
 		case dataplane.CloseHold:
-			l.schedule(&l.hold, now, ev, l.tw)
+			l.schedule(&l.hold, now, ev, l.sh)
 		case dataplane.CloseLone:
 			sighted = append(sighted, pairID{ev.Key, ev.Generation})
 		}
@@ -350,7 +394,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		l.afterDecide()
 	}
 	// 5. The reaper re-checks and removes.
-	if err := l.dp.Reap(reqs, dataplane.ReapClock{Now: now, TimeWait: l.tw, OrphanTTL: l.ttl, EmbryonicTTL: l.ettl}); err != nil {
+	if err := l.dp.Reap(reqs, dataplane.ReapClock{Now: now, TimeWait: l.tw, OrphanTTL: l.ttl, EmbryonicTTL: l.ettl, SNATHold: l.sh}); err != nil {
 		l.reqs = reqs
 		l.requeue(reqs)
 		return nil, fmt.Errorf("maintenance: %w", err)
@@ -433,7 +477,7 @@ func (l *Loop) walkEstimate() uint64 {
 // (the reaper checks the reverse entry's last-seen time too, and repairs
 // the pair if it is lone). A held reverse entry (XLB_F_HOLD: lone on
 // purpose, keeping its SNAT port through the backend's TIME_WAIT) is
-// removed once the time-wait has passed since its pair closed, and is
+// removed once SNATHold has passed since its pair closed, and is
 // never checked as lone. Any other reverse entry idle for the orphan TTL
 // is checked for its counterpart: a live pair's forward entry handles the
 // pair, so only a lone one is removed. Lone entries that see packets are
@@ -443,7 +487,7 @@ func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.
 	age := dataplane.Age(now, v.LastSeen)
 	if k.Direction() != dataplane.DirClient {
 		if v.Flags&dataplane.FlagHold != 0 {
-			return dataplane.ReapHold, age >= l.tw
+			return dataplane.ReapHold, age >= l.sh
 		}
 		return dataplane.ReapCheck, age >= l.ttl
 	}

@@ -125,7 +125,8 @@ type CloseEvents struct {
 	// (the deadline only checks them).
 	EmbryonicScheduled uint64
 	// HoldScheduled is the number of held reverse entries
-	// (dataplane.CloseHold) waiting for the end of their time-wait.
+	// (dataplane.CloseHold) waiting for the end of their SNAT hold
+	// (SNATHold after their pair's close).
 	HoldScheduled uint64
 	// Unscheduled counts events since the loop started that found their
 	// schedule full: each schedule holds at most as many requests as the
@@ -174,7 +175,7 @@ type Removed struct {
 	Reset     uint64 // RST pairs, on the cycle after the RST
 	Orphaned  uint64 // idle pairs
 	Embryonic uint64 // pairs never established, EmbryonicTTL after their SYN
-	Hold      uint64 // held reverse entries whose time-wait ended
+	Hold      uint64 // held reverse entries whose SNAT hold ended
 	Repaired  uint64 // lone entries
 	// Kept counts removals the reaper refused on its re-check: a packet,
 	// a close or a new pair moved the pair on after the decision. A pair

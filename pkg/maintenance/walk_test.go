@@ -96,7 +96,9 @@ func TestWalkFindsPairsWithoutCloseEvents(t *testing.T) {
 		c := r.open(33000)
 		now := r.e.Now(t)
 		rst, _ := r.forge(c.pair(), 34000, 50000, 1<<30, dataplane.FlagRSTClient|dataplane.FlagClosedRST, now)
-		fin, _ := r.forge(c.pair(), 34001, 50001, 1<<30+1, dataplane.FlagFINClient|dataplane.FlagFINBackend|dataplane.FlagClosedFIN, now)
+		fin, finRev := r.forge(c.pair(), 34001, 50001, 1<<30+1, dataplane.FlagFINClient|dataplane.FlagFINBackend|dataplane.FlagClosedFIN, now)
+		// the client closed first: no SNAT hold after the time-wait
+		r.rewrite(finRev, func(v *dataplane.FlowValue) { v.Flags |= dataplane.FlagPortFreed })
 		r.clk.Set(now)
 		s := r.cycle()
 		if s.Removed.Reset != 1 || s.CloseEvents.Read != 1 { // the live pair's OPEN

@@ -13,6 +13,9 @@ import (
 // timeWait is maintenance.TimeWait as the help texts say it: "60 s".
 var timeWait = fmt.Sprintf("%d s", int64(maintenance.TimeWait/time.Second))
 
+// snatHold is maintenance.SNATHold as the help texts say it: "70 s".
+var snatHold = fmt.Sprintf("%d s", int64(maintenance.SNATHold/time.Second))
+
 // connectionsCollector exports the connection pairs and the flow map as the
 // latest maintenance sample saw them (maintenance.Sample; DESIGN §4
 // counting rule). Nothing is exported before the first sample. While
@@ -34,7 +37,7 @@ func newConnectionsCollector() *connectionsCollector {
 	c.closed = c.add("xlb_connections_closed_total", "Connections closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.", "initiator", "reason")
 	c.orphaned = c.add("xlb_connections_orphaned_total", "Idle connection pairs removed after orphan_ttl_secs without a packet in either direction, since the flow map was created, as of the latest maintenance cycle.")
 	c.embryonic = c.add("xlb_connections_embryonic_expired_total", "Connection pairs whose handshake never completed (no client ACK of the backend's SYN-ACK), removed flow_table.embryonic_ttl_secs after their SYN, since the flow map was created, as of the latest maintenance cycle. Not included in xlb_connections_closed_total.")
-	c.entries = c.add("xlb_flow_map_entries", "Directional entries in the flow map (two per connection pair), as of the latest maintenance cycle.")
+	c.entries = c.add("xlb_flow_map_entries", "Directional entries in the flow map (two per connection pair, one per SNAT port held for a backend's TIME_WAIT: xlb_maintenance_hold_scheduled), as of the latest maintenance cycle.")
 	c.capacity = c.add("xlb_flow_map_capacity", "Maximum directional entries of the flow map (two per connection pair of flow_table.max_connections).")
 	return c
 }

@@ -219,7 +219,8 @@ func expectedClosed(styles []byte) maintenance.Closed {
 }
 
 // drain waits until every closure has been counted, then jumps the loop's
-// clock past time-wait and waits until the samples show no pair and the
+// clock past time-wait and the SNAT hold of backend-first closes
+// (maintenance.SNATHold) and waits until the samples show no pair and the
 // flow map, read entry by entry, is empty. It checks the counters exactly
 // and that no pair was orphaned, repaired or broken.
 func drain(t *testing.T, x *inprocXLB, want maintenance.Closed, opened uint64) {
@@ -229,7 +230,7 @@ func drain(t *testing.T, x *inprocXLB, want maintenance.Closed, opened uint64) {
 	x.WaitSample(t, 60*time.Second, fmt.Sprintf("closures %+v counted", want), func(s *maintenance.Sample) bool {
 		return s.Closed.Total() >= want.Total()
 	})
-	x.Advance(t, maintenance.TimeWait+time.Second)
+	x.Advance(t, maintenance.SNATHold+time.Second)
 	// The samples' pair figures are differences of counters: the flow map
 	// itself is read too, so a pair the counters lost track of shows.
 	deadline := time.Now().Add(120 * time.Second)
@@ -268,10 +269,13 @@ func drain(t *testing.T, x *inprocXLB, want maintenance.Closed, opened uint64) {
 	}
 	// Two events per connection, an open (the embryonic deadline; a
 	// closed pair's stays scheduled until then and is dropped) and a
-	// close, each read or counted as lost (the walk removes the pairs of
-	// lost ones), and no time-wait left.
-	if ev := s.CloseEvents; ev.Read+ev.Lost != s.Opened+s.Closed.Total() || ev.TimeWaitScheduled != 0 {
-		t.Fatalf("close events %+v: want read + lost = %d opens + %d closures and no time-wait scheduled", ev, s.Opened, s.Closed.Total())
+	// close, and a hold for each pair the backend closed first (its
+	// reverse entry kept the SNAT port after the time-wait, until
+	// maintenance.SNATHold), each read or counted as lost (the walk
+	// removes the pairs of lost ones), and no time-wait or hold left.
+	if ev := s.CloseEvents; ev.Read+ev.Lost != s.Opened+s.Closed.Total()+s.Closed.BackendFIN || ev.TimeWaitScheduled != 0 || ev.HoldScheduled != 0 {
+		t.Fatalf("close events %+v: want read + lost = %d opens + %d closures + %d holds and no time-wait or hold scheduled",
+			ev, s.Opened, s.Closed.Total(), s.Closed.BackendFIN)
 	}
 	if s.CloseEvents.Lost != 0 {
 		t.Logf("%d close events lost (the walk removed their pairs)", s.CloseEvents.Lost)
