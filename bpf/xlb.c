@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus two
+ * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus three
  * programs the daemon runs from userspace with BPF_PROG_TEST_RUN: the clock
- * (xlb_clock, clock.h) and the reaper (xlb_reap, reap.h), the maintenance
- * loop's only way to remove flow entries.
+ * (xlb_clock, clock.h), the reaper (xlb_reap, reap.h), the maintenance
+ * loop's only way to remove flow entries, and the SNAT bitmap sync
+ * (xlb_snat_sync, snatsync.h), its only way to change the port bitmap.
  *
  * This file is the packet path, its steps in the order a packet meets
  * them: is it ours (listen.h port_mapping, and addressed to the ingress
@@ -78,6 +79,7 @@
 #include "handshake.h"
 #include "icmp.h"
 #include "reap.h"
+#include "snatsync.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 

@@ -43,3 +43,12 @@ func (d *Dataplane) FixtureTakenSNATPorts(backend uint32, addr int) ([]uint16, e
 	}
 	return out, nil
 }
+
+// FixtureOnSNATRebuildWalk makes RebuildSNATPorts run f once it has walked
+// the flow map and before it reads and changes the bitmap: what the data
+// path does between the two.
+func (d *Dataplane) FixtureOnSNATRebuildWalk(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.onSNATWalk = f
+}
