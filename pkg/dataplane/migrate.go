@@ -21,8 +21,8 @@ import (
 // alone; the others are adopted as they are). The predecessor's program
 // keeps running on the old maps until this process's program replaces it
 // on every interface, so the copy is taken twice: once at Load, and again
-// after each replacement and at Pin (catchUp), which merges what the old
-// program did meanwhile. Maps the program never writes (the config, the
+// after each replacement and at Pin (catchUp), which applies what the old
+// program did meanwhile (mergeFlows, addDeltas). Maps the program never writes (the config, the
 // routable sets) are copied again just before this process first writes
 // them (refresh), since the predecessor may have published since Load.
 // Derived state (the SNAT port bitmap) is not copied but rebuilt from the
