@@ -471,6 +471,9 @@ func syncFlow(dst *ebpf.Map, key, val []byte, e seenEntry, seed maphash.Seed) ([
 // dropFlow deletes key from the new map, the old program having deleted
 // it since the last copy, if the new map still holds the migration's
 // entry of that pair (e.gen): an entry the new program put there stays.
+// The delete returns what it removed (BPF_MAP_LOOKUP_AND_DELETE_ELEM), so
+// an entry the new program put there between the check and the delete
+// is put back rather than lost.
 func dropFlow(dst *ebpf.Map, key []byte, e seenEntry) error {
 	if !e.owned {
 		return nil
@@ -479,8 +482,23 @@ func dropFlow(dst *ebpf.Map, key []byte, e seenEntry) error {
 	if err != nil || !ok || flowGeneration(cur) != e.gen {
 		return err
 	}
-	if err := dst.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	var gone []byte
+	err = dst.LookupAndDelete(key, &gone)
+	switch {
+	case errors.Is(err, ebpf.ErrKeyNotExist):
+		return nil
+	case errors.Is(err, ebpf.ErrNotSupported): // before Linux 5.14
+		if err := dst.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+		return nil
+	case err != nil:
 		return err
+	}
+	if flowGeneration(gone) != e.gen {
+		if err := dst.Update(key, gone, ebpf.UpdateNoExist); err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+			return fmt.Errorf("put back the new program's entry: %w", err)
+		}
 	}
 	return nil
 }
