@@ -414,8 +414,7 @@ func mergeFlows(m *migration, name string) error {
 		}
 		seen[k] = e
 	}
-	for _, k := range slices.Sorted(maps.Keys(seen)) {
-		e := seen[k]
+	for k, e := range seen {
 		if e.pass == m.pass {
 			continue
 		}
