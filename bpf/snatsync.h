@@ -18,7 +18,12 @@
  * for it (every backend address and port it knows for the backend id)
  * holds the port. A pair created after the walk under a candidate
  * userspace did not know may lose its bit; that costs the allocator one
- * failed insert, after which the bit is set again (snat.h).
+ * failed insert, after which the bit is set again (snat.h). A bit an
+ * allocation holds as its lock while it takes over a freed port (snat.h
+ * snat_take_port) looks stale too, and a clear landing between that claim
+ * and the takeover's write lets a second allocation race it for the port;
+ * the window is the takeover's few instructions, and only a rebuild that
+ * finds the bit set without a holder opens it.
  */
 #ifndef XLB_SNATSYNC_H
 #define XLB_SNATSYNC_H
