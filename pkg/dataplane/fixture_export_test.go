@@ -99,3 +99,29 @@ func (f *FixtureMigration) CatchUp() error {
 
 // Close releases the migration's source map.
 func (f *FixtureMigration) Close() error { return f.m.close() }
+
+// FixtureSetSNATPortBit sets (or clears) the bit of port toward backend id
+// for SNAT address number addr, as an allocation claims it (snat.h).
+func (d *Dataplane) FixtureSetSNATPortBit(backend uint32, addr int, port uint16, set bool) error {
+	var cfg xlbXlbConfig
+	if err := d.objs.XlbCfg.Lookup(uint32(0), &cfg); err != nil {
+		return fmt.Errorf("read the config: %w", err)
+	}
+	if addr < 0 || uint32(addr) >= cfg.Nsnat {
+		return fmt.Errorf("SNAT address %d of %d", addr, cfg.Nsnat)
+	}
+	w, mask, ok := geometryOf(&cfg).bit(uint16(backend), cfg.SnatIpsBe[addr], port)
+	if !ok {
+		return fmt.Errorf("port %d has no bit", port)
+	}
+	var word uint64
+	if err := d.objs.XlbSnatPorts.Lookup(w, &word); err != nil {
+		return err
+	}
+	if set {
+		word |= mask
+	} else {
+		word &^= mask
+	}
+	return d.objs.XlbSnatPorts.Update(w, word, ebpf.UpdateExist)
+}
