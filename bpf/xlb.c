@@ -542,8 +542,10 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 			peer->last_seen = closed_at;
 			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
 			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+		} else if (pflags & XLB_F_PORT_FREED) {
+			delete_freed_reverse(cfg, &pk, bid, gen);
 		} else if (!bpf_map_delete_elem(&xlb_flows, &pk)) {
-			snat_release_entry(cfg, bid, &pk, pflags);
+			snat_release(cfg, bid, &pk);
 		}
 	}
 	if (bpf_map_delete_elem(&xlb_flows, key))

@@ -60,3 +60,24 @@ func TestReaperLeavesAFreedPortItsTakerHolds(t *testing.T) {
 	}
 	wantTaken(t, e, 0)
 }
+
+// Neither does a SYN that replaces a reset pair from the same client port
+// (bpf/xlb.c replace_pair): the old pair's freed reverse entry stays while
+// an allocation holds its port's bit, and the new pair takes another port.
+func TestReplaceLeavesAFreedPortItsTakerHolds(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40001})
+	k := dial(t, e, 33000, synOptions(-1))
+	k.handshake(synAckOptions(-1), 1000)
+	k.forward("client RST", k.client(dt.RST|dt.ACK, isnC+1, isnB+1, 0, nil), counted{ClosedClientRST: 1})
+	old := k.now()
+	if err := e.DP.FixtureSetSNATPortBit(0, 0, old.SNATPort(), true); err != nil { // a taker's claim
+		t.Fatal(err)
+	}
+	n := dialWith(t, e, 33000, synOptions(-1), counted{PairsCreated: 1, PairsReplaced: 1})
+	if n.p.SNATPort() == old.SNATPort() {
+		t.Fatalf("the new pair took the port the taker holds (%d)", old.SNATPort())
+	}
+	if v, ok := e.Flows(t)[old.RevKey]; !ok || v.Generation != old.Rev.Generation {
+		t.Fatalf("the old pair's reverse entry under the taker's claim: %+v (present %v), want it left", v, ok)
+	}
+}
