@@ -22,9 +22,10 @@ import (
 // keeps running on the old maps until this process's program replaces it
 // on every interface, so the copy is taken twice: once at Load, and again
 // after each replacement and at Pin (catchUp), which applies what the old
-// program did meanwhile (mergeFlows, addDeltas). Maps the program never writes (the config, the
-// routable sets) are copied again just before this process first writes
-// them (refresh), since the predecessor may have published since Load.
+// program did meanwhile (mergeFlows, addDeltas). Maps the program never
+// writes (the config, the routable sets) are copied again just before
+// this process first writes them (refresh), since the predecessor may
+// have published since Load.
 // Derived state (the SNAT port bitmap) is not copied but rebuilt from the
 // flow map after each pass (migration.derive).
 
@@ -428,9 +429,9 @@ func mergeFlows(m *migration, name string) error {
 
 // syncFlow applies the old program's entry val under key to the new map
 // (mergeFlows), e being what the last copy saw of the key (hashed with
-// seed). It returns the
-// value the new map holds afterwards when it is the migration's (nil
-// when the new program's entry, or its deletion, is kept).
+// seed). It returns the value the new map holds afterwards when it is
+// the migration's (nil when the new program's entry, or its deletion, is
+// kept).
 func syncFlow(dst *ebpf.Map, key, val []byte, e seenEntry, seed maphash.Seed) ([]byte, error) {
 	gen := flowGeneration(val)
 	for try := 0; ; try++ {
