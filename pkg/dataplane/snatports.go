@@ -64,9 +64,10 @@ func (g snatGeometry) bit(backend uint16, addrBe uint32, port uint16) (word uint
 // words were written back), and a port it takes keeps its bit unless the
 // pair's backend address and port are not among the candidates the walk
 // found for the backend id, which costs the allocator one failed insert
-// (bpf/snat.h). Bits the config places beyond the map's end, or past the
-// range in a word's tail, are left as they are (the map is sized by
-// Options.SNAT; a config that does not fit it is refused by Configure).
+// (bpf/snat.h). Bits the config places beyond the map's end are left out
+// (the map is sized by Options.SNAT; a config that does not fit it is
+// refused by Configure), and set bits the config gives no port (past the
+// range in a word's tail) are left as they are: no allocation reads them.
 func (d *Dataplane) RebuildSNATPorts() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
