@@ -89,6 +89,7 @@ enum xlb_limits {
 	XLB_CLOSE_QUEUE_SLOTS = 8192, /* per-CPU close queue slots (the ring buffer fallback) */
 	XLB_CLOSE_RING_BYTES = 1 << 22, /* pair event ring buffer bytes (a power of two of pages): 131,072 events */
 	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
+	XLB_SNAT_SYNC_BATCH = 1024,  /* requests per run of the SNAT bitmap sync (struct snat_sync_batch) */
 	XLB_PAIR_EVENTS = 4,         /* counters per backend id in xlb_pair_events (enum xlb_pair_event) */
 	XLB_REAPED_REASONS = 8,      /* counters per backend id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
 	/* cells of the per-backend counter maps (counters.h backend_cell) */
@@ -512,6 +513,43 @@ struct reap_batch {
 	__u32 count;
 	__u32 pad;
 	struct reap_req reqs[XLB_REAP_BATCH];
+};
+
+/*
+ * The SNAT bitmap sync (snatsync.h xlb_snat_sync): how userspace changes
+ * xlb_snat_ports while a program runs on it (pkg/dataplane
+ * RebuildSNATPorts). A bit is set only for a reverse entry the kernel
+ * finds holding its port, and cleared only when none of the candidate
+ * entries userspace names holds it, each checked just before the atomic
+ * OR or AND.
+ */
+enum __attribute__((packed)) xlb_snat_sync_op {
+	XLB_SNAT_SYNC_SET = 1,   /* set the bit of the reverse entry at key if it holds its port */
+	XLB_SNAT_SYNC_CHECK = 2, /* a candidate holder of the bit (backend_id, key's SNAT address and port) */
+	XLB_SNAT_SYNC_CLEAR = 3, /* the last candidate: clear the bit unless it or a CHECK before it holds it */
+};
+
+enum __attribute__((packed)) xlb_snat_sync_result {
+	XLB_SNAT_SYNC_DONE = 1,    /* the bit was set (SET) or cleared (CLEAR) */
+	XLB_SNAT_SYNC_HELD = 2,    /* CHECK, CLEAR: an entry holds the port; the bit stays */
+	XLB_SNAT_SYNC_FREE = 3,    /* SET: no entry holds the port; nothing set */
+	XLB_SNAT_SYNC_OUTSIDE = 4, /* the port has no bit under the config */
+};
+
+struct snat_sync_req {
+	struct flow_key key;   /* a reverse entry's key: its SNAT address and port name the bit */
+	__u16 backend_id;      /* CHECK, CLEAR: the bit's backend id */
+	enum xlb_snat_sync_op op;
+	enum xlb_snat_sync_result result; /* written by xlb_snat_sync */
+};
+
+_Static_assert(sizeof(struct snat_sync_req) == 20, "struct snat_sync_req has no implicit padding");
+
+/* xlb_snat_sync's single request slot. */
+struct snat_sync_batch {
+	__u32 count;
+	__u32 pad;
+	struct snat_sync_req reqs[XLB_SNAT_SYNC_BATCH];
 };
 
 /*

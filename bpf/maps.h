@@ -221,4 +221,12 @@ struct {
 	__uint(max_entries, 1);
 } xlb_reap_batch SEC(".maps");
 
+/* The SNAT bitmap sync's single request slot (struct snat_sync_batch). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct snat_sync_batch);
+	__uint(max_entries, 1);
+} xlb_snat_sync_batch SEC(".maps");
+
 #endif

@@ -113,8 +113,12 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	if (op == XLB_REAP_LONE) {
 		if (intact)
 			return XLB_REAP_INTACT;
-		if (bpf_map_delete_elem(&xlb_flows, &key))
+		if (key.dir == XLB_DIR_BACKEND && (flags & XLB_F_PORT_FREED)) {
+			if (delete_freed_reverse(cfg, &key, bid, gen))
+				return XLB_REAP_GONE;
+		} else if (bpf_map_delete_elem(&xlb_flows, &key)) {
 			return XLB_REAP_GONE;
+		}
 		release_lone(cfg, &key, &pk, bid, flags, peer != 0);
 		count_reaped(bid, lone_reason(key.dir, flags));
 		return XLB_REAPED;
@@ -178,6 +182,8 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 			peer->last_seen = closed_at;
 			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
 			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+		} else if (pflags & XLB_F_PORT_FREED) {
+			delete_freed_reverse(cfg, &pk, bid, gen); /* left to a taker, or reaped as lone */
 		} else if (!bpf_map_delete_elem(&xlb_flows, &pk) && cfg) {
 			snat_release_entry(cfg, bid, &pk, pflags);
 		}

@@ -112,6 +112,33 @@ static __always_inline void snat_release_entry(const struct xlb_config *cfg, __u
 }
 
 /*
+ * Delete the reverse entry at key of pair gen toward backend bid, whose
+ * port is freed (XLB_F_PORT_FREED): such an entry is what an allocation
+ * takes over (snat_take_port), writing its new pair's reverse
+ * entry under the same key, and a delete by key after a generation check
+ * could remove that new entry instead (issue 27 finding 8). The port's
+ * bit is the lock every taker holds: whoever removes such an entry (the
+ * reaper, replace_pair) takes it first, and when an allocation holds it,
+ * leaves the entry (taken over, or reaped as lone later). Returns 0 when
+ * the entry is deleted.
+ */
+static __always_inline long delete_freed_reverse(struct xlb_config *cfg, const struct flow_key *key, __u16 bid, __u32 gen)
+{
+	struct flow_value *v;
+	__u64 bit = 0, *w = cfg ? snat_word(cfg, bid, key->daddr_be, key->dport_be, &bit) : 0;
+	long err = -ENOENT;
+
+	if (w && (__sync_fetch_and_or(w, bit) & bit))
+		return -EBUSY; /* an allocation holds the port */
+	v = bpf_map_lookup_elem(&xlb_flows, key);
+	if (v && v->generation == gen)
+		err = bpf_map_delete_elem(&xlb_flows, key);
+	if (w)
+		__sync_fetch_and_and(w, ~bit);
+	return err;
+}
+
+/*
  * What one allocation carries through its bpf_loop steps. Only results
  * are written during the loops, never a counter: the verifier follows a
  * callback's stack across iterations, and a counter that grows would keep

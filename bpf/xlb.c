@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus two
+ * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus three
  * programs the daemon runs from userspace with BPF_PROG_TEST_RUN: the clock
- * (xlb_clock, clock.h) and the reaper (xlb_reap, reap.h), the maintenance
- * loop's only way to remove flow entries.
+ * (xlb_clock, clock.h), the reaper (xlb_reap, reap.h), the maintenance
+ * loop's only way to remove flow entries, and the SNAT bitmap sync
+ * (xlb_snat_sync, snatsync.h), its only way to change the port bitmap.
  *
  * This file is the packet path, its steps in the order a packet meets
  * them: is it ours (listen.h port_mapping, and addressed to the ingress
@@ -96,6 +97,7 @@
 #include "icmp.h"
 #include "frag.h"
 #include "reap.h"
+#include "snatsync.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
@@ -609,8 +611,10 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 			peer->last_seen = closed_at;
 			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
 			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+		} else if (pflags & XLB_F_PORT_FREED) {
+			delete_freed_reverse(cfg, &pk, bid, gen);
 		} else if (!bpf_map_delete_elem(&xlb_flows, &pk)) {
-			snat_release_entry(cfg, bid, &pk, pflags);
+			snat_release(cfg, bid, &pk);
 		}
 	}
 	if (bpf_map_delete_elem(&xlb_flows, key))

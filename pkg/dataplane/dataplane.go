@@ -97,6 +97,7 @@ type Dataplane struct {
 	fromPins       bool                 // the maps came from pins: Attach takes pinned links over
 	cfgPending     bool                 // re-read the pinned config before the first write
 	migration      *migration           // a migration until Pin has copied the second time
+	onSNATWalk     func()               // tests: runs between the SNAT bitmap rebuild's walk of the flow map and its changes
 	pinned         bool                 // Pin succeeded once (Reclaim re-pins)
 	lastPin        PinMeta              // what Pin recorded last (Reclaim pins it again)
 	prevCounts     [2]uint64            // hand-off counts (ok, failed) of the record Load found

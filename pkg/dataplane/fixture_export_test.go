@@ -1,6 +1,10 @@
 package dataplane
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
 
 // Test access for the packet fixtures of package dataplane_test.
 
@@ -98,4 +102,82 @@ func (d *Dataplane) FixtureFragments() (int, error) {
 		n++
 	}
 	return n, it.Err()
+}
+
+// FixtureOnSNATRebuildWalk makes RebuildSNATPorts run f once it has walked
+// the flow map and before it reads and changes the bitmap: what the data
+// path does between the two.
+func (d *Dataplane) FixtureOnSNATRebuildWalk(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.onSNATWalk = f
+}
+
+// FixtureMigration copies d's flow map into another data path's as a
+// max_connections migration copies its predecessor's (migrate.go): the
+// first copy at FixtureMigrate, the second at CatchUp, the other data
+// path's SNAT port bitmap rebuilt after each. d's program keeps running
+// on its own maps meanwhile: the predecessor's.
+type FixtureMigration struct {
+	to *Dataplane
+	m  *migration
+}
+
+// FixtureMigrate starts a migration of d's flow map into to's, which must
+// be empty, configured with d's SNAT addresses and range.
+func (d *Dataplane) FixtureMigrate(to *Dataplane) (*FixtureMigration, error) {
+	src, err := d.objs.XlbFlows.Clone()
+	if err != nil {
+		return nil, err
+	}
+	to.mu.Lock()
+	defer to.mu.Unlock()
+	mig, err := newMigration(currentLayout(), layoutVersion, map[string]*ebpf.Map{xlbMapXlbFlows: src}, to.mapsByName(),
+		to.featureOnLocked(FeatureBatchOps), to.migrationHost())
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	mig.derive = to.rebuildSNATPortsLocked
+	if err := mig.copyAll(); err != nil {
+		mig.close()
+		return nil, err
+	}
+	return &FixtureMigration{to: to, m: mig}, nil
+}
+
+// CatchUp runs the migration's second copy.
+func (f *FixtureMigration) CatchUp() error {
+	f.to.mu.Lock()
+	defer f.to.mu.Unlock()
+	return f.m.catchUp()
+}
+
+// Close releases the migration's source map.
+func (f *FixtureMigration) Close() error { return f.m.close() }
+
+// FixtureSetSNATPortBit sets (or clears) the bit of port toward backend id
+// for SNAT address number addr, as an allocation claims it (snat.h).
+func (d *Dataplane) FixtureSetSNATPortBit(backend uint32, addr int, port uint16, set bool) error {
+	var cfg xlbXlbConfig
+	if err := d.objs.XlbCfg.Lookup(uint32(0), &cfg); err != nil {
+		return fmt.Errorf("read the config: %w", err)
+	}
+	if addr < 0 || uint32(addr) >= cfg.Nsnat {
+		return fmt.Errorf("SNAT address %d of %d", addr, cfg.Nsnat)
+	}
+	w, mask, ok := geometryOf(&cfg).bit(uint16(backend), cfg.SnatIpsBe[addr], port)
+	if !ok {
+		return fmt.Errorf("port %d has no bit", port)
+	}
+	var word uint64
+	if err := d.objs.XlbSnatPorts.Lookup(w, &word); err != nil {
+		return err
+	}
+	if set {
+		word |= mask
+	} else {
+		word &^= mask
+	}
+	return d.objs.XlbSnatPorts.Update(w, word, ebpf.UpdateExist)
 }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,10 +21,11 @@ import (
 // alone; the others are adopted as they are). The predecessor's program
 // keeps running on the old maps until this process's program replaces it
 // on every interface, so the copy is taken twice: once at Load, and again
-// after each replacement and at Pin (catchUp), which merges what the old
-// program did meanwhile. Maps the program never writes (the config, the
-// routable sets) are copied again just before this process first writes
-// them (refresh), since the predecessor may have published since Load.
+// after each replacement and at Pin (catchUp), which applies what the old
+// program did meanwhile (mergeFlows, addDeltas). Maps the program never
+// writes (the config, the routable sets) are copied again just before
+// this process first writes them (refresh), since the predecessor may
+// have published since Load.
 // Derived state (the SNAT port bitmap) is not copied but rebuilt from the
 // flow map after each pass (migration.derive).
 
@@ -100,8 +102,9 @@ type layout struct {
 // the last copy into the new map.
 type merger func(m *migration, name string) error
 
-// currentLayout is this build's layout. The second pass keeps every flow
-// (inserting those the old program created, merging close flags and
+// currentLayout is this build's layout. The second pass applies to the
+// flow map what the old program did since the last copy (mergeFlows:
+// created, replaced and deleted entries, merged close flags and
 // last_seen), adds what the old program counted meanwhile to every
 // counter (the handshake histograms included), and moves the round-robin position, generation and SNAT
 // cursors on by as much as the old program moved them. The close event
@@ -133,10 +136,12 @@ type migration struct {
 	dst    map[string]*ebpf.Map   // the new maps, by name (not owned)
 	batch  bool                   // use batch map operations
 	base   map[string]*rawEntries // converted source entries at the last copy, for addDeltas
-	// seen fingerprints each entry of a merged hash map as the last copy
-	// read it (key → hash of the value), so that the second pass merges
-	// only what the old program changed since.
-	seen map[string]map[string]uint64
+	// seen is, for each entry of a merged hash map (the flow map), what
+	// the last copy read and left (seenEntry), so that the second pass
+	// applies only what the old program changed since, and knows whether
+	// the new map still holds what the migration put there.
+	seen map[string]map[string]seenEntry
+	pass uint32 // the copies so far: seenEntry.pass of the entries the last one read
 	seed maphash.Seed
 	host migrationHost
 	// derive, when set, rebuilds the new maps' derived state (the SNAT
@@ -157,7 +162,19 @@ func newMigration(l layout, from uint32, src, dst map[string]*ebpf.Map, batch bo
 		}
 	}
 	return &migration{layout: l, from: from, src: src, dst: dst, batch: batch, base: map[string]*rawEntries{},
-		seen: map[string]map[string]uint64{}, seed: maphash.MakeSeed(), host: host}, nil
+		seen: map[string]map[string]seenEntry{}, seed: maphash.MakeSeed(), host: host}, nil
+}
+
+// seenEntry is one key of a merged hash map as the last copy saw it.
+type seenEntry struct {
+	src  uint64 // hash of the source entry as the last copy read it (converted)
+	dst  uint64 // hash of the value the migration left in the new map, when owned
+	gen  uint32 // that value's generation (struct flow_value), when owned
+	pass uint32 // the copy that last read the key in the source
+	// owned: the new map held, when the migration last wrote or read
+	// it, the value the migration put there (else it holds the new
+	// program's entry under that key, or none).
+	owned bool
 }
 
 // knownLayouts names the layouts l migrates from, as "a..b".
@@ -199,10 +216,15 @@ func (m *migration) copyAll() error {
 		switch {
 		case m.layout.merge[name] == nil:
 		case dst.Type() == ebpf.Hash:
-			m.seen[name] = map[string]uint64{}
-			for i := range r.len() {
-				m.seen[name][string(r.key(i))] = maphash.Bytes(m.seed, r.entry(i))
+			if r.valueSize < flowValueSize {
+				return fmt.Errorf("map %s: a %d-byte value is shorter than struct flow_value (%d)", name, r.valueSize, flowValueSize)
 			}
+			seen := make(map[string]seenEntry, r.len())
+			for i := range r.len() {
+				h := maphash.Bytes(m.seed, r.entry(i))
+				seen[string(r.key(i))] = seenEntry{src: h, dst: h, gen: flowGeneration(r.value(i, 0)), owned: true}
+			}
+			m.seen[name] = seen
 		default:
 			m.base[name] = r
 		}
@@ -341,73 +363,171 @@ func (m *migration) close() error {
 // layouts that only append to it merge with mergeFlows too.
 const flowValueSize = int(unsafe.Sizeof(FlowValue{}))
 
-// mergeFlows inserts the flow entries the old program created since the
-// last copy and, for an entry both sides hold for the same pair (same
-// generation), ORs the flags together and keeps the later last_seen (and
-// with it the sender's window, when the old program tracked one). An
-// entry the new program holds for another pair (a new SYN on the tuple
-// met no entry) is kept. Entries the old program left as the last copy
-// read them are skipped.
+// mergeFlows applies to the new flow map what the old program did to
+// its own since the last copy, key by key; entries it left as the last
+// copy read them are skipped. The old program's entry is the truth where
+// the new map still holds what the migration put there: between the
+// first copy and the program's replacement only the old program runs, so
+// an entry it replaced (a SNAT takeover of a reverse key, a new SYN on a
+// terminal pair) replaces the copy, and a key it deleted (a takeover or a
+// replacement of the pair, the old process's reaper) is deleted, even
+// when the new program meanwhile updated the stale copy (its packets went
+// by the stale recipe). What the new program did on its own is kept: an
+// entry it put under a key (a pair it created or took over once it ran)
+// is never replaced or deleted, and a pair whose entry it deleted is not
+// put back. An entry both programs updated for the same pair (same
+// generation; on a host whose interfaces are replaced one by one, both
+// run for a while) is merged: flags ORed, the later last_seen (and with
+// it the sender's window, when the old program tracked one).
+//
+// Each step reads the new map's entry and then writes it, so an update
+// the new program makes to that key in between (one system call) is
+// lost, as with addDeltas.
 func mergeFlows(m *migration, name string) error {
 	src, err := m.read(name)
 	if err != nil {
 		return err
 	}
+	if src.valueSize < flowValueSize {
+		return fmt.Errorf("a %d-byte flow value is shorter than struct flow_value (%d)", src.valueSize, flowValueSize)
+	}
 	dst, seen := m.dst[name], m.seen[name]
 	if seen == nil {
-		seen = map[string]uint64{}
+		seen = map[string]seenEntry{}
 		m.seen[name] = seen
 	}
+	m.pass++
 	for i := range src.len() {
 		k, h := string(src.key(i)), maphash.Bytes(m.seed, src.entry(i))
-		if old, ok := seen[k]; ok && old == h {
+		e, ok := seen[k]
+		if ok && e.src == h {
+			e.pass = m.pass
+			seen[k] = e
 			continue
 		}
-		if err := mergeFlow(dst, src, i); err != nil {
+		now, err := syncFlow(dst, src.key(i), src.value(i, 0), e, m.seed)
+		if err != nil {
 			return fmt.Errorf("flow %x: %w", src.key(i), err)
 		}
-		seen[k] = h
+		e = seenEntry{src: h, pass: m.pass}
+		if now != nil {
+			e.dst, e.gen, e.owned = maphash.Bytes(m.seed, now), flowGeneration(now), true
+		}
+		seen[k] = e
+	}
+	for k, e := range seen {
+		if e.pass == m.pass {
+			continue
+		}
+		delete(seen, k) // the old program deleted it
+		if err := dropFlow(dst, []byte(k), e); err != nil {
+			return fmt.Errorf("flow %x: %w", k, err)
+		}
 	}
 	return nil
 }
 
-func mergeFlow(dst *ebpf.Map, src *rawEntries, i int) error {
-	if src.valueSize < flowValueSize {
-		return fmt.Errorf("a %d-byte flow value is shorter than struct flow_value (%d)", src.valueSize, flowValueSize)
-	}
+// syncFlow applies the old program's entry val under key to the new map
+// (mergeFlows), e being what the last copy saw of the key (hashed with
+// seed). It returns the value the new map holds afterwards when it is
+// the migration's (nil when the new program's entry, or its deletion, is
+// kept).
+func syncFlow(dst *ebpf.Map, key, val []byte, e seenEntry, seed maphash.Seed) ([]byte, error) {
+	gen := flowGeneration(val)
 	for try := 0; ; try++ {
-		cur, ok, err := lookupRaw(dst, src.key(i))
+		cur, ok, err := lookupRaw(dst, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if !ok {
-			err := putRaw(dst, src, i, ebpf.UpdateNoExist)
-			if errors.Is(err, ebpf.ErrKeyExist) && try == 0 {
-				continue // the new program created it meanwhile: merge
+		var flag ebpf.MapUpdateFlags
+		out := val
+		switch {
+		case !ok && e.owned && e.gen == gen:
+			return nil, nil // the new program ended the pair after the copy
+		case !ok:
+			flag = ebpf.UpdateNoExist // the old program created it, or the new one deleted a pair the old one replaced
+		case e.owned && flowGeneration(cur) == e.gen && (gen != e.gen || maphash.Bytes(seed, cur) == e.dst):
+			flag = ebpf.UpdateExist // the copy, stale: the old program's entry replaces it
+		case flowGeneration(cur) == gen:
+			out = mergeFlowValue(cur, val) // both programs updated the pair
+			if bytes.Equal(out, cur) {
+				return out, nil
 			}
-			return err
+			flag = ebpf.UpdateExist
+		default:
+			return nil, nil // the new program's own pair
 		}
-		var a, b FlowValue
-		decodeFlowValue(src.value(i, 0), &a)
-		decodeFlowValue(cur, &b)
-		if a.Generation != b.Generation {
-			return nil
+		err = dst.Update(key, out, flag)
+		if try == 0 && (errors.Is(err, ebpf.ErrKeyExist) || errors.Is(err, ebpf.ErrKeyNotExist)) {
+			continue // the new program created or deleted it meanwhile: decide again
 		}
-		merged := b
-		merged.Flags |= a.Flags
-		if int32(a.LastSeen-b.LastSeen) > 0 {
-			merged.LastSeen = a.LastSeen
-			if a.Flags&FlagACKSeen != 0 { // the old program saw the later ACK: its window is the current one
-				merged.TrackSeq, merged.TrackWin, merged.Wscale = a.TrackSeq, a.TrackWin, a.Wscale
-			}
+		if err != nil {
+			return nil, err
 		}
-		if merged == b {
-			return nil
-		}
-		out := slices.Clone(cur)
-		copy(out, toBytes(&merged))
-		return dst.Update(src.key(i), out, ebpf.UpdateExist)
+		return out, nil
 	}
+}
+
+// dropFlow deletes key from the new map, the old program having deleted
+// it since the last copy, if the new map still holds the migration's
+// entry of that pair (e.gen): an entry the new program put there stays.
+// The delete returns what it removed (BPF_MAP_LOOKUP_AND_DELETE_ELEM), so
+// an entry the new program put there between the check and the delete
+// is put back rather than lost.
+func dropFlow(dst *ebpf.Map, key []byte, e seenEntry) error {
+	if !e.owned {
+		return nil
+	}
+	cur, ok, err := lookupRaw(dst, key)
+	if err != nil || !ok || flowGeneration(cur) != e.gen {
+		return err
+	}
+	var gone []byte
+	err = dst.LookupAndDelete(key, &gone)
+	switch {
+	case errors.Is(err, ebpf.ErrKeyNotExist):
+		return nil
+	case errors.Is(err, ebpf.ErrNotSupported): // before Linux 5.14
+		if err := dst.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	if flowGeneration(gone) != e.gen {
+		if err := dst.Update(key, gone, ebpf.UpdateNoExist); err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+			return fmt.Errorf("put back the new program's entry: %w", err)
+		}
+	}
+	return nil
+}
+
+// mergeFlowValue is cur, an entry of the new map, with what the old
+// program's entry old of the same pair adds: its flags, and its
+// last_seen when later (with the sender's window when it saw the ACK).
+// Bytes after struct flow_value are cur's.
+func mergeFlowValue(cur, old []byte) []byte {
+	var a, b FlowValue
+	decodeFlowValue(old, &a)
+	decodeFlowValue(cur, &b)
+	merged := b
+	merged.Flags |= a.Flags
+	if int32(a.LastSeen-b.LastSeen) > 0 {
+		merged.LastSeen = a.LastSeen
+		if a.Flags&FlagACKSeen != 0 { // the old program saw the later ACK: its window is the current one
+			merged.TrackSeq, merged.TrackWin, merged.Wscale = a.TrackSeq, a.TrackWin, a.Wscale
+		}
+	}
+	out := slices.Clone(cur)
+	copy(out, toBytes(&merged))
+	return out
+}
+
+// flowGeneration is the generation of the struct flow_value at the start
+// of raw.
+func flowGeneration(raw []byte) uint32 {
+	return binary.NativeEndian.Uint32(raw[unsafe.Offsetof(FlowValue{}.Generation):])
 }
 
 // decodeFlowValue reads the struct flow_value at the start of raw.

@@ -292,3 +292,94 @@ func TestMigrateNeedsEveryStep(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The second pass keeps what the new program did on its own once it ran
+// (its own pairs under a key, its deletions of a pair), replaces or
+// deletes the migration's stale copies as the old program did, and merges
+// a pair both programs updated.
+func TestMergeFlowsKeepsTheNewProgramsEntries(t *testing.T) {
+	flowsOnly := func(name string, ms *ebpf.MapSpec) bool {
+		ms.MaxEntries = 64
+		return name == xlbMapXlbFlows
+	}
+	src, dst := stateMapsShaped(t, flowsOnly)[xlbMapXlbFlows], stateMapsShaped(t, flowsOnly)[xlbMapXlbFlows]
+	key := func(i int) FlowKey {
+		return NewFlowKey(netip.AddrPortFrom(netip.MustParseAddr("192.0.2.20"), uint16(30000+i)), netip.MustParseAddrPort("192.0.2.10:80"), DirClient)
+	}
+	put := func(m *ebpf.Map, i int, v FlowValue) {
+		t.Helper()
+		if err := m.Update(key(i), &v, ebpf.UpdateAny); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := func(m *ebpf.Map, i int) {
+		t.Helper()
+		if err := m.Delete(key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	val := func(gen, flags, lastSeen uint32) FlowValue {
+		return FlowValue{Generation: gen, Flags: flags, LastSeen: lastSeen, BackendId: 3}
+	}
+	for i, gen := range []uint32{1, 3, 4, 6, 7, 9} {
+		put(src, i+1, val(gen, 0, 100))
+	}
+	mig, err := newMigration(currentLayout(), layoutVersion, map[string]*ebpf.Map{xlbMapXlbFlows: src}, map[string]*ebpf.Map{xlbMapXlbFlows: dst}, false, migrationHost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.copyAll(); err != nil {
+		t.Fatal(err)
+	}
+	// What the new program does once it runs.
+	put(dst, 1, val(50, 0, 200))          // its own pair under key 1
+	del(dst, 2)                           // it ends pair 3
+	del(dst, 3)                           // it ends pair 4
+	put(dst, 4, val(6, FlagACKSeen, 300)) // a packet on pair 6
+	put(dst, 5, val(60, 0, 200))          // its own pair under key 5
+	put(dst, 7, val(70, 0, 200))          // its own pair under a new key
+	// What the old program did before it was replaced.
+	put(src, 1, val(2, 0, 150))             // replaced pair 1
+	put(src, 2, val(3, FlagFINClient, 150)) // a packet on pair 3
+	put(src, 3, val(5, 0, 150))             // replaced pair 4
+	put(src, 4, val(6, FlagFINClient, 150)) // a packet on pair 6
+	del(src, 5)                             // ended pair 7
+	del(src, 6)                             // ended pair 9
+	put(src, 7, val(8, 0, 150))             // its own pair under the new key
+	if err := mig.catchUp(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]*FlowValue{
+		1: ptr(val(50, 0, 200)),
+		2: nil,
+		3: ptr(val(5, 0, 150)),
+		4: ptr(val(6, FlagACKSeen|FlagFINClient, 300)),
+		5: ptr(val(60, 0, 200)),
+		6: nil,
+		7: ptr(val(70, 0, 200)),
+	}
+	check := func() {
+		t.Helper()
+		for i, w := range want {
+			var got FlowValue
+			err := dst.Lookup(key(i), &got)
+			switch {
+			case w == nil && err == nil:
+				t.Errorf("key %d: %+v, want none", i, got)
+			case w != nil && err != nil:
+				t.Errorf("key %d: %v, want %+v", i, err, *w)
+			case w != nil && got != *w:
+				t.Errorf("key %d: %+v, want %+v", i, got, *w)
+			}
+		}
+	}
+	check()
+	// The old program touches key 1 again: the new program's pair stays.
+	put(src, 1, val(2, FlagFINClient, 160))
+	if err := mig.catchUp(); err != nil {
+		t.Fatal(err)
+	}
+	check()
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -108,7 +108,8 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbScratch: m.XlbScratch, xlbMapXlbShared: m.XlbShared, xlbMapXlbSnatCursors: m.XlbSnatCursors,
 		xlbMapXlbTxPorts: m.XlbTxPorts, xlbMapXlbNexthops: m.XlbNexthops, xlbMapXlbSnatPorts: m.XlbSnatPorts,
 		xlbMapXlbHandshake: m.XlbHandshake, xlbMapXlbIfMacs: m.XlbIfMacs, xlbMapXlbIfMacSlots: m.XlbIfMacSlots,
-		xlbMapXlbFrags: m.XlbFrags,
+		xlbMapXlbFrags:         m.XlbFrags,
+		xlbMapXlbSnatSyncBatch: m.XlbSnatSyncBatch,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // Pinned state under state_dir (DESIGN §6):
 //
 //	meta          the metadata record (struct xlb_pin_meta)
-//	maps/<name>   every stateful map (all but xlb_scratch, xlb_reap_batch
+//	maps/<name>   every stateful map (all but adopt.go's unpinnedMaps
 //	              and the program's constants)
 //	links/<ifname> the XDP bpf_link of each interface (bpf_link path only;
 //	              a program attached through netlink stays attached anyway)

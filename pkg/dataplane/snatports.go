@@ -2,7 +2,11 @@ package dataplane
 
 import (
 	"fmt"
+	"maps"
+	"math/bits"
 	"slices"
+
+	"github.com/cilium/ebpf"
 )
 
 // SNAT port bitmaps (bpf/layout.h struct xlb_config comment, DESIGN §6b):
@@ -50,20 +54,39 @@ func (g snatGeometry) bit(backend uint16, addrBe uint32, port uint16) (word uint
 }
 
 // RebuildSNATPorts derives xlb_snat_ports from the flow map under the
-// config the map holds (its SNAT addresses, range and words), and writes
-// the words that differ. Bits the config places beyond the map's end are
-// left out (the map is sized by Options.SNAT; a config that does not fit
-// it is refused by Configure).
-//
-// While a program runs on the map, a port the data path takes or frees
-// between the read of its entry and the write of its word may be written
-// back stale: a bit left clear is caught by the data path (its
-// BPF_NOEXIST insert of the reverse entry fails, and it sets the bit
-// again), a bit left set keeps one port unused until the next rebuild.
+// config the map holds (its SNAT addresses, range and words). It never
+// writes a word: it sets the bits of the reverse entries that hold their
+// port and the map lacks, and clears the bits no entry holds, through
+// the kernel (bpf/snatsync.h xlb_snat_sync), which checks each against
+// the live entries just before its atomic OR or AND. So a program running
+// on the map meanwhile loses nothing: a port it frees after the walk read
+// its entry is not set again (the bitmap leaked such ports when whole
+// words were written back), and a port it takes keeps its bit unless the
+// pair's backend address and port are not among the candidates the walk
+// found for the backend id, which costs the allocator one failed insert
+// (bpf/snat.h). Bits the config places beyond the map's end are left out
+// (the map is sized by Options.SNAT; a config that does not fit it is
+// refused by Configure), and set bits the config gives no port (past the
+// range in a word's tail) are left as they are: no allocation reads them.
 func (d *Dataplane) RebuildSNATPorts() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.rebuildSNATPortsLocked()
+}
+
+// snatHolder is a reverse entry's key and where its port's bit lies.
+type snatHolder struct {
+	key  FlowKey
+	word uint32
+	mask uint64
+}
+
+// snatPeer is a backend address, port and protocol a reverse entry
+// names: with a SNAT address and port, the key of a candidate holder.
+type snatPeer struct {
+	saddrBe uint32
+	sportBe uint16
+	proto   uint8
 }
 
 func (d *Dataplane) rebuildSNATPortsLocked() error {
@@ -73,6 +96,8 @@ func (d *Dataplane) rebuildSNATPortsLocked() error {
 	}
 	g, m, batch := geometryOf(&c), d.objs.XlbSnatPorts, d.featureOnLocked(FeatureBatchOps)
 	want := map[uint32]uint64{}
+	var holders []snatHolder
+	peers := map[uint16][]snatPeer{} // by backend id: every backend address and port a reverse entry names
 	w := newFlowWalk(d.objs.XlbFlows, batch, rawChunk)
 	for end := false; !end; {
 		n, e, err := w.Next()
@@ -82,27 +107,142 @@ func (d *Dataplane) rebuildSNATPortsLocked() error {
 		end = e
 		for i := range n {
 			k, v := &w.Keys[i], &w.Values[i]
-			if k.Direction() != DirBackend || v.Flags&FlagPortFreed != 0 {
+			if k.Direction() != DirBackend {
+				continue
+			}
+			p := snatPeer{saddrBe: k.SaddrBe, sportBe: k.SportBe, proto: k.Proto}
+			if !slices.Contains(peers[v.BackendId], p) {
+				peers[v.BackendId] = append(peers[v.BackendId], p)
+			}
+			if v.Flags&FlagPortFreed != 0 {
 				continue
 			}
 			if word, mask, ok := g.bit(v.BackendId, k.DaddrBe, portFromBE16(k.DportBe)); ok && word < m.MaxEntries() {
 				want[word] |= mask
+				holders = append(holders, snatHolder{key: *k, word: word, mask: mask})
 			}
 		}
 	}
-	diff := newRawEntries(4, 8, 1)
+	if d.onSNATWalk != nil {
+		d.onSNATWalk()
+	}
+	cur := map[uint32]uint64{}
 	err := scanArray(m, batch, func(k uint32, v *uint64) {
-		if *v != want[k] {
-			word := want[k]
-			diff.add(toBytes(&k), toBytes(&word))
+		if *v != 0 {
+			cur[k] = *v
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("dataplane: rebuild the SNAT port bitmap: read it: %w", err)
 	}
-	if err := writeEntries(m, diff, batch); err != nil {
-		return fmt.Errorf("dataplane: rebuild the SNAT port bitmap: %w", err)
+	s := d.newSNATSync()
+	for _, h := range holders {
+		if cur[h.word]&h.mask == 0 {
+			if err := s.add(xlbSnatSyncReq{Key: h.key, Op: snatSyncSet}); err != nil {
+				return err
+			}
+		}
 	}
+	for _, word := range slices.Sorted(maps.Keys(cur)) {
+		for stale := cur[word] &^ want[word]; stale != 0; stale &= stale - 1 {
+			backend, addrBe, port, ok := g.port(word, uint(bits.TrailingZeros64(stale)))
+			if !ok {
+				continue
+			}
+			if err := s.clear(backend, addrBe, port, peers[backend]); err != nil {
+				return err
+			}
+		}
+	}
+	return s.flush()
+}
+
+// port is the (backend id, SNAT address, port) of bit i of word, the
+// inverse of bit; ok is false for a bit the config gives no port.
+func (g snatGeometry) port(word uint32, i uint) (backend uint16, addrBe uint32, port uint16, ok bool) {
+	if g.words == 0 || len(g.addrs) == 0 {
+		return 0, 0, 0, false
+	}
+	run := word / g.words
+	b, a := run/uint32(len(g.addrs)), run%uint32(len(g.addrs))
+	off := (word%g.words)*64 + uint32(i)
+	if b >= MaxBackends || g.hi < g.lo || off > uint32(g.hi-g.lo) {
+		return 0, 0, 0, false
+	}
+	return uint16(b), g.addrs[a], g.lo + uint16(off), true
+}
+
+const (
+	snatSyncSet   = xlbXlbSnatSyncOpXLB_SNAT_SYNC_SET
+	snatSyncCheck = xlbXlbSnatSyncOpXLB_SNAT_SYNC_CHECK
+	snatSyncClear = xlbXlbSnatSyncOpXLB_SNAT_SYNC_CLEAR
+)
+
+// snatSync batches requests to the SNAT bitmap sync (bpf/snatsync.h) and
+// runs it once a batch is full and at flush. Callers hold d.mu.
+type snatSync struct {
+	d *Dataplane
+	b xlbSnatSyncBatch
+}
+
+func (d *Dataplane) newSNATSync() *snatSync { return &snatSync{d: d} }
+
+// add queues one request.
+func (s *snatSync) add(q xlbSnatSyncReq) error {
+	if int(s.b.Count) == len(s.b.Reqs) {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	s.b.Reqs[s.b.Count] = q
+	s.b.Count++
+	return nil
+}
+
+// clear queues the clearing of the bit of (backend, SNAT address, port)
+// unless one of the reverse entries toward peers holds it: one CHECK per
+// candidate and the CLEAR, in one run of the program (a run keeps what
+// the CHECKs found).
+func (s *snatSync) clear(backend uint16, addrBe uint32, port uint16, peers []snatPeer) error {
+	if len(peers) == 0 {
+		peers = []snatPeer{{proto: protoTCP}} // no candidate: a key no entry has
+	}
+	if len(peers) > len(s.b.Reqs) {
+		return fmt.Errorf("dataplane: rebuild the SNAT port bitmap: backend id %d has %d backend addresses and ports, more than a batch of %d", backend, len(peers), len(s.b.Reqs))
+	}
+	if int(s.b.Count)+len(peers) > len(s.b.Reqs) {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	for i, p := range peers {
+		op := snatSyncCheck
+		if i == len(peers)-1 {
+			op = snatSyncClear
+		}
+		k := FlowKey{SaddrBe: p.saddrBe, DaddrBe: addrBe, SportBe: p.sportBe, DportBe: be16(port), Proto: p.proto, Dir: uint8(DirBackend)}
+		s.b.Reqs[s.b.Count] = xlbSnatSyncReq{Key: k, BackendId: backend, Op: op}
+		s.b.Count++
+	}
+	return nil
+}
+
+// flush runs the program over the queued requests.
+func (s *snatSync) flush() error {
+	if s.b.Count == 0 {
+		return nil
+	}
+	if err := s.d.objs.XlbSnatSyncBatch.Update(uint32(0), &s.b, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("dataplane: rebuild the SNAT port bitmap: write requests: %w", err)
+	}
+	ret, err := runOnce(s.d.objs.XlbSnatSync)
+	if err != nil {
+		return fmt.Errorf("dataplane: rebuild the SNAT port bitmap: run: %w", err)
+	}
+	if ret != xdpPass {
+		return fmt.Errorf("dataplane: rebuild the SNAT port bitmap: the sync returned %d", ret)
+	}
+	s.b.Count = 0
 	return nil
 }
 

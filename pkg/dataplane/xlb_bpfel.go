@@ -161,6 +161,21 @@ type xlbReapReq struct {
 	Pad        uint16
 }
 
+type xlbSnatSyncBatch struct {
+	_     structs.HostLayout
+	Count uint32
+	Pad   uint32
+	Reqs  [1024]xlbSnatSyncReq
+}
+
+type xlbSnatSyncReq struct {
+	_         structs.HostLayout
+	Key       xlbFlowKey
+	BackendId uint16
+	Op        xlbXlbSnatSyncOp
+	Result    xlbXlbSnatSyncResult
+}
+
 type xlbXlbCfgFlags uint32
 
 const (
@@ -306,6 +321,7 @@ const (
 	xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS       xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_CLOSE_RING_BYTES        xlbXlbLimits = 4194304
 	xlbXlbLimitsXLB_REAP_BATCH              xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_SNAT_SYNC_BATCH         xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_PAIR_EVENTS             xlbXlbLimits = 4
 	xlbXlbLimitsXLB_REAPED_REASONS          xlbXlbLimits = 8
 	xlbXlbLimitsXLB_BACKEND_STATS_SLOTS     xlbXlbLimits = 2048
@@ -382,6 +398,23 @@ const (
 	xlbXlbReapedReasonXLB_REAPED_EMBRYONIC     xlbXlbReapedReason = 7
 )
 
+type xlbXlbSnatSyncOp uint8
+
+const (
+	xlbXlbSnatSyncOpXLB_SNAT_SYNC_SET   xlbXlbSnatSyncOp = 1
+	xlbXlbSnatSyncOpXLB_SNAT_SYNC_CHECK xlbXlbSnatSyncOp = 2
+	xlbXlbSnatSyncOpXLB_SNAT_SYNC_CLEAR xlbXlbSnatSyncOp = 3
+)
+
+type xlbXlbSnatSyncResult uint8
+
+const (
+	xlbXlbSnatSyncResultXLB_SNAT_SYNC_DONE    xlbXlbSnatSyncResult = 1
+	xlbXlbSnatSyncResultXLB_SNAT_SYNC_HELD    xlbXlbSnatSyncResult = 2
+	xlbXlbSnatSyncResultXLB_SNAT_SYNC_FREE    xlbXlbSnatSyncResult = 3
+	xlbXlbSnatSyncResultXLB_SNAT_SYNC_OUTSIDE xlbXlbSnatSyncResult = 4
+)
+
 type xlbXlbState struct {
 	_            structs.HostLayout
 	Rr           uint64
@@ -415,9 +448,11 @@ const (
 	xlbMapXlbShared          = "xlb_shared"
 	xlbMapXlbSnatCursors     = "xlb_snat_cursors"
 	xlbMapXlbSnatPorts       = "xlb_snat_ports"
+	xlbMapXlbSnatSyncBatch   = "xlb_snat_sync_batch"
 	xlbMapXlbTxPorts         = "xlb_tx_ports"
 	xlbProgXlbClock          = "xlb_clock"
 	xlbProgXlbReap           = "xlb_reap"
+	xlbProgXlbSnatSync       = "xlb_snat_sync"
 	xlbProgXlbXdp            = "xlb_xdp"
 	xlbVarXlbCfgFlagsBtf     = "__xlb_cfg_flags_btf"
 	xlbVarXlbCloseKindBtf    = "__xlb_close_kind_btf"
@@ -476,37 +511,39 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbClock *ebpf.ProgramSpec `ebpf:"xlb_clock"`
-	XlbReap  *ebpf.ProgramSpec `ebpf:"xlb_reap"`
-	XlbXdp   *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
+	XlbClock    *ebpf.ProgramSpec `ebpf:"xlb_clock"`
+	XlbReap     *ebpf.ProgramSpec `ebpf:"xlb_reap"`
+	XlbSnatSync *ebpf.ProgramSpec `ebpf:"xlb_snat_sync"`
+	XlbXdp      *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbMapSpecs struct {
-	XlbBackendSets  *ebpf.MapSpec `ebpf:"xlb_backend_sets"`
-	XlbBackendStats *ebpf.MapSpec `ebpf:"xlb_backend_stats"`
-	XlbCfg          *ebpf.MapSpec `ebpf:"xlb_cfg"`
-	XlbCloseHead    *ebpf.MapSpec `ebpf:"xlb_close_head"`
-	XlbCloseQueue   *ebpf.MapSpec `ebpf:"xlb_close_queue"`
-	XlbCloseRing    *ebpf.MapSpec `ebpf:"xlb_close_ring"`
-	XlbCounters     *ebpf.MapSpec `ebpf:"xlb_counters"`
-	XlbFlows        *ebpf.MapSpec `ebpf:"xlb_flows"`
-	XlbFrags        *ebpf.MapSpec `ebpf:"xlb_frags"`
-	XlbHandshake    *ebpf.MapSpec `ebpf:"xlb_handshake"`
-	XlbIfMacSlots   *ebpf.MapSpec `ebpf:"xlb_if_mac_slots"`
-	XlbIfMacs       *ebpf.MapSpec `ebpf:"xlb_if_macs"`
-	XlbMeta         *ebpf.MapSpec `ebpf:"xlb_meta"`
-	XlbNexthops     *ebpf.MapSpec `ebpf:"xlb_nexthops"`
-	XlbPairEvents   *ebpf.MapSpec `ebpf:"xlb_pair_events"`
-	XlbReapBatch    *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
-	XlbReaped       *ebpf.MapSpec `ebpf:"xlb_reaped"`
-	XlbScratch      *ebpf.MapSpec `ebpf:"xlb_scratch"`
-	XlbShared       *ebpf.MapSpec `ebpf:"xlb_shared"`
-	XlbSnatCursors  *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
-	XlbSnatPorts    *ebpf.MapSpec `ebpf:"xlb_snat_ports"`
-	XlbTxPorts      *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
+	XlbBackendSets   *ebpf.MapSpec `ebpf:"xlb_backend_sets"`
+	XlbBackendStats  *ebpf.MapSpec `ebpf:"xlb_backend_stats"`
+	XlbCfg           *ebpf.MapSpec `ebpf:"xlb_cfg"`
+	XlbCloseHead     *ebpf.MapSpec `ebpf:"xlb_close_head"`
+	XlbCloseQueue    *ebpf.MapSpec `ebpf:"xlb_close_queue"`
+	XlbCloseRing     *ebpf.MapSpec `ebpf:"xlb_close_ring"`
+	XlbCounters      *ebpf.MapSpec `ebpf:"xlb_counters"`
+	XlbFlows         *ebpf.MapSpec `ebpf:"xlb_flows"`
+	XlbFrags         *ebpf.MapSpec `ebpf:"xlb_frags"`
+	XlbHandshake     *ebpf.MapSpec `ebpf:"xlb_handshake"`
+	XlbIfMacSlots    *ebpf.MapSpec `ebpf:"xlb_if_mac_slots"`
+	XlbIfMacs        *ebpf.MapSpec `ebpf:"xlb_if_macs"`
+	XlbMeta          *ebpf.MapSpec `ebpf:"xlb_meta"`
+	XlbNexthops      *ebpf.MapSpec `ebpf:"xlb_nexthops"`
+	XlbPairEvents    *ebpf.MapSpec `ebpf:"xlb_pair_events"`
+	XlbReapBatch     *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
+	XlbReaped        *ebpf.MapSpec `ebpf:"xlb_reaped"`
+	XlbScratch       *ebpf.MapSpec `ebpf:"xlb_scratch"`
+	XlbShared        *ebpf.MapSpec `ebpf:"xlb_shared"`
+	XlbSnatCursors   *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
+	XlbSnatPorts     *ebpf.MapSpec `ebpf:"xlb_snat_ports"`
+	XlbSnatSyncBatch *ebpf.MapSpec `ebpf:"xlb_snat_sync_batch"`
+	XlbTxPorts       *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
 }
 
 // xlbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -548,28 +585,29 @@ func (o *xlbObjects) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbMaps struct {
-	XlbBackendSets  *ebpf.Map `ebpf:"xlb_backend_sets"`
-	XlbBackendStats *ebpf.Map `ebpf:"xlb_backend_stats"`
-	XlbCfg          *ebpf.Map `ebpf:"xlb_cfg"`
-	XlbCloseHead    *ebpf.Map `ebpf:"xlb_close_head"`
-	XlbCloseQueue   *ebpf.Map `ebpf:"xlb_close_queue"`
-	XlbCloseRing    *ebpf.Map `ebpf:"xlb_close_ring"`
-	XlbCounters     *ebpf.Map `ebpf:"xlb_counters"`
-	XlbFlows        *ebpf.Map `ebpf:"xlb_flows"`
-	XlbFrags        *ebpf.Map `ebpf:"xlb_frags"`
-	XlbHandshake    *ebpf.Map `ebpf:"xlb_handshake"`
-	XlbIfMacSlots   *ebpf.Map `ebpf:"xlb_if_mac_slots"`
-	XlbIfMacs       *ebpf.Map `ebpf:"xlb_if_macs"`
-	XlbMeta         *ebpf.Map `ebpf:"xlb_meta"`
-	XlbNexthops     *ebpf.Map `ebpf:"xlb_nexthops"`
-	XlbPairEvents   *ebpf.Map `ebpf:"xlb_pair_events"`
-	XlbReapBatch    *ebpf.Map `ebpf:"xlb_reap_batch"`
-	XlbReaped       *ebpf.Map `ebpf:"xlb_reaped"`
-	XlbScratch      *ebpf.Map `ebpf:"xlb_scratch"`
-	XlbShared       *ebpf.Map `ebpf:"xlb_shared"`
-	XlbSnatCursors  *ebpf.Map `ebpf:"xlb_snat_cursors"`
-	XlbSnatPorts    *ebpf.Map `ebpf:"xlb_snat_ports"`
-	XlbTxPorts      *ebpf.Map `ebpf:"xlb_tx_ports"`
+	XlbBackendSets   *ebpf.Map `ebpf:"xlb_backend_sets"`
+	XlbBackendStats  *ebpf.Map `ebpf:"xlb_backend_stats"`
+	XlbCfg           *ebpf.Map `ebpf:"xlb_cfg"`
+	XlbCloseHead     *ebpf.Map `ebpf:"xlb_close_head"`
+	XlbCloseQueue    *ebpf.Map `ebpf:"xlb_close_queue"`
+	XlbCloseRing     *ebpf.Map `ebpf:"xlb_close_ring"`
+	XlbCounters      *ebpf.Map `ebpf:"xlb_counters"`
+	XlbFlows         *ebpf.Map `ebpf:"xlb_flows"`
+	XlbFrags         *ebpf.Map `ebpf:"xlb_frags"`
+	XlbHandshake     *ebpf.Map `ebpf:"xlb_handshake"`
+	XlbIfMacSlots    *ebpf.Map `ebpf:"xlb_if_mac_slots"`
+	XlbIfMacs        *ebpf.Map `ebpf:"xlb_if_macs"`
+	XlbMeta          *ebpf.Map `ebpf:"xlb_meta"`
+	XlbNexthops      *ebpf.Map `ebpf:"xlb_nexthops"`
+	XlbPairEvents    *ebpf.Map `ebpf:"xlb_pair_events"`
+	XlbReapBatch     *ebpf.Map `ebpf:"xlb_reap_batch"`
+	XlbReaped        *ebpf.Map `ebpf:"xlb_reaped"`
+	XlbScratch       *ebpf.Map `ebpf:"xlb_scratch"`
+	XlbShared        *ebpf.Map `ebpf:"xlb_shared"`
+	XlbSnatCursors   *ebpf.Map `ebpf:"xlb_snat_cursors"`
+	XlbSnatPorts     *ebpf.Map `ebpf:"xlb_snat_ports"`
+	XlbSnatSyncBatch *ebpf.Map `ebpf:"xlb_snat_sync_batch"`
+	XlbTxPorts       *ebpf.Map `ebpf:"xlb_tx_ports"`
 }
 
 func (m *xlbMaps) Close() error {
@@ -595,6 +633,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbShared,
 		m.XlbSnatCursors,
 		m.XlbSnatPorts,
+		m.XlbSnatSyncBatch,
 		m.XlbTxPorts,
 	)
 }
@@ -622,15 +661,17 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbClock *ebpf.Program `ebpf:"xlb_clock"`
-	XlbReap  *ebpf.Program `ebpf:"xlb_reap"`
-	XlbXdp   *ebpf.Program `ebpf:"xlb_xdp"`
+	XlbClock    *ebpf.Program `ebpf:"xlb_clock"`
+	XlbReap     *ebpf.Program `ebpf:"xlb_reap"`
+	XlbSnatSync *ebpf.Program `ebpf:"xlb_snat_sync"`
+	XlbXdp      *ebpf.Program `ebpf:"xlb_xdp"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbClock,
 		p.XlbReap,
+		p.XlbSnatSync,
 		p.XlbXdp,
 	)
 }
