@@ -196,6 +196,19 @@ enum xlb_flow_flags {
  * SYNs (migrated from layout 3): those are never counted. The field sits
  * where the kernel rounded the 44-byte value of layout 3 up to 48 bytes
  * anyway: the flow map takes no more memory for it.
+ *
+ * The FIN's end (track.h track_fin), in syn_us once the SYN's time is no
+ * longer needed: the acknowledgement that covers the counterpart's first
+ * FIN (its sequence + payload + 1, the entry's sender's RCV.NXT once that FIN
+ * arrived), written on the FIN's receiver's entry when the FIN passes: on
+ * the reverse entry for the client's FIN (reverse entries never time a
+ * SYN), on the forward entry for the backend's, only after the backend's
+ * SYN-ACK has been timed (XLB_F_SYNACK). Valid while the FIN's bit
+ * (XLB_F_FIN_CLIENT, XLB_F_FIN_BACKEND) is set on the forward entry and
+ * the value is not 0 (0: not known, as on pairs whose FIN an earlier
+ * layout recorded). It tells a simultaneous close from a client-first one
+ * (note_close: the backend's FIN acknowledges the client's, or the
+ * backend holds TIME_WAIT).
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -217,7 +230,7 @@ struct flow_value {
 	__u8 wscale;       /* the sender's window scale shift (0..14), XLB_WSCALE_NONE or XLB_WSCALE_UNKNOWN */
 	__u8 pad;          /* always zero */
 	/* the handshake's latency (handshake.h) */
-	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed */
+	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed; then the FIN's end (above) */
 };
 
 _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implicit padding");

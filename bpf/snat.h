@@ -9,10 +9,13 @@
  * 4-tuple: by a live pair, by a terminal pair whose backend closed first
  * (the backend's 60 s TIME_WAIT, RFC 9293 §3.6.1), or by a XLB_F_HOLD
  * entry left when the client reused its own port earlier. A pair that
- * ends with the client's FIN first or with a RST leaves the backend no
- * TIME_WAIT: the packet that ends it clears the bit at once and marks the
- * reverse entry XLB_F_PORT_FREED, and a later allocation may take the
- * port over from the terminal pair (snat_takeover).
+ * ends with a RST, or with the client's FIN first and a backend FIN that
+ * acknowledges it, leaves the backend no TIME_WAIT: the packet that ends
+ * it clears the bit at once and marks the reverse entry
+ * XLB_F_PORT_FREED, and a later allocation may take the port over from
+ * the terminal pair (snat_takeover). A simultaneous close (the backend's
+ * FIN sent before the client's arrived) leaves the backend in TIME_WAIT
+ * like a backend-first close: the port stays taken.
  *
  * The bit is the lock: an allocation first claims a clear bit with an
  * atomic OR, so two CPUs never insert or take over the same port at

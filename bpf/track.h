@@ -4,8 +4,8 @@
  * addresses: the handshake (embryonic until the client ACKs the backend's
  * SYN-ACK; DESIGN §6b) and each side's receive window, against which a
  * RST is checked before it may end a pair (RFC 5961 §3; the window check
- * of nf_conntrack's TCP tracking). layout.h struct flow_value describes
- * the fields.
+ * of nf_conntrack's TCP tracking), and where each side's FIN ends. layout.h
+ * struct flow_value describes the fields.
  */
 #ifndef XLB_TRACK_H
 #define XLB_TRACK_H
@@ -113,6 +113,55 @@ static __always_inline void track_ack(struct pkt *p, struct flow_value *v)
 		return; /* an older segment, reordered */
 	v->track_seq = ack;
 	v->track_win = win;
+}
+
+/*
+ * The acknowledgement that covers the FIN in p: its sequence, its payload
+ * and the FIN's own number. parse() has checked that the IPv4 header has
+ * no options and that the datagram holds the TCP header.
+ */
+static __always_inline __u32 fin_end(struct pkt *p)
+{
+	__u32 len = p->tot_len - sizeof(struct iphdr) - p->tcp->doff * 4;
+
+	return bpf_ntohl(p->tcp->seq) + len + 1;
+}
+
+/*
+ * Remember the end of a side's first FIN (p, from direction dir) on its
+ * receiver's entry recv (layout.h flow_value, "the FIN's end"): the
+ * reverse entry for the client's FIN, the forward entry fwd for the
+ * backend's, once the backend's SYN-ACK has been timed (before it, the
+ * forward entry's syn_us is the SYN's time; a backend has no socket to
+ * send a FIN from before its SYN-ACK). Called before the FIN's bit is set
+ * on fwd, whose atomic OR orders this store before it for a reader that
+ * sees the bit. A retransmitted FIN leaves the first one's end.
+ */
+static __always_inline void track_fin(struct pkt *p, struct flow_value *recv, struct flow_value *fwd, __u32 dir)
+{
+	__u32 bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
+
+	if (!recv || !fwd || (fwd->flags & bit))
+		return;
+	if (dir == XLB_DIR_BACKEND && !(fwd->flags & XLB_F_SYNACK))
+		return;
+	recv->syn_us = fin_end(p);
+}
+
+/*
+ * Whether the backend's FIN in p acknowledges the client's FIN, whose end
+ * the reverse entry rev holds (track_fin): then the backend received the
+ * client's FIN before it sent its own (CLOSE-WAIT, LAST-ACK) and closes
+ * without TIME_WAIT. A backend FIN that does not is a simultaneous close:
+ * the backend sent its FIN from FIN-WAIT-1 and goes through CLOSING to
+ * TIME-WAIT (RFC 9293 §3.6, figure 13). An unknown end (0) counts as not
+ * acknowledged: the port stays held, never freed too early.
+ */
+static __always_inline int fin_acks_client_fin(struct pkt *p, const struct flow_value *rev)
+{
+	__u32 end = rev->syn_us;
+
+	return end && (p->flags & TCP_FL_ACK) && bpf_ntohl(p->tcp->ack_seq) == end;
 }
 
 /*

@@ -183,17 +183,21 @@ static __always_inline struct flow_value *pair_peer(struct flow_value *v, __u32 
  * the first RST (initiator: its sender). That packet stamps the forward
  * entry's last_seen, marks the pair XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST,
  * counts the closure globally and for the backend, and posts the close
- * event. When the backend is left without TIME_WAIT -- the client's FIN
- * came first (this second FIN is the backend's) or a RST ended the pair --
- * it also frees the SNAT port (snat.h). A missing counterpart is an
- * invariant violation; the packet is forwarded regardless by the caller.
+ * event. When the backend is left without TIME_WAIT -- a RST ended the
+ * pair, or the client's FIN came first and this second FIN, the backend's,
+ * acknowledges it (the backend closed from CLOSE-WAIT; one that does not
+ * is a simultaneous close, after which the backend holds TIME_WAIT too:
+ * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h). A
+ * side's first FIN leaves its end on the receiver's entry (track.h
+ * track_fin). A missing counterpart is an invariant violation; the packet
+ * is forwarded regardless by the caller.
  */
-static __always_inline void note_close(struct xlb_config *cfg, const struct flow_key *key, struct flow_value *v,
-				       struct flow_value *peer, const struct flow_key *pk, __u32 dir, __u8 tflags)
+static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
+				       struct flow_value *v, struct flow_value *peer, const struct flow_key *pk, __u32 dir)
 {
 	struct flow_value *fwd, *rev;
 	__u32 bit, old, closes, at;
-	int rst = (tflags & TCP_FL_RST) != 0;
+	int rst = (p->flags & TCP_FL_RST) != 0;
 
 	if (!peer) {
 		count(XLB_C_INVARIANT);
@@ -205,10 +209,12 @@ static __always_inline void note_close(struct xlb_config *cfg, const struct flow
 	if (!fwd)
 		return;
 
-	if (rst)
+	if (rst) {
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_RST_CLIENT : XLB_F_RST_BACKEND;
-	else
+	} else {
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
+		track_fin(p, dir == XLB_DIR_CLIENT ? rev : fwd, fwd, dir);
+	}
 
 	old = __sync_fetch_and_or(&fwd->flags, bit);
 	if (old & bit)
@@ -232,7 +238,7 @@ static __always_inline void note_close(struct xlb_config *cfg, const struct flow
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
 		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_FIN);
 	}
-	if (rev && (rst || dir == XLB_DIR_BACKEND)) {
+	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, rev)))) {
 		__sync_fetch_and_or(&rev->flags, XLB_F_PORT_FREED);
 		snat_release(cfg, rev->backend_id, dir == XLB_DIR_CLIENT ? pk : key);
 	}
@@ -568,7 +574,7 @@ static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, cons
 		count(XLB_C_RST_OUT_OF_WINDOW);
 		return XDP_DROP;
 	}
-	note_close(cfg, key, v, peer, &pk, dir, p->flags);
+	note_close(cfg, p, key, v, peer, &pk, dir);
 	return -1;
 }
 
@@ -699,7 +705,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	track_ack(&p, v);
 	if (p.flags & TCP_FL_FIN) {
 		peer = pair_peer(v, dir, &pk);
-		note_close(cfg, &key, v, peer, &pk, dir, p.flags);
+		note_close(cfg, &p, &key, v, peer, &pk, dir);
 	}
 	return finish(rewrite_and_send(ctx, &p, v, dir));
 }
