@@ -180,11 +180,14 @@ enum xlb_flow_flags {
  * TCP tracking (RST validation, RFC 5961 §3; the window check of
  * nf_conntrack's TCP tracking): track_seq and track_win describe what the
  * entry's sender will accept. With XLB_F_ACK_SEEN, track_seq is the last
- * acknowledgement number it sent (its RCV.NXT) and track_win its last
- * advertised window, shifted by its window scale; a RST toward it is
- * accepted when seq - track_seq < max(track_win, 1). Before its first ACK,
- * a client's forward entry holds its SYN's sequence + 1 in track_seq: the
- * one acknowledgement a RST answering that SYN carries.
+ * acknowledgement number it sent (its RCV.NXT as the data path knows it)
+ * and track_win its last advertised window, shifted by its window scale.
+ * A RST toward it ends the pair only when exact (seq == track_seq, or
+ * after the counterpart's FIN that FIN's end or its own sequence: syn_us
+ * below; track.h rst_verdict); one with seq - track_seq <= track_win is
+ * forwarded without ending it, any other dropped. Before its first ACK, a client's forward
+ * entry holds its SYN's sequence + 1 in track_seq: the one acknowledgement
+ * a RST answering that SYN carries.
  *
  * Handshake latency (xlb_handshake): syn_us is the time the data path
  * forwarded the pair's first SYN, on the forward entry only: the low 32
@@ -208,7 +211,7 @@ enum xlb_flow_flags {
  * the value is not 0 (0: not known, as on pairs whose FIN an earlier
  * layout recorded). It tells a simultaneous close from a client-first one
  * (note_close: the backend's FIN acknowledges the client's, or the
- * backend holds TIME_WAIT).
+ * backend holds TIME_WAIT) and which RSTs after a FIN are exact.
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -588,6 +591,7 @@ enum xlb_counter {
 	XLB_C_ICMP_TO_BACKEND,  /* ICMP errors about a pair translated toward the backend */
 	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed: looked up again */
 	XLB_C_NOT_OURS,         /* frames XLB would balance that were addressed to another MAC (or a group address): passed untouched */
+	XLB_C_RST_INEXACT,      /* RSTs in the receiver's window but not at its next sequence: forwarded, the pair kept (RFC 5961 §3: the endpoint answers with a challenge ACK) */
 	XLB_C_MAX,
 };
 

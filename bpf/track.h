@@ -164,31 +164,68 @@ static __always_inline int fin_acks_client_fin(struct pkt *p, const struct flow_
 	return end && (p->flags & TCP_FL_ACK) && bpf_ntohl(p->tcp->ack_seq) == end;
 }
 
+/* What a RST does to its pair (rst_verdict). */
+enum rst_verdict {
+	RST_ENDS = 0,    /* exact: ends the pair; forwarded */
+	RST_INEXACT = 1, /* in the receiver's window, not at its next sequence: forwarded, the pair kept */
+	RST_OUTSIDE = 2, /* outside the receiver's window: dropped */
+};
+
 /*
- * Whether a RST may end its pair. v is the entry the RST matched (its
- * sender's), recv its counterpart (the receiver's; NULL when missing), fwd
- * the forward entry. With the receiver's window known, the sequence must
- * lie in it; while the pair is embryonic, a RST from the backend must
- * acknowledge the client's SYN and one from the client must carry its
- * SYN's sequence + 1 (RFC 9293 §3.10.7.3); a pair whose windows were never
- * seen (migrated from layout 2) takes any RST, as does a lone entry.
+ * What a RST does to its pair (RFC 5961 §3; nf_conntrack's TCP tracking
+ * does the same). v is the entry the RST matched (its sender's), recv its
+ * counterpart (the receiver's; NULL when missing), fwd the forward entry.
+ *
+ * With the receiver's window known, only an exact RST ends the pair: its
+ * sequence is the receiver's next expected one as the data path knows it
+ * (the receiver's last acknowledgement, track_seq), or, after the sender's
+ * FIN, that FIN's end or the FIN's own sequence (the receiver's RCV.NXT
+ * and RCV.NXT - 1 once the FIN arrived, which Linux also accepts in
+ * CLOSE-WAIT, LAST-ACK and CLOSING: tcp_reset_check). A RST up to the
+ * window's right edge inclusive, track_seq + track_win (Linux's
+ * tcp_sequence: !after(seq, rcv_nxt + window)), is forwarded without
+ * ending the pair: the endpoint decides, and answers one that is not
+ * exact for it with a challenge ACK. Any other RST is dropped: a blind
+ * reset must now guess the one exact sequence, not one in the window.
+ *
+ * The data path's RCV.NXT lags when the receiver has taken data whose
+ * ACK has not passed yet (a RST right behind the sender's last data, as a
+ * close with unread data sends it; nf_conntrack remembers each side's
+ * last segment end for this, which a flow entry has no room for): the
+ * RST is exact for the receiver, which ends its side, but inexact here.
+ * The pair then outlives both sockets until a RST the data path finds
+ * exact (a closed endpoint answers a later segment with a RST whose
+ * sequence is that segment's acknowledgement, RFC 9293 §3.10.7.1) or,
+ * with no such segment, until the orphan TTL removes it; its SNAT port
+ * stays taken until then.
+ *
+ * While the pair is embryonic, a RST from the backend must acknowledge
+ * the client's SYN and one from the client must carry its SYN's sequence
+ * + 1 (RFC 9293 §3.10.7.3); any other is dropped. A pair whose windows
+ * were never seen (migrated from layout 2) takes any RST, as does a lone
+ * entry.
  */
-static __always_inline int rst_acceptable(struct pkt *p, struct flow_value *v, struct flow_value *recv,
-					  struct flow_value *fwd, __u32 dir)
+static __always_inline int rst_verdict(struct pkt *p, struct flow_value *v, struct flow_value *recv,
+				       struct flow_value *fwd, __u32 dir)
 {
-	__u32 seq = bpf_ntohl(p->tcp->seq), win;
+	__u32 seq = bpf_ntohl(p->tcp->seq), fin, end;
 
 	if (!recv || !fwd)
-		return 1;
+		return RST_ENDS;
 	if (recv->flags & XLB_F_ACK_SEEN) {
-		win = recv->track_win ? recv->track_win : 1;
-		return seq - recv->track_seq < win;
+		if (seq == recv->track_seq)
+			return RST_ENDS;
+		fin = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND | XLB_F_SYNACK;
+		end = recv->syn_us;
+		if ((fwd->flags & fin) == fin && end && (seq == end || seq == end - 1))
+			return RST_ENDS;
+		return seq - recv->track_seq <= recv->track_win ? RST_INEXACT : RST_OUTSIDE;
 	}
 	if (fwd->flags & XLB_F_ESTABLISHED)
-		return 1;
+		return RST_ENDS;
 	if (dir == XLB_DIR_BACKEND)
-		return (p->flags & TCP_FL_ACK) && bpf_ntohl(p->tcp->ack_seq) == recv->track_seq;
-	return seq == v->track_seq;
+		return (p->flags & TCP_FL_ACK) && bpf_ntohl(p->tcp->ack_seq) == recv->track_seq ? RST_ENDS : RST_OUTSIDE;
+	return seq == v->track_seq ? RST_ENDS : RST_OUTSIDE;
 }
 
 #endif

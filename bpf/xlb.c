@@ -35,12 +35,14 @@
  *   - packets matching a flow entry are rewritten (IPs, ports, TTL,
  *     checksums, and the MACs of the entry's next hop) and sent with XDP_TX
  *     or a devmap redirect;
- *   - FIN and in-window RST update the pair's close state and are
- *     forwarded; the packet that ends a pair (second FIN, or first RST)
- *     marks it terminal, counts the closure and posts a close event for the
- *     maintenance loop; while the shutdown flag is set, every other packet
- *     of a pair and every new SYN is answered with a RST instead (an
- *     incoming RST is still forwarded);
+ *   - FIN and exact RST update the pair's close state and are forwarded;
+ *     the packet that ends a pair (second FIN, or first exact RST) marks
+ *     it terminal, counts the closure and posts a close event for the
+ *     maintenance loop; a RST elsewhere in the receiver's window is
+ *     forwarded and counted, the pair kept (track.h rst_verdict); while
+ *     the shutdown flag is set, every other packet of a pair and every
+ *     new SYN is answered with a RST instead (an incoming RST is still
+ *     judged and forwarded the same way);
  *   - ICMP errors about a pair, addressed to the ingress interface's MAC,
  *     are translated for the other side (icmp.h);
  *   - everything else is XDP_PASS, untouched. The program never returns
@@ -557,22 +559,30 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 }
 
 /*
- * A RST (on entry v, direction dir) that ends its pair only when it lies in
- * the receiver's window; one outside is dropped and counted (RFC 5961 §3:
- * a blind reset must guess the window). Returns -1 to forward the RST, or
- * XDP_DROP.
+ * A RST (on entry v, direction dir) ends its pair only when it is exact
+ * for the receiver; one elsewhere in the receiver's window is forwarded
+ * and counted, the pair kept (the endpoint answers it with a challenge
+ * ACK); one outside is dropped and counted (RFC 5961 §3: a blind reset
+ * must guess the exact sequence; track.h rst_verdict). Returns -1 to
+ * forward the RST, or XDP_DROP.
  */
 static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
 				     struct flow_value *v, __u32 dir)
 {
 	struct flow_value *peer, *fwd;
 	struct flow_key pk;
+	int verdict;
 
 	peer = pair_peer(v, dir, &pk);
 	fwd = dir == XLB_DIR_CLIENT ? v : peer;
-	if (!rst_acceptable(p, v, peer, fwd, dir)) {
+	verdict = rst_verdict(p, v, peer, fwd, dir);
+	if (verdict == RST_OUTSIDE) {
 		count(XLB_C_RST_OUT_OF_WINDOW);
 		return XDP_DROP;
+	}
+	if (verdict == RST_INEXACT) {
+		count(XLB_C_RST_INEXACT);
+		return -1;
 	}
 	note_close(cfg, p, key, v, peer, &pk, dir);
 	return -1;

@@ -204,7 +204,8 @@ const (
 	xlbXlbCounterXLB_C_ICMP_TO_BACKEND    xlbXlbCounter = 25
 	xlbXlbCounterXLB_C_NEXTHOP_REFRESH    xlbXlbCounter = 26
 	xlbXlbCounterXLB_C_NOT_OURS           xlbXlbCounter = 27
-	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 28
+	xlbXlbCounterXLB_C_RST_INEXACT        xlbXlbCounter = 28
+	xlbXlbCounterXLB_C_MAX                xlbXlbCounter = 29
 )
 
 type xlbXlbDir uint32

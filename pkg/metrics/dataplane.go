@@ -50,6 +50,7 @@ func newDataplaneCollector() *dataplaneCollector {
 		{"xlb_fib_miss_total", "SYNs dropped because the next hop toward the backend was not resolved.", func(n *C) uint64 { return n.FIBMiss }},
 		{"xlb_ttl_exceeded_total", "Balanced packets dropped because their TTL was 1 or less (they would expire when forwarded); such a SYN never creates a pair.", func(n *C) uint64 { return n.TTLExceeded }},
 		{"xlb_rst_out_of_window_total", "RSTs dropped because their sequence number lay outside the window last seen for that direction (RFC 5961 §3); the pair lives on.", func(n *C) uint64 { return n.RSTOutOfWindow }},
+		{"xlb_rst_inexact_total", "RSTs forwarded without ending their pair: in the receiver's window but not at its next expected sequence as the data path last saw it acknowledged (RFC 5961 §3); the endpoint decides, answering with a challenge ACK unless its own view is ahead.", func(n *C) uint64 { return n.RSTInexact }},
 		{"xlb_snat_port_takeovers_total", "SNAT ports a new pair took over from a terminal pair to the same backend that holds no TIME_WAIT for it (the client closed first, or a RST ended it); the old pair was removed.", func(n *C) uint64 { return n.SNATTakeovers }},
 		{"xlb_snat_backend_fallbacks_total", "SYNs sent to the next routable backend because the chosen backend had no free SNAT port.", func(n *C) uint64 { return n.SNATFallbacks }},
 		{"xlb_snat_hold_drops_total", "Packets dropped on a SNAT port held for its backend's TIME_WAIT after the client reused its source port for a new connection.", func(n *C) uint64 { return n.HoldDrops }},

@@ -64,6 +64,7 @@ func TestDocumentValues(t *testing.T) {
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
 				RSTOutOfWindowTotal: 21, SNATTakeoversTotal: 22, SNATFallbacksTotal: 23, HoldDropsTotal: 24,
 				ICMPToClientTotal: 25, ICMPToBackendTotal: 26, NextHopRefreshesTotal: 27, NotOursTotal: 28,
+				RSTInexactTotal: 29,
 			},
 		},
 		Maintenance: api.Maintenance{

@@ -77,7 +77,7 @@ func fixture() *snapshot.Snapshot {
 				InvariantViolations: 1, ShutdownResets: 0, TTLExceeded: 9,
 				RSTOutOfWindow: 21, SNATTakeovers: 22, SNATFallbacks: 23, HoldDrops: 24,
 				ICMPToClient: 25, ICMPToBackend: 26, NextHopRefreshes: 27, NotOurs: 28,
-				ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
+				RSTInexact: 29, ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
 			},
 			Backends: []maintenance.BackendSample{
 				{ID: 1, Active: 10, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 2100, SentBytes: 1288490, ReceivedPackets: 26000, ReceivedBytes: 36700160, Opened: 420}},
