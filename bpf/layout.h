@@ -182,10 +182,10 @@ enum xlb_flow_flags {
  * entry's sender will accept. With XLB_F_ACK_SEEN, track_seq is the last
  * acknowledgement number it sent (its RCV.NXT as the data path knows it)
  * and track_win its last advertised window, shifted by its window scale.
- * A RST toward it ends the pair only when exact (seq == track_seq, or
- * after the counterpart's FIN that FIN's end or its own sequence: syn_us
- * below; track.h rst_verdict); one with seq - track_seq <= track_win is
- * forwarded without ending it, any other dropped. Before its first ACK, a client's forward
+ * A RST toward it ends the pair only when exact (seq == track_seq, or the
+ * counterpart's segment end: syn_us below; track.h rst_verdict); one with
+ * seq - track_seq <= track_win is forwarded without ending it, any other
+ * dropped. Before its first ACK, a client's forward
  * entry holds its SYN's sequence + 1 in track_seq: the one acknowledgement
  * a RST answering that SYN carries.
  *
@@ -200,18 +200,19 @@ enum xlb_flow_flags {
  * where the kernel rounded the 44-byte value of layout 3 up to 48 bytes
  * anyway: the flow map takes no more memory for it.
  *
- * The FIN's end (track.h track_fin), in syn_us once the SYN's time is no
- * longer needed: the acknowledgement that covers the counterpart's first
- * FIN (its sequence + payload + 1, the entry's sender's RCV.NXT once that FIN
- * arrived), written on the FIN's receiver's entry when the FIN passes: on
- * the reverse entry for the client's FIN (reverse entries never time a
- * SYN), on the forward entry for the backend's, only after the backend's
- * SYN-ACK has been timed (XLB_F_SYNACK). Valid while the FIN's bit
- * (XLB_F_FIN_CLIENT, XLB_F_FIN_BACKEND) is set on the forward entry and
- * the value is not 0 (0: not known, as on pairs whose FIN an earlier
- * layout recorded). It tells a simultaneous close from a client-first one
- * (note_close: the backend's FIN acknowledges the client's, or the
- * backend holds TIME_WAIT) and which RSTs after a FIN are exact.
+ * The sender's segment end (track.h track_send), in syn_us once the
+ * SYN's time is no longer needed: the end of the newest segment the
+ * entry's sender sent (sequence + length, SYN and FIN counting one: its
+ * SND.NXT as the data path saw it), moved forward only; on the reverse
+ * entry from the backend's SYN-ACK on (reverse entries never time a SYN),
+ * on the forward entry from the client's ACK that establishes the pair
+ * (track_handshake clears the SYN's time there). 0: not known yet, as on
+ * pairs an earlier layout established, whose forward entries still hold
+ * their SYN's time (harmless: one more value a RST must hit exactly). It
+ * tells a simultaneous close from a client-first one (note_close: the
+ * backend's FIN acknowledges the client's FIN, or the backend holds
+ * TIME_WAIT) and which RSTs are exact (a RST right behind its sender's
+ * last segment, before the receiver's ACK of it passed: rst_verdict).
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -233,7 +234,7 @@ struct flow_value {
 	__u8 wscale;       /* the sender's window scale shift (0..14), XLB_WSCALE_NONE or XLB_WSCALE_UNKNOWN */
 	__u8 pad;          /* always zero */
 	/* the handshake's latency (handshake.h) */
-	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed; then the FIN's end (above) */
+	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed; then the sender's segment end (above) */
 };
 
 _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implicit padding");

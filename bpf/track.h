@@ -4,7 +4,7 @@
  * addresses: the handshake (embryonic until the client ACKs the backend's
  * SYN-ACK; DESIGN §6b) and each side's receive window, against which a
  * RST is checked before it may end a pair (RFC 5961 §3; the window check
- * of nf_conntrack's TCP tracking), and where each side's FIN ends. layout.h
+ * of nf_conntrack's TCP tracking), and how far each side has sent. layout.h
  * struct flow_value describes the fields.
  */
 #ifndef XLB_TRACK_H
@@ -116,50 +116,55 @@ static __always_inline void track_ack(struct pkt *p, struct flow_value *v)
 }
 
 /*
- * The acknowledgement that covers the FIN in p: its sequence, its payload
- * and the FIN's own number. parse() has checked that the IPv4 header has
- * no options and that the datagram holds the TCP header.
+ * Where the segment in p ends: its sequence plus its length, the SYN and
+ * the FIN counting one each (RFC 9293 §3.4). parse() has checked that the
+ * IPv4 header has no options and that the datagram holds the TCP header.
  */
-static __always_inline __u32 fin_end(struct pkt *p)
+static __always_inline __u32 seg_end(struct pkt *p)
 {
 	__u32 len = p->tot_len - sizeof(struct iphdr) - p->tcp->doff * 4;
 
-	return bpf_ntohl(p->tcp->seq) + len + 1;
+	if (p->flags & TCP_FL_SYN)
+		len++;
+	if (p->flags & TCP_FL_FIN)
+		len++;
+	return bpf_ntohl(p->tcp->seq) + len;
 }
 
 /*
- * Remember the end of a side's first FIN (p, from direction dir) on its
- * receiver's entry recv (layout.h flow_value, "the FIN's end"): the
- * reverse entry for the client's FIN, the forward entry fwd for the
- * backend's, once the backend's SYN-ACK has been timed (before it, the
- * forward entry's syn_us is the SYN's time; a backend has no socket to
- * send a FIN from before its SYN-ACK). Called before the FIN's bit is set
- * on fwd, whose atomic OR orders this store before it for a reader that
- * sees the bit. A retransmitted FIN leaves the first one's end.
+ * Follow the sender's SND.NXT on its entry v (layout.h flow_value,
+ * "the sender's segment end", in syn_us): the end of the newest segment it
+ * sent, moved forward only (a retransmission or a reordered segment
+ * leaves it). The forward entry's syn_us holds the SYN's time until the
+ * pair is established (track_handshake clears it there); 0: not known
+ * yet, taken as it comes. Called for every segment but RSTs, before a FIN
+ * is recorded (note_close), so that a CPU that sees the FIN's bit also
+ * sees the FIN's end.
  */
-static __always_inline void track_fin(struct pkt *p, struct flow_value *recv, struct flow_value *fwd, __u32 dir)
+static __always_inline void track_send(struct pkt *p, struct flow_value *v, __u32 dir)
 {
-	__u32 bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
+	__u32 end = seg_end(p), cur = v->syn_us;
 
-	if (!recv || !fwd || (fwd->flags & bit))
+	if (dir == XLB_DIR_CLIENT && !(v->flags & XLB_F_ESTABLISHED))
 		return;
-	if (dir == XLB_DIR_BACKEND && !(fwd->flags & XLB_F_SYNACK))
+	if (cur && (__s32)(end - cur) <= 0)
 		return;
-	recv->syn_us = fin_end(p);
+	v->syn_us = end;
 }
 
 /*
- * Whether the backend's FIN in p acknowledges the client's FIN, whose end
- * the reverse entry rev holds (track_fin): then the backend received the
- * client's FIN before it sent its own (CLOSE-WAIT, LAST-ACK) and closes
- * without TIME_WAIT. A backend FIN that does not is a simultaneous close:
- * the backend sent its FIN from FIN-WAIT-1 and goes through CLOSING to
- * TIME-WAIT (RFC 9293 §3.6, figure 13). An unknown end (0) counts as not
- * acknowledged: the port stays held, never freed too early.
+ * Whether the backend's FIN in p acknowledges the client's FIN: its ACK is
+ * the client's segment end (fwd, the forward entry: after the client's FIN,
+ * that FIN's end). Then the backend received the client's FIN before it
+ * sent its own (CLOSE-WAIT, LAST-ACK) and closes without TIME_WAIT. A
+ * backend FIN that does not is a simultaneous close: the backend sent it
+ * from FIN-WAIT-1 and goes through CLOSING to TIME-WAIT (RFC 9293 §3.6,
+ * figure 13). An unknown end (0) counts as not acknowledged: the port
+ * stays held, never freed too early.
  */
-static __always_inline int fin_acks_client_fin(struct pkt *p, const struct flow_value *rev)
+static __always_inline int fin_acks_client_fin(struct pkt *p, const struct flow_value *fwd)
 {
-	__u32 end = rev->syn_us;
+	__u32 end = fwd->syn_us;
 
 	return end && (p->flags & TCP_FL_ACK) && bpf_ntohl(p->tcp->ack_seq) == end;
 }
@@ -167,7 +172,7 @@ static __always_inline int fin_acks_client_fin(struct pkt *p, const struct flow_
 /* What a RST does to its pair (rst_verdict). */
 enum rst_verdict {
 	RST_ENDS = 0,    /* exact: ends the pair; forwarded */
-	RST_INEXACT = 1, /* in the receiver's window, not at its next sequence: forwarded, the pair kept */
+	RST_INEXACT = 1, /* in the receiver's window, not exact: forwarded, the pair kept */
 	RST_OUTSIDE = 2, /* outside the receiver's window: dropped */
 };
 
@@ -177,27 +182,27 @@ enum rst_verdict {
  * counterpart (the receiver's; NULL when missing), fwd the forward entry.
  *
  * With the receiver's window known, only an exact RST ends the pair: its
- * sequence is the receiver's next expected one as the data path knows it
- * (the receiver's last acknowledgement, track_seq), or, after the sender's
- * FIN, that FIN's end or the FIN's own sequence (the receiver's RCV.NXT
- * and RCV.NXT - 1 once the FIN arrived, which Linux also accepts in
- * CLOSE-WAIT, LAST-ACK and CLOSING: tcp_reset_check). A RST up to the
- * window's right edge inclusive, track_seq + track_win (Linux's
- * tcp_sequence: !after(seq, rcv_nxt + window)), is forwarded without
- * ending the pair: the endpoint decides, and answers one that is not
- * exact for it with a challenge ACK. Any other RST is dropped: a blind
- * reset must now guess the one exact sequence, not one in the window.
+ * sequence is the receiver's next expected one (RCV.NXT), as the
+ * receiver's last acknowledgement gives it (track_seq) or as the sender's
+ * segment end gives it (syn_us, track_send: the receiver's RCV.NXT once
+ * the sender's segments arrived, as nf_conntrack takes a RST right behind
+ * the sender's last segment), or, after the sender's FIN, the FIN's own
+ * sequence (RCV.NXT - 1, which Linux takes in CLOSE-WAIT, LAST-ACK and
+ * CLOSING: tcp_reset_check). A RST up to the window's right edge
+ * inclusive, track_seq + track_win (Linux's tcp_sequence: !after(seq,
+ * rcv_nxt + window)), is forwarded without ending the pair: the endpoint
+ * decides, and answers one that is not exact for it with a challenge ACK.
+ * Any other RST is dropped: a blind reset must guess one of two exact
+ * sequences, not one in the window.
  *
- * The data path's RCV.NXT lags when the receiver has taken data whose
- * ACK has not passed yet (a RST right behind the sender's last data, as a
- * close with unread data sends it; nf_conntrack remembers each side's
- * last segment end for this, which a flow entry has no room for): the
- * RST is exact for the receiver, which ends its side, but inexact here.
- * The pair then outlives both sockets until a RST the data path finds
- * exact (a closed endpoint answers a later segment with a RST whose
- * sequence is that segment's acknowledgement, RFC 9293 §3.10.7.1) or,
- * with no such segment, until the orphan TTL removes it; its SNAT port
- * stays taken until then.
+ * The data path's view can still lag the endpoint's: a RST whose sender
+ * numbers it otherwise (Linux uses the window's end when SND.NXT lies
+ * beyond it) is inexact here though exact for the receiver, which ends
+ * its side. The pair then outlives both sockets until a RST the data path
+ * finds exact (a closed endpoint answers a later segment with a RST whose
+ * sequence is that segment's acknowledgement, RFC 9293 §3.10.7.1) or, with
+ * no such segment, until the orphan TTL removes it; its SNAT port stays
+ * taken until then.
  *
  * While the pair is embryonic, a RST from the backend must acknowledge
  * the client's SYN and one from the client must carry its SYN's sequence
@@ -215,10 +220,12 @@ static __always_inline int rst_verdict(struct pkt *p, struct flow_value *v, stru
 	if (recv->flags & XLB_F_ACK_SEEN) {
 		if (seq == recv->track_seq)
 			return RST_ENDS;
-		fin = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND | XLB_F_SYNACK;
-		end = recv->syn_us;
-		if ((fwd->flags & fin) == fin && end && (seq == end || seq == end - 1))
-			return RST_ENDS;
+		end = v->syn_us;
+		if (end && (dir == XLB_DIR_BACKEND || (fwd->flags & XLB_F_ESTABLISHED))) {
+			fin = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
+			if (seq == end || (seq == end - 1 && (fwd->flags & fin)))
+				return RST_ENDS;
+		}
 		return seq - recv->track_seq <= recv->track_win ? RST_INEXACT : RST_OUTSIDE;
 	}
 	if (fwd->flags & XLB_F_ESTABLISHED)

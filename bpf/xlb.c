@@ -190,9 +190,8 @@ static __always_inline struct flow_value *pair_peer(struct flow_value *v, __u32 
  * acknowledges it (the backend closed from CLOSE-WAIT; one that does not
  * is a simultaneous close, after which the backend holds TIME_WAIT too:
  * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h). A
- * side's first FIN leaves its end on the receiver's entry (track.h
- * track_fin). A missing counterpart is an invariant violation; the packet
- * is forwarded regardless by the caller.
+ * missing counterpart is an invariant violation; the packet is forwarded
+ * regardless by the caller.
  */
 static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
 				       struct flow_value *v, struct flow_value *peer, const struct flow_key *pk, __u32 dir)
@@ -211,12 +210,10 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 	if (!fwd)
 		return;
 
-	if (rst) {
+	if (rst)
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_RST_CLIENT : XLB_F_RST_BACKEND;
-	} else {
+	else
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
-		track_fin(p, dir == XLB_DIR_CLIENT ? rev : fwd, fwd, dir);
-	}
 
 	old = __sync_fetch_and_or(&fwd->flags, bit);
 	if (old & bit)
@@ -240,7 +237,7 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
 		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_FIN);
 	}
-	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, rev)))) {
+	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, fwd)))) {
 		__sync_fetch_and_or(&rev->flags, XLB_F_PORT_FREED);
 		snat_release(cfg, rev->backend_id, dir == XLB_DIR_CLIENT ? pk : key);
 	}
@@ -288,6 +285,7 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 	now = now32();
 	v->last_seen = now;
 	peer->last_seen = now;
+	v->syn_us = 0; /* timed at the SYN-ACK: from here on the client's segment end (track.h track_send) */
 	__sync_fetch_and_or(&peer->flags, XLB_F_ESTABLISHED);
 	__sync_fetch_and_or(&v->flags, XLB_F_ESTABLISHED);
 }
@@ -713,6 +711,7 @@ int xlb_xdp(struct xdp_md *ctx)
 		track_handshake(ctx, &p, v, peer, dir);
 	}
 	track_ack(&p, v);
+	track_send(&p, v, dir);
 	if (p.flags & TCP_FL_FIN) {
 		peer = pair_peer(v, dir, &pk);
 		note_close(cfg, &p, &key, v, peer, &pk, dir);

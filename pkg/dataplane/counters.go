@@ -49,7 +49,8 @@ type Counters struct {
 	// RSTInexact counts RSTs forwarded without ending their pair: in the
 	// receiver's window but not at its next expected sequence as the
 	// data path knows it (RFC 5961 §3: the endpoint answers such a RST
-	// with a challenge ACK, or takes it when its own view is ahead).
+	// with a challenge ACK, or, rarely, takes it when its own view is
+	// ahead).
 	RSTInexact uint64
 	// SNATTakeovers counts SNAT ports taken over from a terminal pair
 	// that left the backend no TIME_WAIT (the client closed first, or a

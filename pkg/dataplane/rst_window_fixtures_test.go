@@ -12,8 +12,9 @@ import (
 // and 7; bpf/layout.h struct flow_value, bpf/track.h rst_verdict; RFC 5961
 // §3, nf_conntrack's TCP tracking). Only an exact RST ends its pair: its
 // sequence is the receiver's RCV.NXT as the data path knows it (the
-// receiver's last acknowledgement), or after the sender's FIN that FIN's
-// end or its own sequence (Linux's tcp_reset_check). A RST elsewhere in the
+// receiver's last acknowledgement, or the end of the sender's last
+// segment: its SND.NXT), or after the sender's FIN that FIN's own sequence
+// (Linux's tcp_reset_check). A RST elsewhere in the
 // receiver's window as the receiver last advertised it, [RCV.NXT, RCV.NXT +
 // window] with the right edge included as Linux's tcp_sequence includes it,
 // is forwarded and counted (Counters.RSTInexact), the pair untouched: the
@@ -121,17 +122,26 @@ var rstWindowFixtures = []rstRow{
 		SynWS: -1, SynAckWS: -1,
 		Before: append(handshakeWith(1000), backendData(100), clientACK(isnB+1+100, 1000), clientACK(isnB+1, 1000)),
 		RST:    rstBy(backendSide, dt.RST, isnB+1, 0)},
-	// XLB's RCV.NXT lags the client's: the client took the backend's 100
-	// bytes, but its ACK has not passed. The RST right behind the data is
-	// exact for the client, inexact here: forwarded, the pair kept
-	// (bpf/track.h rst_verdict; TestRSTInexactThenExact).
-	{Name: "a RST right behind data the client has not acknowledged yet is forwarded, the pair kept",
+	// The sender's segment end is the receiver's RCV.NXT once the
+	// sender's segments arrived, before the receiver's ACK of them passes:
+	// a RST right behind data the client has not acknowledged yet (as a
+	// close with unread data sends it) is exact (nf_conntrack takes it too).
+	{Name: "a RST right behind data the client has not acknowledged yet ends the pair",
 		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendData(100)),
-		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+100, isnC+1), Verdict: inexact},
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+100, isnC+1), Verdict: ends},
+	{Name: "a RST one byte behind the end of the data the client has not acknowledged yet is forwarded, the pair kept",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendData(100)),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+99, isnC+1), Verdict: inexact},
+	{Name: "a retransmission of older data does not move the segment end back",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendData(100), backendData(50)),
+		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+1+100, isnC+1), Verdict: ends},
+	{Name: "a client RST right behind its data the backend has not acknowledged yet ends the pair",
+		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendACK(2000), clientData(300)),
+		RST: rstBy(clientSide, dt.RST|dt.ACK, isnC+1+300, isnB+1), Verdict: ends},
 
-	// After the sender's FIN, the FIN's end (the receiver's RCV.NXT once the
-	// FIN arrived) and the FIN's own sequence (RCV.NXT - 1, which Linux
-	// takes in CLOSE-WAIT, LAST-ACK and CLOSING) are exact too.
+	// After the sender's FIN, its end (the receiver's RCV.NXT once the FIN
+	// arrived) and the FIN's own sequence (RCV.NXT - 1, which Linux takes
+	// in CLOSE-WAIT, LAST-ACK and CLOSING) are exact.
 	{Name: "after the backend's FIN: a backend RST at the FIN's end ends the pair before the client acknowledges the FIN",
 		SynWS: -1, SynAckWS: -1, Before: append(handshakeWith(1000), backendFINSeg(0)),
 		RST: rstBy(backendSide, dt.RST|dt.ACK, isnB+2, isnC+1), Verdict: ends},
@@ -233,14 +243,9 @@ func TestRSTWindowMigratedPairAfterACK(t *testing.T) {
 }
 
 // An inexact RST leaves the pair as it was, and a later exact one still
-// ends it. Here XLB's RCV.NXT lags the client's: the backend's 100 bytes
-// reached the client, whose ACK has not passed yet, when the backend's
-// RST right behind them comes. The client takes that RST (for it, it is
-// exact); XLB forwards it and keeps the pair. The backend, which has no
-// socket left, answers the client's next segment with a RST whose
-// sequence is that segment's acknowledgement (RFC 9293 §3.10.7.1), exact
-// for XLB as well: the pair ends there (without such a segment, the
-// orphan TTL removes it).
+// ends it: here a RST in the client's window from a blind sender, then
+// the backend's own RST right behind the data it sent (the client has not
+// acknowledged it yet: exact by the backend's segment end).
 func TestRSTInexactThenExact(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{})
 	k := dial(t, e, 33000, synOptions(-1))
@@ -248,15 +253,33 @@ func TestRSTInexactThenExact(t *testing.T) {
 	data := make([]byte, 100)
 	k.forward("backend data", k.backend(dt.ACK|dt.PSH, isnB+1, isnC+1, 2000, data), counted{})
 	before := k.now()
-	k.forward("backend RST right behind its data", k.backend(dt.RST|dt.ACK, isnB+1+100, isnC+1, 0, nil), counted{RSTInexact: 1})
+	k.forward("RST inside the client's window", k.backend(dt.RST|dt.ACK, isnB+1+500, isnC+1, 0, nil), counted{RSTInexact: 1})
 	after := k.now()
 	if after.Fwd.Generation != before.Fwd.Generation || after.Fwd.Flags != before.Fwd.Flags || after.Rev.Flags != before.Rev.Flags {
 		t.Fatalf("pair after the inexact RST: generation %d flags %#x/%#x, was %d %#x/%#x",
 			after.Fwd.Generation, after.Fwd.Flags, after.Rev.Flags, before.Fwd.Generation, before.Fwd.Flags, before.Rev.Flags)
 	}
-	k.forward("client ACK of the data, sent before the RST arrived", k.client(dt.ACK, isnC+1, isnB+1+100, 1000, nil), counted{})
-	k.forward("the backend's RST answering it", k.backend(dt.RST, isnB+1+100, 0, 0, nil), counted{ClosedBackendRST: 1})
+	k.forward("client data", k.client(dt.ACK|dt.PSH, isnC+1, isnB+1, 1000, data), counted{})
+	k.forward("backend RST right behind its data", k.backend(dt.RST|dt.ACK, isnB+1+100, isnC+1+100, 0, nil), counted{ClosedBackendRST: 1})
 	k.wantFlags(rstB|closedR, 0)
+}
+
+// A segment end not known (0: cleared, as a migration from an earlier
+// layout may leave it) is taken from the sender's next segment as it
+// comes; exact RSTs then follow it.
+func TestRSTSegmentEndLearned(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{})
+	k := dial(t, e, 33000, synOptions(-1))
+	k.handshake(synAckOptions(-1), 1000)
+	k.forward("backend ACK", k.backend(dt.ACK, isnB+1, isnC+1, 2000, nil), counted{})
+	setSynUs(t, e, k.p.FwdKey, 0)
+	data := make([]byte, 300)
+	k.forward("client data", k.client(dt.ACK|dt.PSH, isnC+1, isnB+1, 1000, data), counted{})
+	if got := k.now().Fwd.SynUs; got != isnC+1+300 {
+		t.Fatalf("client segment end %d after its data, want %d", got, isnC+1+300)
+	}
+	k.forward("client RST right behind its data", k.client(dt.RST|dt.ACK, isnC+1+300, isnB+1, 0, nil), counted{ClosedClientRST: 1})
+	k.wantFlags(rstC|closedR, 0)
 }
 
 // While the shutdown flag is set every other packet is answered with a
@@ -352,6 +375,11 @@ func clientACK(ack uint32, win uint16) rstSeg {
 // isnB+1+n+1.
 func backendFINSeg(n int) rstSeg {
 	return rstSeg{From: backendSide, Flags: dt.FIN | dt.ACK, Seq: isnB + 1, Ack: isnC + 1, Window: 2000, Data: n}
+}
+
+// clientData is n bytes from the client right after the handshake.
+func clientData(n int) rstSeg {
+	return rstSeg{From: clientSide, Flags: dt.ACK | dt.PSH, Seq: isnC + 1, Ack: isnB + 1, Window: 1000, Data: n}
 }
 
 // clientFINSeg is the client's FIN right after the handshake, with n bytes
