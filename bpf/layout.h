@@ -185,9 +185,9 @@ enum xlb_flow_flags {
  * A RST toward it ends the pair only when exact (seq == track_seq, or the
  * counterpart's segment end: syn_us below; track.h rst_verdict); one with
  * seq - track_seq <= track_win is forwarded without ending it, any other
- * dropped. Before its first ACK, a client's forward
- * entry holds its SYN's sequence + 1 in track_seq: the one acknowledgement
- * a RST answering that SYN carries.
+ * dropped. Before its first ACK, a client's forward entry holds its SYN's
+ * sequence + 1 in track_seq: the one acknowledgement a RST answering that
+ * SYN carries.
  *
  * Handshake latency (xlb_handshake): syn_us is the time the data path
  * forwarded the pair's first SYN, on the forward entry only: the low 32
@@ -206,13 +206,15 @@ enum xlb_flow_flags {
  * SND.NXT as the data path saw it), moved forward only; on the reverse
  * entry from the backend's SYN-ACK on (reverse entries never time a SYN),
  * on the forward entry from the client's ACK that establishes the pair
- * (track_handshake clears the SYN's time there). 0: not known yet, as on
- * pairs an earlier layout established, whose forward entries still hold
- * their SYN's time (harmless: one more value a RST must hit exactly). It
- * tells a simultaneous close from a client-first one (note_close: the
- * backend's FIN acknowledges the client's FIN, or the backend holds
- * TIME_WAIT) and which RSTs are exact (a RST right behind its sender's
- * last segment, before the receiver's ACK of it passed: rst_verdict).
+ * (track_handshake clears the SYN's time there). 0: not known yet, taken
+ * from the sender's next segment. The forward entry of a pair an earlier
+ * layout established still holds its SYN's time there until the client's
+ * segments pass it: one more value a RST must hit exactly, and a port
+ * such a pair closes with held through the time-wait. It tells a
+ * simultaneous close from a client-first one (note_close: the backend's
+ * FIN acknowledges the client's FIN, or the backend holds TIME_WAIT) and
+ * which RSTs are exact (a RST right behind its sender's last segment,
+ * before the receiver's ACK of it passed: rst_verdict).
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
