@@ -182,11 +182,14 @@ enum xlb_flow_flags {
  * TCP tracking (RST validation, RFC 5961 §3; the window check of
  * nf_conntrack's TCP tracking): track_seq and track_win describe what the
  * entry's sender will accept. With XLB_F_ACK_SEEN, track_seq is the last
- * acknowledgement number it sent (its RCV.NXT) and track_win its last
- * advertised window, shifted by its window scale; a RST toward it is
- * accepted when seq - track_seq < max(track_win, 1). Before its first ACK,
- * a client's forward entry holds its SYN's sequence + 1 in track_seq: the
- * one acknowledgement a RST answering that SYN carries.
+ * acknowledgement number it sent (its RCV.NXT as the data path knows it)
+ * and track_win its last advertised window, shifted by its window scale.
+ * A RST toward it ends the pair only when exact (seq == track_seq, or the
+ * counterpart's segment end: syn_us below; track.h rst_verdict); one with
+ * seq - track_seq <= track_win is forwarded without ending it, any other
+ * dropped. Before its first ACK, a client's forward entry holds its SYN's
+ * sequence + 1 in track_seq: the one acknowledgement a RST answering that
+ * SYN carries.
  *
  * Handshake latency (xlb_handshake): syn_us is the time the data path
  * forwarded the pair's first SYN, on the forward entry only: the low 32
@@ -198,6 +201,22 @@ enum xlb_flow_flags {
  * SYNs (migrated from layout 3): those are never counted. The field sits
  * where the kernel rounded the 44-byte value of layout 3 up to 48 bytes
  * anyway: the flow map takes no more memory for it.
+ *
+ * The sender's segment end (track.h track_send), in syn_us once the
+ * SYN's time is no longer needed: the end of the newest segment the
+ * entry's sender sent (sequence + length, SYN and FIN counting one: its
+ * SND.NXT as the data path saw it), moved forward only; on the reverse
+ * entry from the backend's SYN-ACK on (reverse entries never time a SYN),
+ * on the forward entry from the client's ACK that establishes the pair
+ * (track_handshake clears the SYN's time there). 0: not known yet, taken
+ * from the sender's next segment. The forward entry of a pair an earlier
+ * layout established still holds its SYN's time there until the client's
+ * segments pass it: one more value a RST must hit exactly, and a port
+ * such a pair closes with held through the time-wait. It tells a
+ * simultaneous close from a client-first one (note_close: the backend's
+ * FIN acknowledges the client's FIN, or the backend holds TIME_WAIT) and
+ * which RSTs are exact (a RST right behind its sender's last segment,
+ * before the receiver's ACK of it passed: rst_verdict).
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -219,7 +238,7 @@ struct flow_value {
 	__u8 wscale;       /* the sender's window scale shift (0..14), XLB_WSCALE_NONE or XLB_WSCALE_UNKNOWN */
 	__u8 pad;          /* always zero */
 	/* the handshake's latency (handshake.h) */
-	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed */
+	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed; then the sender's segment end (above) */
 };
 
 _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implicit padding");
@@ -651,6 +670,7 @@ enum xlb_counter {
 	XLB_C_FRAGS_FORWARDED,  /* IPv4 fragments of a pair forwarded: first fragments, and later ones that followed them (frag.h) */
 	XLB_C_FRAGS_PASSED,     /* IPv4 fragments to the listen or a SNAT address of no known datagram or pair, or of a SYN: passed untouched */
 	XLB_C_IP_OPTIONS_FORWARDED, /* segments of a pair with IPv4 options forwarded, the options copied unchanged */
+	XLB_C_RST_INEXACT,      /* RSTs in the receiver's window but not at its next sequence: forwarded, the pair kept (RFC 5961 §3: the endpoint answers with a challenge ACK) */
 	XLB_C_MAX,
 };
 

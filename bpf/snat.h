@@ -12,11 +12,14 @@
  * port or the pair's time-wait ended: the kernel's timer wheel may keep
  * the backend's TIME_WAIT socket seconds past 60 s, so the hold lasts
  * until the reaper's snat_hold after the close (pkg/maintenance
- * SNATHold). A pair that ends with the client's FIN first or with a RST
- * leaves the backend no TIME_WAIT: the packet that ends it clears the bit
- * at once and marks the reverse entry XLB_F_PORT_FREED, and a later
- * allocation may take the port over from the terminal pair once the
- * reuse guard has passed since its last backend packet (snat_take_port).
+ * SNATHold). A pair that ends with a RST, or with the client's FIN first
+ * and a backend FIN that acknowledges it, leaves the backend no
+ * TIME_WAIT: the packet that ends it clears the bit at once and marks the
+ * reverse entry XLB_F_PORT_FREED, and a later allocation may take the
+ * port over from the terminal pair once the reuse guard has passed since
+ * its last backend packet (snat_take_port). A simultaneous close (the
+ * backend's FIN sent before the client's arrived) leaves the backend in
+ * TIME_WAIT like a backend-first close: the port stays taken.
  *
  * The bit is the lock: an allocation first claims a clear bit with an
  * atomic OR, so two CPUs never insert or take over the same port at

@@ -36,12 +36,14 @@
  *   - packets matching a flow entry are rewritten (IPs, ports, TTL,
  *     checksums, and the MACs of the entry's next hop) and sent with XDP_TX
  *     or a devmap redirect;
- *   - FIN and in-window RST update the pair's close state and are
- *     forwarded; the packet that ends a pair (second FIN, or first RST)
- *     marks it terminal, counts the closure and posts a close event for the
- *     maintenance loop; while the shutdown flag is set, every other packet
- *     of a pair and every new SYN is answered with a RST instead (an
- *     incoming RST is still forwarded);
+ *   - FIN and exact RST update the pair's close state and are forwarded;
+ *     the packet that ends a pair (second FIN, or first exact RST) marks
+ *     it terminal, counts the closure and posts a close event for the
+ *     maintenance loop; a RST elsewhere in the receiver's window is
+ *     forwarded and counted, the pair kept (track.h rst_verdict); while
+ *     the shutdown flag is set, every other packet of a pair and every
+ *     new SYN is answered with a RST instead (an incoming RST is still
+ *     judged and forwarded the same way);
  *   - a segment with IPv4 options is balanced as one without: its options
  *     are copied unchanged (the TCP header behind them is read and written
  *     back with bpf_xdp_load_bytes/bpf_xdp_store_bytes: packet.h), so a
@@ -243,17 +245,20 @@ static __always_inline struct flow_value *pair_peer(struct flow_value *v, __u32 
  * the first RST (initiator: its sender). That packet stamps the forward
  * entry's last_seen, marks the pair XLB_F_CLOSED_FIN or XLB_F_CLOSED_RST,
  * counts the closure globally and for the backend, and posts the close
- * event. When the backend is left without TIME_WAIT -- the client's FIN
- * came first (this second FIN is the backend's) or a RST ended the pair --
- * it also frees the SNAT port (snat.h). A missing counterpart is an
- * invariant violation; the packet is forwarded regardless by the caller.
+ * event. When the backend is left without TIME_WAIT -- a RST ended the
+ * pair, or the client's FIN came first and this second FIN, the backend's,
+ * acknowledges it (the backend closed from CLOSE-WAIT; one that does not
+ * is a simultaneous close, after which the backend holds TIME_WAIT too:
+ * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h). A
+ * missing counterpart is an invariant violation; the packet is forwarded
+ * regardless by the caller.
  */
-static __always_inline void note_close(struct xlb_config *cfg, const struct flow_key *key, struct flow_value *v,
-				       struct flow_value *peer, const struct flow_key *pk, __u32 dir, __u8 tflags)
+static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
+				       struct flow_value *v, struct flow_value *peer, const struct flow_key *pk, __u32 dir)
 {
 	struct flow_value *fwd, *rev;
 	__u32 bit, old, closes, at;
-	int rst = (tflags & TCP_FL_RST) != 0;
+	int rst = (p->flags & TCP_FL_RST) != 0;
 
 	if (!peer) {
 		count(XLB_C_INVARIANT);
@@ -292,7 +297,7 @@ static __always_inline void note_close(struct xlb_config *cfg, const struct flow
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
 		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_FIN);
 	}
-	if (rev && (rst || dir == XLB_DIR_BACKEND)) {
+	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, fwd)))) {
 		__sync_fetch_and_or(&rev->flags, XLB_F_PORT_FREED);
 		snat_release(cfg, rev->backend_id, dir == XLB_DIR_CLIENT ? pk : key);
 	}
@@ -340,6 +345,7 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 	now = now32();
 	v->last_seen = now;
 	peer->last_seen = now;
+	v->syn_us = 0; /* timed at the SYN-ACK: from here on the client's segment end (track.h track_send) */
 	__sync_fetch_and_or(&peer->flags, XLB_F_ESTABLISHED);
 	__sync_fetch_and_or(&v->flags, XLB_F_ESTABLISHED);
 }
@@ -624,24 +630,32 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 }
 
 /*
- * A RST (on entry v, direction dir) that ends its pair only when it lies in
- * the receiver's window; one outside is dropped and counted (RFC 5961 §3:
- * a blind reset must guess the window). Returns -1 to forward the RST, or
- * XDP_DROP.
+ * A RST (on entry v, direction dir) ends its pair only when it is exact
+ * for the receiver; one elsewhere in the receiver's window is forwarded
+ * and counted, the pair kept (the endpoint answers it with a challenge
+ * ACK); one outside is dropped and counted (RFC 5961 §3: a blind reset
+ * must guess the exact sequence; track.h rst_verdict). Returns -1 to
+ * forward the RST, or XDP_DROP.
  */
 static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
 				     struct flow_value *v, __u32 dir)
 {
 	struct flow_value *peer, *fwd;
 	struct flow_key pk;
+	int verdict;
 
 	peer = pair_peer(v, dir, &pk);
 	fwd = dir == XLB_DIR_CLIENT ? v : peer;
-	if (!rst_acceptable(p, v, peer, fwd, dir)) {
+	verdict = rst_verdict(p, v, peer, fwd, dir);
+	if (verdict == RST_OUTSIDE) {
 		count(XLB_C_RST_OUT_OF_WINDOW);
 		return XDP_DROP;
 	}
-	note_close(cfg, key, v, peer, &pk, dir, p->flags);
+	if (verdict == RST_INEXACT) {
+		count(XLB_C_RST_INEXACT);
+		return -1;
+	}
+	note_close(cfg, p, key, v, peer, &pk, dir);
 	return -1;
 }
 
@@ -865,9 +879,10 @@ int xlb_xdp(struct xdp_md *ctx)
 		track_handshake(ctx, &p, v, peer, dir);
 	}
 	track_ack(&p, v);
+	track_send(&p, v, dir);
 	if (p.flags & TCP_FL_FIN) {
 		peer = pair_peer(v, dir, &pk);
-		note_close(cfg, &key, v, peer, &pk, dir, p.flags);
+		note_close(cfg, &p, &key, v, peer, &pk, dir);
 	}
 	return finish(rewrite_and_send(ctx, &p, v, dir));
 }

@@ -27,6 +27,26 @@ var closeFixtures = []fixture{
 		Given: establishedThen(clientFIN), In: backendFIN2, Action: dt.XDPTX, Out: toCli,
 		Counted: counted{ClosedClientFIN: 1}, Closed: closures{ClientFIN: 1},
 		Entries: 2, Pair: pair{Is: kept, Flags: est | finC | finB | closedF, Rev: revEst | freed, Terminal: true}},
+	// A simultaneous close (issue 27 finding 7): the backend's FIN does
+	// not acknowledge the client's, because the backend sent it before
+	// the client's arrived. The backend then goes through CLOSING to
+	// TIME-WAIT (RFC 9293 §3.6) as if it had closed first, so the SNAT port
+	// stays taken. Only a backend FIN that acknowledges the client's FIN,
+	// data and all, frees it.
+	{Name: "simultaneous close: a backend FIN that does not acknowledge the client's FIN keeps the SNAT port",
+		Given: establishedThen(clientFIN), In: backendFIN, Action: dt.XDPTX, Out: toCli,
+		Counted: counted{ClosedClientFIN: 1}, Closed: closures{ClientFIN: 1},
+		Entries: 2, Pair: pair{Is: kept, Flags: est | finC | finB | closedF, Rev: revEst, Terminal: true}},
+	{Name: "a backend FIN acknowledging the client's FIN with data frees the SNAT port",
+		Given: establishedThen(clientDataFIN), In: seg{From: backend, Flags: dt.FIN | dt.ACK, Seq: 5001, Ack: 1001 + uint32(len(payload)) + 1},
+		Action: dt.XDPTX, Out: toCli,
+		Counted: counted{ClosedClientFIN: 1}, Closed: closures{ClientFIN: 1},
+		Entries: 2, Pair: pair{Is: kept, Flags: est | finC | finB | closedF, Rev: revEst | freed, Terminal: true}},
+	{Name: "simultaneous close: a backend FIN acknowledging the client's data but not its FIN keeps the SNAT port",
+		Given: establishedThen(clientDataFIN), In: seg{From: backend, Flags: dt.FIN | dt.ACK, Seq: 5001, Ack: 1001 + uint32(len(payload))},
+		Action: dt.XDPTX, Out: toCli,
+		Counted: counted{ClosedClientFIN: 1}, Closed: closures{ClientFIN: 1},
+		Entries: 2, Pair: pair{Is: kept, Flags: est | finC | finB | closedF, Rev: revEst, Terminal: true}},
 	{Name: "client FIN after the backend's closes the pair as a backend FIN",
 		Given: establishedThen(backendFIN), In: clientFIN2, Action: dt.XDPTX, Out: toB1,
 		Counted: counted{ClosedBackendFIN: 1}, Closed: closures{BackendFIN: 1},
@@ -133,6 +153,10 @@ var closeFixtures = []fixture{
 		Counted: counted{InvariantViolations: 1},
 		Entries: 2, Pair: pair{Is: lone, Flags: est}},
 }
+
+// clientDataFIN is the client's FIN carrying payload: its end, the
+// acknowledgement that covers it, is 1001 + len(payload) + 1.
+var clientDataFIN = seg{Flags: dt.FIN | dt.ACK | dt.PSH, Seq: 1001, Ack: 5001, Data: payload}
 
 // bulk is a full-sized payload that is not all one byte value.
 var bulk = func() []byte {

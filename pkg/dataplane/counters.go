@@ -46,6 +46,12 @@ type Counters struct {
 	// RSTOutOfWindow counts RSTs dropped because their sequence number
 	// was outside the receiver's window (RFC 5961 §3).
 	RSTOutOfWindow uint64
+	// RSTInexact counts RSTs forwarded without ending their pair: in the
+	// receiver's window but not at its next expected sequence as the
+	// data path knows it (RFC 5961 §3: the endpoint answers such a RST
+	// with a challenge ACK, or, rarely, takes it when its own view is
+	// ahead).
+	RSTInexact uint64
 	// SNATTakeovers counts SNAT ports taken over from a terminal pair
 	// that left the backend no TIME_WAIT (the client closed first, or a
 	// RST); the old pair is removed and counted as replaced.
@@ -114,6 +120,7 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.TTLExceeded = raw[xlbXlbCounterXLB_C_TTL_EXCEEDED]
 	c.CloseEventsLost = raw[xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST]
 	c.RSTOutOfWindow = raw[xlbXlbCounterXLB_C_RST_OUT_OF_WINDOW]
+	c.RSTInexact = raw[xlbXlbCounterXLB_C_RST_INEXACT]
 	c.SNATTakeovers = raw[xlbXlbCounterXLB_C_SNAT_TAKEOVERS]
 	c.SNATFallbacks = raw[xlbXlbCounterXLB_C_SNAT_FALLBACKS]
 	c.HoldDrops = raw[xlbXlbCounterXLB_C_HOLD_DROPS]

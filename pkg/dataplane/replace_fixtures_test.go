@@ -22,6 +22,12 @@ var replaceFixtures = []fixture{
 		Given: establishedThen(backendFIN, clientFIN2), In: newSYN, Action: dt.XDPTX, Out: toB2,
 		Counted: counted{PairsReplaced: 1, PairsCreated: 1}, Closed: closures{BackendFIN: 1},
 		Entries: 3, Pair: pair{Is: replaced, Backend: 1, Held: true}},
+	// A simultaneous close leaves the backend in TIME_WAIT as well (issue
+	// 27 finding 7: its FIN did not acknowledge the client's).
+	{Name: "new SYN on a time-wait pair closed simultaneously holds the old reverse entry",
+		Given: establishedThen(clientFIN, backendFIN), In: newSYN, Action: dt.XDPTX, Out: toB2,
+		Counted: counted{PairsReplaced: 1, PairsCreated: 1}, Closed: closures{ClientFIN: 1},
+		Entries: 3, Pair: pair{Is: replaced, Backend: 1, Held: true}},
 	{Name: "new SYN on a client-RST pair creates a fresh pair with a new generation",
 		Given: establishedThen(clientRST), In: newSYN, Action: dt.XDPTX, Out: toB2,
 		Counted: counted{PairsReplaced: 1, PairsCreated: 1}, Closed: closures{ClientRST: 1},

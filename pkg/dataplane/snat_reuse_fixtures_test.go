@@ -226,6 +226,61 @@ func reuseGuard(t *testing.T, e *dt.Env) dataplane.Jiffies {
 	return got
 }
 
+// A simultaneous close leaves the backend in TIME_WAIT like a
+// backend-first close (issue 27 finding 7; RFC 9293 §3.6: FIN-WAIT-1,
+// CLOSING, TIME-WAIT): the backend's FIN, sent before the client's
+// arrived, does not acknowledge it. The port stays taken, no new pair
+// takes it over however long ago the old pair's last backend packet was,
+// and it comes back when the time-wait reaper removes the pair.
+func TestSNATSimultaneousClosePortHeld(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40000})
+	old := dial(t, e, 33000, synOptions(-1))
+	old.handshake(synAckOptions(-1), 1000)
+	old.forward("client FIN", old.client(dt.FIN|dt.ACK, isnC+1, isnB+1, 1000, nil), counted{})
+	old.forward("backend FIN, sent before the client's arrived", old.backend(dt.FIN|dt.ACK, isnB+1, isnC+1, 2000, nil),
+		counted{ClosedClientFIN: 1})
+	old.forward("backend ACK of the client's FIN (CLOSING)", old.backend(dt.ACK, isnB+2, isnC+2, 2000, nil), counted{})
+	old.forward("client ACK of the backend's FIN", old.client(dt.ACK, isnC+2, isnB+2, 1000, nil), counted{})
+	op := old.now()
+	if op.Fwd.Flags&closedF == 0 || op.Rev.Flags&dataplane.FlagPortFreed != 0 {
+		t.Fatalf("after the simultaneous close: flags %#x/%#x, want a time-wait pair whose reverse entry lacks FlagPortFreed", op.Fwd.Flags, op.Rev.Flags)
+	}
+	wantTaken(t, e, 0, 40000)
+	closedAt := dataplane.Widen(e.Now(t), op.Fwd.LastSeen)
+
+	// Long enough for a takeover of a freed port: the last backend packet
+	// 4 x the reuse guard ago.
+	guard, err := e.DP.FixtureSNATReuseTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stampRev(t, e, op, e.Now(t)-4*guard)
+	op = old.now()
+	refuse(t, e, 33001)
+	if p := old.now(); p.Fwd.Generation != op.Fwd.Generation || p.Rev.Generation != op.Rev.Generation || p.Fwd.Flags != op.Fwd.Flags {
+		t.Fatalf("pair after the refused SYN: %+v, was %+v", p, op)
+	}
+	wantTaken(t, e, 0, 40000)
+
+	// The time-wait ends the pair; its reverse entry holds the port as
+	// after a backend-first close (maintenance.SNATHold from the close).
+	reapWant(t, e, reapClock(closedAt+timeWait-1), fwdReq(op, dataplane.ReapTimeWait), dataplane.ReapKept)
+	reapWant(t, e, reapClock(closedAt+timeWait), fwdReq(op, dataplane.ReapTimeWait), dataplane.Reaped)
+	hold, err := e.DP.LookupFlow(op.RevKey)
+	if err != nil || hold.Flags&dataplane.FlagHold == 0 {
+		t.Fatalf("the reverse entry after the time-wait: %+v, %v; want a hold entry", hold, err)
+	}
+	wantTaken(t, e, 0, 40000)
+	holdSince := dataplane.Widen(e.Now(t), hold.LastSeen)
+	holdReq := dataplane.ReapRequest{Key: op.RevKey, Generation: op.Rev.Generation, Op: dataplane.ReapHold}
+	reapWant(t, e, reapClock(holdSince+snatHold), holdReq, dataplane.Reaped)
+	wantTaken(t, e, 0)
+	if k := dial(t, e, 33002, synOptions(-1)); k.p.SNATPort() != 40000 {
+		t.Fatalf("new pair on port %d, want 40000", k.p.SNATPort())
+	}
+	wantReaped(t, e, map[int]dataplane.ReapedCounts{0: {TimeWait: 1}})
+}
+
 // A client that reuses its source port on a pair its backend closed first
 // gets a new pair on another port; the old reverse entry stays as a HOLD
 // entry (FlagHold, last_seen = the close, a CloseHold event) that drops

@@ -241,7 +241,8 @@ const (
 	xlbXlbCounterXLB_C_FRAGS_FORWARDED      xlbXlbCounter = 28
 	xlbXlbCounterXLB_C_FRAGS_PASSED         xlbXlbCounter = 29
 	xlbXlbCounterXLB_C_IP_OPTIONS_FORWARDED xlbXlbCounter = 30
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 31
+	xlbXlbCounterXLB_C_RST_INEXACT          xlbXlbCounter = 31
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 32
 )
 
 type xlbXlbDir uint32

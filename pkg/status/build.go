@@ -138,6 +138,7 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 		ShutdownResetsTotal:      c.ShutdownResets,
 		TTLExceededTotal:         c.TTLExceeded,
 		RSTOutOfWindowTotal:      c.RSTOutOfWindow,
+		RSTInexactTotal:          c.RSTInexact,
 		SNATTakeoversTotal:       c.SNATTakeovers,
 		SNATFallbacksTotal:       c.SNATFallbacks,
 		HoldDropsTotal:           c.HoldDrops,

@@ -64,7 +64,7 @@ func TestDocumentValues(t *testing.T) {
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
 				RSTOutOfWindowTotal: 21, SNATTakeoversTotal: 22, SNATFallbacksTotal: 23, HoldDropsTotal: 24,
 				ICMPToClientTotal: 25, ICMPToBackendTotal: 26, NextHopRefreshesTotal: 27, NotOursTotal: 28,
-				FragmentsForwardedTotal: 29, FragmentsPassedTotal: 30, IPOptionsForwardedTotal: 31,
+				FragmentsForwardedTotal: 29, FragmentsPassedTotal: 30, IPOptionsForwardedTotal: 31, RSTInexactTotal: 32,
 			},
 		},
 		Maintenance: api.Maintenance{

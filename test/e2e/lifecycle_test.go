@@ -32,6 +32,7 @@ const (
 	styleBackendFIN = 'b' // the backend writes a line and closes first
 	styleClientRST  = 'x' // echo; the client resets (SO_LINGER 0)
 	styleBackendRST = 'r' // the backend resets
+	styleDataRST    = 'w' // the backend writes a line and resets right behind it
 	styleStream     = 's' // after the client's FIN the backend streams lifecycleStream bytes
 )
 
@@ -58,6 +59,11 @@ func lifecycleHandler(c *testnet.Conn) error {
 		_, err := c.Write([]byte("bye\n"))
 		return err // the server closes: FIN
 	case styleBackendRST:
+		return c.Reset()
+	case styleDataRST:
+		if _, err := c.Write([]byte("bye\n")); err != nil {
+			return err
+		}
 		return c.Reset()
 	case styleStream:
 		if _, err := io.Copy(io.Discard, c); err != nil {
@@ -121,7 +127,7 @@ func lifecycleConn(client *lab.Host, port int, style byte) error {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	msg := []byte{style, 'h', 'e', 'l', 'l', 'o'}
-	if style == styleBackendFIN || style == styleBackendRST {
+	if style == styleBackendFIN || style == styleBackendRST || style == styleDataRST {
 		// Only what the handler reads: a backend closing with unread
 		// data would reset instead.
 		msg = msg[:1]
@@ -154,7 +160,7 @@ func lifecycleConn(client *lab.Host, port int, style byte) error {
 			return fmt.Errorf("backend close: %q, %v", got, err)
 		}
 		return c.Close() // second FIN
-	case styleBackendRST:
+	case styleBackendRST, styleDataRST:
 		got, err := io.ReadAll(c)
 		if !testnet.IsReset(err) {
 			return fmt.Errorf("backend reset: read %q, %v; want a reset", got, err)
@@ -211,7 +217,7 @@ func expectedClosed(styles []byte) maintenance.Closed {
 			c.BackendFIN++
 		case styleClientRST:
 			c.ClientRST++
-		case styleBackendRST:
+		case styleBackendRST, styleDataRST:
 			c.BackendRST++
 		}
 	}
@@ -282,6 +288,23 @@ func drain(t *testing.T, x *inprocXLB, want maintenance.Closed, opened uint64) {
 	}
 	if s.Counters.Actions[0] != 0 {
 		t.Fatalf("XDP_ABORTED %d times", s.Counters.Actions[0])
+	}
+}
+
+// TestLifecycleResetBehindData: the backend writes a line and resets
+// right behind it (SO_LINGER 0), so its RST passes XLB before the
+// client's ACK of the line: the RST's sequence is the backend's segment
+// end, not yet the client's acknowledged RCV.NXT. XLB takes it as exact
+// (bpf/track.h rst_verdict, as nf_conntrack's RST train), counts each
+// connection closed by a backend RST and removes its pair at once, instead
+// of leaving it to the orphan TTL (issue 27 finding 5).
+func TestLifecycleResetBehindData(t *testing.T) {
+	l, x := lifecycleLab(t)
+	styles := bytes.Repeat([]byte{styleDataRST}, 200)
+	runStyles(t, l, newPortSource(), styles, 16)
+	drain(t, x, expectedClosed(styles), uint64(len(styles)))
+	if s := x.Latest(); s.Counters.RSTInexact != 0 {
+		t.Fatalf("%d RSTs taken as inexact, want none", s.Counters.RSTInexact)
 	}
 }
 

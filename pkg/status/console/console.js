@@ -172,6 +172,7 @@ function renderConnections(d) {
     ["SNAT ports", "taken over " + k.snat_takeovers_total + ", fallbacks " + k.snat_fallbacks_total +
       ", held-port drops " + k.hold_drops_total],
     ["Dropped", "out-of-window RSTs " + k.rst_out_of_window_total + ", TTL ≤ 1 " + k.ttl_exceeded_total],
+    ["Inexact RSTs", k.rst_inexact_total + " (in the window, not exact: forwarded, the pair kept)"],
     ["ICMP translated", "to clients " + k.icmp_to_client_total + ", to backends " + k.icmp_to_backend_total],
     ["Not ours", k.not_ours_total + " (frames for another host's MAC, passed to the kernel)"],
     ["IPv4 fragments", "forwarded " + k.fragments_forwarded_total + ", passed " + k.fragments_passed_total +
