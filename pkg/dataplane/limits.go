@@ -36,6 +36,10 @@ const (
 	// MaxSNATAddrs is the number of SNAT addresses (snat.ip) one instance
 	// may use; each multiplies the ports available toward every backend.
 	MaxSNATAddrs = int(xlbXlbLimitsXLB_MAX_SNAT_IPS)
+	// MaxRetiredSNAT is the number of retired SNAT spaces (RetiredSNAT) the
+	// config holds: SNAT addresses that earlier configs used and that live
+	// pairs may still hold ports of, with the port ranges they used.
+	MaxRetiredSNAT = int(xlbXlbLimitsXLB_MAX_SNAT_RETIRED)
 	// SNATReuseMinTicks is how long after a freed SNAT port's last packet
 	// from the backend a new pair may take it over (bpf/snat.h).
 	SNATReuseMinTicks = Jiffies(xlbXlbLimitsXLB_SNAT_REUSE_MIN_TICKS)

@@ -143,6 +143,13 @@ type xlbReapReq struct {
 	Pad        uint16
 }
 
+type xlbSnatRetired struct {
+	_      structs.HostLayout
+	IpBe   uint32
+	PortLo uint16
+	PortHi uint16
+}
+
 type xlbXlbCfgFlags uint32
 
 const (
@@ -171,6 +178,8 @@ type xlbXlbConfig struct {
 	Nsnat      uint32
 	SnatWords  uint32
 	SnatIpsBe  [8]uint32
+	Nretired   uint32
+	Retired    [16]xlbSnatRetired
 }
 
 type xlbXlbCounter uint32
@@ -270,6 +279,7 @@ const (
 	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64
 	xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS xlbXlbLimits = 262144
 	xlbXlbLimitsXLB_MAX_SNAT_IPS            xlbXlbLimits = 8
+	xlbXlbLimitsXLB_MAX_SNAT_RETIRED        xlbXlbLimits = 16
 	xlbXlbLimitsXLB_SNAT_PORT_SPACE         xlbXlbLimits = 65536
 	xlbXlbLimitsXLB_SNAT_MAX_WORDS          xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_SNAT_REUSE_MIN_TICKS    xlbXlbLimits = 100
