@@ -38,7 +38,18 @@ func TestSNATRetiredByReload(t *testing.T) {
 
 	// The live pair goes on both ways.
 	a.forward("backend data after the reload", a.backend(dt.ACK|dt.PSH, isnB+1, isnC+1, 1000, []byte("reply")), counted{})
-	a.forward("client data after the reload", a.client(dt.ACK|dt.PSH, isnC+1, isnB+6, 1000, []byte("more")), counted{})
+	more := a.client(dt.ACK|dt.PSH, isnC+1, isnB+6, 1000, []byte("more"))
+	sentFrame := a.forward("client data after the reload", more, counted{})
+
+	// An ICMP error about it from the backend's side, addressed to the
+	// retired address, reaches the client (icmp.h).
+	backend := a.p.Backend().Addr()
+	in := icmpMsg{SrcMAC: dt.MAC(backend), DstMAC: e.BackendIface().MAC, Src: backend, Dst: e.SNAT, TTL: 64,
+		Type: icmpUnreachable, Code: codePortUnreach, Quote: quoted(dt.Unpadded(sentFrame)[14:], 0)}
+	more.TTL = 63 // as XLB sent it; the translated quote keeps it
+	out := icmpMsg{SrcMAC: e.Front.MAC, DstMAC: dt.MAC(dt.ClientIP), Src: dt.ListenIP, Dst: dt.ClientIP, TTL: 63,
+		Type: icmpUnreachable, Code: codePortUnreach, Quote: quoted(datagram(more), 0)}
+	step(t, e, "ICMP error about the pair to its retired SNAT address", in.frame(), e.BackendIface(), dt.XDPTX, out.frame(), counted{ICMPToClient: 1})
 
 	// A new pair: the new address and range.
 	b := dial(t, e, 33001, synOptions(-1))
