@@ -230,6 +230,7 @@ func (in *Instance) start(ctx context.Context) error {
 	// Opened here, in this thread's namespace; checks run with discovery.
 	if in.guard, err = hostnet.GuardSysctls(hostnet.GuardOptions{
 		SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi, Log: in.log.WithField("component", "hostsettings"),
+		RetiredSNAT: in.retiredPorts,
 	}); err != nil {
 		return err
 	}
@@ -429,15 +430,21 @@ func (in *Instance) ReleaseRetiredSNAT(released []dataplane.RetiredSNAT) error {
 	if in.journal == nil {
 		return nil
 	}
-	keep := []hostnet.PortRange{{Lo: in.Config.SNAT.PortLo, Hi: in.Config.SNAT.PortHi}}
-	for _, r := range in.DP.RetiredSNAT() {
-		keep = append(keep, hostnet.PortRange{Lo: r.PortLo, Hi: r.PortHi})
-	}
+	keep := append([]hostnet.PortRange{{Lo: in.Config.SNAT.PortLo, Hi: in.Config.SNAT.PortHi}}, in.retiredPorts()...)
 	var rel []hostnet.PortRange
 	for _, r := range released {
 		rel = append(rel, hostnet.PortRange{Lo: r.PortLo, Hi: r.PortHi})
 	}
 	return hostnet.ReleasePorts(in.journal, rel, keep)
+}
+
+// retiredPorts are the port ranges of the retired SNAT spaces.
+func (in *Instance) retiredPorts() []hostnet.PortRange {
+	var out []hostnet.PortRange
+	for _, r := range in.DP.RetiredSNAT() {
+		out = append(out, hostnet.PortRange{Lo: r.PortLo, Hi: r.PortHi})
+	}
+	return out
 }
 
 // HostSettings returns the host settings the instance guards and how often
