@@ -53,21 +53,22 @@ func (s portSpan) join(o portSpan) portSpan {
 	return portSpan{min(s.lo, o.lo), max(s.hi, o.hi)}
 }
 
-// less is s without the ports of o where what is left is one span; s as
-// it is where o lies strictly inside it (the ports of o in between are the
-// current space's: the data path checks that first).
-func (s portSpan) less(o portSpan) portSpan {
-	switch {
-	case s.empty() || o.empty() || o.hi < s.lo || o.lo > s.hi:
-		return s
-	case o.lo <= s.lo && o.hi >= s.hi:
-		return portSpan{1, 0}
-	case o.lo <= s.lo:
-		return portSpan{o.hi + 1, s.hi}
-	case o.hi >= s.hi:
-		return portSpan{s.lo, o.lo - 1}
+// less is s without the ports of o: none, one or two spans.
+func (s portSpan) less(o portSpan) []portSpan {
+	if s.empty() {
+		return nil
 	}
-	return s
+	if o.empty() || o.hi < s.lo || o.lo > s.hi {
+		return []portSpan{s}
+	}
+	var out []portSpan
+	if o.lo > s.lo {
+		out = append(out, portSpan{s.lo, o.lo - 1})
+	}
+	if o.hi < s.hi {
+		out = append(out, portSpan{o.hi + 1, s.hi})
+	}
+	return out
 }
 
 // retiredOf lists the config's retired SNAT spaces.
@@ -91,10 +92,11 @@ func setRetired(c *xlbXlbConfig, spaces []RetiredSNAT) {
 
 // retire is the retired set of config c written over prev: prev's range at
 // each of prev's SNAT addresses and prev's retired spaces, each less c's
-// range where c uses the address, spans of one address that overlap or
-// touch merged; sorted by address and port. Where that makes more than
+// range where c uses the address (a span around c's range leaves two),
+// spans of one address that overlap or touch merged; sorted by address
+// and port. Where that makes more than
 // MaxRetiredSNAT spaces, the closest spans of one address are joined
-// (ports between them stay recognised, never handed out). prev of a fresh
+// (the ports between them are recognised too). prev of a fresh
 // start (no SNAT address) retires nothing. Errors: more addresses to keep
 // than MaxRetiredSNAT.
 func retire(prev, c *xlbXlbConfig) ([]RetiredSNAT, error) {
@@ -105,11 +107,12 @@ func retire(prev, c *xlbXlbConfig) ([]RetiredSNAT, error) {
 	var spaces []space
 	cur := geometryOf(c)
 	add := func(a uint32, s portSpan) {
+		rest := []portSpan{s}
 		if slices.Contains(cur.addrs, a) {
-			s = s.less(portSpan{c.SnatPortLo, c.SnatPortHi})
+			rest = s.less(portSpan{c.SnatPortLo, c.SnatPortHi})
 		}
-		if !s.empty() {
-			spaces = append(spaces, space{a, s})
+		for _, r := range rest {
+			spaces = append(spaces, space{a, r})
 		}
 	}
 	if prev.SnatPortLo != 0 && prev.SnatPortHi >= prev.SnatPortLo {
