@@ -94,11 +94,10 @@ func setRetired(c *xlbXlbConfig, spaces []RetiredSNAT) {
 // each of prev's SNAT addresses and prev's retired spaces, each less c's
 // range where c uses the address (a span around c's range leaves two),
 // spans of one address that overlap or touch merged; sorted by address
-// and port. Where that makes more than
-// MaxRetiredSNAT spaces, the closest spans of one address are joined
-// (the ports between them are recognised too). prev of a fresh
-// start (no SNAT address) retires nothing. Errors: more addresses to keep
-// than MaxRetiredSNAT.
+// and port. Where that makes more than MaxRetiredSNAT spaces, the closest
+// spans of one address are joined (the ports between them are recognised
+// too). prev of a fresh start (no SNAT address) retires nothing. Errors:
+// more addresses to keep than MaxRetiredSNAT.
 func retire(prev, c *xlbXlbConfig) ([]RetiredSNAT, error) {
 	type space struct {
 		addr uint32
@@ -144,7 +143,7 @@ func retire(prev, c *xlbXlbConfig) ([]RetiredSNAT, error) {
 			}
 		}
 		if best < 0 {
-			return nil, fmt.Errorf("dataplane: %d SNAT addresses that earlier configs used may still be held by live pairs, at most %d can be kept: apply this SNAT change once their connections have ended (status snat_retired)", len(merged), MaxRetiredSNAT)
+			return nil, fmt.Errorf("dataplane: %d SNAT addresses that earlier configs used may still be held by live pairs, at most %d can be kept: apply this SNAT change once their connections have ended (status snat.retired)", len(merged), MaxRetiredSNAT)
 		}
 		merged[best-1].portSpan = merged[best-1].join(merged[best].portSpan)
 		merged = slices.Delete(merged, best, best+1)

@@ -78,7 +78,8 @@ func fibLookupRequirement() requirement {
 	}
 }
 
-// reservedPortsRequirement keeps the SNAT range lo-hi inside
+// reservedPortsRequirement keeps the SNAT range lo-hi and the retired SNAT
+// ranges (retired, read at each check; nil: none) inside
 // ReservedPortsSetting, merged with whatever else the list holds.
 func reservedPortsRequirement(lo, hi uint16, retired func() []PortRange) requirement {
 	want := func() []portRange {
