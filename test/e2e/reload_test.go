@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"os"
@@ -132,11 +133,36 @@ func TestReloadMovesSNAT(t *testing.T) {
 			t.Fatalf("ip_local_reserved_ports = %q: want the new range 20000-29999 and the retired %s", got, r.PortRange)
 		}
 	}
-	// New connections go on meanwhile (through the new address and range).
+	// New connections go on meanwhile, through the new address and range:
+	// the backends see the old connections from 192.0.2.10:40000-59999
+	// and one opened now from the new address and range.
 	for len(w.prober.between(s.done, time.Now())) < 200 {
 		w.check(t, "after the hand-off")
 		time.Sleep(100 * time.Millisecond)
 	}
+	c, backend, err := greet(l.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, []byte("opened after the reload")); err != nil {
+		t.Fatal(err)
+	}
+	var fromOld, fromNew int
+	for _, b := range l.Backends {
+		for _, peer := range establishedPeers(t, b.Host, 8080) {
+			switch {
+			case peer.Addr() == netip.MustParseAddr("192.0.2.10") && peer.Port() >= 40000 && peer.Port() <= 59999:
+				fromOld++
+			case peer.Addr() == extra && peer.Port() >= 20000 && peer.Port() <= 29999:
+				fromNew++
+			}
+		}
+	}
+	if fromOld < streamConns+idleConns || fromNew < 1 {
+		t.Fatalf("backends hold %d connections from the old SNAT space and %d from the new one; want %d and the one to backend-%d opened after the reload",
+			fromOld, fromNew, streamConns+idleConns, backend)
+	}
+	c.Close()
 	sum := w.finish(t)
 	t.Log(sum)
 	if sum.resets != 0 {
@@ -215,4 +241,53 @@ func reservedTouches(list string, lo, hi int) bool {
 		}
 	}
 	return false
+}
+
+// establishedPeers lists the remote ends of h's established TCP
+// connections on local port port (tcp and tcp6 of /proc/thread-self/net:
+// IPv4-mapped addresses unmapped).
+func establishedPeers(t *testing.T, h *lab.Host, port uint16) []netip.AddrPort {
+	t.Helper()
+	var out []netip.AddrPort
+	err := h.Do(func() error {
+		for _, file := range []string{"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"} {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				f := strings.Fields(line)
+				if len(f) < 4 || f[3] != "01" { // TCP_ESTABLISHED
+					continue
+				}
+				local, lok := procAddr(f[1])
+				remote, rok := procAddr(f[2])
+				if lok && rok && local.Port() == port {
+					out = append(out, remote)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// procAddr parses an address and port as /proc/net/tcp{,6} write them:
+// the address as 32-bit words in host order (little-endian here), in hex,
+// and the port in hex.
+func procAddr(s string) (netip.AddrPort, bool) {
+	a, p, ok := strings.Cut(s, ":")
+	raw, err1 := hex.DecodeString(a)
+	port, err2 := strconv.ParseUint(p, 16, 16)
+	if !ok || err1 != nil || err2 != nil || len(raw)%4 != 0 {
+		return netip.AddrPort{}, false
+	}
+	for i := 0; i < len(raw); i += 4 {
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	ip, ok := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), ok
 }
