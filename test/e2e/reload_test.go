@@ -244,8 +244,9 @@ func reservedTouches(list string, lo, hi int) bool {
 }
 
 // establishedPeers lists the remote ends of h's established TCP
-// connections on local port port (tcp and tcp6 of /proc/thread-self/net:
-// IPv4-mapped addresses unmapped).
+// connections on local port port: tcp and tcp6 of /proc/thread-self/net,
+// the namespace h.Do runs in (/proc/net is the main thread's), IPv4-mapped
+// addresses unmapped.
 func establishedPeers(t *testing.T, h *lab.Host, port uint16) []netip.AddrPort {
 	t.Helper()
 	var out []netip.AddrPort
