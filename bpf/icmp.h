@@ -189,7 +189,8 @@ __noinline int icmp_nat(struct xdp_md *ctx)
 	/*
 	 * The quoted packet is one XLB sent, from the address the ICMP is
 	 * addressed to: toward the client from listen:local_port, or toward
-	 * the backend from a SNAT address and port of the range -- told apart
+	 * the backend from a SNAT address and port of the range (or of a
+	 * retired SNAT space: snat.h snat_recognised) -- told apart
 	 * by the port, as xlb_xdp does, since the listen address may also be
 	 * the SNAT address. The entry of the ICMP's own direction has the
 	 * quoted packet's key read backwards.
@@ -199,7 +200,7 @@ __noinline int icmp_nat(struct xdp_md *ctx)
 		return -1;
 	if (f.inner->saddr == cfg->listen_ip_be && port_mapping(cfg, f.ports[0]))
 		dir = XLB_DIR_CLIENT;
-	else if (port >= cfg->snat_port_lo && port <= cfg->snat_port_hi && snat_index(cfg, f.inner->saddr) >= 0)
+	else if (snat_recognised(cfg, f.inner->saddr, port))
 		dir = XLB_DIR_BACKEND;
 	else
 		return -1;

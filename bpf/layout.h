@@ -75,6 +75,7 @@ enum xlb_limits {
 	XLB_MAX_INTERFACES = 64,     /* egress interfaces the redirect map (xlb_tx_ports) holds */
 	XLB_DEFAULT_MAX_CONNECTIONS = 262144, /* flow_table.max_connections default; XLB_ENTRIES_PER_PAIR flow entries each */
 	XLB_MAX_SNAT_IPS = 8,        /* SNAT addresses (snat.ip list) */
+	XLB_MAX_SNAT_RETIRED = 16,   /* retired SNAT spaces (struct xlb_config retired) */
 	XLB_SNAT_PORT_SPACE = 65536, /* ports a bitmap of one (backend, SNAT address) may cover */
 	XLB_SNAT_MAX_WORDS = XLB_MAX_SNAT_IPS * (XLB_SNAT_PORT_SPACE / 64), /* bitmap words per backend id, at most */
 	XLB_PICK_TRIES = 4,          /* routable backends tried per SYN when SNAT ports run out */
@@ -312,6 +313,29 @@ enum xlb_cfg_flags {
 };
 
 /*
+ * A retired SNAT space (struct xlb_config retired; issue 27 finding 3): a
+ * SNAT address and a port range that an earlier config handed out and
+ * that reverse entries of live pairs may still hold, after a reload
+ * changed snat.ip or snat.port_range. The data path recognises a packet
+ * to it as a backend's (its flow entry is looked up and the packet
+ * forwarded as usual; one with no entry passes as before), but never
+ * hands its ports out: they are in no SNAT bitmap, and releasing one is a
+ * no-op (snat.h snat_word). Spaces do not overlap; several may name one
+ * address (one per range an earlier config used). The daemon writes
+ * the set with each config (pkg/dataplane Configure: the previous
+ * config's space and retired set, less the new space) and shrinks it
+ * after each maintenance walk pass to the ports reverse entries still
+ * hold, dropping a space none holds. 8 bytes.
+ */
+struct snat_retired {
+	__be32 ip_be;
+	__u16 port_lo;        /* host order, inclusive */
+	__u16 port_hi;        /* host order, inclusive */
+};
+
+_Static_assert(sizeof(struct snat_retired) == 8, "struct snat_retired has no implicit padding");
+
+/*
  * The single entry of the config map. Written by userspace only.
  *
  * SNAT ports (DESIGN §6b): each (backend id, SNAT address) has a bitmap of
@@ -333,9 +357,11 @@ struct xlb_config {
 	__u32 snat_words;     /* bitmap words per (backend id, SNAT address): ceil(ports in range / 64) */
 	__be32 snat_ips_be[XLB_MAX_SNAT_IPS];
 	__u32 snat_reuse_ticks; /* jiffies: a freed port is taken over no sooner than this after its last backend packet (pkg/dataplane SNATReuseGuard) */
+	__u32 nretired;       /* retired SNAT spaces in retired, 0..XLB_MAX_SNAT_RETIRED */
+	struct snat_retired retired[XLB_MAX_SNAT_RETIRED];
 };
 
-_Static_assert(sizeof(struct xlb_config) == 96, "struct xlb_config has no implicit padding");
+_Static_assert(sizeof(struct xlb_config) == 228, "struct xlb_config has no implicit padding");
 
 /*
  * A routable backend: its address, id (below XLB_MAX_BACKENDS, as

@@ -70,6 +70,28 @@ static __always_inline __u32 hold_since(__u32 closed_at, __u32 rev_last_seen)
 	return (__s32)(rev_last_seen - closed_at) > 0 ? rev_last_seen : closed_at;
 }
 
+/*
+ * Whether port (host order) at ip is a SNAT port a backend's packet may be
+ * addressed to: one of the config's SNAT addresses within its range, or a
+ * retired SNAT space that live pairs of an earlier config still hold
+ * (layout.h struct snat_retired).
+ */
+static __always_inline int snat_recognised(const struct xlb_config *cfg, __be32 ip, __u16 port)
+{
+	int i;
+
+	if (port >= cfg->snat_port_lo && port <= cfg->snat_port_hi && snat_index(cfg, ip) >= 0)
+		return 1;
+#pragma unroll
+	for (i = 0; i < XLB_MAX_SNAT_RETIRED; i++) {
+		if (i >= cfg->nretired)
+			break;
+		if (cfg->retired[i].ip_be == ip && port >= cfg->retired[i].port_lo && port <= cfg->retired[i].port_hi)
+			return 1;
+	}
+	return 0;
+}
+
 /* Bitmap words of one backend id: nsnat * snat_words. */
 static __always_inline __u32 snat_backend_words(const struct xlb_config *cfg)
 {
@@ -79,7 +101,8 @@ static __always_inline __u32 snat_backend_words(const struct xlb_config *cfg)
 /*
  * The bitmap word and bit of port port_be at SNAT address ip toward
  * backend bid; NULL when ip is not a SNAT address or the port is outside
- * the range.
+ * the range: a port of a retired SNAT space (layout.h struct
+ * snat_retired) has no bit, so releasing it touches nothing.
  */
 static __always_inline __u64 *snat_word(const struct xlb_config *cfg, __u16 bid, __be32 ip, __be16 port_be, __u64 *bit)
 {

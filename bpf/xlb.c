@@ -769,7 +769,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	dport = bpf_ntohs(p.tcp->dest);
 	if (p.iph->daddr == cfg->listen_ip_be && (mapping = port_mapping(cfg, p.tcp->dest)) != 0)
 		dir = XLB_DIR_CLIENT;
-	else if (dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi && snat_index(cfg, p.iph->daddr) >= 0)
+	else if (snat_recognised(cfg, p.iph->daddr, dport))
 		dir = XLB_DIR_BACKEND;
 	else
 		return finish(XDP_PASS);

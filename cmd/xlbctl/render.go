@@ -200,13 +200,21 @@ func listen(l api.Listen) string {
 	return fmt.Sprintf("%s ports %s", orDash(l.IP), strings.Join(ports, ", "))
 }
 
-// snat lists the SNAT addresses; a daemon older than the list sends ip
-// only.
+// snat lists the SNAT addresses, then the retired SNAT ranges live
+// connections may still hold; a daemon older than the list sends ip only.
 func snat(s api.SNAT) string {
-	if len(s.IPs) == 0 {
-		return orDash(s.IP)
+	out := orDash(s.IP)
+	if len(s.IPs) > 0 {
+		out = strings.Join(s.IPs, ", ")
 	}
-	return strings.Join(s.IPs, ", ")
+	if len(s.Retired) == 0 {
+		return out
+	}
+	retired := make([]string, 0, len(s.Retired))
+	for _, r := range s.Retired {
+		retired = append(retired, r.IP+" "+r.PortRange)
+	}
+	return out + "; retired, still held by connections: " + strings.Join(retired, ", ")
 }
 
 // hostSettings summarises the guarded host settings (sysctls): "2

@@ -21,6 +21,9 @@ func (d *runner) startMaintenance() error {
 		BackendIDs:   d.inst.BackendIDs,
 		OnSample:     d.onSample,
 		Log:          d.log.WithField("component", "maintenance"),
+
+		// the host's reserved ports follow the retired SNAT spaces
+		RetiredSNATReleased: d.inst.ReleaseRetiredSNAT,
 	})
 	if err != nil {
 		return err

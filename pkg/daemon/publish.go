@@ -90,9 +90,11 @@ func (d *runner) onSample(s *maintenance.Sample) {
 	for _, r := range d.inst.HostSettings() {
 		settings = append(settings, snapshot.HostSetting{Name: r.Setting, Repairs: r.Repairs})
 	}
+	retired := d.inst.DP.RetiredSNAT()
 	d.update(func(snap *snapshot.Snapshot) {
 		snap.AddSample(s)
 		snap.ProviderError, snap.HostSettings = provErr, settings
+		snap.RetiredSNAT = retired
 		d.readBackends(snap)
 	})
 	if d.store.Load().Lifecycle == api.Running {

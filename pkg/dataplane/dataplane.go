@@ -96,6 +96,7 @@ type Dataplane struct {
 	adoption       Adoption             // how Load took the maps
 	fromPins       bool                 // the maps came from pins: Attach takes pinned links over
 	cfgPending     bool                 // re-read the pinned config before the first write
+	retiredEpoch   uint64               // Configure calls and retired SNAT shrinks so far (RetiredSNATUse)
 	migration      *migration           // a migration until Pin has copied the second time
 	onSNATWalk     func()               // tests: runs between the SNAT bitmap rebuild's walk of the flow map and its changes
 	pinned         bool                 // Pin succeeded once (Reclaim re-pins)

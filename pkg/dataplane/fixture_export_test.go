@@ -181,3 +181,19 @@ func (d *Dataplane) FixtureSetSNATPortBit(backend uint32, addr int, port uint16,
 	}
 	return d.objs.XlbSnatPorts.Update(w, word, ebpf.UpdateExist)
 }
+
+// FixtureReload configures the data path with s as a successor process
+// (systemctl reload) loaded with Options.SNAT = s.Space() would over the
+// same maps: Configure over the config this process wrote. The SNAT
+// bitmap, sized for the space the data path was loaded with, must hold
+// s's (a successor whose bitmap differs in size gets a new one, rebuilt
+// from the flow map the same way).
+func (d *Dataplane) FixtureReload(s Settings) error {
+	if s.Space().bitmapWords() > d.objs.XlbSnatPorts.MaxEntries() {
+		return fmt.Errorf("SNAT space %+v needs %d bitmap words, the map has %d", s.Space(), s.Space().bitmapWords(), d.objs.XlbSnatPorts.MaxEntries())
+	}
+	d.mu.Lock()
+	d.snatSpace = s.Space()
+	d.mu.Unlock()
+	return d.Configure(s)
+}

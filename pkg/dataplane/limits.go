@@ -36,6 +36,10 @@ const (
 	// MaxSNATAddrs is the number of SNAT addresses (snat.ip) one instance
 	// may use; each multiplies the ports available toward every backend.
 	MaxSNATAddrs = int(xlbXlbLimitsXLB_MAX_SNAT_IPS)
+	// MaxRetiredSNAT is the number of retired SNAT spaces (RetiredSNAT) the
+	// config holds: SNAT addresses that earlier configs used and that live
+	// pairs may still hold ports of, with the port ranges they used.
+	MaxRetiredSNAT = int(xlbXlbLimitsXLB_MAX_SNAT_RETIRED)
 	// PickTries is how many routable backends a SYN tries when SNAT ports
 	// run out (Counters.SNATFallbacks).
 	PickTries = int(xlbXlbLimitsXLB_PICK_TRIES)

@@ -107,7 +107,11 @@ const SNATReuseGuard = time.Second
 // adopted, AdoptHZ). The shutdown flag and
 // the active backend set are kept; on maps taken from pins, the pinned
 // active set is kept and the shutdown flag a predecessor left is cleared
-// (Adoption.ShutdownFlag).
+// (Adoption.ShutdownFlag). SNAT addresses and ports the previous config
+// (the pinned one, on maps taken from pins) handed out and these settings
+// do not are retired (RetiredSNAT): the data path still forwards the
+// backends' packets of the pairs that hold them. Errors: invalid
+// settings, more retired SNAT addresses than MaxRetiredSNAT, a map write.
 func (d *Dataplane) Configure(s Settings) error {
 	if err := s.validate(d.snatSpace); err != nil {
 		return err
@@ -138,9 +142,17 @@ func (d *Dataplane) Configure(s Settings) error {
 	for i, p := range s.Ports {
 		c.Ports[i] = xlbPortMap{LocalPortBe: be16(p.Local), RemotePortBe: be16(p.Remote)}
 	}
+	// SNAT addresses and ports the previous config handed out stay
+	// recognised while live pairs may hold them (snatretired.go)
+	retired, err := retire(&prev, &c)
+	if err != nil {
+		return err
+	}
+	setRetired(&c, retired)
 	if err := d.writeConfigLocked(c); err != nil {
 		return err
 	}
+	d.retiredEpoch++ // a walk pass begun before this write decides nothing
 	// other SNAT addresses or another range lay the bitmap out otherwise
 	return d.syncSNATPortsLocked(prev)
 }

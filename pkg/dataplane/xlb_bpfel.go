@@ -161,6 +161,13 @@ type xlbReapReq struct {
 	Pad        uint16
 }
 
+type xlbSnatRetired struct {
+	_      structs.HostLayout
+	IpBe   uint32
+	PortLo uint16
+	PortHi uint16
+}
+
 type xlbSnatSyncBatch struct {
 	_     structs.HostLayout
 	Count uint32
@@ -205,6 +212,8 @@ type xlbXlbConfig struct {
 	SnatWords      uint32
 	SnatIpsBe      [8]uint32
 	SnatReuseTicks uint32
+	Nretired       uint32
+	Retired        [16]xlbSnatRetired
 }
 
 type xlbXlbCounter uint32
@@ -308,6 +317,7 @@ const (
 	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64
 	xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS xlbXlbLimits = 262144
 	xlbXlbLimitsXLB_MAX_SNAT_IPS            xlbXlbLimits = 8
+	xlbXlbLimitsXLB_MAX_SNAT_RETIRED        xlbXlbLimits = 16
 	xlbXlbLimitsXLB_SNAT_PORT_SPACE         xlbXlbLimits = 65536
 	xlbXlbLimitsXLB_SNAT_MAX_WORDS          xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_PICK_TRIES              xlbXlbLimits = 4

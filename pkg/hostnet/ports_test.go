@@ -89,3 +89,50 @@ func TestNetnsLock(t *testing.T) {
 	}
 	b.Release()
 }
+
+// A retired SNAT range leaves the reserved list once released, but not the
+// ports the host had reserved itself, the ranges still kept, or ports
+// others reserved since outside the released range.
+func TestReleasePorts(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "reserved")
+	if err := os.WriteFile(p, []byte("8080,40005\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j, err := OpenJournal(filepath.Join(dir, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := releasePortsAt(j, p, []PortRange{{40000, 40009}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != "8080,40005" {
+		t.Fatalf("a list XLB never changed became %q", b)
+	}
+	for _, r := range []PortRange{{40000, 40009}, {41000, 41009}} {
+		if err := reservePortsAt(j, p, r.Lo, r.Hi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(p, []byte("8080,9000,40000-40009,41000-41009\n"), 0o644); err != nil { // 9000: another's
+		t.Fatal(err)
+	}
+	if err := releasePortsAt(j, p, []PortRange{{40000, 40009}}, []PortRange{{40008, 40009}, {41000, 41009}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != "8080,9000,40005,40008-40009,41000-41009" {
+		t.Fatalf("after releasing 40000-40009 but 40008-40009: %q", b)
+	}
+	if err := releasePortsAt(j, p, []PortRange{{40008, 40009}}, []PortRange{{41000, 41009}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != "8080,9000,40005,41000-41009" {
+		t.Fatalf("after releasing the rest: %q", b)
+	}
+	if err := j.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != "8080,40005" {
+		t.Fatalf("restored %q", b)
+	}
+}

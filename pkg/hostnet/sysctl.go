@@ -78,23 +78,43 @@ func fibLookupRequirement() requirement {
 	}
 }
 
-// reservedPortsRequirement keeps the SNAT range lo-hi inside
+// reservedPortsRequirement keeps the SNAT range lo-hi and the retired SNAT
+// ranges (retired, read at each check; nil: none) inside
 // ReservedPortsSetting, merged with whatever else the list holds.
-func reservedPortsRequirement(lo, hi uint16) requirement {
+func reservedPortsRequirement(lo, hi uint16, retired func() []PortRange) requirement {
+	want := func() []portRange {
+		rs := []portRange{{int(lo), int(hi)}}
+		if retired != nil {
+			for _, r := range retired() {
+				rs = append(rs, portRange{int(r.Lo), int(r.Hi)})
+			}
+		}
+		return rs
+	}
 	return requirement{
 		name: ReservedPortsSetting,
 		fix: func(cur string) (string, bool) {
 			rs, err := parsePortList(cur)
 			if err != nil {
-				rs = nil // unreadable: write the range alone
+				rs = nil // unreadable: write the ranges alone
 			}
-			if err == nil && covers(rs, int(lo), int(hi)) {
+			var missing []portRange
+			for _, r := range want() {
+				if err != nil || !covers(rs, r.lo, r.hi) {
+					missing = append(missing, r)
+				}
+			}
+			if len(missing) == 0 {
 				return "", true
 			}
-			return formatPortList(append(rs, portRange{int(lo), int(hi)})), false
+			return formatPortList(append(rs, missing...)), false
 		},
 		explain: func(string, map[string]string) string {
-			return fmt.Sprintf("the list was rewritten without the SNAT range %d-%d: `sysctl -w`, or `sysctl --system` with a file that sets it", lo, hi)
+			what := fmt.Sprintf("the SNAT range %d-%d", lo, hi)
+			if rs := want(); len(rs) > 1 {
+				what = fmt.Sprintf("the SNAT ranges %s (%d-%d and the retired ones live connections still hold)", formatPortList(rs), lo, hi)
+			}
+			return fmt.Sprintf("the list was rewritten without %s: `sysctl -w`, or `sysctl --system` with a file that sets it", what)
 		},
 	}
 }

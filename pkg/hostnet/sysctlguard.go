@@ -31,6 +31,10 @@ type GuardOptions struct {
 	// SNATPortLo and SNATPortHi are the SNAT port range that must stay in
 	// net.ipv4.ip_local_reserved_ports (ReservePorts).
 	SNATPortLo, SNATPortHi uint16
+	// RetiredSNAT, when set, returns the retired SNAT ranges (ports an
+	// earlier config handed out that live connection pairs may still
+	// hold), which must stay reserved too; it is called at each check.
+	RetiredSNAT func() []PortRange
 	// Root is the sysctl tree; "": SysctlRoot. Tests give a directory of
 	// plain files laid out like /proc/sys.
 	Root string
@@ -95,7 +99,7 @@ func GuardSysctls(o GuardOptions) (*SysctlGuard, error) {
 		o.Log = logrus.StandardLogger()
 	}
 	g := &SysctlGuard{log: o.Log, interval: o.Interval, context: map[string]*sysctlFile{}}
-	for _, r := range []requirement{fibLookupRequirement(), reservedPortsRequirement(o.SNATPortLo, o.SNATPortHi)} {
+	for _, r := range []requirement{fibLookupRequirement(), reservedPortsRequirement(o.SNATPortLo, o.SNATPortHi, o.RetiredSNAT)} {
 		f, err := openSysctl(o.Root, r.name, os.O_RDWR)
 		if err != nil {
 			g.Close()

@@ -156,6 +156,34 @@ func TestGuardKeepsTheSNATRangeReserved(t *testing.T) {
 	}
 }
 
+// Retired SNAT ranges (ports of an earlier config that live connection
+// pairs still hold) stay reserved too, for as long as they are retired.
+func TestGuardKeepsRetiredSNATRangesReserved(t *testing.T) {
+	root := fakeSysctls(t)
+	retired := []PortRange{{30000, 30099}}
+	log, hook := logtest.NewNullLogger()
+	g, err := GuardSysctls(GuardOptions{SNATPortLo: 40000, SNATPortHi: 40999, Root: root, Log: log,
+		RetiredSNAT: func() []PortRange { return retired }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if n := g.Check(); n != 1 {
+		t.Fatalf("%d repairs, want 1: the retired range is missing", n)
+	}
+	if got := readFile(t, root, ReservedPortsSetting); got != "8080,30000-30099,40000-40999\n" {
+		t.Errorf("reserved ports = %q", got)
+	}
+	if w := warnings(hook); len(w) != 1 || !strings.Contains(w[0], "30000-30099,40000-40999") {
+		t.Errorf("warnings = %q", w)
+	}
+	setFile(t, root, ReservedPortsSetting, "8080,40000-40999")
+	retired = nil // the last pair on it ended
+	if n := g.Check(); n != 0 {
+		t.Fatalf("%d repairs of a list without a range no longer retired", n)
+	}
+}
+
 func TestGuardNeedsItsFiles(t *testing.T) {
 	root := fakeSysctls(t)
 	if err := os.Remove(sysctlPath(root, ReservedPortsSetting)); err != nil {

@@ -89,6 +89,7 @@ type Instance struct {
 
 	resolver *hostnet.Resolver
 	guard    *hostnet.SysctlGuard
+	journal  *hostnet.Journal
 	ifindex  []int // attached interfaces, for the next-hop watcher
 	lock     *hostnet.NetnsLock
 	opts     Options
@@ -229,6 +230,7 @@ func (in *Instance) start(ctx context.Context) error {
 	// Opened here, in this thread's namespace; checks run with discovery.
 	if in.guard, err = hostnet.GuardSysctls(hostnet.GuardOptions{
 		SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi, Log: in.log.WithField("component", "hostsettings"),
+		RetiredSNAT: in.retiredPorts,
 	}); err != nil {
 		return err
 	}
@@ -239,6 +241,14 @@ func (in *Instance) start(ctx context.Context) error {
 	}
 	if err := dp.Configure(settings); err != nil {
 		return err
+	}
+	// Ports of a retired SNAT range stay reserved until no pair holds
+	// them (ReleaseRetiredSNAT); the predecessor had reserved them.
+	in.journal = j
+	for _, r := range dp.RetiredSNAT() {
+		if err := hostnet.ReservePorts(j, r.PortLo, r.PortHi); err != nil {
+			return err
+		}
 	}
 	if err := dp.SetShutdown(false); err != nil {
 		return err
@@ -409,6 +419,32 @@ func (in *Instance) NextHopGC(referenced []uint64, passStart uint32) error {
 		in.log.WithField("freed", freed).Debug("freed unused next-hop slots")
 	}
 	return err
+}
+
+// ReleaseRetiredSNAT is the maintenance loop's RetiredSNATReleased: the
+// ports of retired SNAT spaces (dataplane.RetiredSNAT) that no connection
+// pair holds any more leave net.ipv4.ip_local_reserved_ports, except the
+// config's SNAT range, the ranges still retired and what the host had
+// reserved itself (hostnet.ReleasePorts).
+func (in *Instance) ReleaseRetiredSNAT(released []dataplane.RetiredSNAT) error {
+	if in.journal == nil {
+		return nil
+	}
+	keep := append([]hostnet.PortRange{{Lo: in.Config.SNAT.PortLo, Hi: in.Config.SNAT.PortHi}}, in.retiredPorts()...)
+	var rel []hostnet.PortRange
+	for _, r := range released {
+		rel = append(rel, hostnet.PortRange{Lo: r.PortLo, Hi: r.PortHi})
+	}
+	return hostnet.ReleasePorts(in.journal, rel, keep)
+}
+
+// retiredPorts are the port ranges of the retired SNAT spaces.
+func (in *Instance) retiredPorts() []hostnet.PortRange {
+	var out []hostnet.PortRange
+	for _, r := range in.DP.RetiredSNAT() {
+		out = append(out, hostnet.PortRange{Lo: r.PortLo, Hi: r.PortHi})
+	}
+	return out
 }
 
 // HostSettings returns the host settings the instance guards and how often

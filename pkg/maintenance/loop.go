@@ -85,6 +85,14 @@ type Options struct {
 	// named by no entry (dataplane.FreeNextHops frees those). An error is
 	// logged (warning); the next pass tries again.
 	NextHopGC func(referenced []uint64, passStart uint32) error
+	// RetiredSNATReleased, when set, is handed the retired SNAT spaces
+	// (dataplane.RetiredSNAT: SNAT addresses and ports an earlier config
+	// handed out) that a complete walk pass found no longer held, whole
+	// or in part, as they were before: the loop has narrowed or dropped
+	// them in the data path (dataplane.ShrinkRetiredSNAT), so their ports
+	// no longer held need not stay reserved on the host. An error is
+	// logged (warning).
+	RetiredSNATReleased func(released []dataplane.RetiredSNAT) error
 	// Interval between cycles of Run. Production uses the default (1 s);
 	// other values are for tests.
 	Interval time.Duration
@@ -133,6 +141,10 @@ type Loop struct {
 	overwritten uint64 // close events the per-CPU queues overwrote before they were read
 	reqs        []dataplane.ReapRequest
 	afterDecide func() // test hook: between the decisions and the reaper
+
+	// retired collects the retired SNAT ports the current walk pass finds
+	// held; nil: none were retired when the pass began.
+	retired *dataplane.RetiredSNATUse
 }
 
 // pairID names an entry of one pair generation: its key plus generation.
@@ -380,7 +392,12 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		l.lone[id] = struct{}{}
 	}
 	// 4. This cycle's slice of the walk.
+	if l.walk.cycles == 0 {
+		l.retired = l.dp.BeginRetiredSNATUse() // a pass begins
+	}
+	passes := l.walk.status.Passes
 	err = l.walk.step(ctx, now, l.walkEstimate(), func(k *dataplane.FlowKey, v *dataplane.FlowValue) {
+		l.retired.Visit(k, v)
 		if op, ok := l.decide(now, k, v); ok {
 			reqs = append(reqs, dataplane.ReapRequest{Key: *k, Generation: v.Generation, Op: op})
 		}
@@ -389,6 +406,9 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		l.reqs = reqs
 		l.requeue(reqs)
 		return nil, err
+	}
+	if l.walk.status.Passes != passes {
+		l.shrinkRetiredSNAT()
 	}
 	if l.afterDecide != nil {
 		l.afterDecide()
@@ -548,5 +568,29 @@ func (l *Loop) account(r *dataplane.ReapRequest, rm *Removed) {
 		}
 	case dataplane.ReapLoneFound:
 		l.lone[pairID{r.Key, r.Generation}] = struct{}{}
+	}
+}
+
+// shrinkRetiredSNAT narrows the retired SNAT spaces to what the pass that
+// just ended found held (dataplane.ShrinkRetiredSNAT) and hands what it
+// released to Options.RetiredSNATReleased. A failure is logged, not a
+// cycle failure: the spaces stay retired and the next pass tries again.
+func (l *Loop) shrinkRetiredSNAT() {
+	u := l.retired
+	l.retired = nil
+	released, err := l.dp.ShrinkRetiredSNAT(u)
+	if err != nil {
+		l.log.WithError(err).Warn("maintenance: cannot narrow the retired SNAT spaces; they stay recognised until a later pass")
+		return
+	}
+	if len(released) == 0 {
+		return
+	}
+	l.log.WithFields(logrus.Fields{"released": released, "retired": l.dp.RetiredSNAT()}).
+		Info("retired SNAT ports no longer held by any connection pair are released")
+	if l.o.RetiredSNATReleased != nil {
+		if err := l.o.RetiredSNATReleased(released); err != nil {
+			l.log.WithError(err).Warn("maintenance: releasing the retired SNAT ports on the host failed")
+		}
 	}
 }

@@ -79,6 +79,11 @@
 //     net.ipv4.ip_local_reserved_ports the instance's guard put back
 //     (hostnet.SysctlGuard), since the instance started; one series per
 //     guarded setting from the first sample on.
+//   - xlb_snat_retired_ports comes from Snapshot.RetiredSNAT, which the
+//     daemon refreshes with each sample: the ports of the retired ranges
+//     (an earlier config's, before a reload that changed snat.ip or
+//     snat.port_range) that live connections may still hold, every
+//     address's together (addresses are never label values); 0 when none.
 //   - xlb_scrape_collector_success{collector} is 1 for each collector that
 //     exported its series from the snapshot and 0 for one whose source the
 //     snapshot records as unreadable (only the data-path counters can be:

@@ -128,6 +128,10 @@ func fixtureSnapshot() *snapshot.Snapshot {
 			{Name: "net.ipv4.conf.lo.forwarding", Repairs: 94},
 			{Name: "net.ipv4.ip_local_reserved_ports", Repairs: 95},
 		},
+		RetiredSNAT: []dataplane.RetiredSNAT{
+			{Addr: ip("198.51.100.1"), PortLo: 40000, PortHi: 40095}, {Addr: ip("198.51.100.1"), PortLo: 40200, PortHi: 40200},
+			{Addr: ip("198.51.100.3"), PortLo: 40003, PortHi: 40003},
+		},
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 // watcher's findings and how the process took the data path (hot upgrades
 // and adopted pairs, snapshot.Upgrades) and the repairs of the host
 // settings it guards (snapshot.HostSettings) (DESIGN §1 last paragraph,
-// §3, §4, §6; issue 13).
+// §3, §4, §6; issue 13), and the retired SNAT ranges live connections may
+// still hold (snapshot.RetiredSNAT; issue 27).
 type instanceCollector struct {
 	descs
 	now func() time.Time
@@ -27,6 +28,8 @@ type instanceCollector struct {
 	reloadRequired, configInvalid, configGone *prometheus.Desc
 	hotUpgrades, adoptedPairs, drained        *prometheus.Desc
 	settingRepairs                            *prometheus.Desc
+
+	retiredPorts *prometheus.Desc
 }
 
 func newInstanceCollector(now func() time.Time) *instanceCollector {
@@ -42,6 +45,7 @@ func newInstanceCollector(now func() time.Time) *instanceCollector {
 	c.drained = c.add("xlb_drained", "1 while an operator has drained the instance (POST /api/v1/drain, xlbctl drain): readiness answers draining while every packet is still forwarded.")
 	c.adoptedPairs = c.add("xlb_adopted_connection_pairs", "Connection pairs found in the pinned flow map when this process started (handed over, or adopted after a crash or restart); 0 for a fresh start.")
 	c.settingRepairs = c.add("xlb_host_setting_repairs_total", "Resets of a host setting XLB needs (net.ipv4.conf.lo.forwarding, net.ipv4.ip_local_reserved_ports) that the instance found and put back (checked once a second; each repair is logged as one warning), since the instance started.", "setting")
+	c.retiredPorts = c.add("xlb_snat_retired_ports", "Ports of the retired SNAT ranges, every address's together: SNAT addresses and ports an earlier config handed out (before a reload that changed snat.ip or snat.port_range) that live connections may still hold; they stay recognised and reserved until none does (status snat.retired names them).")
 	c.attached = c.add("xlb_xdp_attached", "A metric with a constant '1' value for each interface the XDP program is attached to, labeled by the attach mode in use (native or generic).", "interface", "mode")
 	return c
 }
@@ -71,6 +75,11 @@ func (c *instanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	for _, h := range s.HostSettings {
 		counter(ch, c.settingRepairs, h.Repairs, h.Name)
 	}
+	retired := 0
+	for _, r := range s.RetiredSNAT {
+		retired += int(r.PortHi) - int(r.PortLo) + 1
+	}
+	gauge(ch, c.retiredPorts, float64(retired))
 	return nil
 }
 

@@ -72,6 +72,7 @@ var designMetrics = []struct {
 	{"xlb_ttl_exceeded_total", dto.MetricType_COUNTER, nil},
 	{"xlb_fib_miss_total", dto.MetricType_COUNTER, nil},
 	{"xlb_host_setting_repairs_total", dto.MetricType_COUNTER, []string{"setting"}},
+	{"xlb_snat_retired_ports", dto.MetricType_GAUGE, nil},
 	{"xlb_maintenance_embryonic_scheduled", dto.MetricType_GAUGE, nil},
 	{"xlb_maintenance_hold_scheduled", dto.MetricType_GAUGE, nil},
 	{"xlb_close_events_unscheduled_total", dto.MetricType_COUNTER, nil},
@@ -261,6 +262,8 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	// Host settings guard (snapshot.HostSettings).
 	check("xlb_host_setting_repairs_total", L{"setting": "net.ipv4.conf.lo.forwarding"}, 94)
 	check("xlb_host_setting_repairs_total", L{"setting": "net.ipv4.ip_local_reserved_ports"}, 95)
+	// Retired SNAT ranges (snapshot.RetiredSNAT): their ports.
+	check("xlb_snat_retired_ports", nil, 96+1+1)
 }
 
 // TestExpositionText pins the exact text of a few families, help included.

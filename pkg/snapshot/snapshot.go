@@ -46,6 +46,10 @@ type Snapshot struct {
 	// Features are the optional kernel features probed at startup and
 	// the paths taken (dataplane.Dataplane.Features).
 	Features dataplane.Features
+	// RetiredSNAT are the retired SNAT spaces live pairs may still hold
+	// (dataplane.Dataplane.RetiredSNAT), as of the latest maintenance
+	// sample.
+	RetiredSNAT []dataplane.RetiredSNAT
 
 	// Sample is the latest maintenance sample (nil before the first
 	// successful cycle; afterwards every cycle's, failed or not:

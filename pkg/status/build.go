@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		Dataplane:         buildDataplane(s, now),
 		Maintenance:       buildMaintenance(s),
 		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
-		SNAT:              buildSNAT(s.SNAT),
+		SNAT:              buildSNAT(s),
 		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError, Synced: s.ProviderSynced},
 		Backends:          buildBackends(s),
 		Config: api.Config{
@@ -152,12 +153,15 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 	}
 }
 
-// buildSNAT lists the SNAT addresses; IP repeats the first for clients of
-// the single-address document.
-func buildSNAT(addrs []netip.Addr) api.SNAT {
-	out := api.SNAT{IPs: make([]string, 0, len(addrs))}
-	for _, a := range addrs {
+// buildSNAT lists the SNAT addresses and the retired SNAT spaces; IP
+// repeats the first address for clients of the single-address document.
+func buildSNAT(s *snapshot.Snapshot) api.SNAT {
+	out := api.SNAT{IPs: make([]string, 0, len(s.SNAT)), Retired: make([]api.RetiredSNAT, 0, len(s.RetiredSNAT))}
+	for _, a := range s.SNAT {
 		out.IPs = append(out.IPs, addrString(a))
+	}
+	for _, r := range s.RetiredSNAT {
+		out.Retired = append(out.Retired, api.RetiredSNAT{IP: addrString(r.Addr), PortRange: strconv.Itoa(int(r.PortLo)) + "-" + strconv.Itoa(int(r.PortHi))})
 	}
 	if len(out.IPs) > 0 {
 		out.IP = out.IPs[0]

@@ -74,7 +74,8 @@ func TestDocumentValues(t *testing.T) {
 			Walk: api.Walk{PassesTotal: 7993, Visited: 0, LastPassEntries: 58, LastPassCycles: 1, PassCycles: 30},
 		},
 		Listen: api.Listen{IP: "192.0.2.10", Ports: []api.PortMap{{LocalPort: 80, RemotePort: 8080}, {LocalPort: 443, RemotePort: 8443}}},
-		SNAT:   api.SNAT{IP: "198.51.100.1", IPs: []string{"198.51.100.1", "198.51.100.2"}},
+		SNAT: api.SNAT{IP: "198.51.100.1", IPs: []string{"198.51.100.1", "198.51.100.2"},
+			Retired: []api.RetiredSNAT{{IP: "198.51.100.1", PortRange: "40012-47730"}, {IP: "198.51.100.3", PortRange: "40003-40003"}}},
 		Connections: api.Connections{
 			Active: 27, TimeWait: 2, Resetting: 1, OpenedTotal: 1234, ClosedTotal: 1204,
 			ClosedBy:      api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
@@ -235,7 +236,7 @@ var designFields = []string{
 	"maintenance.walk.passes_total", "maintenance.walk.visited", "maintenance.walk.last_pass_entries",
 	"maintenance.walk.last_pass_cycles", "maintenance.walk.pass_cycles",
 	"upgrades.start", "upgrades.adopted_pairs", "upgrades.ok", "upgrades.failed", "upgrades.last_failure",
-	"snat.ip", "snat.ips", "connections.embryonic_expired_total",
+	"snat.ip", "snat.ips", "snat.retired.[].ip", "snat.retired.[].port_range", "connections.embryonic_expired_total",
 	"maintenance.close_events.embryonic_scheduled", "maintenance.close_events.hold_scheduled",
 	"maintenance.close_events.unscheduled_total",
 	"host_settings.[].name", "host_settings.[].repairs_total",
@@ -314,7 +315,7 @@ func TestDocumentFieldsPresent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if doc.Lifecycle != "starting" || doc.Readiness.Reason != "starting" || doc.Backends == nil || doc.Listen.Ports == nil ||
-		doc.SNAT.IPs == nil || doc.HostSettings == nil {
+		doc.SNAT.IPs == nil || doc.SNAT.Retired == nil || doc.HostSettings == nil {
 		t.Errorf("nothing published: %+v", doc)
 	}
 }

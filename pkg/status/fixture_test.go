@@ -35,6 +35,10 @@ func fixture() *snapshot.Snapshot {
 		SNAT:       []netip.Addr{ip("198.51.100.1"), ip("198.51.100.2")},
 		XDPMode:    "auto",
 		Interfaces: []string{"eth0", "eth1"},
+
+		// a reload moved snat.port_range from 40000-49999 and dropped 198.51.100.3
+		RetiredSNAT: []dataplane.RetiredSNAT{{Addr: ip("198.51.100.1"), PortLo: 40012, PortHi: 47730}, {Addr: ip("198.51.100.3"), PortLo: 40003, PortHi: 40003}},
+
 		// Unordered on purpose: the document sorts by interface.
 		Attached: []dataplane.Attachment{
 			{Interface: "eth1", Ifindex: 3, Mode: dataplane.ModeGeneric, Via: dataplane.PathNetlink},

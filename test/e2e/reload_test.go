@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -9,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
@@ -79,4 +83,212 @@ func TestReloadCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopXLB(t, l, p)
+}
+
+// A reload that moves snat.ip to another address and snat.port_range to
+// another range (issue 27 finding 3: replies on the old ports passed to
+// the host stack, which reset the connections): the streams and idle
+// connections opened through the old address and range keep working and
+// end without a reset, the status lists the old space as retired while
+// they live, and once their pairs are gone (the time-wait after their
+// close) the retired set is empty and only the new range stays reserved.
+func TestReloadMovesSNAT(t *testing.T) {
+	const reserved = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+	l := greetedLab(t)
+	extra := testnet.XLBExtraIP(0)
+	if err := l.XLB.AddAddress("eth0", netip.PrefixFrom(extra, testnet.FrontNet.Bits())); err != nil {
+		t.Fatal(err)
+	}
+	hostReserved := readSysctl(t, l.XLB, reserved)
+	cfg := labConfig(l, "")
+	p := startPinned(t, l, xlbBinary, cfg)
+	w := startWorkload(t, l)
+
+	oldSNAT := "snat:\n  ip: 192.0.2.10\n  port_range: \"40000-59999\"\n"
+	newSNAT := fmt.Sprintf("snat:\n  ip: %s\n  port_range: \"20000-29999\"\n", extra)
+	if !strings.Contains(cfg, oldSNAT) {
+		t.Fatalf("config lacks %q:\n%s", oldSNAT, cfg)
+	}
+	if err := os.WriteFile(p.Config, []byte(strings.Replace(cfg, oldSNAT, newSNAT, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := handOff(t, l, p, w)
+	w.check(t, "the hand-off")
+	checkSwap(t, "hand-off to another SNAT address and range", s)
+	// Every stream gets replies after the successor took over: the
+	// backends' replies to the old address and ports.
+	w.waitFlowing(t, w.received(), 30*time.Second)
+	w.check(t, "after the hand-off")
+
+	d := statusDoc(t, l)
+	if len(d.SNAT.Retired) == 0 || len(d.SNAT.IPs) != 1 || d.SNAT.IPs[0] != extra.String() {
+		t.Fatalf("status snat %+v: want %v, and 192.0.2.10's old ports retired", d.SNAT, extra)
+	}
+	for _, r := range d.SNAT.Retired {
+		lo, hi, ok := portRange(r.PortRange)
+		if r.IP != "192.0.2.10" || !ok || lo < 40000 || hi > 59999 {
+			t.Fatalf("retired SNAT space %+v: want ports of 192.0.2.10:40000-59999", r)
+		}
+		if got := readSysctl(t, l.XLB, reserved); !reservedCovers(got, lo, hi) || !reservedCovers(got, 20000, 29999) {
+			t.Fatalf("ip_local_reserved_ports = %q: want the new range 20000-29999 and the retired %s", got, r.PortRange)
+		}
+	}
+	// New connections go on meanwhile, through the new address and range:
+	// the backends see the old connections from 192.0.2.10:40000-59999
+	// and one opened now from the new address and range.
+	for len(w.prober.between(s.done, time.Now())) < 200 {
+		w.check(t, "after the hand-off")
+		time.Sleep(100 * time.Millisecond)
+	}
+	c, backend, err := greet(l.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(c, []byte("opened after the reload")); err != nil {
+		t.Fatal(err)
+	}
+	var fromOld, fromNew int
+	for _, b := range l.Backends {
+		for _, peer := range establishedPeers(t, b.Host, 8080) {
+			switch {
+			case peer.Addr() == netip.MustParseAddr("192.0.2.10") && peer.Port() >= 40000 && peer.Port() <= 59999:
+				fromOld++
+			case peer.Addr() == extra && peer.Port() >= 20000 && peer.Port() <= 29999:
+				fromNew++
+			}
+		}
+	}
+	if fromOld < streamConns+idleConns || fromNew < 1 {
+		t.Fatalf("backends hold %d connections from the old SNAT space and %d from the new one; want %d and the one to backend-%d opened after the reload",
+			fromOld, fromNew, streamConns+idleConns, backend)
+	}
+	c.Close()
+	sum := w.finish(t)
+	t.Log(sum)
+	if sum.resets != 0 {
+		t.Fatalf("%d resets", sum.resets)
+	}
+
+	// The old pairs leave after their time-wait; the retired space with them.
+	deadline := time.Now().Add(maintenanceTimeWait + time.Minute)
+	for len(statusDoc(t, l).SNAT.Retired) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("status snat.retired %+v long after the old connections ended", statusDoc(t, l).SNAT.Retired)
+		}
+		time.Sleep(time.Second)
+	}
+	got := readSysctl(t, l.XLB, reserved)
+	if !reservedCovers(got, 20000, 29999) || (reservedTouches(got, 40000, 59999) && !reservedTouches(hostReserved, 40000, 59999)) {
+		t.Fatalf("ip_local_reserved_ports = %q once nothing is retired (%q before xlb): want 20000-29999 and none of 40000-59999", got, hostReserved)
+	}
+	stopXLB(t, l, p)
+	if got := readSysctl(t, l.XLB, reserved); got != hostReserved {
+		t.Fatalf("ip_local_reserved_ports = %q after the stop, want %q as before", got, hostReserved)
+	}
+}
+
+// maintenanceTimeWait is how long a closed pair stays (maintenance.TimeWait).
+const maintenanceTimeWait = 60 * time.Second
+
+// portRange parses "LO-HI".
+func portRange(s string) (lo, hi int, ok bool) {
+	a, b, found := strings.Cut(s, "-")
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	return lo, hi, found && err1 == nil && err2 == nil && lo <= hi
+}
+
+// reservedPorts lists the ports of an ip_local_reserved_ports value.
+func reservedPorts(list string) map[int]bool {
+	out := map[int]bool{}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		lo, hi, ok := portRange(f)
+		if !ok {
+			p, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			lo, hi = p, p
+		}
+		for p := lo; p <= hi; p++ {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// reservedCovers reports whether list reserves every port of lo-hi.
+func reservedCovers(list string, lo, hi int) bool {
+	ports := reservedPorts(list)
+	for p := lo; p <= hi; p++ {
+		if !ports[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// reservedTouches reports whether list reserves any port of lo-hi.
+func reservedTouches(list string, lo, hi int) bool {
+	ports := reservedPorts(list)
+	for p := lo; p <= hi; p++ {
+		if ports[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// establishedPeers lists the remote ends of h's established TCP
+// connections on local port port: tcp and tcp6 of /proc/thread-self/net,
+// the namespace h.Do runs in (/proc/net is the main thread's), IPv4-mapped
+// addresses unmapped.
+func establishedPeers(t *testing.T, h *lab.Host, port uint16) []netip.AddrPort {
+	t.Helper()
+	var out []netip.AddrPort
+	err := h.Do(func() error {
+		for _, file := range []string{"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"} {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				f := strings.Fields(line)
+				if len(f) < 4 || f[3] != "01" { // TCP_ESTABLISHED
+					continue
+				}
+				local, lok := procAddr(f[1])
+				remote, rok := procAddr(f[2])
+				if lok && rok && local.Port() == port {
+					out = append(out, remote)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// procAddr parses an address and port as /proc/net/tcp{,6} write them:
+// the address as 32-bit words in host order (little-endian here), in hex,
+// and the port in hex.
+func procAddr(s string) (netip.AddrPort, bool) {
+	a, p, ok := strings.Cut(s, ":")
+	raw, err1 := hex.DecodeString(a)
+	port, err2 := strconv.ParseUint(p, 16, 16)
+	if !ok || err1 != nil || err2 != nil || len(raw)%4 != 0 {
+		return netip.AddrPort{}, false
+	}
+	for i := 0; i < len(raw); i += 4 {
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	ip, ok := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), ok
 }

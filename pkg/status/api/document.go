@@ -322,6 +322,21 @@ type SNAT struct {
 	IP string `json:"ip"`
 	// IPs are every SNAT address (snat.ip, resolved), in config order.
 	IPs []string `json:"ips"`
+	// Retired are SNAT addresses and port ranges that an earlier config
+	// handed out, before a reload that changed snat.ip or
+	// snat.port_range, and that live connection pairs may still hold:
+	// the data path still forwards their backends' packets and the ports
+	// stay in net.ipv4.ip_local_reserved_ports until the maintenance
+	// walk finds none held (issue 27). Sorted by address and port; empty
+	// when none.
+	Retired []RetiredSNAT `json:"retired"`
+}
+
+// RetiredSNAT is one retired SNAT space (dataplane.RetiredSNAT).
+type RetiredSNAT struct {
+	IP string `json:"ip"`
+	// PortRange is "LO-HI", inclusive, as snat.port_range is written.
+	PortRange string `json:"port_range"`
 }
 
 // Connections counts connection pairs (DESIGN §4 counting rule): the data

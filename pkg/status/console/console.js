@@ -126,7 +126,9 @@ function renderInstance(d) {
   const rows = [
     ["Uptime", duration(d.uptime_seconds)],
     ["Listen", d.listen.ip + "  " + ports],
-    ["SNAT", (d.snat.ips || []).join(", ") || d.snat.ip || "—"],
+    ["SNAT", ((d.snat.ips || []).join(", ") || d.snat.ip || "—")
+      + ((d.snat.retired || []).length ? "; retired, still held by connections: "
+        + d.snat.retired.map(r => r.ip + " " + r.port_range).join(", ") : "")],
     ["XDP", xdp],
     ["BGP", bgp],
     ["Drained", d.drained ? "yes: readiness answers draining; every packet is still forwarded" : "no"],
