@@ -321,14 +321,25 @@ func (f *fleet) site(t *testing.T) {
 			t.Errorf("%s: package not held at its version: %v %q", h.Inventory, err, out)
 		}
 	}
-	// The service answers through the router.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := f.l.dialService(ctx)
+	// site.yml ends once every host announces the VIP (the role's wait,
+	// xlb_bgp_announce_timeout): read at once, with no wait of our own.
+	for _, h := range f.l.Hosts {
+		d, err := h.Status()
+		switch {
+		case err != nil:
+			t.Errorf("%s: status after site.yml: %v", h.Inventory, err)
+		case d.BGP == nil || !slices.Equal(d.BGP.Announced, []string{vipPrefix.String()}):
+			t.Errorf("%s: site.yml ended before the host announced %s: status bgp %+v", h.Inventory, vipPrefix, d.BGP)
+		}
+	}
+	// The service answers through the router, which installs the route a
+	// moment after the announcements: poll, within routeWait.
+	c, failed, err := f.l.dialServiceWithin(routeWait, 5*time.Second)
 	if err != nil {
-		t.Fatalf("connection to %s:%d from the client: %v", VIP, ServicePort, err)
+		t.Fatalf("connection from the client after site.yml: %v", err)
 	}
 	defer c.c.Close()
+	t.Logf("first connection through the router after site.yml: via %s, after %d failed attempts", c.Host, failed)
 	if err := c.exchange("hello\n", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
