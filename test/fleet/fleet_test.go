@@ -84,6 +84,9 @@ type fleet struct {
 	mon    *Monitor
 	work   *Workload
 	phases []string // durations, for the final log
+	// runs and cpu: the playbook runs and their CPU time in all (Result.CPU).
+	runs int
+	cpu  time.Duration
 }
 
 func (f *fleet) phase(name string, start time.Time) {
@@ -160,29 +163,57 @@ func TestFleet(t *testing.T) {
 	if names, err := hostlab.CleanupStale(); err != nil || len(names) > 0 {
 		t.Logf("hostlab leftovers removed: %v %v", names, err)
 	}
+	// The three package versions build at once (each in its own
+	// directory; Go's build cache is shared), beside the root filesystem
+	// and the lab.
 	start := time.Now()
-	rootfs, built, err := hostlab.EnsureRootfs(hostlab.CacheDir(), rootfsSpec(), t.Logf)
+	type built struct {
+		v   string
+		p   pkgtest.Packages
+		sum string
+		err error
+		at  time.Duration
+	}
+	pkgs := make(chan built, 3)
+	for _, v := range []string{v1, v2, v3} {
+		go func(v string) {
+			b := built{v: v}
+			if b.p, b.err = pkgtest.Build(filepath.Join(f.dir, "pkg-"+v), v); b.err == nil {
+				b.sum, b.err = FileSHA256(b.p.Deb)
+			}
+			b.at = time.Since(start)
+			pkgs <- b
+		}(v)
+	}
+	waitPackages := func() {
+		var errs []string
+		for range 3 {
+			b := <-pkgs
+			if b.err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", b.v, b.err))
+				continue
+			}
+			f.pkgs[b.v], f.sums[b.v] = b.p, b.sum
+			t.Logf("package %s built after %s", b.v, b.at.Round(100*time.Millisecond))
+		}
+		if len(errs) > 0 {
+			t.Fatalf("packages: %s", strings.Join(errs, "\n"))
+		}
+		f.phase("three package versions (at once)", start)
+	}
+
+	rootStart := time.Now()
+	rootfs, debootstrapped, err := hostlab.EnsureRootfs(hostlab.CacheDir(), rootfsSpec(), t.Logf)
 	if err != nil {
+		waitPackages()
 		t.Fatal(err)
 	}
-	f.phase(fmt.Sprintf("root filesystem (debootstrap: %v)", built), start)
+	f.phase(fmt.Sprintf("root filesystem (debootstrap: %v)", debootstrapped), rootStart)
 
-	start = time.Now()
-	for _, v := range []string{v1, v2, v3} {
-		p, err := pkgtest.Build(filepath.Join(f.dir, "pkg-"+v), v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.pkgs[v] = p
-		if f.sums[v], err = FileSHA256(p.Deb); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.phase("three package versions", start)
-
-	start = time.Now()
+	labStart := time.Now()
 	l, err := Start(Options{Rootfs: rootfs, Logf: t.Logf})
 	if err != nil {
+		waitPackages()
 		t.Fatal(err)
 	}
 	f.l = l
@@ -198,9 +229,11 @@ func TestFleet(t *testing.T) {
 			t.Errorf("fleet close: %v", err)
 		}
 		stopSignals()
-		t.Logf("durations:\n%s\n%-40s %s", strings.Join(f.phases, "\n"), "TestFleet total", time.Since(total).Round(time.Second))
+		t.Logf("durations:\n%s\n%-40s %s\n%-40s %s", strings.Join(f.phases, "\n"), "TestFleet total", time.Since(total).Round(time.Second),
+			fmt.Sprintf("CPU of %d ansible-playbook runs", f.runs), f.cpu.Round(time.Second))
 	})
-	f.phase("lab and three booted hosts", start)
+	f.phase("lab and three booted hosts", labStart)
+	waitPackages()
 
 	f.inv = filepath.Join(f.dir, "inventory.json")
 	if err := l.Inventory(f.inv, labVars(l.Bird.Sock(), filepath.Join(f.dir, "report.json"))); err != nil {
@@ -257,7 +290,9 @@ func (f *fleet) playbook(t *testing.T, name, v string, extra map[string]any, arg
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	r := Playbook(ctx, f.inv, name, vars, log, args...)
-	t.Logf("%s %s: %s, recap %v", name, strings.Join(args, " "), r.Duration.Round(100*time.Millisecond), r.Recap)
+	f.runs++
+	f.cpu += r.CPU
+	t.Logf("%s %s: %s (CPU %s), recap %v", name, strings.Join(args, " "), r.Duration.Round(100*time.Millisecond), r.CPU.Round(100*time.Millisecond), r.Recap)
 	return r
 }
 
