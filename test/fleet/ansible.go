@@ -25,10 +25,23 @@ func AnsibleDir() (string, error) {
 	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", "..", "ansible"))
 }
 
+// labConnectionPlugins is the directory of the lab's connection plugin,
+// nsenter_pipelining (testdata/plugins/connection): community.docker.nsenter
+// with pipelining, which that plugin's way of running commands supports
+// but does not declare.
+func labConnectionPlugins() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("fleet: cannot locate the test's directory")
+	}
+	return filepath.Join(filepath.Dir(file), "testdata", "plugins", "connection"), nil
+}
+
 // Inventory writes an inventory for the lab to path: group "xlb" (the
-// containers, through community.docker.nsenter into their PID 1) and group
-// "upstream" (the router, through the same plugin into the holder process
-// in its namespace), with vars for group xlb.
+// containers, through nsenter_pipelining — community.docker.nsenter with
+// pipelining — into their PID 1) and group "upstream" (the router,
+// through the same plugin into the holder process in its namespace),
+// with vars for group xlb.
 func (l *Lab) Inventory(path string, vars map[string]any) error {
 	hosts := map[string]any{}
 	for _, h := range l.Hosts {
@@ -41,7 +54,7 @@ func (l *Lab) Inventory(path string, vars map[string]any) error {
 	inv := map[string]any{
 		"all": map[string]any{
 			"vars": map[string]any{
-				"ansible_connection":         "community.docker.nsenter",
+				"ansible_connection":         "nsenter_pipelining",
 				"ansible_python_interpreter": "/usr/bin/python3",
 				// The plugin always runs as root; there is no sudo inside.
 				"ansible_become": false,
@@ -72,7 +85,8 @@ type Result struct {
 	Output   string
 	Recap    map[string]Recap
 	Duration time.Duration
-	Err      error // non-nil when ansible-playbook exited non-zero
+	CPU      time.Duration // user and system time, children included
+	Err      error         // non-nil when ansible-playbook exited non-zero
 }
 
 var recapRE = regexp.MustCompile(`(?m)^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)`)
@@ -93,8 +107,20 @@ func parseRecap(out string) map[string]Recap {
 // directory with the given inventory, extra vars (written to a file next
 // to the inventory) and further arguments. The output is also written to
 // logPath.
+//
+// The lab's settings, on top of ansible.cfg (pipelining): the connection
+// plugin nsenter_pipelining (labConnectionPlugins), and facts gathered
+// once per host and kept (gathering "smart", the jsonfile cache in
+// "facts" next to the inventory): later runs on the same hosts do not
+// gather them again. Result.CPU is the run's CPU time with its children
+// (the modules on the hosts, entered by nsenter, included): a measure
+// that does not depend on what else the machine runs.
 func Playbook(ctx context.Context, inventory, name string, extra map[string]any, logPath string, args ...string) Result {
 	dir, err := AnsibleDir()
+	if err != nil {
+		return Result{Err: err}
+	}
+	plugins, err := labConnectionPlugins()
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -118,6 +144,10 @@ func Playbook(ctx context.Context, inventory, name string, extra map[string]any,
 		"ANSIBLE_NOCOLOR=1",
 		"ANSIBLE_FORCE_COLOR=0",
 		"ANSIBLE_HOST_KEY_CHECKING=0",
+		"ANSIBLE_CONNECTION_PLUGINS="+plugins,
+		"ANSIBLE_GATHERING=smart",
+		"ANSIBLE_CACHE_PLUGIN=jsonfile",
+		"ANSIBLE_CACHE_PLUGIN_CONNECTION="+filepath.Join(filepath.Dir(inventory), "facts"),
 		"PYTHONUNBUFFERED=1",
 	)
 	var out bytes.Buffer
@@ -125,6 +155,9 @@ func Playbook(ctx context.Context, inventory, name string, extra map[string]any,
 	start := time.Now()
 	err = cmd.Run()
 	r := Result{Args: append([]string{"ansible-playbook"}, argv...), Output: out.String(), Duration: time.Since(start)}
+	if cmd.ProcessState != nil {
+		r.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	if err != nil {
 		r.Err = fmt.Errorf("%s: %w", strings.Join(r.Args, " "), err)
 	}

@@ -31,9 +31,16 @@
 // XDP_TX is delivered.
 //
 // Ansible reaches the containers with the community.docker.nsenter
-// connection plugin (ansible_nsenter_pid = the container's PID 1) and the
-// router with the same plugin through a holder process that sleeps in the
-// router's namespace. The drain hook is the role's default, bgp: XLB's
+// connection plugin (ansible_nsenter_pid = the container's PID 1), as
+// nsenter_pipelining (testdata/plugins/connection: the same plugin with
+// pipelining, which ansible.cfg turns on), and the router with the same
+// plugin through a holder process that sleeps in the router's namespace.
+// Facts are gathered once per host (the role needs the min and network
+// subsets) and kept in a jsonfile cache in the test's directory; each
+// run's CPU time is logged, a measure that does not depend on the load.
+// site.yml ends only when every host announces the VIP (the role waits
+// for status bgp.announced); the router installs the route a moment
+// later, so the first connection after it retries within a bound. The drain hook is the role's default, bgp: XLB's
 // drain API, then `birdc -s SOCK show route for {prefix} all` on the
 // router until no path goes via the host.
 //

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +85,11 @@ type fleet struct {
 	mon    *Monitor
 	work   *Workload
 	phases []string // durations, for the final log
+	// runs and cpu: the playbook runs and their CPU time in all
+	// (Result.CPU), under mu (runs may go at once).
+	mu   sync.Mutex
+	runs int
+	cpu  time.Duration
 }
 
 func (f *fleet) phase(name string, start time.Time) {
@@ -160,29 +166,57 @@ func TestFleet(t *testing.T) {
 	if names, err := hostlab.CleanupStale(); err != nil || len(names) > 0 {
 		t.Logf("hostlab leftovers removed: %v %v", names, err)
 	}
+	// The three package versions build at once (each in its own
+	// directory; Go's build cache is shared), beside the root filesystem
+	// and the lab.
 	start := time.Now()
-	rootfs, built, err := hostlab.EnsureRootfs(hostlab.CacheDir(), rootfsSpec(), t.Logf)
+	type built struct {
+		v   string
+		p   pkgtest.Packages
+		sum string
+		err error
+		at  time.Duration
+	}
+	pkgs := make(chan built, 3)
+	for _, v := range []string{v1, v2, v3} {
+		go func(v string) {
+			b := built{v: v}
+			if b.p, b.err = pkgtest.Build(filepath.Join(f.dir, "pkg-"+v), v); b.err == nil {
+				b.sum, b.err = FileSHA256(b.p.Deb)
+			}
+			b.at = time.Since(start)
+			pkgs <- b
+		}(v)
+	}
+	waitPackages := func() {
+		var errs []string
+		for range 3 {
+			b := <-pkgs
+			if b.err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", b.v, b.err))
+				continue
+			}
+			f.pkgs[b.v], f.sums[b.v] = b.p, b.sum
+			t.Logf("package %s built after %s", b.v, b.at.Round(100*time.Millisecond))
+		}
+		if len(errs) > 0 {
+			t.Fatalf("packages: %s", strings.Join(errs, "\n"))
+		}
+		f.phase("three package versions (at once)", start)
+	}
+
+	rootStart := time.Now()
+	rootfs, debootstrapped, err := hostlab.EnsureRootfs(hostlab.CacheDir(), rootfsSpec(), t.Logf)
 	if err != nil {
+		waitPackages()
 		t.Fatal(err)
 	}
-	f.phase(fmt.Sprintf("root filesystem (debootstrap: %v)", built), start)
+	f.phase(fmt.Sprintf("root filesystem (debootstrap: %v)", debootstrapped), rootStart)
 
-	start = time.Now()
-	for _, v := range []string{v1, v2, v3} {
-		p, err := pkgtest.Build(filepath.Join(f.dir, "pkg-"+v), v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.pkgs[v] = p
-		if f.sums[v], err = FileSHA256(p.Deb); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.phase("three package versions", start)
-
-	start = time.Now()
+	labStart := time.Now()
 	l, err := Start(Options{Rootfs: rootfs, Logf: t.Logf})
 	if err != nil {
+		waitPackages()
 		t.Fatal(err)
 	}
 	f.l = l
@@ -198,9 +232,11 @@ func TestFleet(t *testing.T) {
 			t.Errorf("fleet close: %v", err)
 		}
 		stopSignals()
-		t.Logf("durations:\n%s\n%-40s %s", strings.Join(f.phases, "\n"), "TestFleet total", time.Since(total).Round(time.Second))
+		t.Logf("durations:\n%s\n%-40s %s\n%-40s %s", strings.Join(f.phases, "\n"), "TestFleet total", time.Since(total).Round(time.Second),
+			fmt.Sprintf("CPU of %d ansible-playbook runs", f.runs), f.cpu.Round(time.Second))
 	})
-	f.phase("lab and three booted hosts", start)
+	f.phase("lab and three booted hosts", labStart)
+	waitPackages()
 
 	f.inv = filepath.Join(f.dir, "inventory.json")
 	if err := l.Inventory(f.inv, labVars(l.Bird.Sock(), filepath.Join(f.dir, "report.json"))); err != nil {
@@ -253,11 +289,18 @@ func (f *fleet) playbook(t *testing.T, name, v string, extra map[string]any, arg
 	for k, val := range extra {
 		vars[k] = val
 	}
-	log := filepath.Join(f.dir, fmt.Sprintf("%s-%d.log", strings.TrimSuffix(name, ".yml"), time.Now().UnixNano()))
+	f.mu.Lock()
+	f.runs++
+	seq := f.runs
+	f.mu.Unlock()
+	log := filepath.Join(f.dir, fmt.Sprintf("%s-%02d-%d.log", strings.TrimSuffix(name, ".yml"), seq, time.Now().UnixNano()))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	r := Playbook(ctx, f.inv, name, vars, log, args...)
-	t.Logf("%s %s: %s, recap %v", name, strings.Join(args, " "), r.Duration.Round(100*time.Millisecond), r.Recap)
+	f.mu.Lock()
+	f.cpu += r.CPU
+	f.mu.Unlock()
+	t.Logf("%s %s: %s (CPU %s), recap %v", name, strings.Join(args, " "), r.Duration.Round(100*time.Millisecond), r.CPU.Round(100*time.Millisecond), r.Recap)
 	return r
 }
 
@@ -321,14 +364,25 @@ func (f *fleet) site(t *testing.T) {
 			t.Errorf("%s: package not held at its version: %v %q", h.Inventory, err, out)
 		}
 	}
-	// The service answers through the router.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := f.l.dialService(ctx)
+	// site.yml ends once every host announces the VIP (the role's wait,
+	// xlb_bgp_announce_timeout): read at once, with no wait of our own.
+	for _, h := range f.l.Hosts {
+		d, err := h.Status()
+		switch {
+		case err != nil:
+			t.Errorf("%s: status after site.yml: %v", h.Inventory, err)
+		case d.BGP == nil || !slices.Equal(d.BGP.Announced, []string{vipPrefix.String()}):
+			t.Errorf("%s: site.yml ended before the host announced %s: status bgp %+v", h.Inventory, vipPrefix, d.BGP)
+		}
+	}
+	// The service answers through the router, which installs the route a
+	// moment after the announcements: poll, within routeWait.
+	c, failed, err := f.l.dialServiceWithin(routeWait, 5*time.Second)
 	if err != nil {
-		t.Fatalf("connection to %s:%d from the client: %v", VIP, ServicePort, err)
+		t.Fatalf("connection from the client after site.yml: %v", err)
 	}
 	defer c.c.Close()
+	t.Logf("first connection through the router after site.yml: via %s, after %d failed attempts", c.Host, failed)
 	if err := c.exchange("hello\n", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -383,16 +437,27 @@ func (f *fleet) siteAgain(t *testing.T) {
 	}
 	f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Changed == 0 }, "changed=0 in check mode")
 	f.phase("site.yml --check again (changed=0)", start)
-	// Each tag alone works and changes nothing either.
+	// Each tag alone works and changes nothing either. The three runs
+	// change nothing, so they run at once (each its own ansible-playbook).
 	start = time.Now()
-	for _, tag := range []string{"xlb_install", "xlb_configure", "xlb_run"} {
-		r = f.playbook(t, "site.yml", v1, nil, "--tags", tag)
+	tags := []string{"xlb_install", "xlb_configure", "xlb_run"}
+	results := make([]Result, len(tags))
+	var wg sync.WaitGroup
+	for i, tag := range tags {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = f.playbook(t, "site.yml", v1, nil, "--tags", tag)
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
 		if r.Err != nil {
 			t.Fatalf("%v\n%s", r.Err, Tail(r.Output, 150))
 		}
-		f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Changed == 0 }, "changed=0 with --tags "+tag)
+		f.requireRecap(t, r, f.hostNames(), func(rc Recap) bool { return rc.Failed == 0 && rc.Changed == 0 }, "changed=0 with --tags "+tags[i])
 	}
-	f.phase("site.yml --tags each tag (changed=0)", start)
+	f.phase("site.yml --tags each tag, at once (changed=0)", start)
 }
 
 // startTraffic starts the monitor and the client once.

@@ -47,6 +47,29 @@ func (l *Lab) dialService(ctx context.Context) (*conn, error) {
 	return &conn{c: c, r: r, Host: host, Opened: time.Now()}, nil
 }
 
+// dialServiceWithin is dialService retried until a connection reads its
+// banner or bound passes, each attempt bounded by attempt. It is for the
+// first connection after a playbook: a host that announces the VIP has
+// told the router, which installs the route a moment later, so a single
+// try can still meet "network is unreachable". It returns the connection,
+// the failed attempts and the last error (when it gives up).
+func (l *Lab) dialServiceWithin(bound, attempt time.Duration) (*conn, int, error) {
+	failed := 0
+	for deadline := time.Now().Add(bound); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), attempt)
+		c, err := l.dialService(ctx)
+		cancel()
+		if err == nil {
+			return c, failed, nil
+		}
+		failed++
+		if time.Now().After(deadline) {
+			return nil, failed, fmt.Errorf("no connection to %s:%d within %v (%d attempts), last: %w", VIP, ServicePort, bound, failed, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // bannerHost returns the peer address of a banner line.
 func bannerHost(line string) (netip.Addr, error) {
 	_, peer, ok := strings.Cut(strings.TrimSpace(line), " peer=")

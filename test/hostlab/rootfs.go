@@ -38,7 +38,7 @@ type RootfsSpec struct {
 // DefaultSpec is a minimal Debian bookworm that boots systemd, with the
 // tools the package tests use inside it: iproute2 (ip), rpm (to run the
 // RPM package's scriptlets under a real systemd as well), and python3 with
-// python3-apt for Ansible's apt and package_facts modules (test/fleet), so
+// python3-apt for Ansible's apt module (test/fleet), so
 // both test suites share one cached root.
 func DefaultSpec() RootfsSpec {
 	return RootfsSpec{
