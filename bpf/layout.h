@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 5,
+	XLB_LAYOUT_VERSION = 6,
 };
 
 /*

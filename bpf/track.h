@@ -119,11 +119,13 @@ static __always_inline void track_ack(struct pkt *p, struct flow_value *v)
 /*
  * Where the segment in p ends: its sequence plus its length, the SYN and
  * the FIN counting one each (RFC 9293 §3.4). parse() has checked that the
- * IPv4 header has no options and that the datagram holds the TCP header.
+ * datagram holds the IPv4 header (with its options: the TCP header is at
+ * l4_off) and the TCP header. Not for a first fragment, whose datagram is
+ * longer than its tot_len says.
  */
 static __always_inline __u32 seg_end(struct pkt *p)
 {
-	__u32 len = p->tot_len - sizeof(struct iphdr) - p->tcp->doff * 4;
+	__u32 len = p->tot_len - (p->l4_off - sizeof(struct ethhdr)) - p->tcp->doff * 4;
 
 	if (p->flags & TCP_FL_SYN)
 		len++;
@@ -144,10 +146,13 @@ static __always_inline __u32 seg_end(struct pkt *p)
  */
 static __always_inline void track_send(struct pkt *p, struct flow_value *v, __u32 dir)
 {
-	__u32 end = seg_end(p), cur = v->syn_us;
+	__u32 end, cur = v->syn_us;
 
 	if (dir == XLB_DIR_CLIENT && !(v->flags & XLB_F_ESTABLISHED))
 		return;
+	if (p->shape & PKT_FRAGMENT)
+		return; /* the datagram's end is not in its first fragment: left as it was (a RST there is inexact, a FIN's port held) */
+	end = seg_end(p);
 	if (cur && (__s32)(end - cur) <= 0)
 		return;
 	v->syn_us = end;

@@ -22,6 +22,8 @@ func layout3Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 			return false // new in layout 4
 		case xlbMapXlbCounters:
 			ms.MaxEntries = layout4Counters // layout 4's counters
+		case xlbMapXlbCfg:
+			ms.ValueSize = uint32(config5Size)
 		case xlbMapXlbFlows:
 			ms.ValueSize, ms.MaxEntries = uint32(flowValue3Size), EntriesPerPair*maxConnections
 		case xlbMapXlbSnatPorts:

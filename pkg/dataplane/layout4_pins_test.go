@@ -24,6 +24,8 @@ func layout4Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 		switch name {
 		case xlbMapXlbCounters:
 			ms.MaxEntries = layout4Counters
+		case xlbMapXlbCfg:
+			ms.ValueSize = uint32(config5Size)
 		case xlbMapXlbFlows:
 			ms.MaxEntries = EntriesPerPair * maxConnections
 		case xlbMapXlbSnatPorts:
@@ -37,11 +39,13 @@ func layout4Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 
 // DowngradeToLayout4 rewrites the pins under dir, which a data path of
 // this build pinned and released, into what the issue-14 build (layout 4)
-// pins for the same state: the counter array without XLB_C_NOT_OURS (a
+// pins for the same state: layout 5's (DowngradeToLayout5, syn_us of
+// established pairs 0), then the counter array without XLB_C_NOT_OURS (a
 // new map pinned in its place) and a metadata record of layout 4. For
 // the external tests.
 func DowngradeToLayout4(t testing.TB, dir string) {
 	t.Helper()
+	DowngradeToLayout5(t, dir, 0)
 	path := mapPath(dir, xlbMapXlbCounters)
 	cur, err := ebpf.LoadPinnedMap(path, nil)
 	if err != nil {

@@ -86,6 +86,7 @@ var layoutSteps = map[uint32]layoutStep{
 	2: layout2Step, // migrate_layout2.go
 	3: layout3Step, // migrate_layout3.go
 	4: layout4Step, // migrate_layout4.go
+	5: layout5Step, // migrate_layout5.go
 }
 
 // layout is what a migration copies into: the version, the steps that

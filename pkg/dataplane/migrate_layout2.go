@@ -84,7 +84,7 @@ func configFrom2(_, old []byte) ([]byte, error) {
 	if c.SnatIpBe != 0 {
 		n.Nsnat, n.SnatIpsBe[0] = 1, c.SnatIpBe
 	}
-	return toBytes(&n), nil
+	return toBytes(&n)[:config5Size], nil // layout 3's config: layout 6's without its tail
 }
 
 // prepareFlowsFrom2 makes one pass's flow converter: it reads each

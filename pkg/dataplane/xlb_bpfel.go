@@ -358,7 +358,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 5
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 6
 )
 
 type xlbXlbPinMeta struct {
