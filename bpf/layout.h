@@ -90,6 +90,7 @@ enum xlb_limits {
 	XLB_CLOSE_QUEUE_SLOTS = 8192, /* per-CPU close queue slots (the ring buffer fallback) */
 	XLB_CLOSE_RING_BYTES = 1 << 22, /* pair event ring buffer bytes (a power of two of pages): 131,072 events */
 	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
+	XLB_NEXTHOP_BATCH = 1024,    /* next-hop requests per run of xlb_nexthop_ctl */
 	XLB_PAIR_EVENTS = 4,         /* counters per backend id in xlb_pair_events (enum xlb_pair_event) */
 	XLB_REAPED_REASONS = 8,      /* counters per backend id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
 	/* cells of the per-backend counter maps (counters.h backend_cell) */
@@ -236,6 +237,22 @@ _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implic
  * smac and dmac when the kernel's neighbour or the interface's address
  * changes, and frees slots no entry named for a whole maintenance walk.
  * A packet whose slot was freed meanwhile looks its next hop up again.
+ *
+ * A stale slot (ifindex with XLB_NEXTHOP_STALE set) is a next hop the
+ * network no longer has as it was: a route that named it changed or went,
+ * or its neighbour turned FAILED or was deleted (pkg/hostnet). The daemon
+ * marks it with compare-and-swap through xlb_nexthop_ctl. It matches no
+ * claim and no remembered FIB answer, and is not free, so no new pair
+ * takes it; a packet of an entry naming it looks its next hop up again
+ * (XLB_C_NEXTHOP_REFRESH) and names the slot that lookup gives. The
+ * maintenance walk frees it once no entry names it. L2-sender slots are
+ * never marked: the FIB has no answer for them.
+ *
+ * Stamping used races the daemon freeing the slot (xlb_nexthop_ctl
+ * XLB_NH_FREE marks the slot stale, then reads used): a CPU that names a
+ * slot stamps used with an atomic exchange and then reads ifindex again;
+ * when the slot went stale meanwhile, it does not take it. Either the
+ * daemon sees the stamp and keeps the slot, or the CPU sees the mark.
  */
 struct nexthop {
 	__u32 ifindex;     /* egress interface; 0: free */
@@ -246,6 +263,9 @@ struct nexthop {
 };
 
 _Static_assert(sizeof(struct nexthop) == 24, "struct nexthop has no implicit padding");
+
+/* nexthop.ifindex of a stale slot: the interface's index with this bit set (indexes are positive ints). */
+#define XLB_NEXTHOP_STALE 0x80000000u
 
 /*
  * The Ethernet address of an attached interface (xlb_if_macs, keyed by
@@ -510,6 +530,42 @@ struct reap_batch {
 };
 
 /*
+ * xlb_nexthop_ctl: the daemon's only way to free a next-hop slot or mark
+ * it stale (struct nexthop), each request re-checked in the kernel with
+ * compare-and-swap on the slot's ifindex, so that a SYN naming the slot
+ * meanwhile keeps it (nexthop.h). Never pinned.
+ */
+enum __attribute__((packed)) xlb_nexthop_op {
+	XLB_NH_FREE = 1,       /* free the slot if it still holds (ifindex, ip_be) and used is before used_before */
+	XLB_NH_STALE = 2,      /* mark the slot stale if it still holds the live next hop (ifindex, ip_be) */
+};
+
+enum __attribute__((packed)) xlb_nexthop_result {
+	XLB_NH_DONE = 1,       /* freed, or marked stale */
+	XLB_NH_KEPT = 2,       /* FREE: a pair creation stamped the slot since used_before */
+	XLB_NH_CHANGED = 3,    /* the slot holds another next hop (or is free, or stale already for STALE) */
+};
+
+struct nexthop_req {
+	__u32 id;          /* slot */
+	__u32 ifindex;     /* as the daemon read it: XLB_NEXTHOP_STALE set for a stale slot */
+	__be32 ip_be;
+	__u32 used_before; /* FREE: jiffies, low 32 bits */
+	enum xlb_nexthop_op op;
+	enum xlb_nexthop_result result; /* written by xlb_nexthop_ctl */
+	__u16 pad;
+};
+
+_Static_assert(sizeof(struct nexthop_req) == 20, "struct nexthop_req has no implicit padding");
+
+/* xlb_nexthop_ctl's single request slot. */
+struct nexthop_batch {
+	__u32 count;
+	__u32 pad;
+	struct nexthop_req reqs[XLB_NEXTHOP_BATCH];
+};
+
+/*
  * A FIB answer the data path remembers for new pairs (nexthop.h
  * memo_next_hop): bpf_fib_lookup from src_be to dst_be named next-hop
  * slot nexthop, then holding (ifindex, ip_be), at jiffies at. Per CPU,
@@ -573,7 +629,7 @@ enum xlb_counter {
 	XLB_C_HOLD_DROPS,       /* packets dropped on a XLB_F_HOLD entry (the backend's TIME_WAIT of a replaced pair) */
 	XLB_C_ICMP_TO_CLIENT,   /* ICMP errors about a pair translated toward the client */
 	XLB_C_ICMP_TO_BACKEND,  /* ICMP errors about a pair translated toward the backend */
-	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed: looked up again */
+	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed or gone stale: looked up again */
 	XLB_C_NOT_OURS,         /* frames XLB would balance that were addressed to another MAC (or a group address): passed untouched */
 	XLB_C_MAX,
 };

@@ -2,8 +2,10 @@
 /*
  * nexthop.h — next hops (layout.h struct nexthop, the xlb_nexthops map):
  * where a pair's packets leave, resolved with bpf_fib_lookup at pair
- * creation and kept current by the daemon from netlink neighbour and link
- * events, so that an established flow follows a changed MAC.
+ * creation and kept current by the daemon from netlink neighbour, link and
+ * route events, so that an established flow follows a changed MAC, and a
+ * changed route or a failed neighbour (the slot goes stale: the pair's
+ * next packet looks its next hop up again).
  *
  * A slot is found from nexthop_hash by probing XLB_NEXTHOP_PROBES
  * consecutive slots. pkg/dataplane/nexthops.go computes the same hash
@@ -61,11 +63,29 @@ struct nexthop_claim {
 };
 
 /*
+ * Stamp slot nh used at now, then report whether it still holds interface
+ * ifindex (neither freed nor stale since the caller matched it). The stamp
+ * is an atomic exchange, ordered before the second read: the daemon frees
+ * a slot by marking it stale and then reading used (xlb_nexthop_ctl), so
+ * either it sees this stamp and keeps the slot, or this read sees its
+ * mark (layout.h struct nexthop). A slot stamped now already is not
+ * written: a slot many CPUs name stays in every CPU's cache.
+ */
+static __always_inline int nexthop_stamp(struct nexthop *nh, __u32 ifindex, __u32 now)
+{
+	if (nh->used != now)
+		__sync_lock_test_and_set(&nh->used, now);
+	return *(volatile __u32 *)&nh->ifindex == ifindex;
+}
+
+/*
  * Name slot id (nh) for c: stamp it, and write c's MACs into it when
  * write_macs. Only what differs is written: a slot many CPUs name stays
  * in every CPU's cache instead of moving to the writer's at each SYN.
+ * Returns 0, or -1 when the slot was freed or went stale meanwhile (then
+ * c names nothing).
  */
-static __always_inline void nexthop_take(struct nexthop *nh, struct nexthop_claim *c, __u32 id, int write_macs)
+static __always_inline int nexthop_take(struct nexthop *nh, struct nexthop_claim *c, __u32 id, int write_macs)
 {
 	if (write_macs) {
 		if (!mac_equal(nh->smac, c->smac))
@@ -73,17 +93,20 @@ static __always_inline void nexthop_take(struct nexthop *nh, struct nexthop_clai
 		if (!mac_equal(nh->dmac, c->dmac))
 			copy_mac(nh->dmac, c->dmac);
 	}
-	if (nh->used != c->now)
-		nh->used = c->now;
+	if (!nexthop_stamp(nh, c->ifindex, c->now))
+		return -1;
 	c->id = id;
 	c->found = 1;
+	return 0;
 }
 
 /*
  * One probe: the slot is this next hop's (refresh its MACs and stamp it),
  * or free (claim it with compare-and-swap on ifindex). A slot that another
  * CPU is filling in may be passed over; the next hop then takes a second
- * slot, which is harmless.
+ * slot, which is harmless. So is a slot the daemon freed or marked stale
+ * while this CPU took it: the probe goes on to the next slot. A stale
+ * slot (layout.h XLB_NEXTHOP_STALE) is neither this next hop's nor free.
  */
 static long nexthop_probe(__u64 i, void *arg)
 {
@@ -96,16 +119,14 @@ static long nexthop_probe(__u64 i, void *arg)
 		return 1;
 	if (nh->ifindex == c->ifindex && nh->ip_be == c->ip && (c->ip || mac_equal(nh->dmac, c->dmac))) {
 		/* this next hop's: a resolved neighbour's MACs are the FIB's current answer */
-		nexthop_take(nh, c, id, c->ip != 0);
-		return 1;
+		return nexthop_take(nh, c, id, c->ip != 0) ? 0 : 1;
 	}
 	if (nh->ifindex)
 		return 0;
 	if (__sync_val_compare_and_swap(&nh->ifindex, 0, c->ifindex) != 0)
 		return 0;
 	nh->ip_be = c->ip;
-	nexthop_take(nh, c, id, 1);
-	return 1;
+	return nexthop_take(nh, c, id, 1) ? 0 : 1;
 }
 
 /*
@@ -190,10 +211,12 @@ __noinline int resolve_next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, __u3
  * scratch): a new pair's next hop toward a backend, or back toward a
  * client, that a SYN on this CPU resolved less than XLB_FIB_MEMO_TICKS
  * ago is that SYN's slot again, without bpf_fib_lookup or a probe, while
- * the slot still holds the same next hop (the daemon frees idle slots)
- * and its interface is still the ingress one or in the redirect map. So a
- * route or neighbour change (a new gateway, a neighbour gone FAILED)
- * reaches new pairs within XLB_FIB_MEMO_TICKS, and a MAC change at once:
+ * the slot still holds the same next hop (the daemon frees idle slots
+ * and marks stale those of a changed route or a FAILED neighbour) and its
+ * interface is still the ingress one or in the redirect map. So a route or
+ * neighbour change the daemon sees reaches new pairs at once (a stale slot
+ * matches no memo), any other within XLB_FIB_MEMO_TICKS, and a MAC change
+ * at once:
  * the daemon writes MACs into the slot itself (pkg/hostnet
  * WatchNextHops). A failed lookup is never remembered. Backends take memo
  * memo_backend(id), clients memo_client(address).
@@ -238,9 +261,8 @@ __noinline int memo_next_hop(struct xdp_md *ctx, __be32 src, __be32 dst, __u32 m
 		oif = m->ifindex;
 		nh = bpf_map_lookup_elem(&xlb_nexthops, &slot);
 		if (nh && oif && nh->ifindex == oif && nh->ip_be == m->ip_be &&
-		    (oif == ctx->ingress_ifindex || bpf_map_lookup_elem(&xlb_tx_ports, &oif))) {
-			if (nh->used != now)
-				nh->used = now;
+		    (oif == ctx->ingress_ifindex || bpf_map_lookup_elem(&xlb_tx_ports, &oif)) &&
+		    nexthop_stamp(nh, oif, now)) {
 			*id = slot;
 			return 0;
 		}
@@ -276,6 +298,88 @@ static __always_inline int sender_next_hop(struct xdp_md *ctx, struct ethhdr *et
 		return -1;
 	*id = c.id;
 	return 0;
+}
+
+/*
+ * xlb_nexthop_ctl answers the daemon's requests in xlb_nexthop_batch
+ * (layout.h struct nexthop_req; pkg/dataplane FreeNextHops,
+ * MarkNextHopsStale), each re-checked here against the live slot.
+ *
+ * FREE marks the slot stale with compare-and-swap (no CPU takes it from
+ * then on), then reads used: a pair creation that named the slot since
+ * used_before stamped it before its own second read of ifindex
+ * (nexthop_stamp), so it is seen here and the slot goes back to live.
+ * Otherwise every field is cleared, ifindex last (a claim waits for
+ * ifindex 0).
+ */
+static __always_inline __u8 nexthop_free(struct nexthop *nh, struct nexthop_req *q)
+{
+	__u32 live = q->ifindex & ~XLB_NEXTHOP_STALE, stale = live | XLB_NEXTHOP_STALE;
+
+	if (!live || nh->ip_be != q->ip_be)
+		return XLB_NH_CHANGED;
+	if (q->ifindex == live && __sync_val_compare_and_swap(&nh->ifindex, live, stale) != live)
+		return XLB_NH_CHANGED;
+	if (nh->ifindex != stale || nh->ip_be != q->ip_be)
+		return XLB_NH_CHANGED;
+	if ((__s32)(*(volatile __u32 *)&nh->used - q->used_before) >= 0) {
+		if (q->ifindex == live)
+			__sync_val_compare_and_swap(&nh->ifindex, stale, live);
+		return XLB_NH_KEPT;
+	}
+	nh->ip_be = 0;
+	__builtin_memset(nh->smac, 0, sizeof(nh->smac));
+	__builtin_memset(nh->dmac, 0, sizeof(nh->dmac));
+	nh->used = 0;
+	__sync_val_compare_and_swap(&nh->ifindex, stale, 0);
+	return XLB_NH_DONE;
+}
+
+static long nexthop_ctl_step(__u64 i, void *arg)
+{
+	struct nexthop_batch *b = *(struct nexthop_batch **)arg;
+	struct nexthop_req *q;
+	struct nexthop *nh;
+	__u32 id, live;
+
+	if (i >= XLB_NEXTHOP_BATCH)
+		return 1;
+	q = &b->reqs[i];
+	id = q->id;
+	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+	if (!nh) {
+		q->result = XLB_NH_CHANGED;
+		return 0;
+	}
+	if (q->op == XLB_NH_FREE) {
+		q->result = nexthop_free(nh, q);
+		return 0;
+	}
+	live = q->ifindex;
+	if (q->op != XLB_NH_STALE || !live || (live & XLB_NEXTHOP_STALE) || !q->ip_be || nh->ip_be != q->ip_be ||
+	    __sync_val_compare_and_swap(&nh->ifindex, live, live | XLB_NEXTHOP_STALE) != live) {
+		q->result = XLB_NH_CHANGED;
+		return 0;
+	}
+	q->result = XLB_NH_DONE;
+	return 0;
+}
+
+/* Answers every request of the batch; XDP_PASS once all are answered. */
+SEC("xdp")
+int xlb_nexthop_ctl(struct xdp_md *ctx)
+{
+	struct nexthop_batch *b;
+	__u32 zero = 0, n;
+
+	b = bpf_map_lookup_elem(&xlb_nexthop_batch, &zero);
+	if (!b)
+		return XDP_DROP;
+	n = b->count;
+	if (n > XLB_NEXTHOP_BATCH)
+		n = XLB_NEXTHOP_BATCH;
+	bpf_loop(n, nexthop_ctl_step, &b, 0);
+	return XDP_PASS;
 }
 
 #endif

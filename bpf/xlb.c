@@ -83,9 +83,11 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 
 /*
  * Rewrite the frame with entry v's recipe and send it toward v's next hop.
- * Returns the XDP action. A next hop whose slot the daemon freed meanwhile
- * is looked up again (XLB_C_NEXTHOP_REFRESH); none found drops the packet
- * as a FIB miss (the sender retransmits).
+ * Returns the XDP action. A next hop whose slot the daemon freed or marked
+ * stale meanwhile (a changed route, a failed neighbour: layout.h struct
+ * nexthop) is looked up again and the entry names the new slot
+ * (XLB_C_NEXTHOP_REFRESH); none found drops the packet as a FIB miss (the
+ * sender retransmits, and its next packet looks again).
  */
 static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 dir)
 {
@@ -93,11 +95,12 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	struct tcphdr *tcp = p->tcp;
 	struct backend_stats *bs;
 	struct nexthop *nh;
-	__u32 ipacc, id = v->nexthop;
+	__u32 ipacc, oif, id = v->nexthop;
 	__u16 oldw, neww;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
-	if (!nh || !nh->ifindex) {
+	oif = nh ? *(volatile __u32 *)&nh->ifindex : 0;
+	if (!nh || !oif || (oif & XLB_NEXTHOP_STALE)) {
 		if (resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &id)) {
 			count(XLB_C_FIB_MISS);
 			return XDP_DROP;
@@ -107,6 +110,9 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 		nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
 		if (!nh)
 			return XDP_DROP;
+		oif = *(volatile __u32 *)&nh->ifindex;
+		if (!oif || (oif & XLB_NEXTHOP_STALE))
+			return XDP_DROP; /* gone again at once: the next packet looks again */
 	}
 
 	copy_mac(p->eth->h_dest, nh->dmac);
@@ -138,9 +144,9 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 		bs->bytes += p->tot_len;
 	}
 
-	if (nh->ifindex == ctx->ingress_ifindex)
+	if (oif == ctx->ingress_ifindex)
 		return XDP_TX;
-	return bpf_redirect_map(&xlb_tx_ports, nh->ifindex, XDP_DROP);
+	return bpf_redirect_map(&xlb_tx_ports, oif, XDP_DROP);
 }
 
 /*

@@ -73,10 +73,11 @@ func (p *loadPlan) close() {
 }
 
 // unpinnedMaps are the maps of the object that are never pinned: the
-// scratch space and the reaper's slot (rewritten before every use), the
+// scratch space, the reaper's and xlb_nexthop_ctl's slots (rewritten
+// before every use), the
 // interfaces' MACs (written at every attach: ifmacs.go) and the metadata
 // record (pinned as meta, not under maps/).
-var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbMeta}
+var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbNexthopBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbMeta}
 
 // stateMaps lists the maps of spec that are pinned: all but unpinnedMaps
 // and the constants.

@@ -108,6 +108,7 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbScratch: m.XlbScratch, xlbMapXlbShared: m.XlbShared, xlbMapXlbSnatCursors: m.XlbSnatCursors,
 		xlbMapXlbTxPorts: m.XlbTxPorts, xlbMapXlbNexthops: m.XlbNexthops, xlbMapXlbSnatPorts: m.XlbSnatPorts,
 		xlbMapXlbHandshake: m.XlbHandshake, xlbMapXlbIfMacs: m.XlbIfMacs, xlbMapXlbIfMacSlots: m.XlbIfMacSlots,
+		xlbMapXlbNexthopBatch: m.XlbNexthopBatch,
 	}
 }
 
