@@ -86,8 +86,10 @@ char __license[] SEC("license") = "Dual BSD/GPL";
  * Returns the XDP action. A next hop whose slot the daemon freed or marked
  * stale meanwhile (a changed route, a failed neighbour: layout.h struct
  * nexthop) is looked up again and the entry names the new slot
- * (XLB_C_NEXTHOP_REFRESH); none found drops the packet as a FIB miss (the
- * sender retransmits, and its next packet looks again).
+ * (XLB_C_NEXTHOP_REFRESH). When the FIB has no answer, a stale slot's next
+ * hop is still the best guess and the packet leaves through it (the next
+ * packet looks again); a freed slot has none, and the packet is dropped as
+ * a FIB miss (the sender retransmits).
  */
 static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 dir)
 {
@@ -95,24 +97,28 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	struct tcphdr *tcp = p->tcp;
 	struct backend_stats *bs;
 	struct nexthop *nh;
-	__u32 ipacc, oif, id = v->nexthop;
+	struct nexthop *fresh = 0;
+	__u32 ipacc, oif, id = v->nexthop, nid = 0, noif = 0;
 	__u16 oldw, neww;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
 	oif = nh ? *(volatile __u32 *)&nh->ifindex : 0;
 	if (!nh || !oif || (oif & XLB_NEXTHOP_STALE)) {
-		if (resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &id)) {
+		if (!resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &nid)) {
+			fresh = bpf_map_lookup_elem(&xlb_nexthops, &nid);
+			noif = fresh ? *(volatile __u32 *)&fresh->ifindex : 0;
+		}
+		if (fresh && noif && !(noif & XLB_NEXTHOP_STALE)) {
+			count(XLB_C_NEXTHOP_REFRESH);
+			v->nexthop = nid;
+			nh = fresh;
+			oif = noif;
+		} else if (nh && oif) {
+			oif &= ~XLB_NEXTHOP_STALE; /* no answer now: the stale next hop is the best guess */
+		} else {
 			count(XLB_C_FIB_MISS);
 			return XDP_DROP;
 		}
-		count(XLB_C_NEXTHOP_REFRESH);
-		v->nexthop = id;
-		nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
-		if (!nh)
-			return XDP_DROP;
-		oif = *(volatile __u32 *)&nh->ifindex;
-		if (!oif || (oif & XLB_NEXTHOP_STALE))
-			return XDP_DROP; /* gone again at once: the next packet looks again */
 	}
 
 	copy_mac(p->eth->h_dest, nh->dmac);

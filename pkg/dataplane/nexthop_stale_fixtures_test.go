@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
@@ -99,6 +100,31 @@ func TestNextHopStaleNeighbour(t *testing.T) {
 	wantNextHop(t, e, p.Fwd.Nexthop, e.BackendIface(), backend, dt.MAC(backend))
 	reply := k.backend(dt.ACK, isnB+1, isnC+1+uint32(len(payload)), 2000, nil)
 	k.forward("backend reply: its slot is live", reply, counted{})
+}
+
+// A stale slot whose pairs find no answer in the FIB (here an unreachable
+// route to the backend) is still the best guess: packets keep leaving
+// through it, and the first packet after the FIB answers again moves.
+func TestNextHopStaleWithoutAnswer(t *testing.T) {
+	backend := dt.OneArmBackends[0]
+	e := dt.NewEnv(t, dt.Options{Backends: []netip.Addr{backend}})
+	k := dial(t, e, 33000, synOptions(-1))
+	k.handshake(synAckOptions(-1), 1000)
+	unreachable := &netlink.Route{Type: unix.RTN_UNREACHABLE, Dst: &net.IPNet{IP: backend.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+	if err := e.Do(func() error { return netlink.RouteAdd(unreachable) }); err != nil {
+		t.Fatalf("unreachable route to %s: %v", backend, err)
+	}
+	mustUpdate(t, "mark the backend neighbour stale", 1)(e.DP.MarkNeighbourStale(e.BackendIface().Index, backend))
+	data := k.client(dt.ACK|dt.PSH, isnC+1, isnB+1, 1000, payload)
+	k.forward("client data, no route: through the stale slot", data, counted{})
+	if p := k.now(); p.Fwd.Nexthop != k.p.Fwd.Nexthop {
+		t.Fatalf("the pair moved from slot %d to %d without a route", k.p.Fwd.Nexthop, p.Fwd.Nexthop)
+	}
+	if err := e.Do(func() error { return netlink.RouteDel(unreachable) }); err != nil {
+		t.Fatal(err)
+	}
+	k.forward("client data, the route is back", data, counted{NextHopRefreshes: 1})
+	wantNextHop(t, e, k.now().Fwd.Nexthop, e.BackendIface(), backend, dt.MAC(backend))
 }
 
 // L2-sender slots are never marked stale: the FIB has no answer for them,
