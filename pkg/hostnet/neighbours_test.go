@@ -28,6 +28,7 @@ type nextHopCall struct {
 type recordingWriter struct {
 	mu    sync.Mutex
 	calls []nextHopCall
+	stale []func(ifindex int, ip netip.Addr) bool // MarkNextHopsStale's matches
 }
 
 func (r *recordingWriter) UpdateNeighbour(ifindex int, ip netip.Addr, mac net.HardwareAddr) (int, error) {
@@ -42,6 +43,28 @@ func (r *recordingWriter) UpdateInterfaceMAC(ifindex int, mac net.HardwareAddr) 
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, nextHopCall{ifindex: ifindex, mac: mac.String()})
 	return 1, nil
+}
+
+func (r *recordingWriter) MarkNeighbourStale(ifindex int, ip netip.Addr) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, nextHopCall{ifindex: ifindex, ip: ip, mac: "stale"})
+	return 1, nil
+}
+
+func (r *recordingWriter) MarkNextHopsStale(match func(ifindex int, ip netip.Addr) bool) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stale = append(r.stale, match)
+	return 1, nil
+}
+
+// staleMatches reports whether a MarkNextHopsStale call matched the next
+// hop (ifindex, ip).
+func (r *recordingWriter) staleMatches(ifindex int, ip netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.stale, func(m func(int, netip.Addr) bool) bool { return m(ifindex, ip) })
 }
 
 // count is how many recorded calls match c.
