@@ -246,7 +246,10 @@ _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implic
  * takes it; a packet of an entry naming it looks its next hop up again
  * (XLB_C_NEXTHOP_REFRESH) and names the slot that lookup gives. The
  * maintenance walk frees it once no entry names it. L2-sender slots are
- * never marked: the FIB has no answer for them.
+ * never marked: the FIB has no answer for them. When the FIB gives a
+ * stale slot's next hop again and none of its probed slots is free, a
+ * pair creation takes the stale slot back (nexthop.h nexthop_revive), so
+ * stale slots idle pairs still name never leave a next hop without slots.
  *
  * Stamping used races the daemon freeing the slot (xlb_nexthop_ctl
  * XLB_NH_FREE marks the slot stale, then reads used): a CPU that names a
@@ -266,6 +269,8 @@ _Static_assert(sizeof(struct nexthop) == 24, "struct nexthop has no implicit pad
 
 /* nexthop.ifindex of a stale slot: the interface's index with this bit set (indexes are positive ints). */
 #define XLB_NEXTHOP_STALE 0x80000000u
+/* nexthop.ifindex of a slot xlb_nexthop_ctl is freeing: neither live, stale nor free (nexthop.h nexthop_free). */
+#define XLB_NEXTHOP_FREEING 0xffffffffu
 
 /*
  * The Ethernet address of an attached interface (xlb_if_macs, keyed by

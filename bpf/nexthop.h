@@ -60,6 +60,8 @@ struct nexthop_claim {
 	__u32 now;
 	__u32 id;       /* the slot found or claimed */
 	int found;
+	__u32 stale_id; /* the first stale slot of this next hop met (has_stale) */
+	int has_stale;
 };
 
 /*
@@ -100,13 +102,20 @@ static __always_inline int nexthop_take(struct nexthop *nh, struct nexthop_claim
 	return 0;
 }
 
+/* Whether slot nh holds next hop c, live (ifindex) or stale (ifindex | XLB_NEXTHOP_STALE). */
+static __always_inline int nexthop_is(const struct nexthop *nh, const struct nexthop_claim *c, __u32 ifindex)
+{
+	return nh->ifindex == ifindex && nh->ip_be == c->ip && (c->ip || mac_equal(nh->dmac, c->dmac));
+}
+
 /*
  * One probe: the slot is this next hop's (refresh its MACs and stamp it),
  * or free (claim it with compare-and-swap on ifindex). A slot that another
  * CPU is filling in may be passed over; the next hop then takes a second
  * slot, which is harmless. So is a slot the daemon freed or marked stale
  * while this CPU took it: the probe goes on to the next slot. A stale
- * slot (layout.h XLB_NEXTHOP_STALE) is neither this next hop's nor free.
+ * slot (layout.h XLB_NEXTHOP_STALE) is neither this next hop's nor free;
+ * the first stale slot of this same next hop is remembered (nexthop_slot).
  */
 static long nexthop_probe(__u64 i, void *arg)
 {
@@ -117,12 +126,17 @@ static long nexthop_probe(__u64 i, void *arg)
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
 	if (!nh)
 		return 1;
-	if (nh->ifindex == c->ifindex && nh->ip_be == c->ip && (c->ip || mac_equal(nh->dmac, c->dmac))) {
+	if (nexthop_is(nh, c, c->ifindex)) {
 		/* this next hop's: a resolved neighbour's MACs are the FIB's current answer */
 		return nexthop_take(nh, c, id, c->ip != 0) ? 0 : 1;
 	}
-	if (nh->ifindex)
+	if (nh->ifindex) {
+		if (!c->has_stale && nexthop_is(nh, c, c->ifindex | XLB_NEXTHOP_STALE)) {
+			c->stale_id = id;
+			c->has_stale = 1;
+		}
 		return 0;
+	}
 	if (__sync_val_compare_and_swap(&nh->ifindex, 0, c->ifindex) != 0)
 		return 0;
 	nh->ip_be = c->ip;
@@ -130,7 +144,28 @@ static long nexthop_probe(__u64 i, void *arg)
 }
 
 /*
- * The slot for next hop (ifindex, ip, MACs), found or claimed. Returns 0
+ * Take stale slot c->stale_id back for next hop c: the FIB gives this next
+ * hop again and no probed slot is free (stale slots that idle pairs still
+ * name would otherwise leave a next hop without slots after a few route
+ * changes). Compare-and-swap from stale to live: xlb_nexthop_ctl frees a
+ * stale slot only by swapping it to XLB_NEXTHOP_FREEING first, so the two
+ * never both succeed. The pairs still naming the slot send through it
+ * again, toward a next hop the FIB gives now. Returns 0 when taken.
+ */
+static __always_inline int nexthop_revive(struct nexthop_claim *c)
+{
+	struct nexthop *nh;
+	__u32 id = c->stale_id, stale = c->ifindex | XLB_NEXTHOP_STALE;
+
+	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+	if (!nh || __sync_val_compare_and_swap(&nh->ifindex, stale, c->ifindex) != stale)
+		return -1;
+	return nexthop_take(nh, c, id, 1);
+}
+
+/*
+ * The slot for next hop (ifindex, ip, MACs), found or claimed, or else a
+ * stale slot of the same next hop taken back (nexthop_revive). Returns 0
  * and the slot in c->id, or -1 when all XLB_NEXTHOP_PROBES slots belong
  * to other next hops.
  *
@@ -148,7 +183,10 @@ __noinline int nexthop_slot(struct nexthop_claim *arg)
 	c.hash = nexthop_hash(c.ifindex, c.ip, c.dmac);
 	c.now = now32();
 	c.found = 0;
+	c.has_stale = 0;
 	bpf_loop(XLB_NEXTHOP_PROBES, nexthop_probe, &c, 0);
+	if (!c.found && c.has_stale)
+		nexthop_revive(&c);
 	arg->id = c.id;
 	return c.found ? 0 : -1;
 }
@@ -305,33 +343,36 @@ static __always_inline int sender_next_hop(struct xdp_md *ctx, struct ethhdr *et
  * (layout.h struct nexthop_req; pkg/dataplane FreeNextHops,
  * MarkNextHopsStale), each re-checked here against the live slot.
  *
- * FREE marks the slot stale with compare-and-swap (no CPU takes it from
+ * FREE marks a live slot stale with compare-and-swap (no CPU takes it from
  * then on), then reads used: a pair creation that named the slot since
  * used_before stamped it before its own second read of ifindex
  * (nexthop_stamp), so it is seen here and the slot goes back to live.
- * Otherwise every field is cleared, ifindex last (a claim waits for
- * ifindex 0).
+ * Otherwise the slot is swapped from stale to XLB_NEXTHOP_FREEING (a SYN
+ * that took the stale slot back meanwhile makes that fail: nexthop_revive),
+ * every field is cleared, and ifindex last (a claim waits for ifindex 0).
  */
 static __always_inline __u8 nexthop_free(struct nexthop *nh, struct nexthop_req *q)
 {
 	__u32 live = q->ifindex & ~XLB_NEXTHOP_STALE, stale = live | XLB_NEXTHOP_STALE;
 
-	if (!live || nh->ip_be != q->ip_be)
+	if (!live || live == (XLB_NEXTHOP_FREEING & ~XLB_NEXTHOP_STALE) || nh->ip_be != q->ip_be)
 		return XLB_NH_CHANGED;
 	if (q->ifindex == live && __sync_val_compare_and_swap(&nh->ifindex, live, stale) != live)
 		return XLB_NH_CHANGED;
-	if (nh->ifindex != stale || nh->ip_be != q->ip_be)
+	if (*(volatile __u32 *)&nh->ifindex != stale || nh->ip_be != q->ip_be)
 		return XLB_NH_CHANGED;
 	if ((__s32)(*(volatile __u32 *)&nh->used - q->used_before) >= 0) {
 		if (q->ifindex == live)
 			__sync_val_compare_and_swap(&nh->ifindex, stale, live);
 		return XLB_NH_KEPT;
 	}
+	if (__sync_val_compare_and_swap(&nh->ifindex, stale, XLB_NEXTHOP_FREEING) != stale)
+		return XLB_NH_CHANGED;
 	nh->ip_be = 0;
 	__builtin_memset(nh->smac, 0, sizeof(nh->smac));
 	__builtin_memset(nh->dmac, 0, sizeof(nh->dmac));
 	nh->used = 0;
-	__sync_val_compare_and_swap(&nh->ifindex, stale, 0);
+	__sync_val_compare_and_swap(&nh->ifindex, XLB_NEXTHOP_FREEING, 0);
 	return XLB_NH_DONE;
 }
 

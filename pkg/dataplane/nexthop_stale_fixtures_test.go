@@ -127,6 +127,37 @@ func TestNextHopStaleWithoutAnswer(t *testing.T) {
 	wantNextHop(t, e, k.now().Fwd.Nexthop, e.BackendIface(), backend, dt.MAC(backend))
 }
 
+// Stale slots that idle pairs still name can fill every slot a next hop
+// probes (a neighbour that failed and came back, again and again): a new
+// pair then takes the first stale one back instead of finding no slot.
+func TestNextHopStaleSlotTakenBack(t *testing.T) {
+	backend := dt.OneArmBackends[0]
+	e := dt.NewEnv(t, dt.Options{Backends: []netip.Addr{backend}, SNATPortHi: 40099})
+	slots := dataplane.NextHopSlots(e.BackendIface().Index, backend)
+	taken := map[uint32]bool{}
+	for i := range dataplane.NextHopProbes {
+		k := dial(t, e, uint16(33000+i), synOptions(-1))
+		if taken[k.p.Fwd.Nexthop] {
+			t.Fatalf("pair %d names slot %d, stale since an earlier pair", i, k.p.Fwd.Nexthop)
+		}
+		taken[k.p.Fwd.Nexthop] = true
+		mustUpdate(t, "mark the backend neighbour stale", 1)(e.DP.MarkNeighbourStale(e.BackendIface().Index, backend))
+	}
+	for _, id := range slots {
+		if h, err := e.DP.NextHop(id); err != nil || !h.Stale || h.IP != backend {
+			t.Fatalf("slot %d after %d rounds: %v (err %v), want the backend's, stale", id, dataplane.NextHopProbes, h, err)
+		}
+	}
+	k := dial(t, e, 34000, synOptions(-1))
+	if k.p.Fwd.Nexthop != slots[0] {
+		t.Fatalf("the new pair names slot %d, want the first stale one, %d", k.p.Fwd.Nexthop, slots[0])
+	}
+	wantNextHop(t, e, k.p.Fwd.Nexthop, e.BackendIface(), backend, dt.MAC(backend))
+	if h, _ := e.DP.NextHop(k.p.Fwd.Nexthop); h.Stale {
+		t.Fatalf("slot %d is still stale: %v", k.p.Fwd.Nexthop, h)
+	}
+}
+
 // L2-sender slots are never marked stale: the FIB has no answer for them,
 // so their pairs could not find a next hop again.
 func TestNextHopStaleSkipsL2Sender(t *testing.T) {
