@@ -19,14 +19,23 @@ import (
 // netlink watcher of pkg/hostnet) and frees the slots no entry names
 // (FreeNextHops, from the maintenance walk).
 //
-// Userspace writes a slot whole (a map update), while the data path
-// claims free slots with compare-and-swap and stamps used. Every write
-// here re-reads the slot under d.mu just before and changes only a slot
+// Userspace writes a slot's MACs whole (a map update), while the data path
+// claims free slots with compare-and-swap and stamps used. Every such
+// write re-reads the slot under d.mu just before and changes only a slot
 // that still holds what the decision was made on; what remains is a
-// window of one syscall in which a data path write to the same slot can
-// be lost. Each such loss heals itself: a lost used stamp at most frees a
-// slot early, and a packet that finds its slot freed looks its next hop
-// up again (XLB_C_NEXTHOP_REFRESH).
+// window of one syscall in which a data path used stamp on the same slot
+// can be lost, which at most lets the walk free the slot a pass early.
+// Freeing a slot and marking it stale change which next hop a slot is,
+// so those go through xlb_nexthop_ctl (bpf/nexthop.h), which re-checks
+// each request in the kernel with compare-and-swap on the slot's ifindex:
+// a SYN naming a slot between FreeNextHops' decision and the free keeps
+// it (issue 27). A packet that finds its slot freed or stale looks its
+// next hop up again (XLB_C_NEXTHOP_REFRESH).
+//
+// A stale slot (MarkNextHopsStale, MarkNeighbourStale; pkg/hostnet's
+// watcher on route changes and failed neighbours) makes the established
+// pairs naming it look their next hop up again, so they follow the route
+// (issue 27 finding 1).
 //
 // A SYN does not ask the FIB each time (issue 17: a new pair cost two
 // bpf_fib_lookup calls and two slot probes): each CPU remembers, per
@@ -34,8 +43,8 @@ import (
 // (bpf/nexthop.h memo_next_hop) for FIBMemoTicks, while that slot still
 // holds the same next hop. A route or neighbour change therefore reaches
 // new pairs within those ticks, and a MAC change at once, since it is
-// written into the slot (UpdateNeighbour, UpdateInterfaceMAC); a freed
-// slot (FreeNextHops) ends the memo at once.
+// written into the slot (UpdateNeighbour, UpdateInterfaceMAC); a freed or
+// stale slot ends the memo at once.
 
 // FIBMemoTicks is how long a CPU's remembered FIB answer serves new pairs
 // (bpf/layout.h XLB_FIB_MEMO_TICKS): 64 jiffies, 64 ms at HZ=1000, 256 ms
