@@ -77,6 +77,30 @@ func TestNextHopStaleFollowsRoute(t *testing.T) {
 	step(t, e, "client data after the walk", data.Frame(), e.Front, dt.XDPTX, want.Frame(), counted{})
 }
 
+// Two-arm: the backend moves behind a router on the client side. The
+// established pair's next packet leaves through the front interface, with
+// that interface's MAC as the source (XDP_TX instead of a redirect to the
+// back interface).
+func TestNextHopStaleMovesInterface(t *testing.T) {
+	backend := dt.TwoArmBackends[0]
+	e := dt.NewEnv(t, dt.Options{TwoArm: true, Backends: []netip.Addr{backend}})
+	k := dial(t, e, 33000, synOptions(-1))
+	k.handshake(synAckOptions(-1), 1000)
+	err := e.Do(func() error {
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: e.Front.Index, Gw: dt.Client2IP.AsSlice(),
+			Dst: &net.IPNet{IP: backend.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	})
+	if err != nil {
+		t.Fatalf("route %s via %s: %v", backend, dt.Client2IP, err)
+	}
+	mustUpdate(t, "mark the backend's next hop stale", 1)(e.DP.MarkNextHopsStale(func(_ int, ip netip.Addr) bool { return ip == backend }))
+	data := k.client(dt.ACK|dt.PSH, isnC+1, isnB+1, 1000, payload)
+	want := k.e.ToBackend(data, k.p.Backend(), k.p.SNATPort())
+	want.SrcMAC, want.DstMAC = e.Front.MAC, dt.MAC(dt.Client2IP)
+	step(t, e, "client data after the route change", data.Frame(), e.Front, dt.XDPTX, want.Frame(), counted{NextHopRefreshes: 1})
+	wantNextHop(t, e, k.now().Fwd.Nexthop, e.Front, dt.Client2IP, dt.MAC(dt.Client2IP))
+}
+
 // A failed neighbour (MarkNeighbourStale) makes only its own slots stale;
 // a pair naming one looks its next hop up again and takes another slot of
 // the same next hop while the FIB still gives it.
