@@ -121,8 +121,7 @@ static __always_inline int icmp_rewrite(struct xdp_md *ctx, struct icmp_frame *f
 	__u32 nh_id = v->nexthop, oif;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &nh_id);
-	oif = nh ? *(volatile __u32 *)&nh->ifindex : 0;
-	if (!nh || !oif || (oif & XLB_NEXTHOP_STALE))
+	if (!nh || !nh->ifindex || (nh->ifindex & XLB_NEXTHOP_STALE))
 		return -1; /* the pair's next hop is being looked up again: let the host have it */
 
 	/* quoted packet: addresses, ports, checksums */
@@ -160,6 +159,7 @@ static __always_inline int icmp_rewrite(struct xdp_md *ctx, struct icmp_frame *f
 
 	copy_mac(f->eth->h_dest, nh->dmac);
 	copy_mac(f->eth->h_source, nh->smac);
+	oif = nh->ifindex & ~XLB_NEXTHOP_STALE; /* marked stale meanwhile: still the best guess */
 	if (oif == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect_map(&xlb_tx_ports, oif, XDP_DROP);

@@ -82,6 +82,34 @@
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 /*
+ * Entry v's slot was freed or is stale: look its next hop up again and
+ * name the slot found (XLB_C_NEXTHOP_REFRESH). Returns 0 when v names a
+ * slot to send through: the new one, or the stale one when the FIB has no
+ * answer (its next hop is still the best guess); -1 when there is neither.
+ * A function of its own, so that rewrite_and_send keeps few values live
+ * across the calls.
+ */
+static __noinline int refresh_next_hop(struct xdp_md *ctx, struct flow_value *v)
+{
+	struct nexthop *nh;
+	__u32 id, nid = 0;
+
+	if (!v)
+		return -1;
+	if (!resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &nid)) {
+		nh = bpf_map_lookup_elem(&xlb_nexthops, &nid);
+		if (nh && nh->ifindex && !(nh->ifindex & XLB_NEXTHOP_STALE)) {
+			count(XLB_C_NEXTHOP_REFRESH);
+			v->nexthop = nid;
+			return 0;
+		}
+	}
+	id = v->nexthop;
+	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+	return nh && (nh->ifindex & XLB_NEXTHOP_STALE) ? 0 : -1;
+}
+
+/*
  * Rewrite the frame with entry v's recipe and send it toward v's next hop.
  * Returns the XDP action. A next hop whose slot the daemon freed or marked
  * stale meanwhile (a changed route, a failed neighbour: layout.h struct
@@ -97,28 +125,19 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	struct tcphdr *tcp = p->tcp;
 	struct backend_stats *bs;
 	struct nexthop *nh;
-	struct nexthop *fresh = 0;
-	__u32 ipacc, oif, id = v->nexthop, nid = 0, noif = 0;
+	__u32 ipacc, oif, id = v->nexthop;
 	__u16 oldw, neww;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
-	oif = nh ? *(volatile __u32 *)&nh->ifindex : 0;
-	if (!nh || !oif || (oif & XLB_NEXTHOP_STALE)) {
-		if (!resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &nid)) {
-			fresh = bpf_map_lookup_elem(&xlb_nexthops, &nid);
-			noif = fresh ? *(volatile __u32 *)&fresh->ifindex : 0;
-		}
-		if (fresh && noif && !(noif & XLB_NEXTHOP_STALE)) {
-			count(XLB_C_NEXTHOP_REFRESH);
-			v->nexthop = nid;
-			nh = fresh;
-			oif = noif;
-		} else if (nh && oif) {
-			oif &= ~XLB_NEXTHOP_STALE; /* no answer now: the stale next hop is the best guess */
-		} else {
+	if (!nh || !nh->ifindex || (nh->ifindex & XLB_NEXTHOP_STALE)) {
+		if (refresh_next_hop(ctx, v)) {
 			count(XLB_C_FIB_MISS);
 			return XDP_DROP;
 		}
+		id = v->nexthop;
+		nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+		if (!nh)
+			return XDP_DROP;
 	}
 
 	copy_mac(p->eth->h_dest, nh->dmac);
@@ -150,6 +169,7 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 		bs->bytes += p->tot_len;
 	}
 
+	oif = nh->ifindex & ~XLB_NEXTHOP_STALE; /* a stale slot's interface is still the best guess */
 	if (oif == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect_map(&xlb_tx_ports, oif, XDP_DROP);
