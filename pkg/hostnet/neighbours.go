@@ -58,6 +58,7 @@ type NextHopWatcher struct {
 	h       *netlink.Handle // made on the watcher's own thread, in the caller's namespace
 	watched map[int]bool
 	resync  time.Duration
+	after   func(time.Duration) <-chan time.Time
 	neigh   map[neighKey]string // the MAC last written per neighbour
 	links   map[int]string      // the MAC last written per interface
 	routes  routeTable          // every IPv4 route as last read; nil before the first read
@@ -88,10 +89,14 @@ type NextHopWatcher struct {
 // it enters the namespace with setns, which needs CAP_SYS_ADMIN, and the
 // thread ends with the watcher.
 func WatchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log logrus.FieldLogger) (*NextHopWatcher, error) {
-	return watchNextHops(ctx, ifindexes, dp, log, NextHopResync)
+	return watchNextHops(ctx, ifindexes, dp, log, NextHopResync, time.After)
 }
 
-func watchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log logrus.FieldLogger, resync time.Duration) (*NextHopWatcher, error) {
+// watchNextHops is WatchNextHops with the resync period and the timer that
+// lets route events settle (routeSettle) chosen by the caller: tests fire
+// that timer themselves.
+func watchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log logrus.FieldLogger, resync time.Duration,
+	after func(time.Duration) <-chan time.Time) (*NextHopWatcher, error) {
 	if log == nil {
 		log = logrus.StandardLogger()
 	}
@@ -100,7 +105,7 @@ func watchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log l
 		return nil, fmt.Errorf("hostnet: next-hop watcher: open the network namespace: %w", err)
 	}
 	w := &NextHopWatcher{dp: dp, log: log, watched: map[int]bool{},
-		resync: resync, neigh: map[neighKey]string{}, links: map[int]string{}, done: make(chan struct{})}
+		resync: resync, after: after, neigh: map[neighKey]string{}, links: map[int]string{}, done: make(chan struct{})}
 	for _, i := range ifindexes {
 		w.watched[i] = true
 	}
@@ -187,7 +192,7 @@ func (w *NextHopWatcher) run(ctx context.Context, ns netns.NsHandle, started cha
 		case _, ok := <-sub.routes:
 			if ok {
 				if settle == nil {
-					settle = time.After(routeSettle)
+					settle = w.after(routeSettle)
 				}
 				continue
 			}

@@ -130,3 +130,69 @@ func TestWatchNextHopsRoutesAndFailedNeighbours(t *testing.T) {
 	}
 	waitCalls(t, rec, nextHopCall{n.watched, netip.MustParseAddr("192.0.2.99"), "stale"}, 1)
 }
+
+// A burst of route changes makes one pass over the next hops: the events
+// arm the settle timer once, and when it fires the routes are read once,
+// with every change of the burst in them.
+func TestWatchNextHopsCoalescesRouteEvents(t *testing.T) {
+	n := newNextHopNet(t)
+	const routes = 20
+	via := func(gw byte) error {
+		for i := range routes {
+			r := &netlink.Route{LinkIndex: n.watched, Gw: net.IP{192, 0, 2, gw},
+				Dst: &net.IPNet{IP: net.IP{203, 0, 113, byte(i + 1)}, Mask: net.CIDRMask(32, 32)}}
+			if err := n.h.RouteReplace(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := via(2); err != nil {
+		t.Fatal(err)
+	}
+	armed, fire := make(chan struct{}, 1), make(chan time.Time, 1)
+	var calls int // the watcher's goroutine only
+	after := func(d time.Duration) <-chan time.Time {
+		if d != routeSettle {
+			t.Errorf("a timer of %v, want routeSettle", d)
+		}
+		if calls++; calls > 1 {
+			return nil // never fires: the burst is already read
+		}
+		armed <- struct{}{}
+		return fire
+	}
+	rec := &recordingWriter{}
+	n.watchWith(t, rec, time.Hour, after)
+	waitCalls(t, rec, nextHopCall{ifindex: n.watched, mac: n.mac.String()}, 1) // the first read is done
+
+	if err := via(3); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-armed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no route event armed the settle timer within 20 s")
+	}
+	fire <- time.Now()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rec.mu.Lock()
+		got := len(rec.stale)
+		rec.mu.Unlock()
+		if got > 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("no next hops marked stale within 20 s of the timer")
+		}
+	}
+	rec.mu.Lock()
+	got := len(rec.stale)
+	rec.mu.Unlock()
+	if got != 1 {
+		t.Fatalf("%d passes over the next hops for a burst of %d route changes, want 1", got, routes)
+	}
+	if !rec.staleMatches(n.watched, netip.MustParseAddr("192.0.2.2")) || rec.staleMatches(n.watched, netip.MustParseAddr("192.0.2.3")) {
+		t.Fatal("the pass marks another next hop than the gateway the routes left")
+	}
+}
