@@ -240,7 +240,7 @@ _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implic
  *
  * A stale slot (ifindex with XLB_NEXTHOP_STALE set) is a next hop the
  * network no longer has as it was: a route that named it changed or went,
- * or its neighbour turned FAILED or was deleted (pkg/hostnet). The daemon
+ * or its neighbour turned FAILED (pkg/hostnet WatchNextHops). The daemon
  * marks it with compare-and-swap through xlb_nexthop_ctl. It matches no
  * claim and no remembered FIB answer, and is not free, so no new pair
  * takes it; a packet of an entry naming it looks its next hop up again
