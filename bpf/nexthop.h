@@ -76,7 +76,7 @@ struct nexthop_claim {
 static __always_inline int nexthop_stamp(struct nexthop *nh, __u32 ifindex, __u32 now)
 {
 	if (nh->used != now)
-		__sync_lock_test_and_set(&nh->used, now);
+		__atomic_exchange_n(&nh->used, now, __ATOMIC_SEQ_CST);
 	return *(volatile __u32 *)&nh->ifindex == ifindex;
 }
 
