@@ -45,8 +45,9 @@ func (r routeEntry) equal(o routeEntry) bool {
 }
 
 // routeTable is every IPv4 route of every table, as the watcher last read
-// them.
-type routeTable map[routeID]routeEntry
+// them. IPv4 keeps routes of the same routeID side by side (`ip route
+// append`); the kernel uses the first, and all of them are kept here.
+type routeTable map[routeID][]routeEntry
 
 // newRouteTable keeps the routes that decide where a packet leaves:
 // unicast routes, and the routes that refuse a destination (blackhole,
@@ -100,7 +101,7 @@ func newRouteTable(rs []netlink.Route) routeTable {
 			e.hops = append(e.hops, h.h)
 			e.hopFlags = append(e.hopFlags, h.f)
 		}
-		t[id] = e
+		t[id] = append(t[id], e)
 	}
 	return t
 }
@@ -175,17 +176,14 @@ func (s *staleHops) String() string {
 // forwards; it is the gone and the replaced ones that blackhole.
 func movedHops(before, now routeTable) *staleHops {
 	s := &staleHops{}
-	for id, o := range before {
-		n, ok := now[id]
-		switch {
-		case !ok, n.typ != o.typ:
-			for _, h := range o.hops {
-				s.add(h, id.dst)
+	for id, olds := range before {
+		news := now[id]
+		for _, o := range olds {
+			if slices.ContainsFunc(news, o.equal) {
+				continue
 			}
-		case !o.equal(n):
 			for i, h := range o.hops {
-				j := slices.Index(n.hops, h)
-				if j < 0 || n.hopFlags[j] != o.hopFlags[i] {
+				if !keepsHop(news, o.typ, h, o.hopFlags[i]) {
 					s.add(h, id.dst)
 				}
 			}
@@ -195,13 +193,29 @@ func movedHops(before, now routeTable) *staleHops {
 		if _, ok := before[id]; ok {
 			continue
 		}
-		for oid, o := range before {
+		for oid, olds := range before {
 			if oid.dst.Bits() <= id.dst.Bits() && oid.dst.Contains(id.dst.Addr()) {
-				for _, h := range o.hops {
-					s.add(h, id.dst)
+				for _, o := range olds {
+					for _, h := range o.hops {
+						s.add(h, id.dst)
+					}
 				}
 			}
 		}
 	}
 	return s
+}
+
+// keepsHop reports whether one of routes, of type typ, still has hop h
+// with the same flags.
+func keepsHop(routes []routeEntry, typ int, h routeHop, flags int) bool {
+	for _, n := range routes {
+		if n.typ != typ {
+			continue
+		}
+		if j := slices.Index(n.hops, h); j >= 0 && n.hopFlags[j] == flags {
+			return true
+		}
+	}
+	return false
 }

@@ -70,6 +70,10 @@ func TestMovedHops(t *testing.T) {
 			[]hop{{"192.0.2.1", false}, {"192.0.2.2", true}}},
 		{"a route becomes unreachable", []netlink.Route{connected, route("203.0.113.0/24", eth, "192.0.2.1")}, []netlink.Route{connected, unreachable},
 			[]hop{{"192.0.2.1", true}, {"192.0.2.9", false}}},
+		{"the first of two appended routes goes",
+			[]netlink.Route{connected, route("203.0.113.0/24", eth, "192.0.2.1"), route("203.0.113.0/24", eth, "192.0.2.2")},
+			[]netlink.Route{connected, route("203.0.113.0/24", eth, "192.0.2.2")},
+			[]hop{{"192.0.2.1", true}, {"192.0.2.2", false}}},
 		{"the connected route goes", []netlink.Route{connected, route("", eth, "192.0.2.1")}, []netlink.Route{route("", eth, "192.0.2.1")},
 			[]hop{{"192.0.2.9", true}, {"198.51.100.9", false}}},
 	} {
