@@ -47,6 +47,10 @@ type NextHopWriter interface {
 	MarkNextHopsStale(match func(ifindex int, ip netip.Addr) bool) (int, error)
 }
 
+// KeepResolved keeps the kernel's neighbour entry of a gateway resolved
+// (Resolver.KeepResolved).
+type KeepResolved func(ifindex int, ip netip.Addr) error
+
 // NextHopWatcher keeps the data path's next hops on the kernel's
 // neighbours, interface addresses and routes (issue 13 "Next hops that
 // follow the network": an established flow picks up a new MAC within 1 s;
@@ -59,6 +63,8 @@ type NextHopWatcher struct {
 	watched map[int]bool
 	resync  time.Duration
 	after   func(time.Duration) <-chan time.Time
+	keep    KeepResolved
+	kept    map[neighKey]bool
 	neigh   map[neighKey]string // the MAC last written per neighbour
 	links   map[int]string      // the MAC last written per interface
 	routes  routeTable          // every IPv4 route as last read; nil before the first read
@@ -75,12 +81,16 @@ type NextHopWatcher struct {
 // the change moved destinations away from (movedHops: a gateway gone or
 // replaced, a new more specific route) go to dp.MarkNextHopsStale, so the
 // established pairs through them look their next hop up again (issue 27
-// finding 1). It reads everything once at the start, after subscribing,
-// and again every NextHopResync (and after every new subscription) to
-// cover lost events; routes changed while no watcher ran are not compared
-// with anything. Errors are logged, never fatal: a subscription that fails
-// or ends is tried again a second later. It fails only when it cannot open
-// the namespace or a netlink handle in it.
+// finding 1). The gateways of the routes on the watched interfaces go to
+// keep (nil: none), once each: the kernel keeps them resolved and probed,
+// so pairs can move to a new gateway at once, and a gateway that stops
+// answering turns FAILED (and, with net.ipv4.fib_multipath_use_neigh, a
+// multipath route stops choosing it). It reads everything once at the
+// start, after subscribing, and again every NextHopResync (and after every
+// new subscription) to cover lost events; routes changed while no watcher
+// ran are not compared with anything. Errors are logged, never fatal: a
+// subscription that fails or ends is tried again a second later. It fails
+// only when it cannot open the namespace or a netlink handle in it.
 //
 // The watcher keeps a thread of its own (locked), in the caller's
 // namespace, where it makes every socket. A new thread is there already
@@ -88,14 +98,14 @@ type NextHopWatcher struct {
 // needed); otherwise (a caller that switched its own thread, as tests do)
 // it enters the namespace with setns, which needs CAP_SYS_ADMIN, and the
 // thread ends with the watcher.
-func WatchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log logrus.FieldLogger) (*NextHopWatcher, error) {
-	return watchNextHops(ctx, ifindexes, dp, log, NextHopResync, time.After)
+func WatchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, keep KeepResolved, log logrus.FieldLogger) (*NextHopWatcher, error) {
+	return watchNextHops(ctx, ifindexes, dp, keep, log, NextHopResync, time.After)
 }
 
 // watchNextHops is WatchNextHops with the resync period and the timer that
 // lets route events settle (routeSettle) chosen by the caller: tests fire
 // that timer themselves.
-func watchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log logrus.FieldLogger, resync time.Duration,
+func watchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, keep KeepResolved, log logrus.FieldLogger, resync time.Duration,
 	after func(time.Duration) <-chan time.Time) (*NextHopWatcher, error) {
 	if log == nil {
 		log = logrus.StandardLogger()
@@ -105,7 +115,7 @@ func watchNextHops(ctx context.Context, ifindexes []int, dp NextHopWriter, log l
 		return nil, fmt.Errorf("hostnet: next-hop watcher: open the network namespace: %w", err)
 	}
 	w := &NextHopWatcher{dp: dp, log: log, watched: map[int]bool{},
-		resync: resync, after: after, neigh: map[neighKey]string{}, links: map[int]string{}, done: make(chan struct{})}
+		resync: resync, after: after, keep: keep, kept: map[neighKey]bool{}, neigh: map[neighKey]string{}, links: map[int]string{}, done: make(chan struct{})}
 	for _, i := range ifindexes {
 		w.watched[i] = true
 	}
@@ -368,6 +378,7 @@ func (w *NextHopWatcher) syncRoutes() {
 		return
 	}
 	now := newRouteTable(rs)
+	w.keepGateways(now)
 	if w.routes != nil {
 		moved := movedHops(w.routes, now)
 		if !moved.empty() {
@@ -382,6 +393,32 @@ func (w *NextHopWatcher) syncRoutes() {
 		}
 	}
 	w.routes = now
+}
+
+// keepGateways passes each gateway of a unicast route on a watched
+// interface to w.keep, once (an error is logged, and not retried).
+func (w *NextHopWatcher) keepGateways(t routeTable) {
+	if w.keep == nil {
+		return
+	}
+	for _, rs := range t {
+		for _, r := range rs {
+			if r.typ != unix.RTN_UNICAST {
+				continue
+			}
+			for _, h := range r.hops {
+				key := neighKey{h.ifindex, h.gw}
+				if !h.gw.IsValid() || !w.watched[h.ifindex] || w.kept[key] {
+					continue
+				}
+				w.kept[key] = true
+				if err := w.keep(h.ifindex, h.gw); err != nil {
+					w.log.WithError(err).WithFields(logrus.Fields{"ifindex": h.ifindex, "gateway": h.gw}).
+						Warn("cannot keep the gateway's neighbour entry resolved; pairs move to it once the kernel resolves it")
+				}
+			}
+		}
+	}
 }
 
 // onLink passes an interface's address on when it changed.

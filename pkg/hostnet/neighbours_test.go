@@ -165,17 +165,19 @@ func (n *nextHopNet) neighSet(t *testing.T, ifindex int, ip string, mac net.Hard
 // cleanup.
 func (n *nextHopNet) watch(t *testing.T, w NextHopWriter, resync time.Duration) *NextHopWatcher {
 	t.Helper()
-	return n.watchWith(t, w, resync, time.After)
+	return n.watchWith(t, w, resync, time.After, nil)
 }
 
-// watchWith is watch with the timer route events settle on.
-func (n *nextHopNet) watchWith(t *testing.T, w NextHopWriter, resync time.Duration, after func(time.Duration) <-chan time.Time) *NextHopWatcher {
+// watchWith is watch with the timer route events settle on and the
+// gateways' keeper.
+func (n *nextHopNet) watchWith(t *testing.T, w NextHopWriter, resync time.Duration, after func(time.Duration) <-chan time.Time,
+	keep KeepResolved) *NextHopWatcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var nw *NextHopWatcher
 	err := testnet.In(n.ns, func() error {
 		var err error
-		nw, err = watchNextHops(ctx, []int{n.watched}, w, logrus.StandardLogger(), resync, after)
+		nw, err = watchNextHops(ctx, []int{n.watched}, w, keep, logrus.StandardLogger(), resync, after)
 		return err
 	})
 	if err != nil {

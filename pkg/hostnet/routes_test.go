@@ -3,6 +3,7 @@ package hostnet
 import (
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,7 +168,7 @@ func TestWatchNextHopsCoalescesRouteEvents(t *testing.T) {
 		return fire
 	}
 	rec := &recordingWriter{}
-	n.watchWith(t, rec, time.Hour, after)
+	n.watchWith(t, rec, time.Hour, after, nil)
 	waitCalls(t, rec, nextHopCall{ifindex: n.watched, mac: n.mac.String()}, 1) // the first read is done
 
 	if err := via(3); err != nil {
@@ -198,5 +199,55 @@ func TestWatchNextHopsCoalescesRouteEvents(t *testing.T) {
 	}
 	if !rec.staleMatches(n.watched, netip.MustParseAddr("192.0.2.2")) || rec.staleMatches(n.watched, netip.MustParseAddr("192.0.2.3")) {
 		t.Fatal("the pass marks another next hop than the gateway the routes left")
+	}
+}
+
+// The gateways of the routes on the watched interface are kept resolved,
+// each once: those read at the start and a new one a route change brings.
+// A gateway on another interface is not.
+func TestWatchNextHopsKeepsGateways(t *testing.T) {
+	n := newNextHopNet(t)
+	route := func(ifindex int, dst, gw string) *netlink.Route {
+		p := netip.MustParsePrefix(dst)
+		return &netlink.Route{LinkIndex: ifindex, Gw: net.ParseIP(gw), Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}}
+	}
+	for _, r := range []*netlink.Route{route(n.watched, "203.0.113.0/25", "192.0.2.2"), route(n.unwatched, "203.0.113.128/25", "198.51.100.2")} {
+		if err := n.h.RouteAdd(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	kept := map[neighKey]int{}
+	keep := func(ifindex int, ip netip.Addr) error {
+		mu.Lock()
+		defer mu.Unlock()
+		kept[neighKey{ifindex, ip}]++
+		return nil
+	}
+	count := func(ifindex int, ip string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return kept[neighKey{ifindex, netip.MustParseAddr(ip)}]
+	}
+	rec := &recordingWriter{}
+	n.watchWith(t, rec, 100*time.Millisecond, time.After, keep) // resyncs read the routes again and again
+	waitCalls(t, rec, nextHopCall{ifindex: n.watched, mac: n.mac.String()}, 3)
+	if err := n.h.RouteReplace(route(n.watched, "203.0.113.0/25", "192.0.2.3")); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); count(n.watched, "192.0.2.3") == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the new gateway 192.0.2.3 was not kept resolved within 20 s of the route change")
+		}
+	}
+	waitCalls(t, rec, nextHopCall{ifindex: n.watched, mac: n.mac.String()}, 6)
+	if c := count(n.watched, "192.0.2.2"); c != 1 {
+		t.Errorf("192.0.2.2 kept %d times, want once", c)
+	}
+	if c := count(n.watched, "192.0.2.3"); c != 1 {
+		t.Errorf("192.0.2.3 kept %d times, want once", c)
+	}
+	if c := count(n.unwatched, "198.51.100.2"); c != 0 {
+		t.Errorf("the gateway on the unwatched interface kept %d times", c)
 	}
 }

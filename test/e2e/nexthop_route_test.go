@@ -27,16 +27,27 @@ import (
 // The lab is two-arm with three clients: client1 holds the far client's
 // address 203.0.113.100/32 besides its own, client2 and client3 are the
 // two gateways (routers on the front LAN that forward 203.0.113.100 to
-// client1). The client's own packets reach XLB on link. "moved": XLB
-// routes 203.0.113.100 via client2, then via client3. "ecmp": XLB routes
-// it through both (a multipath route); the gateway the download takes
-// dies and the route keeps only the other one, as a routing daemon does.
+// client1). The client's own packets reach XLB on link.
+//   - moved: XLB routes 203.0.113.100 via client2, then via client3, which
+//     XLB's kernel has not resolved before (the daemon makes the gateways
+//     of the routes managed neighbours, so it is resolved at once).
+//   - ecmp: XLB routes it through both (a multipath route); the gateway
+//     the download takes dies and the route keeps only the other one, as
+//     a routing daemon does.
+//   - ecmp-dies: the gateway dies and nothing changes the route: the
+//     kernel's probes of the managed neighbour fail (short neighbour
+//     timers here), the daemon sees it FAILED, and with
+//     fib_multipath_use_neigh the FIB gives the other gateway.
 func TestNextHopFollowsRouteChange(t *testing.T) {
-	t.Run("moved", func(t *testing.T) { testNextHopRouteChange(t, false) })
-	t.Run("ecmp", func(t *testing.T) { testNextHopRouteChange(t, true) })
+	t.Run("moved", func(t *testing.T) { testNextHopRouteChange(t, false, true) })
+	t.Run("ecmp", func(t *testing.T) { testNextHopRouteChange(t, true, true) })
+	t.Run("ecmp-dies", func(t *testing.T) { testNextHopRouteChange(t, true, false) })
 }
 
-func testNextHopRouteChange(t *testing.T, ecmp bool) {
+// testNextHopRouteChange runs the download through one gateway (ecmp:
+// through a multipath route over both), takes the gateway it uses down
+// and, when reroute, replaces the route with one via the other gateway.
+func testNextHopRouteChange(t *testing.T, ecmp, reroute bool) {
 	const (
 		size   = 48 << 20 // the download
 		before = 8 << 20  // read before the route changes
@@ -76,10 +87,31 @@ func testNextHopRouteChange(t *testing.T, ecmp bool) {
 	if err := l.XLB.Netlink().RouteAdd(route); err != nil {
 		t.Fatal(err)
 	}
-	// XLB talks to both gateways (as a host does to its routers: BGP, its
-	// own traffic), so the kernel has resolved both: the data path's FIB
-	// lookups need a valid neighbour.
-	resolveFrom(t, l.XLB, gws[0].IP(), gws[1].IP())
+	if !reroute {
+		if err := l.XLB.Do(func() error {
+			for k, v := range map[string]string{
+				"net.ipv4.fib_multipath_use_neigh":           "1",
+				"net.ipv4.neigh.eth0.base_reachable_time_ms": "1000",
+				"net.ipv4.neigh.eth0.delay_first_probe_time": "1",
+				"net.ipv4.neigh.eth0.retrans_time_ms":        "200",
+				"net.ipv4.neigh.eth0.ucast_solicit":          "2",
+			} {
+				if err := testnet.Sysctl(k, v); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first SYN's FIB lookup needs the gateway resolved (else the pair
+	// answers the SYN's L2 sender, client1 itself). The second gateway of
+	// "moved" is left to the daemon.
+	resolveFrom(t, l.XLB, gws[0].IP())
+	if ecmp {
+		resolveFrom(t, l.XLB, gws[1].IP())
+	}
 	p := startXLB(t, l, labConfig(l, ""))
 
 	var c net.Conn
@@ -111,10 +143,11 @@ func testNextHopRouteChange(t *testing.T, ecmp bool) {
 	}; rx(other) > rx(dead) {
 		dead, other = other, dead
 	}
-	t.Logf("the download goes through %s (%s); it goes down, the route keeps %s", dead.NS, dead.IP(), other.IP())
-	resolveFrom(t, l.XLB, other.IP())
-	if err := l.XLB.Netlink().RouteReplace(hostRoute(far, l.XLB.Ifindex(), other.IP())); err != nil {
-		t.Fatal(err)
+	t.Logf("the download goes through %s (%s); it goes down (reroute %v: the route keeps %s)", dead.NS, dead.IP(), reroute, other.IP())
+	if reroute {
+		if err := l.XLB.Netlink().RouteReplace(hostRoute(far, l.XLB.Ifindex(), other.IP())); err != nil {
+			t.Fatal(err)
+		}
 	}
 	link, err := dead.Netlink().LinkByName("eth0")
 	if err == nil {
