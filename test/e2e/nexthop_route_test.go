@@ -87,6 +87,9 @@ func testNextHopRouteChange(t *testing.T, ecmp, reroute bool) {
 	if err := l.XLB.Netlink().RouteAdd(route); err != nil {
 		t.Fatal(err)
 	}
+	// ecmp-dies: a multipath route that skips a failed neighbour, and short
+	// neighbour timers on XLB's eth0, set before the gateways are resolved
+	// (an entry keeps the reachable time it was confirmed with).
 	if !reroute {
 		if err := l.XLB.Do(func() error {
 			for k, v := range map[string]string{
