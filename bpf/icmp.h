@@ -121,10 +121,10 @@ static __always_inline int icmp_rewrite(struct xdp_md *ctx, struct icmp_frame *f
 	__be16 in_sport = v->dport_be, in_dport = v->sport_be;
 	__u32 ip_acc = 0, icmp_acc = 0, l4_acc = 0;
 	__u16 old_inner_check, oldw, neww;
-	__u32 nh_id = v->nexthop;
+	__u32 nh_id = v->nexthop, oif;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &nh_id);
-	if (!nh || !nh->ifindex)
+	if (!nh || !nh->ifindex || (nh->ifindex & XLB_NEXTHOP_STALE))
 		return -1; /* the pair's next hop is being looked up again: let the host have it */
 
 	/* quoted packet: addresses, ports, checksums */
@@ -162,9 +162,10 @@ static __always_inline int icmp_rewrite(struct xdp_md *ctx, struct icmp_frame *f
 
 	copy_mac(f->eth->h_dest, nh->dmac);
 	copy_mac(f->eth->h_source, nh->smac);
-	if (nh->ifindex == ctx->ingress_ifindex)
+	oif = nh->ifindex & ~XLB_NEXTHOP_STALE; /* marked stale meanwhile: still the best guess */
+	if (oif == ctx->ingress_ifindex)
 		return XDP_TX;
-	return bpf_redirect_map(&xlb_tx_ports, nh->ifindex, XDP_DROP);
+	return bpf_redirect_map(&xlb_tx_ports, oif, XDP_DROP);
 }
 
 /*

@@ -91,6 +91,7 @@ enum xlb_limits {
 	XLB_CLOSE_RING_BYTES = 1 << 22, /* pair event ring buffer bytes (a power of two of pages): 131,072 events */
 	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
 	XLB_SNAT_SYNC_BATCH = 1024,  /* requests per run of the SNAT bitmap sync (struct snat_sync_batch) */
+	XLB_NEXTHOP_BATCH = 1024,    /* next-hop requests per run of xlb_nexthop_ctl */
 	XLB_PAIR_EVENTS = 4,         /* counters per backend id in xlb_pair_events (enum xlb_pair_event) */
 	XLB_REAPED_REASONS = 8,      /* counters per backend id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
 	/* cells of the per-backend counter maps (counters.h backend_cell) */
@@ -258,6 +259,25 @@ _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implic
  * smac and dmac when the kernel's neighbour or the interface's address
  * changes, and frees slots no entry named for a whole maintenance walk.
  * A packet whose slot was freed meanwhile looks its next hop up again.
+ *
+ * A stale slot (ifindex with XLB_NEXTHOP_STALE set) is a next hop the
+ * network no longer has as it was: a route that named it changed or went,
+ * or its neighbour turned FAILED (pkg/hostnet WatchNextHops). The daemon
+ * marks it with compare-and-swap through xlb_nexthop_ctl. It matches no
+ * claim and no remembered FIB answer, and is not free, so no new pair
+ * takes it; a packet of an entry naming it looks its next hop up again
+ * (XLB_C_NEXTHOP_REFRESH) and names the slot that lookup gives. The
+ * maintenance walk frees it once no entry names it. L2-sender slots are
+ * never marked: the FIB has no answer for them. When the FIB gives a
+ * stale slot's next hop again and none of its probed slots is free, a
+ * pair creation takes the stale slot back (nexthop.h nexthop_revive), so
+ * stale slots idle pairs still name never leave a next hop without slots.
+ *
+ * Stamping used races the daemon freeing the slot (xlb_nexthop_ctl
+ * XLB_NH_FREE marks the slot stale, then reads used): a CPU that names a
+ * slot stamps used with an atomic exchange and then reads ifindex again;
+ * when the slot went stale meanwhile, it does not take it. Either the
+ * daemon sees the stamp and keeps the slot, or the CPU sees the mark.
  */
 struct nexthop {
 	__u32 ifindex;     /* egress interface; 0: free */
@@ -268,6 +288,11 @@ struct nexthop {
 };
 
 _Static_assert(sizeof(struct nexthop) == 24, "struct nexthop has no implicit padding");
+
+/* nexthop.ifindex of a stale slot: the interface's index with this bit set (indexes are positive ints). */
+#define XLB_NEXTHOP_STALE 0x80000000u
+/* nexthop.ifindex of a slot xlb_nexthop_ctl is freeing: neither live, stale nor free (nexthop.h nexthop_free). */
+#define XLB_NEXTHOP_FREEING 0xffffffffu
 
 /*
  * The Ethernet address of an attached interface (xlb_if_macs, keyed by
@@ -598,6 +623,42 @@ struct snat_sync_batch {
 };
 
 /*
+ * xlb_nexthop_ctl: the daemon's only way to free a next-hop slot or mark
+ * it stale (struct nexthop), each request re-checked in the kernel with
+ * compare-and-swap on the slot's ifindex, so that a SYN naming the slot
+ * meanwhile keeps it (nexthop.h). Never pinned.
+ */
+enum __attribute__((packed)) xlb_nexthop_op {
+	XLB_NH_FREE = 1,       /* free the slot if it still holds (ifindex, ip_be) and used is before used_before */
+	XLB_NH_STALE = 2,      /* mark the slot stale if it still holds the live next hop (ifindex, ip_be) */
+};
+
+enum __attribute__((packed)) xlb_nexthop_result {
+	XLB_NH_DONE = 1,       /* freed, or marked stale */
+	XLB_NH_KEPT = 2,       /* FREE: a pair creation stamped the slot since used_before */
+	XLB_NH_CHANGED = 3,    /* the slot holds another next hop (or is free, or stale already for STALE) */
+};
+
+struct nexthop_req {
+	__u32 id;          /* slot */
+	__u32 ifindex;     /* as the daemon read it: XLB_NEXTHOP_STALE set for a stale slot */
+	__be32 ip_be;
+	__u32 used_before; /* FREE: jiffies, low 32 bits */
+	enum xlb_nexthop_op op;
+	enum xlb_nexthop_result result; /* written by xlb_nexthop_ctl */
+	__u16 pad;
+};
+
+_Static_assert(sizeof(struct nexthop_req) == 20, "struct nexthop_req has no implicit padding");
+
+/* xlb_nexthop_ctl's single request slot. */
+struct nexthop_batch {
+	__u32 count;
+	__u32 pad;
+	struct nexthop_req reqs[XLB_NEXTHOP_BATCH];
+};
+
+/*
  * A FIB answer the data path remembers for new pairs (nexthop.h
  * memo_next_hop): bpf_fib_lookup from src_be to dst_be named next-hop
  * slot nexthop, then holding (ifindex, ip_be), at jiffies at. Per CPU,
@@ -626,9 +687,20 @@ struct create_scratch {
 	struct flow_key okey;   /* a takeover's old forward key */
 	__u32 rr;               /* the round-robin position of this SYN */
 	__u32 pad;
+	/*
+	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
+	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has
+	 * no room for (the verifier's 512 bytes for every frame from xlb_xdp
+	 * down to a next-hop probe). Words, not the struct: its unions have
+	 * no Go form (bpf2go).
+	 */
+	__u64 fib[8];
 	/* toward backend id & (XLB_FIB_MEMOS - 1), then toward clients by their address's hash */
 	struct fib_memo memo[2 * XLB_FIB_MEMOS];
 };
+
+_Static_assert(sizeof(struct bpf_fib_lookup) == sizeof(((struct create_scratch *)0)->fib),
+	       "create_scratch.fib holds a struct bpf_fib_lookup");
 
 /*
  * A fragmented datagram (xlb_frags, frag.h): its sender's and receiver's
@@ -691,7 +763,7 @@ enum xlb_counter {
 	XLB_C_HOLD_DROPS,       /* packets dropped on a XLB_F_HOLD entry (the backend's TIME_WAIT of a replaced pair) */
 	XLB_C_ICMP_TO_CLIENT,   /* ICMP errors about a pair translated toward the client */
 	XLB_C_ICMP_TO_BACKEND,  /* ICMP errors about a pair translated toward the backend */
-	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed: looked up again */
+	XLB_C_NEXTHOP_REFRESH,  /* packets whose next-hop slot had been freed or gone stale: looked up again */
 	XLB_C_NOT_OURS,         /* frames XLB would balance that were addressed to another MAC (or a group address): passed untouched */
 	XLB_C_FRAGS_FORWARDED,  /* IPv4 fragments of a pair forwarded: first fragments, and later ones that followed them (frag.h) */
 	XLB_C_FRAGS_PASSED,     /* IPv4 fragments to the listen or a SNAT address of no known datagram or pair, or of a SYN: passed untouched */

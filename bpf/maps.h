@@ -229,4 +229,12 @@ struct {
 	__uint(max_entries, 1);
 } xlb_snat_sync_batch SEC(".maps");
 
+/* xlb_nexthop_ctl's single request slot (struct nexthop_batch). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct nexthop_batch);
+	__uint(max_entries, 1);
+} xlb_nexthop_batch SEC(".maps");
+
 #endif

@@ -104,9 +104,41 @@
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 /*
- * Entry v's next hop. A next hop whose slot the daemon freed meanwhile is
- * looked up again (XLB_C_NEXTHOP_REFRESH); NULL when none is found (a FIB
- * miss, counted: the caller drops the packet and the sender retransmits).
+ * Entry v's slot was freed or is stale: look its next hop up again and
+ * name the slot found (XLB_C_NEXTHOP_REFRESH). Returns 0 when v names a
+ * slot to send through: the new one, or the stale one when the FIB has no
+ * answer (its next hop is still the best guess); -1 when there is neither.
+ * A function of its own, so that rewrite_and_send keeps few values live
+ * across the calls.
+ */
+static __noinline int refresh_next_hop(struct xdp_md *ctx, struct flow_value *v)
+{
+	struct nexthop *nh;
+	__u32 id, nid = 0;
+
+	if (!v)
+		return -1;
+	if (!resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &nid)) {
+		nh = bpf_map_lookup_elem(&xlb_nexthops, &nid);
+		if (nh && nh->ifindex && !(nh->ifindex & XLB_NEXTHOP_STALE)) {
+			count(XLB_C_NEXTHOP_REFRESH);
+			v->nexthop = nid;
+			return 0;
+		}
+	}
+	id = v->nexthop;
+	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
+	return nh && (nh->ifindex & XLB_NEXTHOP_STALE) ? 0 : -1;
+}
+
+/*
+ * Entry v's next hop. A next hop whose slot the daemon freed or marked
+ * stale meanwhile (a changed route, a failed neighbour: layout.h struct
+ * nexthop) is looked up again and the entry names the new slot
+ * (XLB_C_NEXTHOP_REFRESH). When the FIB has no answer, a stale slot's next
+ * hop is still the best guess and the packet leaves through it (the next
+ * packet looks again); a freed slot has none: NULL, a FIB miss, counted
+ * (the caller drops the packet and the sender retransmits).
  */
 static __always_inline struct nexthop *pair_next_hop(struct xdp_md *ctx, struct flow_value *v)
 {
@@ -114,13 +146,12 @@ static __always_inline struct nexthop *pair_next_hop(struct xdp_md *ctx, struct 
 	__u32 id = v->nexthop;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
-	if (!nh || !nh->ifindex) {
-		if (resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &id)) {
+	if (!nh || !nh->ifindex || (nh->ifindex & XLB_NEXTHOP_STALE)) {
+		if (refresh_next_hop(ctx, v)) {
 			count(XLB_C_FIB_MISS);
 			return 0;
 		}
-		count(XLB_C_NEXTHOP_REFRESH);
-		v->nexthop = id;
+		id = v->nexthop;
 		nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
 	}
 	return nh;
@@ -136,7 +167,7 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 				   struct flow_value *v, struct nexthop *nh, __u32 dir)
 {
 	struct backend_stats *bs;
-	__u32 ipacc;
+	__u32 ipacc, oif;
 	__u16 oldw, neww;
 
 	copy_mac(eth->h_dest, nh->dmac);
@@ -164,9 +195,10 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 		bs->bytes += tot_len;
 	}
 
-	if (nh->ifindex == ctx->ingress_ifindex)
+	oif = nh->ifindex & ~XLB_NEXTHOP_STALE; /* a stale slot's interface is still the best guess */
+	if (oif == ctx->ingress_ifindex)
 		return XDP_TX;
-	return bpf_redirect_map(&xlb_tx_ports, nh->ifindex, XDP_DROP);
+	return bpf_redirect_map(&xlb_tx_ports, oif, XDP_DROP);
 }
 
 /*

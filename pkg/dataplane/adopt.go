@@ -73,12 +73,13 @@ func (p *loadPlan) close() {
 }
 
 // unpinnedMaps are the maps of the object that are never pinned: the
-// scratch space, the reaper's and the SNAT bitmap sync's slots (rewritten
-// before every use), the interfaces' MACs (written at every attach:
-// ifmacs.go), the fragmented datagrams in flight (short-lived: a
-// successor that lost one passes the rest of that datagram to the kernel;
-// bpf/frag.h) and the metadata record (pinned as meta, not under maps/).
-var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbSnatSyncBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbFrags, xlbMapXlbMeta}
+// scratch space, the reaper's, the SNAT bitmap sync's and
+// xlb_nexthop_ctl's slots (rewritten before every use), the interfaces'
+// MACs (written at every attach: ifmacs.go), the fragmented datagrams in
+// flight (short-lived: a successor that lost one passes the rest of that
+// datagram to the kernel; bpf/frag.h) and the metadata record (pinned as
+// meta, not under maps/).
+var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbSnatSyncBatch, xlbMapXlbNexthopBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbFrags, xlbMapXlbMeta}
 
 // stateMaps lists the maps of spec that are pinned: all but unpinnedMaps
 // and the constants.

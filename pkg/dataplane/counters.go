@@ -66,7 +66,8 @@ type Counters struct {
 	// translated through the NAT toward that side.
 	ICMPToClient, ICMPToBackend uint64
 	// NextHopRefreshes counts packets whose next-hop slot had been freed
-	// and that looked their next hop up again.
+	// or gone stale (a route or neighbour change) and that looked their
+	// next hop up again.
 	NextHopRefreshes uint64
 	// NotOurs counts frames the data path would have balanced (to the
 	// listen address's mapped ports or a SNAT address's port range, or

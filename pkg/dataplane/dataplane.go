@@ -84,7 +84,11 @@ type Dataplane struct {
 	closeRing     bool // close events go through the ring buffer (else the per-CPU queues)
 	randomCursors bool // Options.RandomSNATCursors: a cursor starts (and restarts, ResetBackend) at a random port
 	reapMu        sync.Mutex
-	reapBuf       xlbReapBatch // guarded by reapMu
+	reapBuf       xlbReapBatch    // guarded by reapMu
+	nexthopBuf    xlbNexthopBatch // guarded by mu (nexthops.go nextHopCtlLocked)
+	// beforeNextHopFree, when set (tests only: FixtureBeforeNextHopFree),
+	// runs between FreeNextHops' decision and the frees.
+	beforeNextHopFree func()
 
 	// Pinned state (pins.go); guarded by mu.
 	maxConnections uint32

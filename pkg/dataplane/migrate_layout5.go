@@ -26,7 +26,12 @@ import (
 //     entries get 0, "not known yet", which the data path learns from the
 //     client's next segment (flowFrom5). Embryonic forward entries keep
 //     the SYN's time (the handshake histogram); reverse entries had 0.
-//   - xlb_frags and xlb_snat_sync_batch are new and never pinned.
+//   - xlb_nexthops: struct nexthop keeps its bytes; the high bit of
+//     ifindex (XLB_NEXTHOP_STALE) now marks a slot whose next hop a route
+//     or neighbour change made stale, which layout 5 never set: its slots
+//     copy as they are.
+//   - xlb_frags, xlb_snat_sync_batch and xlb_nexthop_batch are new and
+//     never pinned.
 //   - everything else is unchanged.
 var layout5Step = layoutStep{From: 5, Maps: map[string]entryConverter{
 	xlbMapXlbCfg:   {Value: configFrom5},

@@ -19,14 +19,23 @@ import (
 // netlink watcher of pkg/hostnet) and frees the slots no entry names
 // (FreeNextHops, from the maintenance walk).
 //
-// Userspace writes a slot whole (a map update), while the data path
-// claims free slots with compare-and-swap and stamps used. Every write
-// here re-reads the slot under d.mu just before and changes only a slot
+// Userspace writes a slot's MACs whole (a map update), while the data path
+// claims free slots with compare-and-swap and stamps used. Every such
+// write re-reads the slot under d.mu just before and changes only a slot
 // that still holds what the decision was made on; what remains is a
-// window of one syscall in which a data path write to the same slot can
-// be lost. Each such loss heals itself: a lost used stamp at most frees a
-// slot early, and a packet that finds its slot freed looks its next hop
-// up again (XLB_C_NEXTHOP_REFRESH).
+// window of one syscall in which a data path used stamp on the same slot
+// can be lost, which at most lets the walk free the slot a pass early.
+// Freeing a slot and marking it stale change which next hop a slot is,
+// so those go through xlb_nexthop_ctl (bpf/nexthop.h), which re-checks
+// each request in the kernel with compare-and-swap on the slot's ifindex:
+// a SYN naming a slot between FreeNextHops' decision and the free keeps
+// it (issue 27). A packet that finds its slot freed or stale looks its
+// next hop up again (XLB_C_NEXTHOP_REFRESH).
+//
+// A stale slot (MarkNextHopsStale, MarkNeighbourStale; pkg/hostnet's
+// watcher on route changes and failed neighbours) makes the established
+// pairs naming it look their next hop up again, so they follow the route
+// (issue 27 finding 1).
 //
 // A SYN does not ask the FIB each time (issue 17: a new pair cost two
 // bpf_fib_lookup calls and two slot probes): each CPU remembers, per
@@ -34,8 +43,8 @@ import (
 // (bpf/nexthop.h memo_next_hop) for FIBMemoTicks, while that slot still
 // holds the same next hop. A route or neighbour change therefore reaches
 // new pairs within those ticks, and a MAC change at once, since it is
-// written into the slot (UpdateNeighbour, UpdateInterfaceMAC); a freed
-// slot (FreeNextHops) ends the memo at once.
+// written into the slot (UpdateNeighbour, UpdateInterfaceMAC); a freed or
+// stale slot ends the memo at once.
 
 // FIBMemoTicks is how long a CPU's remembered FIB answer serves new pairs
 // (bpf/layout.h XLB_FIB_MEMO_TICKS): 64 jiffies, 64 ms at HZ=1000, 256 ms
@@ -43,10 +52,20 @@ import (
 // change is 1 s.
 const FIBMemoTicks = Jiffies(xlbXlbLimitsXLB_FIB_MEMO_TICKS)
 
+// nextHopStale is the bit a stale slot's ifindex carries (bpf/layout.h
+// XLB_NEXTHOP_STALE): a next hop whose route changed or whose neighbour
+// failed, which no new pair takes and whose pairs look their next hop up
+// again at their next packet (MarkNextHopsStale).
+const nextHopStale = uint32(1) << 31
+
 // NextHop is one slot of xlb_nexthops.
 type NextHop struct {
 	// Ifindex is the egress interface; 0: the slot is free.
 	Ifindex int
+	// Stale reports a slot marked stale (MarkNextHopsStale): the pairs
+	// naming it look their next hop up again at their next packet, and
+	// the maintenance walk frees it once none names it.
+	Stale bool
 	// IP is the neighbour bpf_fib_lookup returned (the backend or client
 	// itself on link, else the gateway). Invalid (the zero netip.Addr)
 	// for an L2-sender slot: a client the FIB could not resolve, answered
@@ -70,7 +89,11 @@ func (h NextHop) String() string {
 	if h.IP.IsValid() {
 		ip = h.IP.String()
 	}
-	return fmt.Sprintf("ifindex %d via %s %s->%s", h.Ifindex, ip, h.SrcMAC, h.DstMAC)
+	stale := ""
+	if h.Stale {
+		stale = " (stale)"
+	}
+	return fmt.Sprintf("ifindex %d via %s %s->%s%s", h.Ifindex, ip, h.SrcMAC, h.DstMAC, stale)
 }
 
 // NextHopSlots is the slots the data path probes for the next hop
@@ -130,7 +153,8 @@ func decodeNextHop(s *xlbNexthop) NextHop {
 	if s.Ifindex == 0 {
 		return NextHop{}
 	}
-	h := NextHop{Ifindex: int(s.Ifindex), SrcMAC: bytes.Clone(s.Smac[:]), DstMAC: bytes.Clone(s.Dmac[:]), Used: s.Used}
+	h := NextHop{Ifindex: int(s.Ifindex &^ nextHopStale), Stale: s.Ifindex&nextHopStale != 0,
+		SrcMAC: bytes.Clone(s.Smac[:]), DstMAC: bytes.Clone(s.Dmac[:]), Used: s.Used}
 	if s.IpBe != 0 {
 		h.IP = addrFromBE32(s.IpBe)
 	}
@@ -209,42 +233,138 @@ func (d *Dataplane) UpdateInterfaceMAC(ifindex int, mac net.HardwareAddr) (int, 
 // slot id.
 const NextHopWords = int(MaxNextHops+63) / 64
 
-// FreeNextHops frees every claimed slot that no flow entry names and that
-// no pair creation stamped since notUsedSince (the data path's clock, low
-// 32 bits, at the start of the maintenance walk's pass that collected
-// referenced). referenced is a bitset over slot ids (bit id%64 of word
-// id/64), NextHopWords words long: the slots the flow entries the pass
-// read name. A slot stamped during the pass may be named by an entry the
-// pass did not see, so it is kept. It returns how many slots it freed.
+// FreeNextHops frees every claimed slot (live or stale) that no flow
+// entry names and that no pair creation stamped since notUsedSince (the
+// data path's clock, low 32 bits, at the start of the maintenance walk's
+// pass that collected referenced). referenced is a bitset over slot ids
+// (bit id%64 of word id/64), NextHopWords words long: the slots the flow
+// entries the pass read name. A slot stamped during the pass may be named
+// by an entry the pass did not see, so it is kept. It returns how many
+// slots it freed.
+//
+// The decision is re-checked in the kernel (xlb_nexthop_ctl, bpf/nexthop.h):
+// the slot is marked stale with compare-and-swap, then its used stamp is
+// read again, so a SYN that names the slot between this scan and the free
+// keeps it (issue 27: the lookup-then-zero raced a SYN claiming the slot).
 func (d *Dataplane) FreeNextHops(referenced []uint64, notUsedSince uint32) (int, error) {
 	if len(referenced) != NextHopWords {
 		return 0, fmt.Errorf("dataplane: free next hops: a bitset of %d words, want %d (one bit per slot)", len(referenced), NextHopWords)
 	}
-	unused := func(id uint32, s *xlbNexthop) bool {
-		return s.Ifindex != 0 && referenced[id/64]&(1<<(id%64)) == 0 && int32(s.Used-notUsedSince) < 0
+	var reqs []xlbNexthopReq
+	_, err := d.scanNextHops(func(id uint32, s *xlbNexthop) bool {
+		if s.Ifindex != 0 && referenced[id/64]&(1<<(id%64)) == 0 && int32(s.Used-notUsedSince) < 0 {
+			reqs = append(reqs, xlbNexthopReq{Id: id, Ifindex: s.Ifindex, IpBe: s.IpBe, UsedBefore: notUsedSince, Op: xlbXlbNexthopOpXLB_NH_FREE})
+		}
+		return false
+	})
+	if err != nil {
+		return 0, err
 	}
-	ids, err := d.scanNextHops(unused)
+	if d.beforeNextHopFree != nil {
+		d.beforeNextHopFree()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, err := d.nextHopCtlLocked(reqs)
+	if err != nil {
+		return n, fmt.Errorf("dataplane: free next hops: %w", err)
+	}
+	return n, nil
+}
+
+// MarkNextHopsStale marks stale every live slot with a neighbour address
+// (never an L2-sender slot: the FIB has no answer for those) for which
+// match(ifindex, ip) is true: the network changed under that next hop (a
+// route that named it changed, its neighbour failed). No new pair takes a
+// stale slot, and every pair naming one looks its next hop up again at its
+// next packet (bpf/xlb.c rewrite_and_send, counted as NextHopRefreshes);
+// the maintenance walk frees it once no entry names it (FreeNextHops).
+// Each slot is marked with compare-and-swap in the kernel, only if it
+// still holds the next hop it was read with. It reads every slot, and
+// returns how many it marked.
+func (d *Dataplane) MarkNextHopsStale(match func(ifindex int, ip netip.Addr) bool) (int, error) {
+	var reqs []xlbNexthopReq
+	_, err := d.scanNextHops(func(id uint32, s *xlbNexthop) bool {
+		if s.Ifindex != 0 && s.Ifindex&nextHopStale == 0 && s.IpBe != 0 && match(int(s.Ifindex), addrFromBE32(s.IpBe)) {
+			reqs = append(reqs, xlbNexthopReq{Id: id, Ifindex: s.Ifindex, IpBe: s.IpBe, Op: xlbXlbNexthopOpXLB_NH_STALE})
+		}
+		return false
+	})
 	if err != nil {
 		return 0, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var n int
-	for _, id := range ids {
-		var s xlbNexthop
-		if err := d.objs.XlbNexthops.Lookup(id, &s); err != nil {
-			return n, fmt.Errorf("dataplane: read next hop %d: %w", id, err)
-		}
-		if !unused(id, &s) {
-			continue
-		}
-		if err := d.objs.XlbNexthops.Update(id, &xlbNexthop{}, ebpf.UpdateExist); err != nil {
-			return n, fmt.Errorf("dataplane: free next hop %d: %w", id, err)
-		}
-		n++
+	n, err := d.nextHopCtlLocked(reqs)
+	if err != nil {
+		return n, fmt.Errorf("dataplane: mark next hops stale: %w", err)
 	}
 	return n, nil
 }
+
+// MarkNeighbourStale marks stale the slots of the next hop (ifindex, ip)
+// (MarkNextHopsStale), reading only the NextHopProbes slots its hash
+// names: the kernel's neighbour entry of ip turned FAILED or was deleted.
+// It returns how many slots it marked.
+func (d *Dataplane) MarkNeighbourStale(ifindex int, ip netip.Addr) (int, error) {
+	if !ip.Is4() || ip.IsUnspecified() || ifindex <= 0 {
+		return 0, fmt.Errorf("dataplane: mark neighbour %s on ifindex %d stale: want an IPv4 neighbour on an interface", ip, ifindex)
+	}
+	want := xlbNexthop{Ifindex: uint32(ifindex), IpBe: be32(ip)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var reqs []xlbNexthopReq
+	for _, id := range NextHopSlots(ifindex, ip) {
+		var s xlbNexthop
+		if err := d.objs.XlbNexthops.Lookup(id, &s); err != nil {
+			return 0, fmt.Errorf("dataplane: read next hop %d: %w", id, err)
+		}
+		if sameNextHop(&s, &want) {
+			reqs = append(reqs, xlbNexthopReq{Id: id, Ifindex: s.Ifindex, IpBe: s.IpBe, Op: xlbXlbNexthopOpXLB_NH_STALE})
+		}
+	}
+	n, err := d.nextHopCtlLocked(reqs)
+	if err != nil {
+		return n, fmt.Errorf("dataplane: mark neighbour %s on ifindex %d stale: %w", ip, ifindex, err)
+	}
+	return n, nil
+}
+
+// nextHopCtlLocked runs xlb_nexthop_ctl (bpf/nexthop.h) over reqs,
+// nextHopBatch at a time, and returns how many it carried out
+// (XLB_NH_DONE). Callers hold d.mu, which also guards d.nexthopBuf.
+func (d *Dataplane) nextHopCtlLocked(reqs []xlbNexthopReq) (int, error) {
+	b := &d.nexthopBuf
+	var n int
+	for len(reqs) > 0 {
+		c := min(len(reqs), nextHopBatch)
+		b.Count = uint32(c)
+		copy(b.Reqs[:c], reqs[:c])
+		if err := d.objs.XlbNexthopBatch.Update(uint32(0), b, ebpf.UpdateAny); err != nil {
+			return n, fmt.Errorf("write requests: %w", err)
+		}
+		ret, err := runOnce(d.objs.XlbNexthopCtl)
+		if err != nil {
+			return n, fmt.Errorf("run xlb_nexthop_ctl: %w", err)
+		}
+		if ret != xdpPass {
+			return n, fmt.Errorf("xlb_nexthop_ctl returned %d", ret)
+		}
+		if err := d.objs.XlbNexthopBatch.Lookup(uint32(0), b); err != nil {
+			return n, fmt.Errorf("read results: %w", err)
+		}
+		for _, q := range b.Reqs[:c] {
+			if q.Result == xlbXlbNexthopResultXLB_NH_DONE {
+				n++
+			}
+		}
+		reqs = reqs[c:]
+	}
+	return n, nil
+}
+
+// nextHopBatch is how many requests one run of xlb_nexthop_ctl takes.
+const nextHopBatch = int(xlbXlbLimitsXLB_NEXTHOP_BATCH)
 
 // claimNextHop returns the slot of m (an xlb_nexthops map) that holds the
 // next hop want identifies (sameNextHop), as it is, or else claims the

@@ -110,6 +110,7 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbHandshake: m.XlbHandshake, xlbMapXlbIfMacs: m.XlbIfMacs, xlbMapXlbIfMacSlots: m.XlbIfMacSlots,
 		xlbMapXlbFrags:         m.XlbFrags,
 		xlbMapXlbSnatSyncBatch: m.XlbSnatSyncBatch,
+		xlbMapXlbNexthopBatch:  m.XlbNexthopBatch,
 	}
 }
 

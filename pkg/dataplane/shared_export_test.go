@@ -28,3 +28,8 @@ func (d *Dataplane) FixtureGiveIfMACSlot(ifindex, other int, mac [6]byte) error 
 	s := xlbIfMacSlot{Ifindex: uint32(other), Addr: mac}
 	return d.objs.XlbIfMacSlots.Update(ifMACSlot(ifindex), &s, ebpf.UpdateExist)
 }
+
+// FixtureBeforeNextHopFree makes FreeNextHops call f after it has read the
+// slots and decided which to free, before it frees them: a test runs there
+// what a CPU could do in that window (a SYN naming a slot). nil removes it.
+func (d *Dataplane) FixtureBeforeNextHopFree(f func()) { d.beforeNextHopFree = f }

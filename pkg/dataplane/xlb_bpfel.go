@@ -53,6 +53,7 @@ type xlbCreateScratch struct {
 	Okey xlbFlowKey
 	Rr   uint32
 	Pad  uint32
+	Fib  [8]uint64
 	Memo [1024]struct {
 		_       structs.HostLayout
 		SrcBe   uint32
@@ -132,6 +133,24 @@ type xlbNexthop struct {
 	Smac    [6]uint8
 	Dmac    [6]uint8
 	Used    uint32
+}
+
+type xlbNexthopBatch struct {
+	_     structs.HostLayout
+	Count uint32
+	Pad   uint32
+	Reqs  [1024]xlbNexthopReq
+}
+
+type xlbNexthopReq struct {
+	_          structs.HostLayout
+	Id         uint32
+	Ifindex    uint32
+	IpBe       uint32
+	UsedBefore uint32
+	Op         xlbXlbNexthopOp
+	Result     xlbXlbNexthopResult
+	Pad        uint16
 }
 
 type xlbPortMap struct {
@@ -333,6 +352,7 @@ const (
 	xlbXlbLimitsXLB_CLOSE_RING_BYTES        xlbXlbLimits = 4194304
 	xlbXlbLimitsXLB_REAP_BATCH              xlbXlbLimits = 2048
 	xlbXlbLimitsXLB_SNAT_SYNC_BATCH         xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_NEXTHOP_BATCH           xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_PAIR_EVENTS             xlbXlbLimits = 4
 	xlbXlbLimitsXLB_REAPED_REASONS          xlbXlbLimits = 8
 	xlbXlbLimitsXLB_BACKEND_STATS_SLOTS     xlbXlbLimits = 2048
@@ -343,6 +363,21 @@ const (
 	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
 	xlbXlbLimitsXLB_FRAG_DATAGRAMS          xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_FRAG_TTL_MS             xlbXlbLimits = 1000
+)
+
+type xlbXlbNexthopOp uint8
+
+const (
+	xlbXlbNexthopOpXLB_NH_FREE  xlbXlbNexthopOp = 1
+	xlbXlbNexthopOpXLB_NH_STALE xlbXlbNexthopOp = 2
+)
+
+type xlbXlbNexthopResult uint8
+
+const (
+	xlbXlbNexthopResultXLB_NH_DONE    xlbXlbNexthopResult = 1
+	xlbXlbNexthopResultXLB_NH_KEPT    xlbXlbNexthopResult = 2
+	xlbXlbNexthopResultXLB_NH_CHANGED xlbXlbNexthopResult = 3
 )
 
 type xlbXlbPairEvent uint32
@@ -451,6 +486,7 @@ const (
 	xlbMapXlbIfMacSlots      = "xlb_if_mac_slots"
 	xlbMapXlbIfMacs          = "xlb_if_macs"
 	xlbMapXlbMeta            = "xlb_meta"
+	xlbMapXlbNexthopBatch    = "xlb_nexthop_batch"
 	xlbMapXlbNexthops        = "xlb_nexthops"
 	xlbMapXlbPairEvents      = "xlb_pair_events"
 	xlbMapXlbReapBatch       = "xlb_reap_batch"
@@ -462,6 +498,7 @@ const (
 	xlbMapXlbSnatSyncBatch   = "xlb_snat_sync_batch"
 	xlbMapXlbTxPorts         = "xlb_tx_ports"
 	xlbProgXlbClock          = "xlb_clock"
+	xlbProgXlbNexthopCtl     = "xlb_nexthop_ctl"
 	xlbProgXlbReap           = "xlb_reap"
 	xlbProgXlbSnatSync       = "xlb_snat_sync"
 	xlbProgXlbXdp            = "xlb_xdp"
@@ -522,10 +559,11 @@ type xlbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbProgramSpecs struct {
-	XlbClock    *ebpf.ProgramSpec `ebpf:"xlb_clock"`
-	XlbReap     *ebpf.ProgramSpec `ebpf:"xlb_reap"`
-	XlbSnatSync *ebpf.ProgramSpec `ebpf:"xlb_snat_sync"`
-	XlbXdp      *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
+	XlbClock      *ebpf.ProgramSpec `ebpf:"xlb_clock"`
+	XlbNexthopCtl *ebpf.ProgramSpec `ebpf:"xlb_nexthop_ctl"`
+	XlbReap       *ebpf.ProgramSpec `ebpf:"xlb_reap"`
+	XlbSnatSync   *ebpf.ProgramSpec `ebpf:"xlb_snat_sync"`
+	XlbXdp        *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
 }
 
 // xlbMapSpecs contains maps before they are loaded into the kernel.
@@ -545,6 +583,7 @@ type xlbMapSpecs struct {
 	XlbIfMacSlots    *ebpf.MapSpec `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs        *ebpf.MapSpec `ebpf:"xlb_if_macs"`
 	XlbMeta          *ebpf.MapSpec `ebpf:"xlb_meta"`
+	XlbNexthopBatch  *ebpf.MapSpec `ebpf:"xlb_nexthop_batch"`
 	XlbNexthops      *ebpf.MapSpec `ebpf:"xlb_nexthops"`
 	XlbPairEvents    *ebpf.MapSpec `ebpf:"xlb_pair_events"`
 	XlbReapBatch     *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
@@ -609,6 +648,7 @@ type xlbMaps struct {
 	XlbIfMacSlots    *ebpf.Map `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs        *ebpf.Map `ebpf:"xlb_if_macs"`
 	XlbMeta          *ebpf.Map `ebpf:"xlb_meta"`
+	XlbNexthopBatch  *ebpf.Map `ebpf:"xlb_nexthop_batch"`
 	XlbNexthops      *ebpf.Map `ebpf:"xlb_nexthops"`
 	XlbPairEvents    *ebpf.Map `ebpf:"xlb_pair_events"`
 	XlbReapBatch     *ebpf.Map `ebpf:"xlb_reap_batch"`
@@ -636,6 +676,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbIfMacSlots,
 		m.XlbIfMacs,
 		m.XlbMeta,
+		m.XlbNexthopBatch,
 		m.XlbNexthops,
 		m.XlbPairEvents,
 		m.XlbReapBatch,
@@ -672,15 +713,17 @@ type xlbVariables struct {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbPrograms struct {
-	XlbClock    *ebpf.Program `ebpf:"xlb_clock"`
-	XlbReap     *ebpf.Program `ebpf:"xlb_reap"`
-	XlbSnatSync *ebpf.Program `ebpf:"xlb_snat_sync"`
-	XlbXdp      *ebpf.Program `ebpf:"xlb_xdp"`
+	XlbClock      *ebpf.Program `ebpf:"xlb_clock"`
+	XlbNexthopCtl *ebpf.Program `ebpf:"xlb_nexthop_ctl"`
+	XlbReap       *ebpf.Program `ebpf:"xlb_reap"`
+	XlbSnatSync   *ebpf.Program `ebpf:"xlb_snat_sync"`
+	XlbXdp        *ebpf.Program `ebpf:"xlb_xdp"`
 }
 
 func (p *xlbPrograms) Close() error {
 	return _XlbClose(
 		p.XlbClock,
+		p.XlbNexthopCtl,
 		p.XlbReap,
 		p.XlbSnatSync,
 		p.XlbXdp,

@@ -28,6 +28,7 @@ type nextHopCall struct {
 type recordingWriter struct {
 	mu    sync.Mutex
 	calls []nextHopCall
+	stale []func(ifindex int, ip netip.Addr) bool // MarkNextHopsStale's matches
 }
 
 func (r *recordingWriter) UpdateNeighbour(ifindex int, ip netip.Addr, mac net.HardwareAddr) (int, error) {
@@ -42,6 +43,28 @@ func (r *recordingWriter) UpdateInterfaceMAC(ifindex int, mac net.HardwareAddr) 
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, nextHopCall{ifindex: ifindex, mac: mac.String()})
 	return 1, nil
+}
+
+func (r *recordingWriter) MarkNeighbourStale(ifindex int, ip netip.Addr) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, nextHopCall{ifindex: ifindex, ip: ip, mac: "stale"})
+	return 1, nil
+}
+
+func (r *recordingWriter) MarkNextHopsStale(match func(ifindex int, ip netip.Addr) bool) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stale = append(r.stale, match)
+	return 1, nil
+}
+
+// staleMatches reports whether a MarkNextHopsStale call matched the next
+// hop (ifindex, ip).
+func (r *recordingWriter) staleMatches(ifindex int, ip netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.stale, func(m func(int, netip.Addr) bool) bool { return m(ifindex, ip) })
 }
 
 // count is how many recorded calls match c.
@@ -142,11 +165,19 @@ func (n *nextHopNet) neighSet(t *testing.T, ifindex int, ip string, mac net.Hard
 // cleanup.
 func (n *nextHopNet) watch(t *testing.T, w NextHopWriter, resync time.Duration) *NextHopWatcher {
 	t.Helper()
+	return n.watchWith(t, w, resync, time.After, nil)
+}
+
+// watchWith is watch with the timer route events settle on and the
+// gateways' keeper.
+func (n *nextHopNet) watchWith(t *testing.T, w NextHopWriter, resync time.Duration, after func(time.Duration) <-chan time.Time,
+	keep KeepResolved) *NextHopWatcher {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var nw *NextHopWatcher
 	err := testnet.In(n.ns, func() error {
 		var err error
-		nw, err = watchNextHops(ctx, []int{n.watched}, w, logrus.StandardLogger(), resync)
+		nw, err = watchNextHops(ctx, []int{n.watched}, w, keep, logrus.StandardLogger(), resync, after)
 		return err
 	})
 	if err != nil {

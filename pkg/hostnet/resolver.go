@@ -41,6 +41,8 @@ type Resolver struct {
 
 	mu      sync.Mutex
 	managed map[neighKey]bool // entries this resolver made managed
+
+	manageMu sync.Mutex // one manage at a time: OnManaged's journal is not safe for concurrent use
 }
 
 type neighKey struct {
@@ -131,8 +133,35 @@ func (r *Resolver) neighbourValid(rt Route) (bool, error) {
 	return false, nil
 }
 
+// KeepResolved makes the neighbour entry of ip on interface ifindex
+// kernel-managed, as Resolve does for a backend's next hop, unless it is
+// managed or permanent already: the kernel then resolves it at once and
+// keeps probing it, so the data path's FIB lookups find it and a neighbour
+// that stops answering turns FAILED (pkg/hostnet WatchNextHops gives it the
+// gateways of the routes). An interface XLB is not attached to is left
+// alone. Cleanup removes the entry with the others.
+func (r *Resolver) KeepResolved(ifindex int, ip netip.Addr) error {
+	name, ok := r.attached[ifindex]
+	if !ok || !ip.Is4() || ip.IsUnspecified() {
+		return nil
+	}
+	neighs, err := r.h.NeighList(ifindex, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list neighbours on %s: %w", name, err)
+	}
+	for _, n := range neighs {
+		if got, ok := netip.AddrFromSlice(n.IP.To4()); ok && got == ip &&
+			(n.State&netlink.NUD_PERMANENT != 0 || n.FlagsExt&netlink.NTF_EXT_MANAGED != 0) {
+			return nil
+		}
+	}
+	return r.manage(Route{Ifindex: ifindex, Interface: name, NextHop: ip})
+}
+
 // manage creates or converts the next hop's entry into a managed one.
 func (r *Resolver) manage(rt Route) error {
+	r.manageMu.Lock()
+	defer r.manageMu.Unlock()
 	if r.OnManaged != nil {
 		if err := r.OnManaged(rt.Interface, rt.NextHop); err != nil {
 			return fmt.Errorf("record neighbour %s on %s: %w", rt.NextHop, rt.Interface, err)

@@ -319,7 +319,7 @@ func (in *Instance) start(ctx context.Context) error {
 // network namespace.
 func (in *Instance) startDiscovery(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := hostnet.WatchNextHops(runCtx, in.ifindex, in.DP, in.log.WithField("component", "nexthops"))
+	w, err := hostnet.WatchNextHops(runCtx, in.ifindex, in.DP, in.resolver.KeepResolved, in.log.WithField("component", "nexthops"))
 	if err != nil {
 		cancel()
 		return err

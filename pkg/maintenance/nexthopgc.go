@@ -13,8 +13,11 @@ import "github.com/xlbproject/xlb/pkg/dataplane"
 // be missed by the walk, but the data path stamps the slot it names
 // (nexthop.used) at pair creation, later than since. So a slot that is
 // neither in the set nor used since the window opened is named by no entry,
-// and the hook may free it (dataplane.FreeNextHops). A packet whose slot was
-// freed anyway looks its next hop up again.
+// and the hook may free it (dataplane.FreeNextHops, which re-checks the
+// stamp in the kernel just before each free, so a SYN that names the slot
+// after this decision keeps it). A packet whose slot was freed anyway
+// looks its next hop up again. Stale slots (a changed route, a failed
+// neighbour) are collected the same way once no entry names them.
 //
 // A window ends with the first pass that ends at least a pass length
 // (passCycles) after it opened: a small table, walked whole every cycle,
