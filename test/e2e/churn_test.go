@@ -2,20 +2,25 @@ package e2e
 
 import (
 	"context"
+	"math"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/internal/testnet/loadgen"
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
 // Sustained connection churn through XLB (issue 13, "Tests that must
-// exist" → Lab): new connections at the lab's full rate (loadgen's
-// workers as fast as the path allows), with the client or the backend
-// closing first, and clients that reuse their source ports
-// (loadgen.ReuseSourcePorts).
+// exist" → Lab; paced since issue 27): new connections with the client or
+// the backend closing first, and clients that reuse their source ports
+// (loadgen.ReuseSourcePorts). The lab's full rate differs twofold between
+// machines of this kind, so no test offers it: each computes the capacity
+// its configuration gives (capacity.rate) and offers a share of it, and
+// what must be refused is offered above it.
 
 // The issue's bounds.
 const (
@@ -23,31 +28,37 @@ const (
 	// that went unanswered is retransmitted after 1 s).
 	maxChurnConnect = 900 * time.Millisecond
 	// minWindowRatio: no 10 s window of the server-first run may complete
-	// fewer connections than this times the first window. The issue asks
-	// for 0.8; at full rate on this kind of machine (2 shared cores) the
-	// lab itself does not hold that: straight to a backend, with no
-	// balancer at all, the lowest window of BenchmarkLabChurn's direct
-	// path was 0.70 x its first (3,635 against 5,153/s), and XLB alone
-	// 0.69 x with every connect under 75 ms. What the bound guards
-	// against, a collapse to about 30/s (0.007 x) while backends refuse
-	// SYNs on reused ports, is asserted exactly instead: a refused SYN is
+	// fewer connections than this times the first window. At a paced rate
+	// that the machine sustains the windows are equal; on a machine too
+	// slow for the offered rate the run goes at the lab's full rate,
+	// whose windows vary (straight to a backend, with no balancer at all,
+	// the lowest window of BenchmarkLabChurn's direct path was 0.70 x its
+	// first on a 2-core machine). What the bound guards against, a
+	// collapse to about 30/s (0.007 x) while backends refuse SYNs on
+	// reused ports, is asserted exactly instead: a refused SYN is
 	// retransmitted after 1 s, so no connect over maxChurnConnect means
 	// every SYN was answered at the first try (the client's
 	// TcpExtTCPSynRetrans and the backends' TcpExtPAWSTimewait are logged
-	// beside it). The window bound stays as a collapse detector; the rate
-	// against iptables and direct, window by window, is measured by make
-	// bench (BenchmarkLabChurn).
+	// beside it).
 	minWindowRatio = 0.5
 )
 
 // churnVIP is XLB's listen address and port.
 var churnVIP = netip.MustParseAddrPort(listenAddr)
 
+// churnBackends is the number of backends of a respondLab (lab.Options'
+// default), which a test sizing its SNAT space before the lab exists
+// needs.
+const churnBackends = 3
+
 // startChurn builds a respondLab whose client reuses its source ports and
 // runs the daemon with c.
 func startChurn(t *testing.T, c capacity) *lab.Lab {
 	t.Helper()
 	l := respondLab(t)
+	if len(l.Backends) != churnBackends {
+		t.Fatalf("the lab has %d backends, want churnBackends = %d", len(l.Backends), churnBackends)
+	}
 	if err := loadgen.ReuseSourcePorts(l.Client()); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +82,20 @@ func runChurn(t *testing.T, l *lab.Lab, cfg loadgen.Config) *loadgen.Result {
 	return r
 }
 
+// pacedChurn runs order's churn through l for d, offered at share of the
+// capacity c gives with l's backends, and logs the capacity, the offered
+// and the achieved rate.
+func pacedChurn(t *testing.T, l *lab.Lab, c capacity, order loadgen.CloseOrder, share float64, d time.Duration) *loadgen.Result {
+	t.Helper()
+	capRate := c.rate(order, len(l.Backends))
+	offered := share * capRate
+	t.Logf("SNAT space: %d ports per backend x %d backends, each port busy %v after a %v close: capacity %.0f new connections/s; offered %.2f x = %.0f/s for %v",
+		c.portsPerBackend(), len(l.Backends), portBusy(order), order, capRate, share, offered, d)
+	r := runChurn(t, l, loadgen.Config{Duration: d, Close: order, Rate: offered})
+	t.Logf("achieved %.0f/s (%.2f x the offered rate, %.2f x the capacity)", r.Rate(), r.Rate()/offered, r.Rate()/capRate)
+	return r
+}
+
 // logSNATCounters logs the daemon's SNAT counters and returns the
 // exhaustions.
 func logSNATCounters(t *testing.T, l *lab.Lab) float64 {
@@ -84,12 +109,39 @@ func logSNATCounters(t *testing.T, l *lab.Lab) float64 {
 }
 
 // 60 s of client-first churn with 1,000 SNAT ports per backend and 3
-// backends: a port is free again as soon as the client's FIN ends its
-// pair, so nothing is refused (no client error, no SNAT exhaustion).
+// backends, offered at 70 % of their capacity: a port is free again as
+// soon as the client's FIN ends its pair and the takeover guard passed, so
+// nothing is refused (no client error, no SNAT exhaustion).
 func TestCapacityChurnClientFirst(t *testing.T) {
 	c := capacity{addrs: 1, portLo: 40000, portHi: 40999, maxConnections: 262144}
+	churnWithoutRefusals(t, c, loadgen.ClientFirst, offeredShare(t), 60*time.Second)
+}
+
+// The same at twice the rate the unpaced test ran on the fastest machine
+// seen (7,222/s, 2026-12-07), in a SNAT space sized for it: a machine
+// that fast, or faster, still meets its capacity only at the share the
+// test offers. A slower machine achieves less and refuses nothing either.
+func TestCapacityChurnClientFirstFast(t *testing.T) {
+	const fastest = 7222 // connections/s, the old test's rate on a fast host
+	offered := 2.0 * fastest
+	ports := portsFor(offered/noRefusalShare, loadgen.ClientFirst, churnBackends)
+	c := capacity{addrs: 1, portLo: 40000, portHi: 40000 + ports - 1, maxConnections: 262144}
+	churnWithoutRefusals(t, c, loadgen.ClientFirst, noRefusalShare, 20*time.Second)
+}
+
+// portsFor is the number of SNAT ports per backend whose capacity (one
+// address, backends backends) is at least rate.
+func portsFor(rate float64, order loadgen.CloseOrder, backends int) int {
+	return int(math.Ceil(rate * portBusy(order).Seconds() / float64(backends)))
+}
+
+// churnWithoutRefusals runs a paced churn below c's capacity and asserts
+// that nothing failed, every connection was counted and no SNAT port ran
+// out.
+func churnWithoutRefusals(t *testing.T, c capacity, order loadgen.CloseOrder, share float64, d time.Duration) *loadgen.Result {
+	t.Helper()
 	l := startChurn(t, c)
-	r := runChurn(t, l, loadgen.Config{Duration: 60 * time.Second, Close: loadgen.ClientFirst})
+	r := pacedChurn(t, l, c, order, share, d)
 	if r.Completed == 0 || r.Failed() != 0 {
 		t.Fatalf("%d completed, failures: %s; want none refused or failed", r.Completed, r.FailureSummary())
 	}
@@ -102,31 +154,43 @@ func TestCapacityChurnClientFirst(t *testing.T) {
 	if n := logSNATCounters(t, l); n != 0 {
 		t.Fatalf("xlb_snat_port_exhausted_total %v, want 0", n)
 	}
+	return r
 }
 
-// 120 s of server-first churn at full rate, clients reusing their source
-// ports: the backends hold TIME_WAIT, so XLB must never hand a port back
-// to the same backend within 60 s (that stalled connections for a 1 s SYN
-// retransmit and collapsed the rate after about 25 s). No connect takes
-// more than 900 ms (every SYN answered at the first try) and no 10 s
-// window falls below minWindowRatio x the first. The SNAT space (8
-// addresses x 20,000 ports x 3 backends / 60 s = 8,000/s) exceeds the
-// lab's full rate, so nothing is refused either.
+// 120 s of server-first churn offered at 70 % of the capacity of one SNAT
+// address with 20,000 ports toward each of 3 backends, clients reusing
+// their source ports: the backends hold TIME_WAIT, so XLB must never hand
+// a port back to the same backend while the backend may still hold it
+// (maintenance.SNATHold; handing it back within 60 s stalled connections
+// for a 1 s SYN retransmit and collapsed the rate after about 25 s). Each
+// backend's cursor wraps around its 20,000 ports within the run, so ports
+// are handed out again. No connect takes more than 900 ms (every SYN
+// answered at the first try: the client retransmitted none), no 10 s
+// window falls below minWindowRatio x the first, and nothing is refused.
 func TestCapacityChurnServerFirst(t *testing.T) {
-	c := capacity{addrs: 8, portLo: 40000, portHi: 59999, maxConnections: 524288}
+	c := capacity{addrs: 1, portLo: 40000, portHi: 59999, maxConnections: 262144}
 	l := startChurn(t, c)
 	before := stallCounters(t, l)
-	r := runChurn(t, l, loadgen.Config{Duration: 120 * time.Second, Close: loadgen.ServerFirst})
-	t.Logf("SNAT space: %d ports per backend, %.0f new connections/s sustained", c.portsPerBackend(), c.rateCap(len(l.Backends)))
+	r := pacedChurn(t, l, c, loadgen.ServerFirst, offeredShare(t), 120*time.Second)
 	logSNATCounters(t, l)
 	after := stallCounters(t, l)
-	t.Logf("client: TcpExtTCPSynRetrans +%d; backends: TcpExtPAWSTimewait +%d",
-		after.synRetrans-before.synRetrans, after.pawsTimewait-before.pawsTimewait)
+	paws := after.pawsTimewait - before.pawsTimewait
+	t.Logf("client: TcpExtTCPSynRetrans +%d; backends: TcpExtPAWSTimewait +%d", after.synRetrans-before.synRetrans, paws)
 	if r.Completed == 0 || r.Failed() != 0 {
 		t.Fatalf("%d completed, failures: %s; want none", r.Completed, r.FailureSummary())
 	}
 	if n := r.Connects.Over(maxChurnConnect); n > 0 {
 		t.Fatalf("%d connects took longer than %v (longest %v)", n, maxChurnConnect, r.Connects.Max())
+	}
+	// A SYN on a port its backend still holds in TIME_WAIT, with an older
+	// timestamp, is refused (PAWS) and retransmitted by the client after
+	// 1 s: the connect bound above catches it, and the client's SYN
+	// retransmits count it. TcpExtPAWSTimewait also counts any other late
+	// segment a TIME_WAIT socket rejects (a duplicate ACK or FIN
+	// reordered behind the close on the veths), so it is logged, not
+	// asserted.
+	if n := after.synRetrans - before.synRetrans; n != 0 {
+		t.Fatalf("the client retransmitted %d SYNs (TcpExtTCPSynRetrans; backends' TcpExtPAWSTimewait +%d): a SYN went unanswered or was refused", n, paws)
 	}
 	if len(r.Windows) != 12 {
 		t.Fatalf("%d whole 10 s windows, want 12", len(r.Windows))
@@ -159,14 +223,54 @@ func stallCounters(t *testing.T, l *lab.Lab) stalls {
 	return s
 }
 
-// With a small SNAT range and backends that close first, the ports run
-// out within a second: the excess is refused at once with a RST
-// (ECONNREFUSED, never a stalled SYN) and counted in
-// xlb_snat_port_exhausted_total.
-func TestCapacityChurnSmallRange(t *testing.T) {
+// Offered twice its capacity, a SNAT space refuses the excess at once: a
+// RST (ECONNREFUSED, never a stalled SYN), counted in
+// xlb_snat_port_exhausted_total, while the connections it can take go
+// through at their first SYN. Two shapes of the same rule:
+//
+//   - client-first, 100 ports toward each of 3 backends: every port is
+//     free again one takeover guard after its close, so the capacity is a
+//     rate (300 per guard), and twice that rate is offered for 10 s;
+//   - server-first, the same ports: each is held for the backend's
+//     TIME_WAIT, far longer than the run, so the capacity of a 5 s run is
+//     the 300 ports themselves, and twice that many connections are
+//     offered over the run.
+func TestCapacityChurnOverload(t *testing.T) {
 	c := capacity{addrs: 1, portLo: 40000, portHi: 40099, maxConnections: 65536}
-	l := startChurn(t, c)
-	r := runChurn(t, l, loadgen.Config{Duration: 5 * time.Second, Workers: 4, Close: loadgen.ServerFirst})
+	t.Run("client-first", func(t *testing.T) {
+		l := startChurn(t, c)
+		d := 10 * time.Second
+		r := pacedChurn(t, l, c, loadgen.ClientFirst, 2, d)
+		assertRefusedAtOnce(t, l, c, r)
+		// A port serves one connection per guard at most, after its first.
+		ports := c.portsPerBackend() * len(l.Backends)
+		limit := ports * (1 + int(math.Ceil(d.Seconds()/dataplane.SNATReuseGuard.Seconds())))
+		if r.Completed <= ports || r.Completed > limit {
+			t.Fatalf("%d connections completed over %d ports in %v, want more than the ports (a freed port is taken again) and at most %d (once per port and guard)", r.Completed, ports, d, limit)
+		}
+	})
+	t.Run("server-first", func(t *testing.T) {
+		l := startChurn(t, c)
+		d := 5 * time.Second
+		ports := c.portsPerBackend() * len(l.Backends)
+		if maintenance.SNATHold <= d {
+			t.Fatalf("the hold %v is not longer than the run %v", maintenance.SNATHold, d)
+		}
+		offered := 2 * float64(ports) / d.Seconds()
+		t.Logf("SNAT space: %d ports toward %d backends, each held %v after a server-first close: %d connections in %v; offered %.0f/s (%d)", c.portsPerBackend(), len(l.Backends), maintenance.SNATHold, ports, d, offered, 2*ports)
+		r := runChurn(t, l, loadgen.Config{Duration: d, Close: loadgen.ServerFirst, Rate: offered})
+		assertRefusedAtOnce(t, l, c, r)
+		if r.Completed > ports {
+			t.Fatalf("%d connections completed over %d ports held for %v, want at most %d", r.Completed, ports, maintenance.SNATHold, ports)
+		}
+	})
+}
+
+// assertRefusedAtOnce: r had refusals and no other failure, every refusal
+// and every connect came at the first SYN, and the daemon counted every
+// refusal as an exhausted SNAT space.
+func assertRefusedAtOnce(t *testing.T, l *lab.Lab, c capacity, r *loadgen.Result) {
+	t.Helper()
 	if r.Failures[loadgen.Refused] == 0 {
 		t.Fatalf("nothing refused with %d ports toward each of %d backends", c.portsPerBackend(), len(l.Backends))
 	}
