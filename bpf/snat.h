@@ -244,6 +244,21 @@ __noinline long snat_take_port(__u32 now)
 	return 0;
 }
 
+/*
+ * Index (0..63) of the single set bit of bit: the number of ones below it,
+ * counted without a branch (a population count, SWAR style), so that the
+ * verifier has one path to follow instead of 64.
+ */
+static __always_inline __u32 bit_index(__u64 bit)
+{
+	__u64 x = bit - 1;
+
+	x = x - ((x >> 1) & 0x5555555555555555ULL);
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (__u32)((x * 0x0101010101010101ULL) >> 56);
+}
+
 /* One word of the search, as snat_bit_step sees it. */
 struct snat_word {
 	struct snat_alloc *al;
@@ -251,26 +266,29 @@ struct snat_word {
 	__u64 valid;  /* the bits of this step's ports (the range, the cursor's half) */
 	__u32 rel;    /* the word, relative to the backend's first */
 	__u32 first;  /* its first port, relative to snat_port_lo */
+	__u32 start;  /* the word's lowest free bit when the step began: bit_step i is bit start + i */
 	int done;     /* a port was taken, or an insert failed: stop the search */
 };
 
 /*
- * Bit i of the word: when its port is free, claim it and put the reverse
- * entry there. Returns 1 (stop) once a port is taken, an insert failed,
- * or no free port is left at or above bit i; 0 to go on with bit i + 1
- * when bit i is not free, was claimed by another CPU first, or turned out
- * to be in use (its bit then stays set, which is right) or not yet
- * reusable (its bit is cleared again). Every free port of the word is
- * tried, lowest first, so a word reports no port only when none of its
- * free ports can be taken.
+ * Bit start + n of the word: when its port is free, claim it and put the
+ * reverse entry there. Returns 1 (stop) once a port is taken, an insert
+ * failed, or no free port is left at or above the bit; 0 to go on with
+ * the next bit when this one is not free, was claimed by another CPU
+ * first, or turned out to be in use (its bit then stays set, which is
+ * right) or not yet reusable (its bit is cleared again). Every free port
+ * of the word is tried, lowest first, so a word reports no port only when
+ * none of its free ports can be taken; the walk starts at the word's
+ * lowest free bit, so the usual SYN, whose first free port is taken,
+ * makes one step.
  */
-static long snat_bit_step(__u64 i, void *arg)
+static long snat_bit_step(__u64 n, void *arg)
 {
 	struct snat_word *sw = arg;
 	struct snat_alloc *al = sw->al;
 	struct create_scratch *s = al->s;
 	struct xlb_config *cfg = al->cfg;
-	__u64 *wp = sw->wp, cand, bit;
+	__u64 *wp = sw->wp, cand, bit, i = n + sw->start;
 	__u32 a;
 	long err;
 
@@ -323,7 +341,7 @@ static long snat_word_step(__u64 n, void *arg)
 	struct xlb_config *cfg = al->cfg;
 	struct snat_word sw;
 	__u32 rel, key, nports, first;
-	__u64 *wp, valid;
+	__u64 *wp, valid, free;
 
 	rel = al->w0 + (__u32)n;
 	if (rel >= al->words)
@@ -341,7 +359,8 @@ static long snat_word_step(__u64 n, void *arg)
 		valid &= ~((1ULL << (al->b0 & 63)) - 1);
 	else if (n == al->words)
 		valid &= (1ULL << (al->b0 & 63)) - 1;
-	if (!(~*wp & valid))
+	free = ~*wp & valid;
+	if (!free)
 		return 0;
 
 	sw.al = al;
@@ -349,9 +368,10 @@ static long snat_word_step(__u64 n, void *arg)
 	sw.valid = valid;
 	sw.rel = rel;
 	sw.first = first;
+	sw.start = bit_index(free & -free);
 	sw.done = 0;
 	bpf_loop(64, snat_bit_step, &sw, 0);
-	return sw.done;
+	return sw.done ? 1 : 0; /* a callback returns 0 or 1, which the verifier must see */
 }
 
 /*
