@@ -15,6 +15,7 @@ import (
 
 	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/test/lab"
+	"github.com/xlbproject/xlb/test/xlbproc"
 )
 
 // RST storm sizes: spoofed resets per held connection and direction, and
@@ -33,34 +34,74 @@ const (
 // (xlb_rst_out_of_window_total), and no connection dies. A legitimate
 // RST (a close with SO_LINGER 0) still ends its pair.
 func TestCapacityRSTStorm(t *testing.T) {
-	l := newTupleLab(t)
-	p := startXLB(t, l.Lab, labConfig(l.Lab, ""))
-	isns, err := captureISNs(l.Client())
-	if err != nil {
-		t.Fatal(err)
+	r := startRSTRun(t, stormConns, 50*time.Millisecond)
+	sent := float64(r.spoof(t, stormPerDir, rand.New(rand.NewPCG(13, 5961)), outOfWindow))
+	got, ok := waitCounter(t, r.l.Lab, "xlb_rst_out_of_window_total", nil, 30*time.Second, func(v float64) bool { return v >= sent })
+	t.Logf("%v spoofed out-of-window RSTs on %d connections; xlb_rst_out_of_window_total %v", sent, stormConns, got)
+	if !ok {
+		t.Fatalf("xlb_rst_out_of_window_total %v, want the %v spoofed RSTs counted", got, sent)
 	}
-	held := holdConnections(t, l.Client(), stormConns, 50*time.Millisecond)
-	seqs, err := isns.wait(held.conns, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	if got != sent {
+		t.Fatalf("xlb_rst_out_of_window_total %v, want exactly the %v spoofed RSTs", got, sent)
 	}
+	r.held.halt()
+	r.held.check(t, "after the storm")
 
-	raw, err := l.Client().RawIPv4()
+	r.legitimateRST(t)
+	if v := counter(t, r.l.Lab, "xlb_rst_out_of_window_total", nil); v != sent {
+		t.Fatalf("xlb_rst_out_of_window_total %v after the legitimate RST, want still %v", v, sent)
+	}
+	rounds := r.held.finish(t)
+	t.Logf("%d connections survived the storm (%d round trips); the legitimate RST ended its pair", len(r.held.conns), rounds)
+	stopXLB(t, r.l.Lab, r.p)
+}
+
+// rstRun is the setup of the spoofed-RST tests: a tuple lab with the
+// daemon on labConfig, connections held through it and their initial
+// sequence numbers.
+type rstRun struct {
+	l    *tupleLab
+	p    *xlbproc.Proc
+	held *heldSet
+	seqs map[uint16]connISNs
+}
+
+// startRSTRun holds conns connections (a round trip on each every every;
+// 0: none) and learns their ISNs.
+func startRSTRun(t *testing.T, conns int, every time.Duration) *rstRun {
+	t.Helper()
+	r := &rstRun{l: newTupleLab(t)}
+	r.p = startXLB(t, r.l.Lab, labConfig(r.l.Lab, ""))
+	isns, err := captureISNs(r.l.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.held = holdConnections(t, r.l.Client(), conns, every)
+	if r.seqs, err = isns.wait(r.held.conns, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// spoof sends perDir RSTs per held connection and direction, in a random
+// order and in bursts the veths take, each at the offset off gives from
+// the sender's ISN, from the client's namespace with raw sockets, and
+// returns how many it sent.
+func (r *rstRun) spoof(t *testing.T, perDir int, rng *rand.Rand, off func(*rand.Rand) uint32) int {
+	t.Helper()
+	raw, err := r.l.Client().RawIPv4()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	rng := rand.New(rand.NewPCG(13, 5961))
 	var pkts [][]byte
-	for _, hc := range held.conns {
-		s := seqs[hc.client.Port()]
-		for range stormPerDir {
-			// Toward the backend, as from the client: out of the
-			// backend's window, whose left edge is near the client's ISN.
-			pkts = append(pkts, spoofedRST(hc.client, churnVIP, s.client+outOfWindow(rng), rng))
-			// Toward the client, as from the backend: out of the
-			// client's window, near the backend's ISN.
-			pkts = append(pkts, spoofedRST(hc.backend, hc.snat, s.backend+outOfWindow(rng), rng))
+	for _, hc := range r.held.conns {
+		s := r.seqs[hc.client.Port()]
+		for range perDir {
+			// Toward the backend, as from the client; toward the
+			// client, as from the backend.
+			pkts = append(pkts, spoofedRST(hc.client, churnVIP, s.client+off(rng), rng))
+			pkts = append(pkts, spoofedRST(hc.backend, hc.snat, s.backend+off(rng), rng))
 		}
 	}
 	rng.Shuffle(len(pkts), func(i, j int) { pkts[i], pkts[j] = pkts[j], pkts[i] })
@@ -72,40 +113,29 @@ func TestCapacityRSTStorm(t *testing.T) {
 			time.Sleep(stormBurstGap)
 		}
 	}
-	sent := float64(len(pkts))
-	got, ok := waitCounter(t, l.Lab, "xlb_rst_out_of_window_total", nil, 30*time.Second, func(v float64) bool { return v >= sent })
-	t.Logf("%d spoofed out-of-window RSTs on %d connections; xlb_rst_out_of_window_total %v", len(pkts), stormConns, got)
-	if !ok {
-		t.Fatalf("xlb_rst_out_of_window_total %v, want the %v spoofed RSTs counted", got, sent)
-	}
-	if got != sent {
-		t.Fatalf("xlb_rst_out_of_window_total %v, want exactly the %v spoofed RSTs", got, sent)
-	}
-	held.halt()
-	held.check(t, "after the storm")
+	return len(pkts)
+}
 
-	// One legitimate RST: the client closes with SO_LINGER 0.
-	victim := held.conns[0]
-	held.remove(victim)
-	before := counter(t, l.Lab, "xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "rst"})
+// legitimateRST closes the first held connection with SO_LINGER 0 (an
+// exact RST from the client) and waits until its backend saw the reset
+// and the daemon counted one more pair closed by a client RST.
+func (r *rstRun) legitimateRST(t *testing.T) {
+	t.Helper()
+	victim := r.held.conns[0]
+	r.held.remove(victim)
+	before := counter(t, r.l.Lab, "xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "rst"})
 	if err := victim.c.SetLinger(0); err != nil {
 		t.Fatal(err)
 	}
 	victim.c.Close()
-	srv := l.servers[backendIndex(t, l.Lab, victim.backend.Addr())]
+	srv := r.l.servers[backendIndex(t, r.l.Lab, victim.backend.Addr())]
 	if err := waitResets(srv, 1, 30*time.Second); err != nil {
 		t.Fatalf("the backend of the reset connection: %v", err)
 	}
-	if v, ok := waitCounter(t, l.Lab, "xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "rst"}, 30*time.Second,
+	if v, ok := waitCounter(t, r.l.Lab, "xlb_connections_closed_total", map[string]string{"initiator": "client", "reason": "rst"}, 30*time.Second,
 		func(v float64) bool { return v >= before+1 }); !ok {
 		t.Fatalf("closed by a client RST: %v, want %v: the legitimate RST did not end its pair", v, before+1)
 	}
-	if v := counter(t, l.Lab, "xlb_rst_out_of_window_total", nil); v != sent {
-		t.Fatalf("xlb_rst_out_of_window_total %v after the legitimate RST, want still %v", v, sent)
-	}
-	rounds := held.finish(t)
-	t.Logf("%d connections survived the storm (%d round trips); the legitimate RST ended its pair", len(held.conns), rounds)
-	stopXLB(t, l.Lab, p)
 }
 
 // outOfWindow is an offset from a direction's initial sequence number
