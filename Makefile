@@ -84,7 +84,7 @@ vet:
 # latencies (no connect may wait for a SYN retransmit), so they run first
 # and alone; beside the fleet and the host lab (booting containers) a
 # connect can stall for longer than a retransmit.
-# Then the fleet (test/fleet, the longest package: about 15 minutes alone)
+# Then the fleet (test/fleet, the longest package: about 9.5 minutes)
 # runs from the start beside every other package instead of after them
 # (go test ./... reaches it last); its output is printed when it ends.
 # The package timeout leaves room for the fleet beside other work.
