@@ -79,7 +79,8 @@ func (c capacity) rate(order loadgen.CloseOrder, backends int) float64 {
 const noRefusalShare = 0.7
 
 // offeredShare is noRefusalShare, or XLB_TEST_CAPACITY_SHARE when set (a
-// measurement closer to the capacity, e.g. 0.9, by hand; never in CI).
+// measurement closer to the capacity, e.g. 0.9, by hand; never in CI), a
+// share in (0, 1]. Tests read it before they build a lab.
 func offeredShare(t testing.TB) float64 {
 	t.Helper()
 	v := os.Getenv("XLB_TEST_CAPACITY_SHARE")
@@ -87,7 +88,8 @@ func offeredShare(t testing.TB) float64 {
 		return noRefusalShare
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || f > 1 {
+	if err != nil || !(f > 0 && f <= 1) { // NaN too
+
 		t.Fatalf("XLB_TEST_CAPACITY_SHARE=%q: want a share in (0, 1]", v)
 	}
 	return f

@@ -169,9 +169,10 @@ func churnWithoutRefusals(t *testing.T, c capacity, order loadgen.CloseOrder, sh
 // window falls below minWindowRatio x the first, and nothing is refused.
 func TestCapacityChurnServerFirst(t *testing.T) {
 	c := capacity{addrs: 1, portLo: 40000, portHi: 59999, maxConnections: 262144}
+	share := offeredShare(t)
 	l := startChurn(t, c)
 	before := stallCounters(t, l)
-	r := pacedChurn(t, l, c, loadgen.ServerFirst, offeredShare(t), 120*time.Second)
+	r := pacedChurn(t, l, c, loadgen.ServerFirst, share, 120*time.Second)
 	logSNATCounters(t, l)
 	after := stallCounters(t, l)
 	paws := after.pawsTimewait - before.pawsTimewait
