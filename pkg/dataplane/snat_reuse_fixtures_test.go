@@ -186,10 +186,7 @@ func TestSNATBackendClosedPortHeldPastTimeWait(t *testing.T) {
 func TestSNATClientClosedTimeWaitLeavesNoHold(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40000})
 	ev := closeEvents(t, e)
-	old := dial(t, e, 33000, synOptions(-1))
-	old.handshake(synAckOptions(-1), 1000)
-	old.forward("client FIN", old.client(dt.FIN|dt.ACK, isnC+1, isnB+1, 1000, nil), counted{})
-	old.forward("backend FIN", old.backend(dt.FIN|dt.ACK, isnB+1, isnC+2, 2000, nil), counted{ClosedClientFIN: 1})
+	old := closedByClient(t, e, 33000)
 	op := old.now()
 	closedAt := dataplane.Widen(e.Now(t), op.Fwd.LastSeen)
 	drain(t, ev)
@@ -353,10 +350,7 @@ func TestSNATHoldAfterClientPortReuse(t *testing.T) {
 func TestSNATClientClosedReuseLeavesNoHold(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40001})
 	ev := closeEvents(t, e)
-	old := dial(t, e, 33000, synOptions(-1))
-	old.handshake(synAckOptions(-1), 1000)
-	old.forward("client FIN", old.client(dt.FIN|dt.ACK, isnC+1, isnB+1, 1000, nil), counted{})
-	old.forward("backend FIN", old.backend(dt.FIN|dt.ACK, isnB+1, isnC+2, 2000, nil), counted{ClosedClientFIN: 1})
+	old := closedByClient(t, e, 33000)
 	op := old.now()
 	drain(t, ev)
 	syn := old.client(dt.SYN, 90000, 0, synWindow, nil)
@@ -427,4 +421,17 @@ func wantHoldEvents(t *testing.T, ev *dataplane.CloseEvents, old, fresh dt.Pair)
 	if hold != 1 || open != 1 {
 		t.Fatalf("events %+v, want one CloseHold and one CloseOpen", got)
 	}
+}
+
+// closedByClient opens a pair from client port port (the client's window
+// 1000, the backend's 2000) and closes it client first: the backend's FIN
+// acknowledges the client's, so the backend keeps no TIME_WAIT and the
+// pair ends in time-wait with its port freed.
+func closedByClient(t *testing.T, e *dt.Env, port uint16) *tcpConn {
+	t.Helper()
+	k := dial(t, e, port, synOptions(-1))
+	k.handshake(synAckOptions(-1), 1000)
+	k.forward("client FIN", k.client(dt.FIN|dt.ACK, isnC+1, isnB+1, 1000, nil), counted{})
+	k.forward("backend FIN", k.backend(dt.FIN|dt.ACK, isnB+1, isnC+2, 2000, nil), counted{ClosedClientFIN: 1})
+	return k
 }
