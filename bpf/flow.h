@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * flow.h — one flow entry read as part of its pair: the counterpart's key,
- * the recipe's checksum deltas, and the close bits that make a pair
- * terminal.
+ * the recipe's checksum deltas, the close bits that make a pair terminal,
+ * and the guarded writes through an entry's pointer (stale pointers).
  */
 #ifndef XLB_FLOW_H
 #define XLB_FLOW_H
 
 #include <linux/in.h>
 #include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
 
 #include "layout.h"
 #include "csum.h"
@@ -46,6 +48,88 @@ static __always_inline void recipe_csum(struct flow_value *v, const struct flow_
 	l4 = csum_replace16(l4, k->dport_be, v->dport_be);
 	v->csum_ip = (__u16)csum_fold32(ip);
 	v->csum_l4 = (__u16)csum_fold32(l4);
+}
+
+/*
+ * Stale pointers (layout.h struct flow_value): a lookup's pointer may come
+ * to hold another pair's entry once a CPU deleted this one, since the
+ * preallocated flow map hands the element to the next insert at once.
+ * The data path reads the entry's generation right after its lookup
+ * (flow_gen) and writes through the pointer only while the entry still
+ * has it: flags with flow_set, any other field right after flow_is.
+ */
+
+/* Entry v's generation as memory holds it now (never a copy the compiler kept). */
+static __always_inline __u32 flow_gen(const struct flow_value *v)
+{
+	return *(const volatile __u32 *)&v->generation;
+}
+
+/* Whether entry v is still pair gen's: checked just before a plain write through v. */
+static __always_inline int flow_is(const struct flow_value *v, __u32 gen)
+{
+	return flow_gen(v) == gen;
+}
+
+/* flow_set's answer when the entry is another pair's now. */
+#define FLOW_GONE (-1L)
+
+/* struct flow_value's generation and flags as the one word flow_set swaps. */
+union flow_gen_flags {
+	__u64 word;
+	struct {
+		__u32 generation;
+		__u32 flags;
+	};
+};
+
+/* One flow_set: the entry, what it must still be, and what to add. */
+struct flow_set_ctx {
+	struct flow_value *v;
+	__u32 gen;
+	__u32 bits;
+	long result;
+};
+
+/* One try of flow_set: 1 (stop) once decided, result set; 0 after a failed swap. */
+static long flow_set_try(__u64 index, void *arg)
+{
+	struct flow_set_ctx *c = arg;
+	union flow_gen_flags cur, next;
+	__u64 *w = (__u64 *)&c->v->generation;
+
+	cur.word = *(volatile __u64 *)w;
+	if (cur.generation != c->gen) {
+		c->result = FLOW_GONE;
+		return 1;
+	}
+	next = cur;
+	next.flags |= c->bits;
+	if (__sync_val_compare_and_swap(w, cur.word, next.word) != cur.word)
+		return 0;
+	c->result = cur.flags;
+	return 1;
+}
+
+/*
+ * Add bits to entry v's flags, while v is still pair gen's: a
+ * compare-and-swap of generation and flags together. Returns the flags
+ * before (as an atomic OR would), or FLOW_GONE when v has another
+ * generation or is NULL (nothing written: the memory is another pair's).
+ * A failed swap means the word changed: a flag was added, which happens
+ * at most XLB_FLOW_FLAG_BITS times in a generation, or the generation
+ * changed, which the next read sees; so XLB_FLOW_FLAG_BITS + 2 tries
+ * always decide. A global function, its tries a bpf_loop: the verifier
+ * checks them once, not at every call and try.
+ */
+__noinline long flow_set(struct flow_value *v, __u32 gen, __u32 bits)
+{
+	struct flow_set_ctx c = {.v = v, .gen = gen, .bits = bits, .result = FLOW_GONE};
+
+	if (!v)
+		return FLOW_GONE;
+	bpf_loop(XLB_FLOW_FLAG_BITS + 2, flow_set_try, &c, 0);
+	return c.result;
 }
 
 /* The FIN/RST bits alone say the pair is over: a RST, or both FINs. */

@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 6,
+	XLB_LAYOUT_VERSION = 7,
 };
 
 /*
@@ -125,7 +125,9 @@ struct flow_key {
 };
 
 /*
- * Flow flags (flow_value.flags), set with atomic OR only.
+ * Flow flags (flow_value.flags), only ever added to: set with a
+ * compare-and-swap of the entry's generation and flags together (flow.h
+ * flow_set), never cleared while the entry lives.
  *
  * Pair state, on the forward (XLB_DIR_CLIENT) entry only: the handshake
  * (XLB_F_SYNACK, XLB_F_ESTABLISHED; DESIGN §6b: a pair without
@@ -156,6 +158,9 @@ enum xlb_flow_flags {
 	XLB_F_PORT_FREED = 1 << 10,  /* (reverse entry) terminal with no backend TIME_WAIT: the SNAT port's bit is clear, a new pair may take it over */
 	XLB_F_HOLD = 1 << 11,        /* (reverse entry) lone on purpose: its pair was replaced or reaped while the backend may hold TIME_WAIT; keeps the SNAT port until snat_hold after the close */
 };
+
+/* The number of flow flags: bounds flow_set's retries (flow.h). */
+#define XLB_FLOW_FLAG_BITS 12
 
 #define XLB_F_CLOSED (XLB_F_CLOSED_FIN | XLB_F_CLOSED_RST)
 
@@ -219,6 +224,17 @@ enum xlb_flow_flags {
  * FIN acknowledges the client's FIN, or the backend holds TIME_WAIT) and
  * which RSTs are exact (a RST right behind its sender's last segment,
  * before the receiver's ACK of it passed: rst_verdict).
+ *
+ * Writes through an entry's pointer (flow.h, "stale pointers"): the flow
+ * map preallocates its elements and the kernel hands a deleted one to the
+ * next insert at once, so a CPU still holding the pointer of a pair that
+ * another CPU replaced or reaped holds a new pair's memory. The data path
+ * reads the generation right after its lookup and writes only while the
+ * entry still has it: flags with a compare-and-swap of generation and
+ * flags together (one aligned 64-bit word, which is why they come before
+ * nexthop), other fields just after checking the generation again, and a
+ * packet whose entry changed generation while it was rewritten is dropped
+ * (XLB_C_PAIR_GONE_IN_FLIGHT).
  */
 struct flow_value {
 	/* recipe: the packet leaves with these addresses and ports */
@@ -228,10 +244,10 @@ struct flow_value {
 	__be16 dport_be;
 	__u16 csum_ip;     /* folded one's complement delta for the IPv4 header */
 	__u16 csum_l4;     /* folded delta for the TCP checksum (pseudo header + ports) */
-	__u32 nexthop;     /* slot in xlb_nexthops: egress interface and MACs */
-	/* pair */
+	/* pair: generation and flags are one 8-byte aligned word (flow.h flow_set) */
 	__u32 generation;  /* same on both entries of a pair; never 0 */
 	__u32 flags;       /* enum xlb_flow_flags */
+	__u32 nexthop;     /* slot in xlb_nexthops: egress interface and MACs */
 	__u32 last_seen;   /* jiffies, low 32 bits */
 	/* the sender's receive window, as it last advertised it */
 	__u32 track_seq;
@@ -244,6 +260,10 @@ struct flow_value {
 };
 
 _Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implicit padding");
+_Static_assert(__builtin_offsetof(struct flow_value, flags) == __builtin_offsetof(struct flow_value, generation) + 4 &&
+	       __builtin_offsetof(struct flow_value, generation) % 8 == 0,
+	       "generation and flags form one aligned 64-bit word (flow_set's compare-and-swap)");
+_Static_assert(XLB_F_HOLD < (1 << XLB_FLOW_FLAG_BITS), "XLB_FLOW_FLAG_BITS counts every flow flag");
 
 /*
  * A next hop (xlb_nexthops, XLB_MAX_NEXTHOPS slots): where packets of the
@@ -769,6 +789,7 @@ enum xlb_counter {
 	XLB_C_FRAGS_PASSED,     /* IPv4 fragments to the listen or a SNAT address of no known datagram or pair, or of a SYN: passed untouched */
 	XLB_C_IP_OPTIONS_FORWARDED, /* segments of a pair with IPv4 options forwarded, the options copied unchanged */
 	XLB_C_RST_INEXACT,      /* RSTs in the receiver's window but not at its next sequence: forwarded, the pair kept (RFC 5961 §3: the endpoint answers with a challenge ACK) */
+	XLB_C_PAIR_GONE_IN_FLIGHT, /* packets whose pair another CPU replaced or reaped while they were rewritten: dropped, the sender retransmits (flow.h: stale pointers) */
 	XLB_C_MAX,
 };
 

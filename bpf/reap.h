@@ -179,9 +179,11 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 			 * leaves one (hold_since).
 			 */
 			closed_at = hold_since(closed_at, peer->last_seen);
-			peer->last_seen = closed_at;
-			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
-			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+			if (flow_is(peer, gen)) {
+				peer->last_seen = closed_at;
+				if (flow_set(peer, gen, XLB_F_HOLD) != FLOW_GONE)
+					post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+			}
 		} else if (pflags & XLB_F_PORT_FREED) {
 			delete_freed_reverse(cfg, &pk, bid, gen); /* left to a taker, or reaped as lone */
 		} else if (!bpf_map_delete_elem(&xlb_flows, &pk) && cfg) {

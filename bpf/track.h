@@ -15,6 +15,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "layout.h"
+#include "flow.h"
 #include "packet.h"
 
 #define TCPOPT_EOL 0
@@ -93,11 +94,11 @@ static __always_inline __u32 scaled_window(__u16 window_be, __u8 wscale)
 }
 
 /*
- * Follow a segment's ACK on its sender's entry v: the newest acknowledgement
- * and the window advertised with it. A SYN-ACK's window is never scaled
- * (RFC 7323 §2.2).
+ * Follow a segment's ACK on its sender's entry v (of pair gen: flow.h,
+ * stale pointers): the newest acknowledgement and the window advertised
+ * with it. A SYN-ACK's window is never scaled (RFC 7323 §2.2).
  */
-static __always_inline void track_ack(struct pkt *p, struct flow_value *v)
+static __always_inline void track_ack(struct pkt *p, struct flow_value *v, __u32 gen)
 {
 	__u32 ack = bpf_ntohl(p->tcp->ack_seq), win;
 
@@ -105,13 +106,17 @@ static __always_inline void track_ack(struct pkt *p, struct flow_value *v)
 		return;
 	win = p->flags & TCP_FL_SYN ? bpf_ntohs(p->tcp->window) : scaled_window(p->tcp->window, v->wscale);
 	if (!(v->flags & XLB_F_ACK_SEEN)) {
+		if (!flow_is(v, gen))
+			return;
 		v->track_seq = ack;
 		v->track_win = win;
-		__sync_fetch_and_or(&v->flags, XLB_F_ACK_SEEN);
+		flow_set(v, gen, XLB_F_ACK_SEEN);
 		return;
 	}
 	if ((__s32)(ack - v->track_seq) < 0)
 		return; /* an older segment, reordered */
+	if (!flow_is(v, gen))
+		return;
 	v->track_seq = ack;
 	v->track_win = win;
 }
@@ -144,7 +149,7 @@ static __always_inline __u32 seg_end(struct pkt *p)
  * is recorded (note_close), so that a CPU that sees the FIN's bit also
  * sees the FIN's end.
  */
-static __always_inline void track_send(struct pkt *p, struct flow_value *v, __u32 dir)
+static __always_inline void track_send(struct pkt *p, struct flow_value *v, __u32 dir, __u32 gen)
 {
 	__u32 end, cur = v->syn_us;
 
@@ -155,7 +160,8 @@ static __always_inline void track_send(struct pkt *p, struct flow_value *v, __u3
 	end = seg_end(p);
 	if (cur && (__s32)(end - cur) <= 0)
 		return;
-	v->syn_us = end;
+	if (flow_is(v, gen))
+		v->syn_us = end;
 }
 
 /*

@@ -104,14 +104,15 @@
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 /*
- * Entry v's slot was freed or is stale: look its next hop up again and
- * name the slot found (XLB_C_NEXTHOP_REFRESH). Returns 0 when v names a
- * slot to send through: the new one, or the stale one when the FIB has no
- * answer (its next hop is still the best guess); -1 when there is neither.
+ * Entry v (of pair gen) names a slot that was freed or is stale: look its
+ * next hop up again and name the slot found (XLB_C_NEXTHOP_REFRESH).
+ * Returns 0 when v names a slot to send through: the new one, or the
+ * stale one when the FIB has no answer (its next hop is still the best
+ * guess); -1 when there is neither, or v is another pair's now.
  * A function of its own, so that rewrite_and_send keeps few values live
  * across the calls.
  */
-static __noinline int refresh_next_hop(struct xdp_md *ctx, struct flow_value *v)
+static __noinline int refresh_next_hop(struct xdp_md *ctx, struct flow_value *v, __u32 gen)
 {
 	struct nexthop *nh;
 	__u32 id, nid = 0;
@@ -121,6 +122,8 @@ static __noinline int refresh_next_hop(struct xdp_md *ctx, struct flow_value *v)
 	if (!resolve_next_hop(ctx, v->saddr_be, v->daddr_be, &nid)) {
 		nh = bpf_map_lookup_elem(&xlb_nexthops, &nid);
 		if (nh && nh->ifindex && !(nh->ifindex & XLB_NEXTHOP_STALE)) {
+			if (!flow_is(v, gen))
+				return -1; /* another pair's entry now (flow.h: stale pointers) */
 			count(XLB_C_NEXTHOP_REFRESH);
 			v->nexthop = nid;
 			return 0;
@@ -140,14 +143,14 @@ static __noinline int refresh_next_hop(struct xdp_md *ctx, struct flow_value *v)
  * packet looks again); a freed slot has none: NULL, a FIB miss, counted
  * (the caller drops the packet and the sender retransmits).
  */
-static __always_inline struct nexthop *pair_next_hop(struct xdp_md *ctx, struct flow_value *v)
+static __always_inline struct nexthop *pair_next_hop(struct xdp_md *ctx, struct flow_value *v, __u32 gen)
 {
 	struct nexthop *nh;
 	__u32 id = v->nexthop;
 
 	nh = bpf_map_lookup_elem(&xlb_nexthops, &id);
 	if (!nh || !nh->ifindex || (nh->ifindex & XLB_NEXTHOP_STALE)) {
-		if (refresh_next_hop(ctx, v)) {
+		if (refresh_next_hop(ctx, v, gen)) {
 			count(XLB_C_FIB_MISS);
 			return 0;
 		}
@@ -160,15 +163,16 @@ static __always_inline struct nexthop *pair_next_hop(struct xdp_md *ctx, struct 
 /*
  * The Ethernet and IPv4 part of entry v's rewrite (MACs of next hop nh,
  * addresses, TTL, header checksum), the pair's idle clock and the
- * backend's traffic, and the send toward nh. Returns the XDP action.
+ * backend's traffic, and the send toward nh; gen: the generation v had at
+ * the packet's lookup. Returns the XDP action.
  * IPv4 options and the rest of the datagram are left as they came.
  */
 static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *iph, __u16 tot_len,
-				   struct flow_value *v, struct nexthop *nh, __u32 dir)
+				   struct flow_value *v, __u32 gen, struct nexthop *nh, __u32 dir)
 {
 	struct backend_stats *bs;
-	__u32 ipacc, oif;
-	__u16 oldw, neww;
+	__u32 ipacc, oif, flags;
+	__u16 oldw, neww, bid;
 
 	copy_mac(eth->h_dest, nh->dmac);
 	copy_mac(eth->h_source, nh->smac);
@@ -180,16 +184,30 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 	iph->saddr = v->saddr_be;
 	iph->daddr = v->daddr_be;
 	iph->check = csum_apply(iph->check, ipacc);
+	flags = v->flags;
+	bid = v->backend_id;
+
+	/*
+	 * The last read of v. When v is no longer pair gen's, another CPU
+	 * replaced or reaped the pair while this packet was on its way, and
+	 * what was read may be the new pair's: dropped, counted; the sender
+	 * retransmits into whatever holds its 5-tuple now (flow.h: stale
+	 * pointers).
+	 */
+	if (!flow_is(v, gen)) {
+		count(XLB_C_PAIR_GONE_IN_FLIGHT);
+		return XDP_DROP;
+	}
 
 	/*
 	 * Any packet refreshes an established pair; an embryonic pair keeps
 	 * its SYN's time (the embryonic TTL runs from there) and a terminal
 	 * forward entry the time it became terminal.
 	 */
-	if ((v->flags & (XLB_F_ESTABLISHED | XLB_F_CLOSED)) == XLB_F_ESTABLISHED)
+	if ((flags & (XLB_F_ESTABLISHED | XLB_F_CLOSED)) == XLB_F_ESTABLISHED)
 		v->last_seen = now32();
 
-	bs = backend_traffic(v->backend_id, dir);
+	bs = backend_traffic(bid, dir);
 	if (bs) {
 		bs->packets++;
 		bs->bytes += tot_len;
@@ -203,19 +221,20 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 
 /*
  * Rewrite the frame with entry v's recipe and send it toward v's next hop
- * (pair_next_hop; none found drops the packet). Returns the XDP action.
+ * (pair_next_hop; none found drops the packet); gen: the generation v had
+ * at the packet's lookup (send_ip). Returns the XDP action.
  * Behind IPv4 options the TCP header rewritten is p's copy, stored back
  * into the frame; the options stay as they came (the header checksum's
  * update covers them unchanged). A first fragment or a segment with
  * options that leaves is counted.
  */
-static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 dir)
+static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 gen, __u32 dir)
 {
 	struct tcphdr *tcp = p->tcp;
 	struct nexthop *nh;
 	int act;
 
-	nh = pair_next_hop(ctx, v);
+	nh = pair_next_hop(ctx, v, gen);
 	if (!nh)
 		return XDP_DROP;
 
@@ -223,11 +242,11 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	tcp->dest = v->dport_be;
 	tcp->check = csum_apply(tcp->check, v->csum_l4);
 	if (!p->shape)
-		return send_ip(ctx, p->eth, p->iph, p->tot_len, v, nh, dir);
+		return send_ip(ctx, p->eth, p->iph, p->tot_len, v, gen, nh, dir);
 
 	if ((p->shape & PKT_IP_OPTIONS) && store_tcp_header(ctx, p, p->l4_off))
 		return XDP_DROP;
-	act = send_ip(ctx, p->eth, p->iph, p->tot_len, v, nh, dir);
+	act = send_ip(ctx, p->eth, p->iph, p->tot_len, v, gen, nh, dir);
 	if (act != XDP_DROP) {
 		if (p->shape & PKT_FRAGMENT)
 			count(XLB_C_FRAGS_FORWARDED);
@@ -283,14 +302,19 @@ static __always_inline struct flow_value *pair_peer(struct flow_value *v, __u32 
  * is a simultaneous close, after which the backend holds TIME_WAIT too:
  * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h). A
  * missing counterpart is an invariant violation; the packet is forwarded
- * regardless by the caller.
+ * regardless by the caller. gen: the pair's generation, as the packet's
+ * lookup read it; nothing is written through an entry of another (flow.h:
+ * stale pointers).
  */
 static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
-				       struct flow_value *v, struct flow_value *peer, const struct flow_key *pk, __u32 dir)
+				       struct flow_value *v, struct flow_value *peer, const struct flow_key *pk, __u32 dir,
+				       __u32 gen)
 {
 	struct flow_value *fwd, *rev;
-	__u32 bit, old, closes, at;
+	__u32 bit, closes, at;
 	int rst = (p->flags & TCP_FL_RST) != 0;
+	__u16 bid;
+	long old;
 
 	if (!peer) {
 		count(XLB_C_INVARIANT);
@@ -307,36 +331,38 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 	else
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
 
-	old = __sync_fetch_and_or(&fwd->flags, bit);
-	if (old & bit)
-		return; /* retransmission */
+	bid = fwd->backend_id;
+	old = flow_set(fwd, gen, bit);
+	if (old == FLOW_GONE || (old & bit))
+		return; /* another pair's entry now, or a retransmission */
 	closes = XLB_F_FIN_CLIENT | XLB_F_FIN_BACKEND | XLB_F_RST_CLIENT | XLB_F_RST_BACKEND;
 	if (!(old & closes) && dir == XLB_DIR_BACKEND)
-		__sync_fetch_and_or(&fwd->flags, XLB_F_INIT_BACKEND);
+		flow_set(fwd, gen, XLB_F_INIT_BACKEND);
 	if (bits_terminal(old) || !bits_terminal(old | bit))
 		return; /* already ended by another packet, or a half-close */
 
 	/* this packet ended the pair */
 	at = now32();
+	if (!flow_is(fwd, gen))
+		return;
 	fwd->last_seen = at;
+	if (flow_set(fwd, gen, rst ? XLB_F_CLOSED_RST : XLB_F_CLOSED_FIN) == FLOW_GONE)
+		return;
 	if (rst) {
-		__sync_fetch_and_or(&fwd->flags, XLB_F_CLOSED_RST);
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_CLIENT_RST : XLB_C_CLOSED_BACKEND_RST);
-		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_RST);
+		count_pair_event(bid, XLB_PAIR_CLOSED_RST);
 	} else {
-		__sync_fetch_and_or(&fwd->flags, XLB_F_CLOSED_FIN);
 		/* second FIN: the other side initiated */
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
-		count_pair_event(fwd->backend_id, XLB_PAIR_CLOSED_FIN);
+		count_pair_event(bid, XLB_PAIR_CLOSED_FIN);
 	}
-	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, fwd)))) {
-		__sync_fetch_and_or(&rev->flags, XLB_F_PORT_FREED);
-		snat_release(cfg, rev->backend_id, dir == XLB_DIR_CLIENT ? pk : key);
-	}
+	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, fwd))) &&
+	    flow_set(rev, gen, XLB_F_PORT_FREED) != FLOW_GONE)
+		snat_release(cfg, bid, dir == XLB_DIR_CLIENT ? pk : key);
 	if (dir == XLB_DIR_CLIENT)
-		post_event(key, fwd->generation, fwd->backend_id, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+		post_event(key, gen, bid, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 	else
-		post_event(pk, fwd->generation, fwd->backend_id, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+		post_event(pk, gen, bid, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 }
 
 /*
@@ -347,13 +373,15 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
  * packet whose atomic OR set the flag, counts the handshake's latency
  * (handshake.h); the client's first ACK after it makes the pair
  * established on both entries and starts their idle clocks. peer: v's
- * counterpart, or NULL.
+ * counterpart, or NULL; gen: the pair's generation (note_close).
  */
 static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, struct flow_value *v,
-					    struct flow_value *peer, __u32 dir)
+					    struct flow_value *peer, __u32 dir, __u32 gen)
 {
-	__u32 now, old;
+	__u32 now, syn_us;
+	__u16 bid;
 	__u8 ws;
+	long old;
 
 	if (!peer)
 		return;
@@ -361,25 +389,31 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 		if ((p->flags & (TCP_FL_SYN | TCP_FL_ACK)) != (TCP_FL_SYN | TCP_FL_ACK) || (peer->flags & XLB_F_SYNACK))
 			return;
 		ws = syn_wscale(ctx, p->l4_off, p->tcp->doff);
+		bid = v->backend_id;
+		syn_us = peer->syn_us;
+		if (!flow_is(v, gen) || !flow_is(peer, gen))
+			return;
 		if (ws == XLB_WSCALE_NONE || peer->wscale == XLB_WSCALE_NONE) {
 			v->wscale = XLB_WSCALE_NONE;
 			peer->wscale = XLB_WSCALE_NONE;
 		} else {
 			v->wscale = ws;
 		}
-		old = __sync_fetch_and_or(&peer->flags, XLB_F_SYNACK);
-		if (!(old & XLB_F_SYNACK))
-			observe_handshake(v->backend_id, peer->syn_us);
+		old = flow_set(peer, gen, XLB_F_SYNACK);
+		if (old != FLOW_GONE && !(old & XLB_F_SYNACK))
+			observe_handshake(bid, syn_us);
 		return;
 	}
 	if (!(v->flags & XLB_F_SYNACK) || (p->flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST)) != TCP_FL_ACK)
 		return;
 	now = now32();
+	if (!flow_is(v, gen) || !flow_is(peer, gen))
+		return;
 	v->last_seen = now;
 	peer->last_seen = now;
 	v->syn_us = 0; /* timed at the SYN-ACK: from here on the client's segment end (track.h track_send) */
-	__sync_fetch_and_or(&peer->flags, XLB_F_ESTABLISHED);
-	__sync_fetch_and_or(&v->flags, XLB_F_ESTABLISHED);
+	flow_set(peer, gen, XLB_F_ESTABLISHED);
+	flow_set(v, gen, XLB_F_ESTABLISHED);
 }
 
 enum create_result {
@@ -632,13 +666,14 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
  * XLB_CLOSE_HOLD event; otherwise it goes too, releasing a port not freed
  * yet. Whoever
  * deletes a forward entry accounts for its pair: here, the backend's
- * XLB_PAIR_REPLACED_* count (the gauges).
+ * XLB_PAIR_REPLACED_* count (the gauges). gen: v's generation at the
+ * SYN's lookup.
  */
-static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_key *key, struct flow_value *v)
+static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_key *key, struct flow_value *v, __u32 gen)
 {
 	struct flow_value *peer;
 	struct flow_key pk;
-	__u32 flags = v->flags, closed_at = v->last_seen, gen = v->generation, pflags;
+	__u32 flags = v->flags, closed_at = v->last_seen, pflags;
 	__u16 bid = v->backend_id;
 
 	peer = pair_peer(v, XLB_DIR_CLIENT, &pk);
@@ -646,9 +681,11 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 		pflags = peer->flags;
 		if ((flags & XLB_F_CLOSED_FIN) && !(pflags & XLB_F_PORT_FREED)) {
 			closed_at = hold_since(closed_at, peer->last_seen);
-			peer->last_seen = closed_at;
-			__sync_fetch_and_or(&peer->flags, XLB_F_HOLD);
-			post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+			if (flow_is(peer, gen)) {
+				peer->last_seen = closed_at;
+				if (flow_set(peer, gen, XLB_F_HOLD) != FLOW_GONE)
+					post_event(&pk, gen, bid, XLB_CLOSE_HOLD, closed_at);
+			}
 		} else if (pflags & XLB_F_PORT_FREED) {
 			delete_freed_reverse(cfg, &pk, bid, gen);
 		} else if (!bpf_map_delete_elem(&xlb_flows, &pk)) {
@@ -670,7 +707,7 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
  * forward the RST, or XDP_DROP.
  */
 static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, const struct flow_key *key,
-				     struct flow_value *v, __u32 dir)
+				     struct flow_value *v, __u32 gen, __u32 dir)
 {
 	struct flow_value *peer, *fwd;
 	struct flow_key pk;
@@ -687,7 +724,7 @@ static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, cons
 		count(XLB_C_RST_INEXACT);
 		return -1;
 	}
-	note_close(cfg, p, key, v, peer, &pk, dir);
+	note_close(cfg, p, key, v, peer, &pk, dir, gen);
 	return -1;
 }
 
@@ -712,7 +749,7 @@ __noinline int follow_fragment(struct xdp_md *ctx)
 	struct nexthop *nh;
 	struct flow_key key;
 	struct iphdr *iph;
-	__u32 zero = 0, dir;
+	__u32 zero = 0, dir, gen;
 	__u16 dport, tot_len;
 	int act;
 
@@ -758,6 +795,7 @@ __noinline int follow_fragment(struct xdp_md *ctx)
 		count(XLB_C_FRAGS_PASSED);
 		return XDP_PASS;
 	}
+	gen = flow_gen(v);
 	if (iph->ttl <= 1) {
 		count(XLB_C_TTL_EXCEEDED);
 		return XDP_DROP;
@@ -766,10 +804,10 @@ __noinline int follow_fragment(struct xdp_md *ctx)
 		count(XLB_C_HOLD_DROPS);
 		return XDP_DROP;
 	}
-	nh = pair_next_hop(ctx, v);
+	nh = pair_next_hop(ctx, v, gen);
 	if (!nh)
 		return XDP_DROP;
-	act = send_ip(ctx, eth, iph, tot_len, v, nh, dir);
+	act = send_ip(ctx, eth, iph, tot_len, v, gen, nh, dir);
 	if (act != XDP_DROP)
 		count(XLB_C_FRAGS_FORWARDED);
 	return act;
@@ -783,7 +821,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	struct xlb_config *cfg;
 	struct flow_key key, pk;
 	struct pkt p;
-	__u32 zero = 0, dir, now, mapping = 0;
+	__u32 zero = 0, dir, now, mapping = 0, gen = 0;
 	__u16 dport;
 	int rc, is_syn;
 
@@ -820,6 +858,8 @@ int xlb_xdp(struct xdp_md *ctx)
 	key.dir = dir;
 
 	v = bpf_map_lookup_elem(&xlb_flows, &key);
+	if (v)
+		gen = flow_gen(v); /* the pair the packet is for (flow.h: stale pointers) */
 	is_syn = dir == XLB_DIR_CLIENT && (p.flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST | TCP_FL_FIN)) == TCP_FL_SYN;
 	if ((p.shape & PKT_FRAGMENT) && (!v || (is_syn && pair_terminal(v->flags)))) {
 		/* a fragment never creates (or replaces) a pair */
@@ -845,10 +885,10 @@ int xlb_xdp(struct xdp_md *ctx)
 		if (p.flags & TCP_FL_RST) {
 			if (!v)
 				return finish(XDP_PASS);
-			rc = check_rst(cfg, &p, &key, v, dir);
+			rc = check_rst(cfg, &p, &key, v, gen, dir);
 			if (rc >= 0)
 				return finish(rc);
-			return finish(rewrite_and_send(ctx, &p, v, dir));
+			return finish(rewrite_and_send(ctx, &p, v, gen, dir));
 		}
 		count(XLB_C_SHUTDOWN_RESETS);
 		return finish(reply_rst(ctx, &p));
@@ -861,9 +901,9 @@ int xlb_xdp(struct xdp_md *ctx)
 		if (v) {
 			if (!pair_terminal(v->flags)) {
 				count(XLB_C_SYN_REUSED);
-				return finish(rewrite_and_send(ctx, &p, v, dir));
+				return finish(rewrite_and_send(ctx, &p, v, gen, dir));
 			}
-			replace_pair(cfg, &key, v);
+			replace_pair(cfg, &key, v, gen);
 		}
 		rc = create_pair(ctx, &p, cfg, &key, mapping_remote(mapping));
 		switch (rc) {
@@ -889,34 +929,34 @@ int xlb_xdp(struct xdp_md *ctx)
 			/* the forward entry just inserted is the scratch's: no lookup */
 			s = bpf_map_lookup_elem(&xlb_scratch, &zero);
 			if (s)
-				return finish(rewrite_and_send(ctx, &p, &s->fwd, dir));
+				return finish(rewrite_and_send(ctx, &p, &s->fwd, s->fwd.generation, dir));
 		}
 		v = bpf_map_lookup_elem(&xlb_flows, &key);
 		if (!v)
 			return finish(XDP_DROP);
-		return finish(rewrite_and_send(ctx, &p, v, dir));
+		return finish(rewrite_and_send(ctx, &p, v, flow_gen(v), dir));
 	}
 
 	now = now32();
 	if ((__s32)(now - v->last_seen) >= XLB_LONE_CHECK_TICKS)
 		check_counterpart(&key, v, dir, now);
 	if (p.flags & TCP_FL_RST) {
-		rc = check_rst(cfg, &p, &key, v, dir);
+		rc = check_rst(cfg, &p, &key, v, gen, dir);
 		if (rc >= 0)
 			return finish(rc);
-		return finish(rewrite_and_send(ctx, &p, v, dir));
+		return finish(rewrite_and_send(ctx, &p, v, gen, dir));
 	}
 	if (!(v->flags & XLB_F_ESTABLISHED)) {
 		peer = pair_peer(v, dir, &pk);
-		track_handshake(ctx, &p, v, peer, dir);
+		track_handshake(ctx, &p, v, peer, dir, gen);
 	}
-	track_ack(&p, v);
-	track_send(&p, v, dir);
+	track_ack(&p, v, gen);
+	track_send(&p, v, dir, gen);
 	if (p.flags & TCP_FL_FIN) {
 		peer = pair_peer(v, dir, &pk);
-		note_close(cfg, &p, &key, v, peer, &pk, dir);
+		note_close(cfg, &p, &key, v, peer, &pk, dir, gen);
 	}
-	return finish(rewrite_and_send(ctx, &p, v, dir));
+	return finish(rewrite_and_send(ctx, &p, v, gen, dir));
 }
 
 /*

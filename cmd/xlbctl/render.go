@@ -134,7 +134,7 @@ func renderFlows(w io.Writer, d *api.Document) error {
 		k.SNATPortExhaustedTotal, k.TableFullTotal, k.NoBackendTotal, k.FIBMissTotal)
 	row("SNAT ports", "taken over %d, fallbacks to another backend %d, drops on ports held for TIME_WAIT %d",
 		k.SNATTakeoversTotal, k.SNATFallbacksTotal, k.HoldDropsTotal)
-	row("Dropped", "out-of-window RSTs %d, TTL <= 1 %d", k.RSTOutOfWindowTotal, k.TTLExceededTotal)
+	row("Dropped", "out-of-window RSTs %d, TTL <= 1 %d, pair gone in flight %d", k.RSTOutOfWindowTotal, k.TTLExceededTotal, k.PairGoneInFlightTotal)
 	row("Inexact RSTs", "%d (in the window, not exact: forwarded, the pair kept)", k.RSTInexactTotal)
 	row("ICMP translated", "to clients %d, to backends %d", k.ICMPToClientTotal, k.ICMPToBackendTotal)
 	row("Next hops", "refreshed %d (freed next hops looked up again)", k.NextHopRefreshesTotal)

@@ -52,6 +52,11 @@ type Counters struct {
 	// with a challenge ACK, or, rarely, takes it when its own view is
 	// ahead).
 	RSTInexact uint64
+	// PairGoneInFlight counts packets dropped because another CPU
+	// replaced or reaped their pair while they were rewritten: what the
+	// entry held may have been the new pair's (bpf/flow.h, stale
+	// pointers). The sender retransmits.
+	PairGoneInFlight uint64
 	// SNATTakeovers counts SNAT ports taken over from a terminal pair
 	// that left the backend no TIME_WAIT (the client closed first, or a
 	// RST); the old pair is removed and counted as replaced.
@@ -122,6 +127,7 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.CloseEventsLost = raw[xlbXlbCounterXLB_C_CLOSE_EVENTS_LOST]
 	c.RSTOutOfWindow = raw[xlbXlbCounterXLB_C_RST_OUT_OF_WINDOW]
 	c.RSTInexact = raw[xlbXlbCounterXLB_C_RST_INEXACT]
+	c.PairGoneInFlight = raw[xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT]
 	c.SNATTakeovers = raw[xlbXlbCounterXLB_C_SNAT_TAKEOVERS]
 	c.SNATFallbacks = raw[xlbXlbCounterXLB_C_SNAT_FALLBACKS]
 	c.HoldDrops = raw[xlbXlbCounterXLB_C_HOLD_DROPS]

@@ -17,10 +17,10 @@ import (
 // 2 (the CPU replacing pairs), then writes last_seen through the old
 // pointer. This test shows the write lands in pair 2's entry: the
 // suspicion is confirmed for any write a program makes through a pointer
-// after another CPU can have deleted the entry. (The data path copies what
-// it needs before its own deletes, bpf/reap.h, bpf/xlb.c replace_pair;
-// what another CPU does in between is not in its hands, and the kernel
-// offers no conditional delete: see the report of issue 27.)
+// after another CPU can have deleted the entry. The data path therefore
+// writes only while the entry keeps the generation its lookup read
+// (bpf/flow.h, stale pointers); pkg/dataplane/stalewrites checks those
+// guarded writes against the same reuse.
 func TestFlowMapReusesADeletedElementAtOnce(t *testing.T) {
 	spec, err := loadXlb()
 	if err != nil {

@@ -35,8 +35,12 @@ func layout3Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 	})
 }
 
-// asValue3 is v as layout 3 stored it: without syn_us.
-func asValue3(v FlowValue) []byte { return toBytes(&v)[:flowValue3Size] }
+// asValue3 is v as layout 3 stored it: layout 6's order (flowValue6)
+// without syn_us.
+func asValue3(v FlowValue) []byte {
+	o := asFlowValue6(v)
+	return toBytes(&o)[:flowValue3Size]
+}
 
 // asSet3 is s as layout 3 stored it: 32-bit ids, no ports.
 func asSet3(s xlbBackendSet) backendSet3 {
@@ -73,9 +77,11 @@ func DowngradeToLayout3(t testing.TB, dir string) {
 	}
 	old := layout3Maps(t, flows.MaxEntries()/EntriesPerPair)[xlbMapXlbFlows]
 	for i := range r.len() {
-		var v FlowValue
-		decodeFlowValue(r.value(i, 0), &v)
-		if err := old.Update(r.key(i), asValue3(v), ebpf.UpdateNoExist); err != nil {
+		v, err := fromBytes[flowValue6](r.value(i, 0)) // layout 6's order (DowngradeToLayout4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Update(r.key(i), toBytes(&v)[:flowValue3Size], ebpf.UpdateNoExist); err != nil {
 			t.Fatal(err)
 		}
 	}

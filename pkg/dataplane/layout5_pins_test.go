@@ -39,13 +39,15 @@ func layout5Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 
 // DowngradeToLayout5 rewrites the pins under dir, which a data path of
 // this build pinned and released, into what the issue-17 build (layout 5)
-// pins for the same state: the counter array without the counters layout
-// 6 added and the config without its new fields (new maps pinned in their
-// place), the SYN's time in syn_us of established forward entries (the
-// value layout 5 left there: synTime) and a metadata record of layout 5.
-// For the external tests.
+// pins for the same state: layout 6's (DowngradeToLayout6), then the
+// counter array without the counters layout 6 added and the config
+// without its new fields (new maps pinned in their place), the SYN's time
+// in syn_us of established forward entries (the value layout 5 left
+// there: synTime) and a metadata record of layout 5. For the external
+// tests.
 func DowngradeToLayout5(t testing.TB, dir string, synTime uint32) {
 	t.Helper()
+	DowngradeToLayout6(t, dir)
 	open := func(name string) *ebpf.Map {
 		t.Helper()
 		m, err := ebpf.LoadPinnedMap(mapPath(dir, name), nil)
@@ -93,17 +95,19 @@ func DowngradeToLayout5(t testing.TB, dir string, synTime uint32) {
 		t.Fatal(err)
 	}
 	for i := range r.len() {
-		var v FlowValue
 		k, err := fromBytes[FlowKey](r.key(i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		decodeFlowValue(r.value(i, 0), &v)
+		v, err := fromBytes[flowValue6](r.value(i, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if k.Dir != uint8(xlbXlbDirXLB_DIR_CLIENT) || v.Flags&uint32(xlbXlbFlowFlagsXLB_F_ESTABLISHED) == 0 {
 			continue
 		}
 		v.SynUs = synTime
-		if err := flows.Update(&k, &v, ebpf.UpdateExist); err != nil {
+		if err := flows.Update(&k, toBytes(&v), ebpf.UpdateExist); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -87,6 +87,7 @@ var layoutSteps = map[uint32]layoutStep{
 	3: layout3Step, // migrate_layout3.go
 	4: layout4Step, // migrate_layout4.go
 	5: layout5Step, // migrate_layout5.go
+	6: layout6Step, // migrate_layout6.go
 }
 
 // layout is what a migration copies into: the version, the steps that

@@ -128,7 +128,7 @@ func (h *hopsFrom2) flow(key, old []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := FlowValue{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
+	v := flowValue6{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
 		CsumIp: o.CsumIp, CsumL4: o.CsumL4, Nexthop: id, Generation: o.Generation, Flags: o.Flags,
 		LastSeen: o.LastSeen, BackendId: o.BackendId, Wscale: WScaleUnknown}
 	if k.Direction() == DirClient {

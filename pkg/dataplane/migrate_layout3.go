@@ -30,7 +30,7 @@ var layout3Step = layoutStep{From: 3, Maps: map[string]entryConverter{
 // flowValue3Size is the bytes of layout 3's struct flow_value: layout 4's
 // without its last field, syn_us, which the kernel's rounding of the
 // value to 8 bytes had left room for.
-const flowValue3Size = int(unsafe.Offsetof(FlowValue{}.SynUs))
+const flowValue3Size = int(unsafe.Offsetof(flowValue6{}.SynUs))
 
 // backendRef3 is layout 3's (and layout 2's) struct backend_ref.
 type backendRef3 struct {
@@ -47,7 +47,7 @@ func flowFrom3(_, old []byte) ([]byte, error) {
 	if len(old) != flowValue3Size {
 		return nil, fmt.Errorf("layout 3 flow value: %d bytes, want %d", len(old), flowValue3Size)
 	}
-	return append(old, make([]byte, flowValueSize-flowValue3Size)...), nil // syn_us 0: not timed
+	return append(old, make([]byte, flowValue6Size-flowValue3Size)...), nil // syn_us 0: not timed
 }
 
 func backendSetFrom3(_, old []byte) ([]byte, error) {

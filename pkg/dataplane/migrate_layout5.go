@@ -55,14 +55,14 @@ func configFrom5(_, old []byte) ([]byte, error) {
 // Offsets in layouts 5 and 6's flow keys and values.
 var (
 	flowKeyDirOffset     = int(unsafe.Offsetof(FlowKey{}.Dir))
-	flowValueFlagsOffset = int(unsafe.Offsetof(FlowValue{}.Flags))
-	flowValueSynUsOffset = int(unsafe.Offsetof(FlowValue{}.SynUs))
+	flowValueFlagsOffset = int(unsafe.Offsetof(flowValue6{}.Flags))
+	flowValueSynUsOffset = int(unsafe.Offsetof(flowValue6{}.SynUs))
 )
 
 // flowFrom5 clears syn_us of an established forward entry (layout5Step).
 func flowFrom5(key, old []byte) ([]byte, error) {
-	if len(key) != int(unsafe.Sizeof(FlowKey{})) || len(old) != int(unsafe.Sizeof(FlowValue{})) {
-		return nil, fmt.Errorf("layout 5 flow entry: %d/%d-byte key/value, want %d/%d", len(key), len(old), unsafe.Sizeof(FlowKey{}), unsafe.Sizeof(FlowValue{}))
+	if len(key) != int(unsafe.Sizeof(FlowKey{})) || len(old) != flowValue6Size {
+		return nil, fmt.Errorf("layout 5 flow entry: %d/%d-byte key/value, want %d/%d", len(key), len(old), unsafe.Sizeof(FlowKey{}), flowValue6Size)
 	}
 	flags := binary.NativeEndian.Uint32(old[flowValueFlagsOffset:])
 	if key[flowKeyDirOffset] == uint8(xlbXlbDirXLB_DIR_CLIENT) && flags&uint32(xlbXlbFlowFlagsXLB_F_ESTABLISHED) != 0 {

@@ -21,12 +21,12 @@ func TestLayout5Step(t *testing.T) {
 		{"reverse entry", uint8(xlbXlbDirXLB_DIR_BACKEND), established, 777},
 	} {
 		k := FlowKey{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, Proto: 6, Dir: c.dir}
-		v := FlowValue{Generation: 9, Flags: c.flags, LastSeen: 5, SynUs: 777}
+		v := flowValue6{Generation: 9, Flags: c.flags, LastSeen: 5, SynUs: 777}
 		out, err := flowFrom5(toBytes(&k), toBytes(&v))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := fromBytes[FlowValue](out)
+		got, err := fromBytes[flowValue6](out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestLayout5Step(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", c.name, got, want)
 		}
 	}
-	if _, err := flowFrom5(make([]byte, 3), make([]byte, unsafe.Sizeof(FlowValue{}))); err == nil {
+	if _, err := flowFrom5(make([]byte, 3), make([]byte, flowValue6Size)); err == nil {
 		t.Error("a short key was converted")
 	}
 

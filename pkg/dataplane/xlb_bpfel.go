@@ -84,9 +84,9 @@ type xlbFlowValue struct {
 	DportBe    uint16
 	CsumIp     uint16
 	CsumL4     uint16
-	Nexthop    uint32
 	Generation uint32
 	Flags      uint32
+	Nexthop    uint32
 	LastSeen   uint32
 	TrackSeq   uint32
 	TrackWin   uint32
@@ -270,7 +270,8 @@ const (
 	xlbXlbCounterXLB_C_FRAGS_PASSED         xlbXlbCounter = 29
 	xlbXlbCounterXLB_C_IP_OPTIONS_FORWARDED xlbXlbCounter = 30
 	xlbXlbCounterXLB_C_RST_INEXACT          xlbXlbCounter = 31
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 32
+	xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT  xlbXlbCounter = 32
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 33
 )
 
 type xlbXlbDir uint32
@@ -393,7 +394,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 6
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 7
 )
 
 type xlbXlbPinMeta struct {

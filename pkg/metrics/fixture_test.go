@@ -52,7 +52,7 @@ func fixtureSample() *maintenance.Sample {
 			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63, CloseEventsLost: 20,
 			RSTOutOfWindow: 100, SNATTakeovers: 101, SNATFallbacks: 102, HoldDrops: 103,
 			ICMPToClient: 104, ICMPToBackend: 105, NextHopRefreshes: 106, NotOurs: 107,
-			FragsForwarded: 108, FragsPassed: 109, IPOptionsForwarded: 110, RSTInexact: 111,
+			FragsForwarded: 108, FragsPassed: 109, IPOptionsForwarded: 110, RSTInexact: 111, PairGoneInFlight: 112,
 		},
 		Opened:           36,
 		Closed:           maintenance.Closed{ClientFIN: 14, BackendFIN: 15, ClientRST: 16, BackendRST: 17},
@@ -77,7 +77,7 @@ var liveCounters = dataplane.Counters{
 	InvariantViolations: 81, ShutdownResets: 82, TTLExceeded: 83,
 	RSTOutOfWindow: 84, SNATTakeovers: 85, SNATFallbacks: 86, HoldDrops: 87,
 	ICMPToClient: 88, ICMPToBackend: 89, NextHopRefreshes: 90, NotOurs: 91,
-	FragsForwarded: 92, FragsPassed: 93, IPOptionsForwarded: 94, RSTInexact: 95,
+	FragsForwarded: 92, FragsPassed: 93, IPOptionsForwarded: 94, RSTInexact: 95, PairGoneInFlight: 96,
 }
 
 // fixtureSnapshot is a running instance with three listed backends:

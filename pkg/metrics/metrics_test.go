@@ -60,6 +60,7 @@ var designMetrics = []struct {
 	{"xlb_connections_embryonic_expired_total", dto.MetricType_COUNTER, nil},
 	{"xlb_rst_out_of_window_total", dto.MetricType_COUNTER, nil},
 	{"xlb_rst_inexact_total", dto.MetricType_COUNTER, nil},
+	{"xlb_pair_gone_in_flight_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_port_takeovers_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_backend_fallbacks_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_hold_drops_total", dto.MetricType_COUNTER, nil},
@@ -224,6 +225,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_flow_pairs_replaced_total", nil, float64(liveCounters.PairsReplaced))
 	check("xlb_rst_out_of_window_total", nil, float64(liveCounters.RSTOutOfWindow))
 	check("xlb_rst_inexact_total", nil, float64(liveCounters.RSTInexact))
+	check("xlb_pair_gone_in_flight_total", nil, float64(liveCounters.PairGoneInFlight))
 	check("xlb_snat_port_takeovers_total", nil, float64(liveCounters.SNATTakeovers))
 	check("xlb_snat_backend_fallbacks_total", nil, float64(liveCounters.SNATFallbacks))
 	check("xlb_snat_hold_drops_total", nil, float64(liveCounters.HoldDrops))

@@ -140,6 +140,7 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 		TTLExceededTotal:         c.TTLExceeded,
 		RSTOutOfWindowTotal:      c.RSTOutOfWindow,
 		RSTInexactTotal:          c.RSTInexact,
+		PairGoneInFlightTotal:    c.PairGoneInFlight,
 		SNATTakeoversTotal:       c.SNATTakeovers,
 		SNATFallbacksTotal:       c.SNATFallbacks,
 		HoldDropsTotal:           c.HoldDrops,

@@ -65,6 +65,7 @@ func TestDocumentValues(t *testing.T) {
 				RSTOutOfWindowTotal: 21, SNATTakeoversTotal: 22, SNATFallbacksTotal: 23, HoldDropsTotal: 24,
 				ICMPToClientTotal: 25, ICMPToBackendTotal: 26, NextHopRefreshesTotal: 27, NotOursTotal: 28,
 				FragmentsForwardedTotal: 29, FragmentsPassedTotal: 30, IPOptionsForwardedTotal: 31, RSTInexactTotal: 32,
+				PairGoneInFlightTotal: 33,
 			},
 		},
 		Maintenance: api.Maintenance{

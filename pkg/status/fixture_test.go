@@ -81,7 +81,7 @@ func fixture() *snapshot.Snapshot {
 				InvariantViolations: 1, ShutdownResets: 0, TTLExceeded: 9,
 				RSTOutOfWindow: 21, SNATTakeovers: 22, SNATFallbacks: 23, HoldDrops: 24,
 				ICMPToClient: 25, ICMPToBackend: 26, NextHopRefreshes: 27, NotOurs: 28,
-				FragsForwarded: 29, FragsPassed: 30, IPOptionsForwarded: 31, RSTInexact: 32,
+				FragsForwarded: 29, FragsPassed: 30, IPOptionsForwarded: 31, RSTInexact: 32, PairGoneInFlight: 33,
 				ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
 			},
 			Backends: []maintenance.BackendSample{

@@ -280,6 +280,7 @@ type Counters struct {
 	TTLExceededTotal         uint64     `json:"ttl_exceeded_total"`         // balanced packets dropped with TTL <= 1 (never a pair)
 	RSTOutOfWindowTotal      uint64     `json:"rst_out_of_window_total"`    // RSTs dropped: outside the receiver's window (RFC 5961 §3)
 	RSTInexactTotal          uint64     `json:"rst_inexact_total"`          // RSTs forwarded, the pair kept: in the window, not exact (RFC 5961 §3)
+	PairGoneInFlightTotal    uint64     `json:"pair_gone_in_flight_total"`  // packets dropped: another CPU replaced or reaped their pair while they were rewritten
 	SNATTakeoversTotal       uint64     `json:"snat_takeovers_total"`       // SNAT ports taken over from a terminal pair the backend holds no TIME_WAIT for
 	SNATFallbacksTotal       uint64     `json:"snat_fallbacks_total"`       // SYNs sent to the next routable backend: the first one's ports ran out
 	HoldDropsTotal           uint64     `json:"hold_drops_total"`           // packets dropped on a port held for its backend's TIME_WAIT

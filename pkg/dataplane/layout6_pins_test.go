@@ -1,0 +1,71 @@
+package dataplane
+
+import (
+	"os"
+	"testing"
+
+	"github.com/cilium/ebpf"
+)
+
+// Pins of layout 6 (issue 27's first part, commit f2593f4), for the
+// migration tests: this build's state maps with layout 6's counter array,
+// which ends before XLB_C_PAIR_GONE_IN_FLIGHT, and flow values with
+// nexthop before generation and flags (flowValue6).
+
+// layout6Counters is the length of layout 6's counter array (its
+// XLB_C_MAX): every counter before XLB_C_PAIR_GONE_IN_FLIGHT.
+const layout6Counters = uint32(xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT)
+
+// DowngradeToLayout6 rewrites the pins under dir, which a data path of
+// this build pinned and released, into what the issue-27 build of
+// f2593f4 (layout 6) pins for the same state: every flow value in
+// layout 6's order, the counter array without the counter layout 7 added
+// (a new map pinned in its place) and a metadata record of layout 6. For
+// the external tests.
+func DowngradeToLayout6(t testing.TB, dir string) {
+	t.Helper()
+	flows, err := ebpf.LoadPinnedMap(mapPath(dir, xlbMapXlbFlows), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flows.Close()
+	r, err := dumpMap(flows, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.len() {
+		var v FlowValue
+		decodeFlowValue(r.value(i, 0), &v)
+		o := asFlowValue6(v)
+		if err := flows.Update(r.key(i), toBytes(&o), ebpf.UpdateExist); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	path := mapPath(dir, xlbMapXlbCounters)
+	cur, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	old := stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
+		ms.MaxEntries = layout6Counters
+		return name == xlbMapXlbCounters
+	})[xlbMapXlbCounters]
+	var per []uint64
+	for k := range layout6Counters {
+		if err := cur.Lookup(k, &per); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Update(k, per, ebpf.UpdateExist); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Pin(path); err != nil {
+		t.Fatal(err)
+	}
+	setPinnedLayout(t, dir, 6)
+}
