@@ -51,7 +51,9 @@ func TestBGPDefaults(t *testing.T) {
 				b.Peers = []BGPPeer{{ip("198.51.100.1"), 1, 65535, "_X1"}}
 			})},
 		{"upper bounds of the times", minimal + onePeer + "  hold_time_secs: 65535\n  graceful_restart_secs: 1\n  withdraw_delay_secs: 600\n",
-			def(func(b *BGP) { b.HoldTime, b.GracefulRestart, b.WithdrawDelay = 65535*time.Second, time.Second, 600*time.Second })},
+			def(func(b *BGP) {
+				b.HoldTime, b.GracefulRestart, b.WithdrawDelay = 65535*time.Second, time.Second, 600*time.Second
+			})},
 		{"no withdraw delay", minimal + onePeer + "  withdraw_delay_secs: 0\n", def(func(b *BGP) { b.WithdrawDelay = 0 })},
 		{"iBGP", minimal + "bgp:\n  local_asn: 64512\n  peers: [{address: 198.51.100.1, asn: 64512}]\n",
 			def(func(b *BGP) { b.Peers[0].ASN = 64512 })},

@@ -38,8 +38,11 @@ type Snapshot struct {
 	DrainedBy     string
 	DrainRestored bool
 	StartedAt     time.Time // process start
-	// ShutdownDeadline is when the shutdown window ends (zero before).
-	ShutdownDeadline time.Time
+	// ShutdownDeadline is when the shutdown window ends (zero before);
+	// ShutdownResetsFrom when it begins: the stop, or after the BGP
+	// withdraw delay (issue 28).
+	ShutdownDeadline   time.Time
+	ShutdownResetsFrom time.Time
 
 	Listen netip.Addr
 	Ports  []config.PortMapping

@@ -68,6 +68,9 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 	}
 	if s.Lifecycle == api.ShuttingDown {
 		d.Shutdown = &api.Shutdown{SecondsLeft: secondsLeft(s.ShutdownDeadline, now)}
+		if !s.ShutdownResetsFrom.IsZero() {
+			d.Shutdown.ResetsFromUnixMs = s.ShutdownResetsFrom.UnixMilli()
+		}
 		if !s.ShutdownDeadline.IsZero() {
 			d.Shutdown.DeadlineUnixMs = s.ShutdownDeadline.UnixMilli()
 		}

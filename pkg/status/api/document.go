@@ -95,6 +95,10 @@ type Readiness struct {
 // Shutdown describes the shutdown window (DESIGN §6, first bullet).
 type Shutdown struct {
 	DeadlineUnixMs int64 `json:"deadline_unix_ms"` // when XLB detaches
+	// ResetsFromUnixMs is when the reset window begins: the stop, or
+	// bgp.withdraw_delay_secs after the BGP routes were withdrawn; until
+	// then every packet is forwarded as before (issue 28).
+	ResetsFromUnixMs int64 `json:"resets_from_unix_ms"`
 	// SecondsLeft is the remaining window rounded up, 0 once it has passed.
 	SecondsLeft int64 `json:"seconds_left"`
 }
