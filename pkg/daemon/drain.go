@@ -87,7 +87,12 @@ func (d *runner) restoreDrain(predecessorDrained bool) {
 		rec = &drainRecord{By: "an unreadable drain record"}
 	}
 	if rec == nil && predecessorDrained {
+		// drained by a version that kept no record: keep one now, so a
+		// later crash keeps the drain too
 		rec = &drainRecord{By: "the previous process"}
+		if err := saveDrain(rec); err != nil {
+			d.log.WithError(err).Warn("recording the previous process's drain failed: a crash would forget it")
+		}
 	}
 	if rec == nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,7 +85,7 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 
 // socketPeer returns the socket peer of r's connection; ok is false for a
 // request that did not come over the admin socket.
-func socketPeer(r interface{ Context() context.Context }) (Requester, bool) {
+func socketPeer(r *http.Request) (Requester, bool) {
 	p, ok := r.Context().Value(peerKey{}).(Requester)
 	return p, ok
 }
