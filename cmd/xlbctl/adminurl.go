@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -98,8 +100,18 @@ func hostPort(addr netip.Addr, port uint16) string {
 }
 
 // socketUsable says whether path is a unix socket this user may connect
-// to (write permission on the file; the daemon's is mode 0600, root's).
+// to (write permission on the file; the daemon's is mode 0600, root's)
+// and a process serves: a socket left by a crashed daemon, or by one
+// whose successor does not serve it, is passed over for the HTTP address.
 func socketUsable(path string) bool {
 	fi, err := os.Stat(path)
-	return err == nil && fi.Mode()&os.ModeSocket != 0 && unix.Access(path, unix.W_OK) == nil
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || unix.Access(path, unix.W_OK) != nil {
+		return false
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }

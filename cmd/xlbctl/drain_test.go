@@ -120,6 +120,18 @@ func TestDrainOverSocket(t *testing.T) {
 	if tg, err := resolveTarget(o, func(string) string { return "" }); err != nil || tg.socket != "" || tg.url != "http://127.0.0.1:8705" {
 		t.Fatalf("a missing socket: %+v %v, want the HTTP address", tg, err)
 	}
+	// A socket nobody serves (a crashed daemon's): the HTTP address.
+	stale := filepath.Join(t.TempDir(), "stale.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	o, _, _ = parseArgs([]string{"--config", lbConfig(t, "  port: 8706\n  socket: "+stale+"\n"), "drain"})
+	if tg, err := resolveTarget(o, func(string) string { return "" }); err != nil || tg.socket != "" || tg.url != "http://127.0.0.1:8706" {
+		t.Fatalf("a stale socket: %+v %v, want the HTTP address", tg, err)
+	}
 	if code, _, errs := runCLI(t, nil, "--socket", sock+".gone", "drain"); code != exitError || !strings.Contains(errs, sock+".gone") {
 		t.Fatalf("drain --socket at a missing path: exit %d, stderr %q", code, errs)
 	}

@@ -30,11 +30,16 @@ type listeners struct {
 	metricsLn net.Listener
 	// sockLn is the admin unix socket (config admin.socket, issue 28),
 	// handed to a successor too; sockPath its path, removed by stop
-	// once this process served it (ownSocket), never by a successor
-	// that failed before taking over nor after a hand-off.
+	// when this process created the socket or served it (ownSocket):
+	// never by a successor that failed before taking over on its
+	// predecessor's socket, nor after a hand-off (release).
 	sockLn    *net.UnixListener
 	sockPath  string
 	ownSocket atomic.Bool
+	// movedFrom is the predecessor's socket when the config moved it:
+	// removed once this process serves (the predecessor serves it until
+	// then, and keeps doing so if this process fails).
+	movedFrom string
 	wg        sync.WaitGroup
 	released  atomic.Bool // stopAccepting closed the listeners: Serve's error is expected
 	stopOnce  sync.Once
@@ -81,11 +86,13 @@ func (d *runner) startListeners() (*listeners, error) {
 	if d.succ != nil {
 		inheritedAdmin, inheritedMetrics, inheritedSock = d.succ.admin, d.succ.metrics, d.succ.socket
 	}
-	sockLn, err := d.inheritSocket(inheritedSock, c.Admin.Socket)
+	sockLn, created, movedFrom, err := d.inheritSocket(inheritedSock, c.Admin.Socket)
 	if err != nil {
 		return nil, err
 	}
 	l.sockLn, l.sockPath = sockLn, c.Admin.Socket
+	l.ownSocket.Store(created)
+	l.movedFrom = movedFrom
 	adminLn, err := d.inherit(inheritedAdmin, l.admin.Addr(), l.admin.Listen)
 	if err != nil {
 		l.closeSocket()
@@ -126,25 +133,25 @@ func (d *runner) startListeners() (*listeners, error) {
 
 // inheritSocket returns the admin socket a hot-upgrade predecessor handed
 // over when it is at path; otherwise (a first start, a predecessor
-// without one, or a config that moved it) it closes the inherited one,
-// removes its file, and creates the socket at path (status.ListenSocket).
-func (d *runner) inheritSocket(inherited *net.UnixListener, path string) (*net.UnixListener, error) {
+// without one, or a config that moved it: movedFrom is the old path) it
+// closes this process's copy of the inherited one and creates the socket
+// at path (status.ListenSocket); created says so.
+func (d *runner) inheritSocket(inherited *net.UnixListener, path string) (ln *net.UnixListener, created bool, movedFrom string, err error) {
 	if inherited != nil {
 		old := inherited.Addr().String()
 		if old == path {
-			return inherited, nil
+			return inherited, false, "", nil
 		}
 		d.log.WithFields(map[string]any{"was": old, "now": path}).Info("the config moved the admin socket: creating the new one")
 		inherited.Close()
-		if err := status.RemoveSocket(old); err != nil {
-			d.log.WithError(err).Warn("remove the old admin socket")
-		}
+		movedFrom = old
 	}
-	return status.ListenSocket(path)
+	ln, err = status.ListenSocket(path)
+	return ln, err == nil, movedFrom, err
 }
 
 // closeSocket closes the admin socket of a start that failed before
-// serving, removing its file unless a predecessor still serves it.
+// serving, removing its file when this process created it.
 func (l *listeners) closeSocket() {
 	l.sockLn.Close()
 	if l.ownSocket.Load() {
@@ -158,6 +165,11 @@ func (l *listeners) closeSocket() {
 // successor would still say starting).
 func (l *listeners) serve(log logrus.FieldLogger) {
 	l.ownSocket.Store(true)
+	if l.movedFrom != "" {
+		if err := status.RemoveSocket(l.movedFrom); err != nil {
+			log.WithError(err).Warn("remove the previous admin socket")
+		}
+	}
 	l.wg.Add(3)
 	go func() {
 		defer l.wg.Done()
