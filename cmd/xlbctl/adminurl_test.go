@@ -21,14 +21,20 @@ import (
 	"github.com/xlbproject/xlb/pkg/config"
 )
 
+// The tests never reach a daemon's admin socket on this machine: the
+// default socket is a path that does not exist, and lbConfig's files
+// name one too unless the test sets its own.
+func init() { defaultSocket = "/nonexistent/xlbctl-test/admin.sock" }
+
 // lbConfig writes an xlb.yaml whose admin section is admin (YAML lines
 // under "admin:", none when empty) and returns its path.
 func lbConfig(t *testing.T, admin string) string {
 	t.Helper()
 	src := "ports:\n  - local_port: 80\nprovider:\n  static:\n    backends:\n      - ip: 198.51.100.11\n"
-	if admin != "" {
-		src += "admin:\n" + admin
+	if !strings.Contains(admin, "socket:") {
+		admin += "  socket: /nonexistent/xlbctl-test/admin.sock\n"
 	}
+	src += "admin:\n" + admin
 	path := filepath.Join(t.TempDir(), "xlb.yaml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)

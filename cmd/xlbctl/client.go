@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -33,6 +34,17 @@ const statusPath = "api/v1/status"
 // proxies). Errors: a URL that is not http(s)://host[:port][/prefix], a
 // pinned certificate that is not PEM.
 func newClient(t target, pass string, timeout time.Duration) (*client, error) {
+	if t.socket != "" {
+		// The host part names nothing: every connection goes to the
+		// socket.
+		u := &url.URL{Scheme: "http", Host: "localhost"}
+		hc := &http.Client{Timeout: timeout, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", t.socket)
+			},
+		}}
+		return &client{url: u.JoinPath(statusPath).String(), base: u, from: "the admin socket " + t.socket + ", " + t.from, http: hc}, nil
+	}
 	admin := t.url
 	if !strings.Contains(admin, "://") {
 		admin = "http://" + admin

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,5 +69,70 @@ func TestDrainCommands(t *testing.T) {
 	defer refusing.Close()
 	if code, _, errs := runCLI(t, nil, "--admin", refusing.URL, "drain"); code != exitError || !strings.Contains(errs, "409 Conflict: the instance is shutting down") {
 		t.Fatalf("a refused drain: exit %d, stderr %q, want the 409 and its reason", code, errs)
+	}
+}
+
+// serveSocket serves h on a unix socket in a fresh directory and returns
+// its path.
+func serveSocket(t *testing.T, h http.Handler) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "admin.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return path
+}
+
+// Over the admin socket (issue 28) drain needs no credentials, even when
+// xlb.yaml names an admin user without XLB_ADMIN_PASSWORD: xlbctl takes
+// the socket from --socket, or from admin.socket of --config when it
+// exists, before the HTTP address.
+func TestDrainOverSocket(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	sock := serveSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := r.BasicAuth(); ok {
+			http.Error(w, "credentials over the socket", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"drained":true}` + "\n"))
+	}))
+	if code, out, errs := runCLI(t, nil, "--socket", sock, "drain"); code != exitOK || !strings.HasPrefix(out, "drained:") {
+		t.Fatalf("drain --socket: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	cfg := lbConfig(t, "  port: 8704\n  auth:\n    username: operator\n  socket: "+sock+"\n")
+	if code, out, errs := runCLI(t, nil, "--config", cfg, "drain"); code != exitOK || !strings.HasPrefix(out, "drained:") {
+		t.Fatalf("drain through admin.socket of --config: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if want := "POST /api/v1/drain,POST /api/v1/drain"; strings.Join(got, ",") != want {
+		t.Fatalf("requests %v, want %s", got, want)
+	}
+	// A socket that does not exist: the HTTP address of the file.
+	o, _, _ := parseArgs([]string{"--config", lbConfig(t, "  port: 8705\n  socket: "+sock+".gone\n"), "drain"})
+	if tg, err := resolveTarget(o, func(string) string { return "" }); err != nil || tg.socket != "" || tg.url != "http://127.0.0.1:8705" {
+		t.Fatalf("a missing socket: %+v %v, want the HTTP address", tg, err)
+	}
+	// A socket nobody serves (a crashed daemon's): the HTTP address.
+	stale := filepath.Join(t.TempDir(), "stale.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	o, _, _ = parseArgs([]string{"--config", lbConfig(t, "  port: 8706\n  socket: "+stale+"\n"), "drain"})
+	if tg, err := resolveTarget(o, func(string) string { return "" }); err != nil || tg.socket != "" || tg.url != "http://127.0.0.1:8706" {
+		t.Fatalf("a stale socket: %+v %v, want the HTTP address", tg, err)
+	}
+	if code, _, errs := runCLI(t, nil, "--socket", sock+".gone", "drain"); code != exitError || !strings.Contains(errs, sock+".gone") {
+		t.Fatalf("drain --socket at a missing path: exit %d, stderr %q", code, errs)
 	}
 }

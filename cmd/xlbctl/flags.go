@@ -16,6 +16,7 @@ import (
 // options are the command line flags.
 type options struct {
 	admin      string // "" until resolved: --admin, XLB_ADMIN_URL or xlb.yaml (adminurl.go)
+	socket     string // --socket: the admin unix socket
 	config     string
 	user       string
 	json       bool
@@ -36,6 +37,8 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // run prints errors and usage itself
 	fs.StringVar(&o.admin, "admin", "", "admin listener `URL`, e.g. http://127.0.0.1:"+strconv.Itoa(config.DefaultAdminPort)+
 		" (default: "+envAdminURL+", else admin.address and admin.port of --config)")
+	fs.StringVar(&o.socket, "socket", "", "admin unix socket `PATH` (default: admin.socket of --config, "+config.DefaultAdminSocket+
+		", when it exists and this user may use it; drain and undrain need no credentials there)")
 	fs.StringVar(&o.config, "config", defaultConfig, "xlb.yaml `FILE` to take the admin listener from when neither --admin nor "+envAdminURL+" is set")
 	fs.StringVar(&o.user, "user", "", "HTTP Basic user `NAME` (default: admin.auth.username of --config when the URL came from it); the password is read from "+api.EnvAdminPassword)
 	fs.BoolVar(&o.json, "json", false, "print the status document as the API returns it (status still exits 3 when not ready)")
@@ -82,10 +85,13 @@ Flags (before or after the command):
 		fmt.Fprintf(w, "%s\n        %s%s\n", head, help, def)
 	})
 	fmt.Fprintf(w, `
-The admin URL: --admin, else %s, else admin.address and admin.port of
---config (0.0.0.0 and :: mean this host's loopback; https when its
-admin.web_config_file has tls_server_config), else, when --config is the
-default and no such file exists, http://127.0.0.1:%d.
+The admin listener: --admin, else --socket, else %s, else from --config:
+its admin socket (admin.socket, default %s) when it exists and this user
+may connect to it (root), else admin.address and admin.port (0.0.0.0 and
+:: mean this host's loopback; https when its admin.web_config_file has
+tls_server_config); when --config is the default and no such file
+exists, the default socket, else http://127.0.0.1:%d. Over HTTP, drain
+and undrain need credentials (--user); over the socket they do not.
 
 Environment:
   %s       admin URL when --admin is not given
@@ -93,7 +99,7 @@ Environment:
 
 Exit codes (as xlb's): 0 ok, 1 error (connection, HTTP status, decoding,
 xlb.yaml), 2 usage, 3 not ready (status).
-`, envAdminURL, config.DefaultAdminPort, envAdminURL, api.EnvAdminPassword)
+`, envAdminURL, config.DefaultAdminSocket, config.DefaultAdminPort, envAdminURL, api.EnvAdminPassword)
 }
 
 // parseArgs parses flags before and after the one command.

@@ -2,10 +2,13 @@
 // reads the status API of one instance and renders it. It never touches
 // BPF maps.
 //
-//	xlbctl [--admin URL] [--config FILE] [--user NAME] [--json] [--bytes] [--timeout D] status|backends|flows|top|drain|undrain
+//	xlbctl [--admin URL] [--socket PATH] [--config FILE] [--user NAME] [--json] [--bytes] [--timeout D] status|backends|flows|top|drain|undrain
 //
-// The admin URL comes from --admin, XLB_ADMIN_URL or the admin section of
-// xlb.yaml, in that order (adminurl.go). drain and undrain are the only
+// The admin listener comes from --admin, --socket, XLB_ADMIN_URL or the
+// admin section of xlb.yaml (its unix socket when this user may use it,
+// else its HTTP address), in that order (adminurl.go). drain and undrain
+// need no credentials over the socket and need them over HTTP (issue 28).
+// drain and undrain are the only
 // commands that change anything: they ask the instance to answer
 // readiness "draining" (or stop), while it keeps forwarding every packet
 // (DESIGN §6a).

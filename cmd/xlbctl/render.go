@@ -28,10 +28,14 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	row("Lifecycle", "%s", lifecycle(d.Lifecycle))
 	row("Readiness", "%s", readiness(d.Readiness))
 	if d.Drained {
-		row("Drained", "yes: readiness answers draining, every packet is still forwarded (xlbctl undrain ends it)")
+		row("Drained", "yes%s: readiness answers draining, every packet is still forwarded (xlbctl undrain ends it)", drainOrigin(d))
 	}
-	if d.Shutdown != nil {
-		row("Shutdown", "%ds left in the reset window", d.Shutdown.SecondsLeft)
+	if sd := d.Shutdown; sd != nil {
+		if wait := sd.ResetsFromUnixMs - d.GeneratedAtUnixMs; wait > 0 {
+			row("Shutdown", "routes withdrawn, forwarding as before; the reset window begins in %ds", (wait+999)/1000)
+		} else {
+			row("Shutdown", "%ds left in the reset window", sd.SecondsLeft)
+		}
 	}
 	row("Uptime", "%s", uptime(d.UptimeSeconds))
 	row("Listen", "%s", listen(d.Listen))
@@ -370,6 +374,29 @@ func upgrades(u api.Upgrades) string {
 	s += fmt.Sprintf("; hot upgrades %d ok, %d failed", u.OK, u.Failed)
 	if u.LastFailure != "" {
 		s += " (last failure: " + u.LastFailure + ")"
+	}
+	return s
+}
+
+// drainOrigin is " since TIME (AGE ago) by WHO" for a drain the document
+// describes, and whether this process took it over from an earlier one;
+// "" when it says nothing.
+func drainOrigin(d *api.Document) string {
+	dr := d.Drain
+	if dr == nil {
+		return ""
+	}
+	var s string
+	if dr.SinceUnixMs > 0 {
+		since := time.UnixMilli(dr.SinceUnixMs).UTC()
+		age := time.Duration(max(d.GeneratedAtUnixMs-dr.SinceUnixMs, 0)) * time.Millisecond
+		s += fmt.Sprintf(" since %s (%s ago)", since.Format(time.RFC3339), age.Round(time.Second))
+	}
+	if dr.By != "" {
+		s += " by " + dr.By
+	}
+	if dr.Restored {
+		s += ", kept from a previous process"
 	}
 	return s
 }

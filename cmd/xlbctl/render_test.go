@@ -37,8 +37,17 @@ func recorded(t *testing.T) (*api.Document, []byte) {
 func drained(t *testing.T) *api.Document {
 	d, _ := recorded(t)
 	d.Drained = true
+	d.Drain = &api.Drain{SinceUnixMs: d.GeneratedAtUnixMs - 754_000, By: "unix socket uid 0 pid 4242", Restored: true}
 	d.Readiness = api.Readiness{Ready: false, Reason: "draining"}
 	d.BGP.Announced = []string{}
+	return d
+}
+
+// withdrawing is the not-ready document during a stop's BGP withdraw
+// delay: the reset window begins in 2.5 s.
+func withdrawing(t *testing.T) *api.Document {
+	d := notReady(t)
+	d.Shutdown.ResetsFromUnixMs = d.GeneratedAtUnixMs + 2500
 	return d
 }
 
@@ -145,6 +154,7 @@ func TestGolden(t *testing.T) {
 		{"flows_maintenance_failing", func(b *bytes.Buffer) error { return renderFlows(b, maintenanceFailing(t)) }},
 		{"status_handing_over", func(b *bytes.Buffer) error { return renderStatus(b, handingOver(t)) }},
 		{"status_drained", func(b *bytes.Buffer) error { return renderStatus(b, drained(t)) }},
+		{"status_withdrawing", func(b *bytes.Buffer) error { return renderStatus(b, withdrawing(t)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

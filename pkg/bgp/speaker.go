@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/server"
@@ -69,6 +70,9 @@ type Speaker struct {
 	// announced says the paths are in GoBGP's table; sessions that the
 	// peers were added (at the first verdict).
 	announced, sessions bool
+	// withdrawnAt is when the paths last left GoBGP's table (zero: never
+	// announced, or announced now).
+	withdrawnAt time.Time
 }
 
 // MaxPasswordLen is the longest TCP MD5 key Linux accepts
@@ -213,6 +217,16 @@ func (s *Speaker) Withdraw() error {
 	return s.apply()
 }
 
+// WithdrawnAt is when the prefixes last left the peers' view: the
+// UPDATE withdrawing them was handed to every established session at
+// that time. Zero while they are announced or when they never were; a
+// stop waits bgp.withdraw_delay_secs from it before its RST window.
+func (s *Speaker) WithdrawnAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.withdrawnAt
+}
+
 func (s *Speaker) running() error {
 	switch {
 	case s.stopped:
@@ -232,13 +246,13 @@ func (s *Speaker) apply() error {
 		if err := s.addPaths(); err != nil {
 			return err
 		}
-		s.announced = true
+		s.announced, s.withdrawnAt = true, time.Time{}
 		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp routes announced")
 	case !want && s.announced:
 		if err := s.deletePaths(); err != nil {
 			return err
 		}
-		s.announced = false
+		s.announced, s.withdrawnAt = false, time.Now()
 		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp routes withdrawn")
 	}
 	if s.decided && !s.sessions {

@@ -45,6 +45,13 @@ type BGP struct {
 	Announce []netip.Prefix
 	// Peers are the 1..MaxBGPPeers neighbours, unique by address.
 	Peers []BGPPeer
+	// WithdrawDelay is how long a stop keeps forwarding normally after
+	// withdrawing the routes, before the seed's shutdown window (its RSTs)
+	// begins (issue 28): the SYNs that routers still send this host while
+	// the withdrawal converges are balanced, not reset. YAML
+	// "withdraw_delay_secs"; 0..MaxBGPWithdrawDelay; default
+	// DefaultBGPWithdrawDelay.
+	WithdrawDelay time.Duration
 }
 
 // BGPPeer is one BGP neighbour (DESIGN §6a).
@@ -70,6 +77,7 @@ const (
 	DefaultBGPHoldTime        = 9 * time.Second
 	DefaultBGPGracefulRestart = 120 * time.Second
 	DefaultBGPPort            = 179
+	DefaultBGPWithdrawDelay   = 5 * time.Second
 
 	// MinBGPHoldTime is RFC 4271's smallest non-zero hold time;
 	// MaxBGPHoldTime the largest its 16-bit field holds.
@@ -78,6 +86,10 @@ const (
 	// MaxBGPGracefulRestart is the largest restart time RFC 4724's 12-bit
 	// field holds.
 	MaxBGPGracefulRestart = 4095 * time.Second
+	// MaxBGPWithdrawDelay bounds bgp.withdraw_delay_secs: a router that
+	// has not converged in ten minutes is not waited for (the unit's stop
+	// timeout is extended by this much, as for shutdown_timeout).
+	MaxBGPWithdrawDelay = 600 * time.Second
 	// MaxBGPPeers bounds len(bgp.peers): a load balancer peers with its
 	// top-of-rack routers, a handful at most (issue 15).
 	MaxBGPPeers = 16
@@ -102,6 +114,7 @@ func (d *decoder) decodeBGP(n *yaml.Node, path string) *BGP {
 		HoldTime:        DefaultBGPHoldTime,
 		GracefulRestart: DefaultBGPGracefulRestart,
 		AnnounceListen:  true,
+		WithdrawDelay:   DefaultBGPWithdrawDelay,
 	}
 	secs := func(dst *time.Duration, lo, hi time.Duration) func(*yaml.Node, string) {
 		return func(n *yaml.Node, p string) {
@@ -123,6 +136,7 @@ func (d *decoder) decodeBGP(n *yaml.Node, path string) *BGP {
 		{"graceful_restart_secs", secs(&b.GracefulRestart, time.Second, MaxBGPGracefulRestart)},
 		{"announce", func(n *yaml.Node, p string) { d.decodeAnnounce(n, p, b) }},
 		{"peers", func(n *yaml.Node, p string) { b.Peers = d.decodeBGPPeers(n, p) }},
+		{"withdraw_delay_secs", secs(&b.WithdrawDelay, 0, MaxBGPWithdrawDelay)},
 	})
 	return b
 }
@@ -275,7 +289,7 @@ func bgpEqual(a, b *BGP) bool {
 	}
 	return a.LocalASN == b.LocalASN && a.RouterID == b.RouterID && a.HoldTime == b.HoldTime &&
 		a.GracefulRestart == b.GracefulRestart && a.AnnounceListen == b.AnnounceListen &&
-		slices.Equal(a.Announce, b.Announce) && slices.Equal(a.Peers, b.Peers)
+		slices.Equal(a.Announce, b.Announce) && slices.Equal(a.Peers, b.Peers) && a.WithdrawDelay == b.WithdrawDelay
 }
 
 // bgp renders the block with every field: router_id "auto" when unset,
@@ -309,5 +323,6 @@ func (m *marshaler) bgp(b *BGP) *yaml.Node {
 		"hold_time_secs", m.seconds("bgp.hold_time_secs", b.HoldTime),
 		"graceful_restart_secs", m.seconds("bgp.graceful_restart_secs", b.GracefulRestart),
 		"announce", announce,
-		"peers", peers)
+		"peers", peers,
+		"withdraw_delay_secs", m.seconds("bgp.withdraw_delay_secs", b.WithdrawDelay))
 }

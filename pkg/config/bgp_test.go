@@ -24,7 +24,8 @@ func TestBGPDefaults(t *testing.T) {
 	pfx := netip.MustParsePrefix
 	peer := BGPPeer{Address: ip("198.51.100.1"), ASN: 64513, Port: 179}
 	def := func(edit func(b *BGP)) *BGP {
-		b := &BGP{LocalASN: 64512, HoldTime: 9 * time.Second, GracefulRestart: 120 * time.Second, AnnounceListen: true, Peers: []BGPPeer{peer}}
+		b := &BGP{LocalASN: 64512, HoldTime: 9 * time.Second, GracefulRestart: 120 * time.Second, AnnounceListen: true, Peers: []BGPPeer{peer},
+			WithdrawDelay: 5 * time.Second}
 		edit(b)
 		return b
 	}
@@ -49,8 +50,11 @@ func TestBGPDefaults(t *testing.T) {
 				b.LocalASN, b.HoldTime, b.GracefulRestart = 4294967295, 3*time.Second, 4095*time.Second
 				b.Peers = []BGPPeer{{ip("198.51.100.1"), 1, 65535, "_X1"}}
 			})},
-		{"upper bounds of the times", minimal + onePeer + "  hold_time_secs: 65535\n  graceful_restart_secs: 1\n",
-			def(func(b *BGP) { b.HoldTime, b.GracefulRestart = 65535*time.Second, time.Second })},
+		{"upper bounds of the times", minimal + onePeer + "  hold_time_secs: 65535\n  graceful_restart_secs: 1\n  withdraw_delay_secs: 600\n",
+			def(func(b *BGP) {
+				b.HoldTime, b.GracefulRestart, b.WithdrawDelay = 65535*time.Second, time.Second, 600*time.Second
+			})},
+		{"no withdraw delay", minimal + onePeer + "  withdraw_delay_secs: 0\n", def(func(b *BGP) { b.WithdrawDelay = 0 })},
 		{"iBGP", minimal + "bgp:\n  local_asn: 64512\n  peers: [{address: 198.51.100.1, asn: 64512}]\n",
 			def(func(b *BGP) { b.Peers[0].ASN = 64512 })},
 		{"sixteen peers", minimal + "bgp:\n  local_asn: 64512\n  peers:\n" + peers(16), def(func(b *BGP) {
@@ -104,6 +108,9 @@ func TestBGPRules(t *testing.T) {
 		{"hold time 65536", withPeer("  hold_time_secs: 65536\n"), `t.yaml:11: bgp.hold_time_secs: must be between 3 and 65535 seconds, got 65536`},
 		{"restart time 0", withPeer("  graceful_restart_secs: 0\n"), `t.yaml:11: bgp.graceful_restart_secs: must be between 1 and 4095 seconds, got 0`},
 		{"restart time 4096", withPeer("  graceful_restart_secs: 4096\n"), `t.yaml:11: bgp.graceful_restart_secs: must be between 1 and 4095 seconds, got 4096`},
+		{"withdraw delay negative", withPeer("  withdraw_delay_secs: -1\n"), `t.yaml:11: bgp.withdraw_delay_secs: must be between 0 and 600 seconds, got -1`},
+		{"withdraw delay 601", withPeer("  withdraw_delay_secs: 601\n"), `t.yaml:11: bgp.withdraw_delay_secs: must be between 0 and 600 seconds, got 601`},
+		{"withdraw delay fractional", withPeer("  withdraw_delay_secs: 2.5\n"), `t.yaml:11: bgp.withdraw_delay_secs: must be an integer, got number 2.5`},
 		{"announce empty", withPeer("  announce: []\n"), `t.yaml:11: bgp.announce: must list at least 1 entry ("listen" or a prefix); omit bgp to announce nothing`},
 		{"announce not a list", withPeer("  announce: listen\n"), `t.yaml:11: bgp.announce: must be a sequence, got string "listen"`},
 		{"announce item not a string", withPeer("  announce:\n    - {listen: true}\n"), `t.yaml:12: bgp.announce[0]: must be a string, got a mapping`},
@@ -169,6 +176,7 @@ bgp:
     - address: 198.51.100.2
       asn: 64513
       port: 1179
+  withdraw_delay_secs: 5
 `
 	if i := strings.Index(out, "state_dir:"); i < 0 || out[i:] != want {
 		t.Errorf("Marshal =\n%s\nwant the end\n%s", out, want)
@@ -201,7 +209,7 @@ func TestMarshalBGPErrors(t *testing.T) {
 func TestDiffBGP(t *testing.T) {
 	none := mustParse(t, minimal)
 	one := mustParse(t, minimal+onePeer)
-	spelled := mustParse(t, minimal+"bgp:\n  local_asn: 64512\n  router_id: auto\n  hold_time_secs: 9\n  graceful_restart_secs: 120\n  announce: [listen]\n  peers:\n    - {address: 198.51.100.1, asn: 64513, port: 179}\n")
+	spelled := mustParse(t, minimal+"bgp:\n  local_asn: 64512\n  router_id: auto\n  hold_time_secs: 9\n  graceful_restart_secs: 120\n  announce: [listen]\n  peers:\n    - {address: 198.51.100.1, asn: 64513, port: 179}\n  withdraw_delay_secs: 5\n")
 	checkDiffs(t, []diffCase{
 		{"added", none, one, []string{"bgp"}},
 		{"removed", one, none, []string{"bgp"}},
@@ -209,6 +217,7 @@ func TestDiffBGP(t *testing.T) {
 		{"hold time", one, mustParse(t, minimal+onePeer+"  hold_time_secs: 30\n"), []string{"bgp"}},
 		{"announce", one, mustParse(t, minimal+onePeer+"  announce: [listen, 203.0.113.0/24]\n"), []string{"bgp"}},
 		{"router id", one, mustParse(t, minimal+onePeer+"  router_id: 192.0.2.10\n"), []string{"bgp"}},
+		{"withdraw delay", one, mustParse(t, minimal+onePeer+"  withdraw_delay_secs: 0\n"), []string{"bgp"}},
 		{"peer password_env", one, mustParse(t, minimal+"bgp:\n  local_asn: 64512\n  peers:\n    - {address: 198.51.100.1, asn: 64513, password_env: PW}\n"), []string{"bgp"}},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -169,8 +170,51 @@ func (d *decoder) decodeAdmin(n *yaml.Node, path string, a *Admin) {
 			a.Auth = &AdminAuth{}
 			d.mapping(n, p, []field{{"username", d.into(&a.Auth.Username)}})
 		}},
+		{"socket", d.into(&a.Socket)},
+		{"allowed_hosts", func(n *yaml.Node, p string) { a.AllowedHosts = d.decodeAllowedHosts(n, p) }},
 	})
 }
+
+// decodeAllowedHosts reads admin.allowed_hosts: host names (RFC 1123,
+// compared in lower case) and IP addresses, without a port, each once.
+// An empty list leaves only the address a request arrived on.
+func (d *decoder) decodeAllowedHosts(n *yaml.Node, path string) []string {
+	items, ok := d.sequence(n, path)
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	first := map[string]int{}
+	for i, it := range items {
+		p := indexPath(path, i)
+		s, ok := d.str(it, p)
+		if !ok {
+			continue
+		}
+		h := strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+		if a, err := netip.ParseAddr(h); err == nil {
+			if a.Zone() != "" {
+				d.fail(it.Line, p, "%q: an address with a zone is not a Host header value", s)
+				continue
+			}
+			h = a.Unmap().String()
+		} else if !hostName.MatchString(h) || len(h) > 253 {
+			d.fail(it.Line, p, "must be a host name or an IP address without a port, got %q", s)
+			continue
+		}
+		if j, dup := first[h]; dup {
+			d.errorAt(it.Line, p, "duplicate entry %s (also %s)", h, indexPath(path, j))
+			continue
+		}
+		first[h] = i
+		out = append(out, h)
+	}
+	return out
+}
+
+// hostName is a DNS host name (RFC 1123 labels of 1..63 letters, digits
+// and '-', not starting or ending with '-'), without a trailing dot.
+var hostName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`)
 
 // decodeListener reads {address, port, web_config_file}.
 func (d *decoder) decodeListener(n *yaml.Node, path string, l *Listener) {

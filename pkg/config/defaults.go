@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
@@ -27,6 +28,12 @@ const (
 	DefaultMaxConnections  = dataplane.DefaultMaxConnections // 262144 pairs
 	DefaultEmbryonicTTL    = maintenance.DefaultEmbryonicTTL // 10 s: DESIGN §6b, issue 13
 	DefaultStateDir        = "/sys/fs/bpf/xlb"
+	// DefaultAdminSocket is the admin unix socket (issue 28), in the
+	// unit's RuntimeDirectory (/run/xlb, mode 0700, kept across restarts).
+	DefaultAdminSocket = "/run/xlb/admin.sock"
+	// MaxAdminSocketLen is the longest path a unix socket address holds
+	// (sun_path is 108 bytes with its terminating NUL).
+	MaxAdminSocketLen = 107
 
 	// MinOrphanTTL is the effective minimum of orphan_ttl_secs; lower
 	// values become this with one warning (seed "Inactive connection
@@ -95,6 +102,11 @@ const (
 	XDPModeGeneric = string(dataplane.ModeGeneric)
 )
 
+// DefaultAdminAllowedHosts are the Host header values the admin HTTP
+// listener accepts besides the address a request arrived on (issue 28):
+// the loopback names a local client uses.
+var DefaultAdminAllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
+
 // Default returns a Config with every default of DESIGN §1 filled in. Ports
 // and Provider have no default, so the result is not a valid configuration
 // by itself; Parse starts from it and overlays the file.
@@ -107,8 +119,10 @@ func Default() *Config {
 		OrphanTTL:       DefaultOrphanTTL,
 		ShutdownTimeout: DefaultShutdownTimeout,
 		Admin: Admin{
-			Address: netip.AddrFrom4([4]byte{127, 0, 0, 1}),
-			Port:    DefaultAdminPort,
+			Address:      netip.AddrFrom4([4]byte{127, 0, 0, 1}),
+			Port:         DefaultAdminPort,
+			Socket:       DefaultAdminSocket,
+			AllowedHosts: slices.Clone(DefaultAdminAllowedHosts),
 		},
 		Metrics: Listener{
 			Address: netip.IPv4Unspecified(),

@@ -64,7 +64,8 @@ func providerEqual(a, b Provider) bool {
 }
 
 func adminEqual(a, b Admin) bool {
-	if a.Address != b.Address || a.Port != b.Port || a.WebConfigFile != b.WebConfigFile || (a.Auth == nil) != (b.Auth == nil) {
+	if a.Address != b.Address || a.Port != b.Port || a.WebConfigFile != b.WebConfigFile || (a.Auth == nil) != (b.Auth == nil) ||
+		a.Socket != b.Socket || !slices.Equal(a.AllowedHosts, b.AllowedHosts) {
 		return false
 	}
 	return a.Auth == nil || *a.Auth == *b.Auth

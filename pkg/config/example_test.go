@@ -34,7 +34,7 @@ func TestExampleFile(t *testing.T) {
 		OrphanTTL:       600 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		Admin: Admin{Address: ip("127.0.0.1"), Port: 9091, WebConfigFile: "/etc/xlb/web-config.yml",
-			Auth: &AdminAuth{Username: "operator"}},
+			Auth: &AdminAuth{Username: "operator"}, Socket: "/run/xlb/web.sock", AllowedHosts: []string{"lb1.example.net", "192.0.2.10"}},
 		Metrics:    Listener{Address: ip("192.0.2.10"), Port: 9643, WebConfigFile: "/etc/xlb/web-config.yml"},
 		Interfaces: []string{"eth0", "eth1"},
 		XDPMode:    "native",
@@ -43,7 +43,8 @@ func TestExampleFile(t *testing.T) {
 		StateDir:   "/sys/fs/bpf/xlb-web",
 		BGP: &BGP{LocalASN: 64512, RouterID: ip("192.0.2.10"), HoldTime: 30 * time.Second, GracefulRestart: 300 * time.Second,
 			AnnounceListen: true, Announce: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")},
-			Peers: []BGPPeer{{ip("192.0.2.1"), 64513, 1179, "XLB_BGP_PASSWORD"}, {ip("192.0.2.2"), 64513, 179, ""}}},
+			Peers:         []BGPPeer{{ip("192.0.2.1"), 64513, 1179, "XLB_BGP_PASSWORD"}, {ip("192.0.2.2"), 64513, 179, ""}},
+			WithdrawDelay: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load(example) =\n%+v\nwant\n%+v", c, want)

@@ -122,6 +122,11 @@ func (m *marshaler) admin(a Admin) *yaml.Node {
 	if a.Auth != nil {
 		n.Content = append(n.Content, str("auth"), mapNode("username", str(a.Auth.Username)))
 	}
+	hosts := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, h := range a.AllowedHosts {
+		hosts.Content = append(hosts.Content, str(h))
+	}
+	n.Content = append(n.Content, str("socket"), str(a.Socket), str("allowed_hosts"), hosts)
 	return n
 }
 

@@ -85,6 +85,8 @@ shutdown_timeout: 15
 admin:
   address: 127.0.0.1
   port: 8642
+  socket: /run/xlb/admin.sock
+  allowed_hosts: [localhost, 127.0.0.1, '::1']
 metrics:
   address: 0.0.0.0
   port: 9642

@@ -182,6 +182,19 @@ type Admin struct {
 	// file; pkg/status (not this package) fails the daemon's startup when
 	// it is empty.
 	Auth *AdminAuth
+	// Socket is the absolute path of the admin unix socket (issue 28):
+	// every route of the admin API, and the only place where a
+	// state-changing request (drain, undrain) needs no credentials. The
+	// daemon creates it mode 0600, owned by its user (root), and xlbctl
+	// uses it by default. YAML "socket"; default DefaultAdminSocket; at
+	// most MaxAdminSocketLen bytes (sockaddr_un).
+	Socket string
+	// AllowedHosts are the host names and addresses (no port) that the
+	// Host header of a request to the HTTP listener may name besides the
+	// address the request arrived on (issue 28: a DNS-rebinding page
+	// names its own host, which is refused). Lower case, unique. YAML
+	// "allowed_hosts"; default DefaultAdminAllowedHosts.
+	AllowedHosts []string
 }
 
 // AdminAuth is the admin basic-authentication user (DESIGN §1).

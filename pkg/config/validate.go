@@ -244,9 +244,21 @@ func (v *validator) kubernetes(k *KubernetesProvider) {
 	}
 }
 
-// admin: the basic-auth username is non-empty without ':' (DESIGN §1).
-// The port range was checked while decoding.
+// admin: the basic-auth username is non-empty without ':' (DESIGN §1);
+// the socket is a clean absolute path that fits a unix socket address
+// (issue 28). The port range and allowed_hosts were checked while
+// decoding.
 func (v *validator) admin() {
+	if p, s := "admin.socket", v.c.Admin.Socket; !v.failed(p) {
+		switch {
+		case !filepath.IsAbs(s):
+			v.errorf(p, "must be an absolute path, got %q", s)
+		case filepath.Clean(s) != s:
+			v.errorf(p, "must be a clean path (%s), got %q", filepath.Clean(s), s)
+		case len(s) > MaxAdminSocketLen:
+			v.errorf(p, "must be at most %d bytes (a unix socket address), got %d", MaxAdminSocketLen, len(s))
+		}
+	}
 	if v.c.Admin.Auth == nil {
 		return
 	}

@@ -147,6 +147,13 @@ func TestValidationRules(t *testing.T) {
 		{"auth username empty", minimal + "admin:\n  auth: {username: \"\"}\n", `t.yaml:8: admin.auth.username: must not be empty`},
 		{"auth username with colon", minimal + "admin:\n  auth: {username: \"ops:1\"}\n", `t.yaml:8: admin.auth.username: must not contain ':', got "ops:1"`},
 		{"auth without username", minimal + "admin:\n  auth: {}\n", `t.yaml:8: admin.auth: missing field "username"`},
+		{"admin socket relative", minimal + "admin:\n  socket: admin.sock\n", `t.yaml:8: admin.socket: must be an absolute path, got "admin.sock"`},
+		{"admin socket not clean", minimal + "admin:\n  socket: /run/xlb/../xlb/admin.sock\n", `t.yaml:8: admin.socket: must be a clean path (/run/xlb/admin.sock), got "/run/xlb/../xlb/admin.sock"`},
+		{"admin socket too long", minimal + "admin:\n  socket: /" + strings.Repeat("s", 107) + "\n", `t.yaml:8: admin.socket: must be at most 107 bytes (a unix socket address), got 108`},
+		{"allowed host with a port", minimal + "admin:\n  allowed_hosts: [\"lb1:8642\"]\n", `t.yaml:8: admin.allowed_hosts[0]: must be a host name or an IP address without a port, got "lb1:8642"`},
+		{"allowed host a URL", minimal + "admin:\n  allowed_hosts:\n    - localhost\n    - http://lb1/\n", `t.yaml:10: admin.allowed_hosts[1]: must be a host name or an IP address without a port, got "http://lb1/"`},
+		{"allowed host twice", minimal + "admin:\n  allowed_hosts: [LB1.example.net, lb1.example.net]\n", `t.yaml:8: admin.allowed_hosts[1]: duplicate entry lb1.example.net (also admin.allowed_hosts[0])`},
+		{"allowed hosts not a list", minimal + "admin:\n  allowed_hosts: localhost\n", `t.yaml:8: admin.allowed_hosts: must be a sequence, got string "localhost"`},
 
 		// interfaces and xdp_mode.
 		{"interface empty name", minimal + "interfaces: [\"\"]\n", `t.yaml:7: interfaces[0]: "" is not a valid Linux interface name (1-15 characters, not "." or "..", no '/', ':' or whitespace)`},
@@ -236,6 +243,16 @@ func TestValidEdgeCases(t *testing.T) {
 		{"port_range floor", minimal + "snat: {port_range: 1024-1024}\n", nil},
 		{"admin and metrics same port on different addresses", minimal + "admin: {address: 10.0.0.5, port: 9000}\nmetrics: {address: 10.0.0.6, port: 9000}\n", nil},
 		{"admin IPv6", minimal + "admin: {address: \"::1\"}\n", nil},
+		{"allowed hosts normalised", minimal + "admin: {allowed_hosts: [LB1.Example.NET, \"[::1]\", \"::ffff:192.0.2.10\"], socket: /run/xlb-a/admin.sock}\n", func(t *testing.T, c *Config) {
+			if want := []string{"lb1.example.net", "::1", "192.0.2.10"}; !slices.Equal(c.Admin.AllowedHosts, want) || c.Admin.Socket != "/run/xlb-a/admin.sock" {
+				t.Errorf("allowed_hosts %q socket %q, want %q /run/xlb-a/admin.sock", c.Admin.AllowedHosts, c.Admin.Socket, want)
+			}
+		}},
+		{"allowed hosts empty", minimal + "admin: {allowed_hosts: []}\n", func(t *testing.T, c *Config) {
+			if len(c.Admin.AllowedHosts) != 0 {
+				t.Errorf("allowed_hosts %q, want none", c.Admin.AllowedHosts)
+			}
+		}},
 		{"admin on a local_port of another address", minimal + "listen: {ip: 192.0.2.10}\nadmin: {address: 192.0.2.11, port: 80}\n", nil},
 		{"interface name of 15 characters", minimal + "interfaces: [abcdefghijklmno, eth0.100, br-lan]\n", nil},
 		{"kubernetes without kubeconfig", "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web}\n", func(t *testing.T, c *Config) {

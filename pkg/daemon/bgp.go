@@ -165,11 +165,13 @@ func (a *announcer) setAnnounce(on bool) bool {
 }
 
 // withdrawBGP withdraws every prefix for good: the first step of the
-// shutdown, before its RST window (DESIGN §6a).
-func (d *runner) withdrawBGP() {
+// shutdown, before its RST window (DESIGN §6a). It returns when the
+// prefixes left the peers' view (bgp.Speaker.WithdrawnAt): now, earlier
+// (a drain before the stop), or zero when they were not announced.
+func (d *runner) withdrawBGP() time.Time {
 	a := d.bgp.Load()
 	if a == nil {
-		return
+		return time.Time{}
 	}
 	a.mu.Lock()
 	a.closed = true
@@ -178,6 +180,18 @@ func (d *runner) withdrawBGP() {
 	if err != nil {
 		d.log.WithError(err).Error("bgp: withdraw the routes")
 	}
+	return a.speaker.WithdrawnAt()
+}
+
+// withdrawWait is how much longer a stop forwards normally after the
+// withdrawal at withdrawnAt (bgp.withdraw_delay_secs, issue 28): what is
+// left of delay from withdrawnAt at now, so a drain some time before the
+// stop counts; nothing when no route was withdrawn (withdrawnAt zero).
+func withdrawWait(withdrawnAt time.Time, delay time.Duration, now time.Time) time.Duration {
+	if withdrawnAt.IsZero() {
+		return 0
+	}
+	return max(0, withdrawnAt.Add(delay).Sub(now))
 }
 
 // stopBGP ends the verdict and status loops and stops the speaker:

@@ -221,9 +221,7 @@ func (d *runner) bringUp(ctx context.Context, disable []dataplane.Feature) error
 		return err // Start undid what it had done, or left adopted state in place
 	}
 	d.inst = inst
-	if d.succ != nil && d.succ.drained {
-		d.keepDrained()
-	}
+	d.restoreDrain(d.succ != nil && d.succ.drained)
 	d.publishInstance()
 	d.publishUpgrades()
 	err = d.startMaintenance()

@@ -38,3 +38,30 @@ func TestWatchdogPing(t *testing.T) {
 		}
 	}
 }
+
+// A stop forwards normally for what is left of bgp.withdraw_delay_secs
+// from the withdrawal (issue 28): all of it for a withdrawal now, the rest
+// after a drain a moment before, nothing after an old drain or when no
+// route was announced.
+func TestWithdrawWait(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	const delay = 5 * time.Second
+	for _, tc := range []struct {
+		name        string
+		withdrawnAt time.Time
+		want        time.Duration
+	}{
+		{"withdrawn by the stop", now, delay},
+		{"drained 2 s before", now.Add(-2 * time.Second), 3 * time.Second},
+		{"drained long before", now.Add(-time.Minute), 0},
+		{"exactly the delay before", now.Add(-delay), 0},
+		{"never announced", time.Time{}, 0},
+	} {
+		if got := withdrawWait(tc.withdrawnAt, delay, now); got != tc.want {
+			t.Errorf("%s: withdrawWait = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := withdrawWait(now, 0, now); got != 0 {
+		t.Errorf("withdraw_delay_secs 0: withdrawWait = %v, want 0", got)
+	}
+}

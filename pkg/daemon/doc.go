@@ -16,9 +16,12 @@
 //	               back to running when it fails, or the process exits (the
 //	               speaker stops without a NOTIFICATION: graceful restart)
 //	shutting_down  on the first SIGTERM/SIGINT: the BGP routes withdrawn
-//	               first, STOPPING=1 with the window,
+//	               first, STOPPING=1 with the delay and the window, packets
+//	               forwarded as before for what is left of
+//	               bgp.withdraw_delay_secs from the withdrawal; then
 //	               discovery and maintenance stopped, the data-path shutdown
-//	               flag set; a second stop signal ends the window early
+//	               flag set; a second stop signal ends the delay and the
+//	               window early
 //	(stopped)      the instance is down, its pins removed, and Run returns
 //
 // A stop signal during starting undoes the bring-up (or, when the start
@@ -29,6 +32,13 @@
 // starting without serving its inherited listeners, which the predecessor
 // still answers on; it serves them once it took over, and sends
 // MAINPID= with READY=1.
+//
+// An operator's drain (drain.go) is recorded in the runtime directory
+// (drainstate.go) and restored at the next start, before the first BGP
+// verdict, so a restart or a crash keeps it. The admin listener also
+// serves a unix socket (admin.socket), the one place where drain and
+// undrain need no credentials; a hot upgrade hands it over with the TCP
+// listeners.
 //
 // publish.go is the only writer of the snapshot (pkg/snapshot): every
 // other file hands it what changed. Status and metrics read the snapshot

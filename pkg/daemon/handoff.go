@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -84,10 +85,16 @@ func (d *runner) runHandOff(ctx context.Context, lis *listeners) (newPID int, qu
 		}
 		files = append(files, f)
 	}
+	sock, err := dupSocket(lis.sockLn)
+	if err != nil {
+		return 0, false, fmt.Errorf("hand the admin socket over: %w", err)
+	}
+	files = append(files, sock)
 	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), envHandOff+"=1")
+	cmd.Env = append(os.Environ(), envHandOff+"=1", envHandOffSocket+"=1")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.ExtraFiles = append(append([]*os.File(nil), files...), d.inst.LockFile())
+	// descriptors 3..5, the lock as 6, the admin socket as 7
+	cmd.ExtraFiles = append(append([]*os.File(nil), files[:len(files)-1]...), d.inst.LockFile(), sock)
 	if err := cmd.Start(); err != nil {
 		return 0, false, fmt.Errorf("start %s: %w", exe, err)
 	}
@@ -194,6 +201,16 @@ func (d *runner) knownBackends() []backend.Known {
 	return out
 }
 
+// dupSocket duplicates the admin unix socket's listener for a successor,
+// as dupListener does a TCP one.
+func dupSocket(ln *net.UnixListener) (*os.File, error) {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return dupFD(rc)
+}
+
 // dupListener duplicates ln's socket for a successor. Not
 // TCPListener.File: exec.Cmd calls Fd() on every inherited file, and Fd()
 // of such a file switches the socket to blocking mode, a flag of the open
@@ -205,6 +222,12 @@ func dupListener(ln net.Listener) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return dupFD(rc)
+}
+
+// dupFD duplicates a listening socket's descriptor, close-on-exec (and
+// kept non-blocking, see dupListener).
+func dupFD(rc syscall.RawConn) (*os.File, error) {
 	var fd int
 	var dupErr error
 	if err := rc.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {

@@ -31,6 +31,10 @@ const (
 	fdAdmin   = 4 // the admin listener
 	fdMetrics = 5 // the metrics listener
 	fdLock    = 6 // the instance lock file (hostnet.AdoptLock)
+	// fdSocket is the admin unix socket, inherited when envHandOffSocket
+	// is "1" (a predecessor older than the socket passes none).
+	fdSocket         = 7
+	envHandOffSocket = "XLB_HANDOFF_ADMIN_SOCKET"
 )
 
 // Message types.

@@ -28,6 +28,18 @@ type listeners struct {
 	metrics   *metrics.Server
 	adminLn   net.Listener // handed to a hot-upgrade successor
 	metricsLn net.Listener
+	// sockLn is the admin unix socket (config admin.socket, issue 28),
+	// handed to a successor too; sockPath its path, removed by stop
+	// when this process created the socket or served it (ownSocket):
+	// never by a successor that failed before taking over on its
+	// predecessor's socket, nor after a hand-off (release).
+	sockLn    *net.UnixListener
+	sockPath  string
+	ownSocket atomic.Bool
+	// movedFrom is the predecessor's socket when the config moved it:
+	// removed once this process serves (the predecessor serves it until
+	// then, and keeps doing so if this process fails).
+	movedFrom string
 	wg        sync.WaitGroup
 	released  atomic.Bool // stopAccepting closed the listeners: Serve's error is expected
 	stopOnce  sync.Once
@@ -64,21 +76,32 @@ func (d *runner) startListeners() (*listeners, error) {
 	}
 	l := &listeners{}
 	l.admin, err = status.New(status.Options{Address: c.Admin.Address, Port: c.Admin.Port, Store: d.store,
-		Username: user, Password: pw, WebConfig: web.Admin, Log: d.log.WithField("component", "status"), Drain: d.drain})
+		Username: user, Password: pw, WebConfig: web.Admin, Log: d.log.WithField("component", "status"), Drain: d.drain,
+		Socket: c.Admin.Socket, AllowedHosts: c.Admin.AllowedHosts})
 	if err != nil {
 		return nil, err
 	}
 	var inheritedAdmin, inheritedMetrics net.Listener
+	var inheritedSock *net.UnixListener
 	if d.succ != nil {
-		inheritedAdmin, inheritedMetrics = d.succ.admin, d.succ.metrics
+		inheritedAdmin, inheritedMetrics, inheritedSock = d.succ.admin, d.succ.metrics, d.succ.socket
 	}
+	sockLn, created, movedFrom, err := d.inheritSocket(inheritedSock, c.Admin.Socket)
+	if err != nil {
+		return nil, err
+	}
+	l.sockLn, l.sockPath = sockLn, c.Admin.Socket
+	l.ownSocket.Store(created)
+	l.movedFrom = movedFrom
 	adminLn, err := d.inherit(inheritedAdmin, l.admin.Addr(), l.admin.Listen)
 	if err != nil {
+		l.closeSocket()
 		return nil, err
 	}
 	l.metrics, err = metrics.New(metrics.Options{Store: d.store, WebConfig: web.Metrics, Log: d.log.WithField("component", "metrics")})
 	if err != nil {
 		adminLn.Close()
+		l.closeSocket()
 		return nil, err
 	}
 	metricsAddr := net.JoinHostPort(addrOrAny(c.Metrics.Address), strconv.Itoa(int(c.Metrics.Port)))
@@ -91,6 +114,7 @@ func (d *runner) startListeners() (*listeners, error) {
 	})
 	if err != nil {
 		adminLn.Close()
+		l.closeSocket()
 		return nil, err
 	}
 	l.adminLn, l.metricsLn = adminLn, metricsLn
@@ -103,8 +127,36 @@ func (d *runner) startListeners() (*listeners, error) {
 		}
 	}
 	d.log.WithFields(map[string]any{"admin": adminLn.Addr().String(), "metrics": metricsLn.Addr().String(),
-		"admin_tls": web.Admin.TLS(), "metrics_tls": web.Metrics.TLS()}).Info("listeners bound")
+		"admin_tls": web.Admin.TLS(), "metrics_tls": web.Metrics.TLS(), "admin_socket": l.sockPath}).Info("listeners bound")
 	return l, nil
+}
+
+// inheritSocket returns the admin socket a hot-upgrade predecessor handed
+// over when it is at path; otherwise (a first start, a predecessor
+// without one, or a config that moved it: movedFrom is the old path) it
+// closes this process's copy of the inherited one and creates the socket
+// at path (status.ListenSocket); created says so.
+func (d *runner) inheritSocket(inherited *net.UnixListener, path string) (ln *net.UnixListener, created bool, movedFrom string, err error) {
+	if inherited != nil {
+		old := inherited.Addr().String()
+		if old == path {
+			return inherited, false, "", nil
+		}
+		d.log.WithFields(map[string]any{"was": old, "now": path}).Info("the config moved the admin socket: creating the new one")
+		inherited.Close()
+		movedFrom = old
+	}
+	ln, err = status.ListenSocket(path)
+	return ln, err == nil, movedFrom, err
+}
+
+// closeSocket closes the admin socket of a start that failed before
+// serving, removing its file when this process created it.
+func (l *listeners) closeSocket() {
+	l.sockLn.Close()
+	if l.ownSocket.Load() {
+		status.RemoveSocket(l.sockPath)
+	}
 }
 
 // serve serves both listeners in the background. A first start serves at
@@ -112,7 +164,19 @@ func (d *runner) startListeners() (*listeners, error) {
 // its predecessor answers on the same sockets (and is ready, while the
 // successor would still say starting).
 func (l *listeners) serve(log logrus.FieldLogger) {
-	l.wg.Add(2)
+	l.ownSocket.Store(true)
+	if l.movedFrom != "" {
+		if err := status.RemoveSocket(l.movedFrom); err != nil {
+			log.WithError(err).Warn("remove the previous admin socket")
+		}
+	}
+	l.wg.Add(3)
+	go func() {
+		defer l.wg.Done()
+		if err := l.admin.ServeSocket(l.sockLn); err != nil && !l.released.Load() {
+			log.WithError(err).Error("admin socket stopped")
+		}
+	}()
 	go func() {
 		defer l.wg.Done()
 		if err := l.admin.Serve(l.refuseService(l.adminLn, l.adminAny)); err != nil && !l.released.Load() {
@@ -187,6 +251,12 @@ func (l *listeners) stop() error {
 		defer cancel()
 		err := errors.Join(l.admin.Shutdown(ctx), l.metrics.Shutdown(ctx))
 		l.wg.Wait()
+		// Shutdown closes only what Serve saw: the socket of a start
+		// that never served is closed here.
+		l.sockLn.Close()
+		if l.ownSocket.Load() {
+			err = errors.Join(err, status.RemoveSocket(l.sockPath))
+		}
 		return err
 	})
 }
@@ -207,7 +277,7 @@ const releaseGrace = 500 * time.Millisecond
 func (l *listeners) stopAccepting() error {
 	l.stopOnce.Do(func() {
 		l.released.Store(true)
-		l.stopErr = errors.Join(l.adminLn.Close(), l.metricsLn.Close())
+		l.stopErr = errors.Join(l.adminLn.Close(), l.metricsLn.Close(), l.sockLn.Close())
 		l.wg.Wait()
 		l.admin.EndKeepAlives()
 		l.metrics.EndKeepAlives()

@@ -35,11 +35,11 @@ func (d *runner) publishLifecycle(l api.Lifecycle) {
 	d.update(func(s *snapshot.Snapshot) { s.Lifecycle = l })
 }
 
-// publishShutdown publishes the shutting_down state and when the window
-// ends.
-func (d *runner) publishShutdown(deadline time.Time) {
+// publishShutdown publishes the shutting_down state, when the reset
+// window begins (after the BGP withdraw delay) and when it ends.
+func (d *runner) publishShutdown(resetsFrom, deadline time.Time) {
 	d.update(func(s *snapshot.Snapshot) {
-		s.Lifecycle, s.ShutdownDeadline = api.ShuttingDown, deadline
+		s.Lifecycle, s.ShutdownResetsFrom, s.ShutdownDeadline = api.ShuttingDown, resetsFrom, deadline
 	})
 }
 

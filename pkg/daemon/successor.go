@@ -16,6 +16,7 @@ type successor struct {
 	conn     *handOffConn
 	admin    net.Listener
 	metrics  net.Listener
+	socket   *net.UnixListener // nil from a predecessor without an admin socket
 	lock     *os.File
 	fromPID  int
 	reported bool // a ready or failed message went out
@@ -50,6 +51,23 @@ func inheritedSuccessor() (*successor, error) {
 		*l.dst = ln
 	}
 	s.lock = os.NewFile(fdLock, "xlb-instance-lock")
+	if os.Getenv(envHandOffSocket) == "1" {
+		os.Unsetenv(envHandOffSocket)
+		f := os.NewFile(fdSocket, "xlb-admin-socket")
+		ln, err := net.FileListener(f)
+		f.Close()
+		uln, ok := ln.(*net.UnixListener)
+		if err == nil && !ok {
+			ln.Close()
+			err = fmt.Errorf("a %T, not a unix socket", ln)
+		}
+		if err != nil {
+			err = fmt.Errorf("inherited admin socket (descriptor %d): %w", fdSocket, err)
+			s.fail(err)
+			return nil, err
+		}
+		s.socket = uln
+	}
 	// The watchdog belongs to the main process, which this one becomes.
 	if os.Getenv("WATCHDOG_PID") != "" {
 		os.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))

@@ -58,6 +58,12 @@ func (l *NetnsLock) Release() error {
 	return err
 }
 
+// NamespaceFile is the path of the caller's network namespace's file in
+// dir (dir is created, mode 0700, if missing): name with the namespace's
+// cookie (unique for the boot) for its %d. Several instances on one host,
+// each in its own namespace, keep their state in one directory this way.
+func NamespaceFile(dir, name string) (string, error) { return namespaceFile(dir, name) }
+
 // namespaceFile is the path of the caller's network namespace's file in dir
 // (created if missing): name with the namespace cookie for its %d.
 func namespaceFile(dir, name string) (string, error) {

@@ -30,10 +30,19 @@ type Snapshot struct {
 	Lifecycle api.Lifecycle
 	// Drained: an operator drained the instance (DESIGN §6a); readiness
 	// answers draining, forwarding is unchanged.
-	Drained   bool
-	StartedAt time.Time // process start
-	// ShutdownDeadline is when the shutdown window ends (zero before).
-	ShutdownDeadline time.Time
+	Drained bool
+	// DrainedSince, DrainedBy and DrainRestored describe the drain while
+	// Drained (issue 28): when it began, who asked, and whether this
+	// process took it over from a previous one.
+	DrainedSince  time.Time
+	DrainedBy     string
+	DrainRestored bool
+	StartedAt     time.Time // process start
+	// ShutdownDeadline is when the shutdown window ends (zero before);
+	// ShutdownResetsFrom when it begins: the stop, or after the BGP
+	// withdraw delay (issue 28).
+	ShutdownDeadline   time.Time
+	ShutdownResetsFrom time.Time
 
 	Listen netip.Addr
 	Ports  []config.PortMapping

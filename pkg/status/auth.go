@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/xlbproject/xlb/pkg/status/api"
+	"github.com/xlbproject/xlb/pkg/weblisten"
 )
 
 // PasswordFromEnv returns the admin password for username (config
@@ -69,6 +70,7 @@ func (a *basicAuth) wrap(next http.Handler) http.Handler {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r)
+		user, _, _ := r.BasicAuth()
+		next.ServeHTTP(w, weblisten.WithUser(r, user))
 	})
 }

@@ -53,6 +53,12 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		},
 		HostSettings: make([]api.HostSetting, 0, len(s.HostSettings)),
 	}
+	if s.Drained {
+		d.Drain = &api.Drain{By: s.DrainedBy, Restored: s.DrainRestored}
+		if !s.DrainedSince.IsZero() {
+			d.Drain.SinceUnixMs = s.DrainedSince.UnixMilli()
+		}
+	}
 	for _, h := range s.HostSettings {
 		d.HostSettings = append(d.HostSettings, api.HostSetting{Name: h.Name, RepairsTotal: h.Repairs})
 	}
@@ -62,6 +68,9 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 	}
 	if s.Lifecycle == api.ShuttingDown {
 		d.Shutdown = &api.Shutdown{SecondsLeft: secondsLeft(s.ShutdownDeadline, now)}
+		if !s.ShutdownResetsFrom.IsZero() {
+			d.Shutdown.ResetsFromUnixMs = s.ShutdownResetsFrom.UnixMilli()
+		}
 		if !s.ShutdownDeadline.IsZero() {
 			d.Shutdown.DeadlineUnixMs = s.ShutdownDeadline.UnixMilli()
 		}

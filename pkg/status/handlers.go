@@ -4,24 +4,29 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/xlbproject/xlb/pkg/status/api"
+	"github.com/xlbproject/xlb/pkg/weblisten"
 )
 
 // routes builds the admin routes (DESIGN §3). GET patterns also answer
 // HEAD; any other method on a known path is 405 with Allow, any other
 // path 404 (net/http.ServeMux). auth, when non-nil, guards the API and
-// the console; the probes stay open for orchestrators.
-func (s *Server) routes(auth *basicAuth) http.Handler {
+// the console; the probes stay open for orchestrators. overSocket: the
+// routes of the admin socket, whose commands need no credentials.
+func (s *Server) routes(auth *basicAuth, overSocket bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /api/v1/status", auth.wrap(http.HandlerFunc(s.status)))
-	// Commands: behind auth like the API, and refused to cross-origin
+	// Commands: behind auth like the API, over HTTP only for a request
+	// that proved who it is (issue 28), and refused to cross-origin
 	// browser requests (a web page must not drain the instance through
 	// the operator's browser); curl and xlbctl send no Origin.
 	commands := http.NewCrossOriginProtection()
-	mux.Handle("POST /api/v1/drain", auth.wrap(commands.Handler(s.drainHandler(true))))
-	mux.Handle("POST /api/v1/undrain", auth.wrap(commands.Handler(s.drainHandler(false))))
+	mux.Handle("POST /api/v1/drain", auth.wrap(commands.Handler(s.drainHandler(true, overSocket))))
+	mux.Handle("POST /api/v1/undrain", auth.wrap(commands.Handler(s.drainHandler(false, overSocket))))
 	mux.Handle("GET /admin/", auth.wrap(consoleHandler()))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/admin/", http.StatusFound)
@@ -78,15 +83,32 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 }
 
 // drainHandler drains or undrains the instance and answers the status
-// document's drained field as JSON: {"drained": true}.
-func (s *Server) drainHandler(drain bool) http.Handler {
+// document's drained field as JSON: {"drained": true}. Over HTTP a
+// request that proved no identity is refused with 403 and logged (issue
+// 28: never unauthenticated, even on loopback).
+func (s *Server) drainHandler(drain, overSocket bool) http.Handler {
+	action := map[bool]string{true: "drain", false: "undrain"}[drain]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var by Requester
+		if overSocket {
+			by, _ = socketPeer(r)
+			by.Socket = true
+		} else {
+			user, ok := weblisten.User(r)
+			if !ok {
+				s.opts.Log.WithFields(logrus.Fields{"remote": r.RemoteAddr, "request": action}).
+					Warn("admin: refused an unauthenticated " + action + " request over HTTP")
+				writeText(w, http.StatusForbidden, action+" over HTTP needs authentication: "+socketHint(s.opts.Socket))
+				return
+			}
+			by = Requester{Remote: r.RemoteAddr, User: user}
+		}
 		if s.opts.Drain == nil {
 			writeText(w, http.StatusServiceUnavailable, "drain is not available in this process")
 			return
 		}
-		if err := s.opts.Drain(drain); err != nil {
-			s.opts.Log.WithError(err).Warn("admin: drain request failed")
+		if err := s.opts.Drain(drain, by); err != nil {
+			s.opts.Log.WithError(err).WithFields(by.Fields()).Warn("admin: " + action + " request failed")
 			writeText(w, http.StatusConflict, err.Error())
 			return
 		}

@@ -20,7 +20,8 @@ func TestWebConfigUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Store: store, WebConfig: f})
+	rec := &drainRecorder{}
+	srv, err := New(Options{Store: store, WebConfig: f, Drain: rec.drain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +42,13 @@ func TestWebConfigUsers(t *testing.T) {
 	}
 	if r := do(t, ts, "POST", "/api/v1/drain"); r.code != http.StatusUnauthorized {
 		t.Errorf("POST /api/v1/drain without credentials = %d, want 401", r.code)
+	}
+	// The file's user is the drain's requester (issue 28).
+	if r := do(t, ts, "POST", "/api/v1/drain", "operator", "s3cret"); r.code != http.StatusOK {
+		t.Errorf("POST /api/v1/drain with the file's user = %d, want 200", r.code)
+	}
+	if c := rec.take(); len(c) != 1 || c[0].by.User != "operator" || c[0].by.Socket {
+		t.Errorf("Drain calls %+v, want one by the HTTP user operator", c)
 	}
 	if _, err := New(Options{Store: store, WebConfig: f, Username: "operator", Password: "x"}); err == nil || !strings.Contains(err.Error(), "basic_auth_users") {
 		t.Errorf("admin.auth with file users: err = %v", err)

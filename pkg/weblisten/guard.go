@@ -13,7 +13,8 @@ const maxCached = 100
 
 // Guard wraps next with the file's http_server_config.headers (every
 // response), rate_limit (429 beyond it) and basic_auth_users (401 with
-// WWW-Authenticate), re-reading the file when it changed; a file that
+// WWW-Authenticate; an accepted request carries its user, User),
+// re-reading the file when it changed; a file that
 // became invalid answers 500. Requests for which open returns true skip
 // the rate limit and auth (nil open: none does). A nil f returns next.
 //
@@ -57,11 +58,15 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
 		return
 	}
-	if len(l.cfg.Users) > 0 && !g.authorized(r, l) {
-		w.Header().Set("WWW-Authenticate", `Basic realm="xlb"`)
-		w.Header().Set("Cache-Control", "no-store")
-		http.Error(w, http.StatusText(http.StatusUnauthorized), http.StatusUnauthorized)
-		return
+	if len(l.cfg.Users) > 0 {
+		if !g.authorized(r, l) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="xlb"`)
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, http.StatusText(http.StatusUnauthorized), http.StatusUnauthorized)
+			return
+		}
+		user, _, _ := r.BasicAuth()
+		r = WithUser(r, user)
 	}
 	g.next.ServeHTTP(w, r)
 }

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,7 +88,7 @@ func TestBGPAnnounce(t *testing.T) {
 	}
 
 	// Drain: the route leaves the router; undrain: it comes back.
-	if code, body := post(t, l.XLB, adminURL+"/api/v1/drain"); code != http.StatusOK {
+	if code, body := postSocket(t, l, "/api/v1/drain"); code != http.StatusOK {
 		t.Fatalf("drain: %d %s", code, body)
 	}
 	b.WaitRoute(t, bgpVIP, false)
@@ -95,7 +98,7 @@ func TestBGPAnnounce(t *testing.T) {
 	if v, ok := waitCounter(t, l, "xlb_bgp_announced_routes", nil, 30*time.Second, func(v float64) bool { return v == 0 }); !ok {
 		t.Errorf("xlb_bgp_announced_routes %v while drained, want 0", v)
 	}
-	if code, body := post(t, l.XLB, adminURL+"/api/v1/undrain"); code != http.StatusOK {
+	if code, body := postSocket(t, l, "/api/v1/undrain"); code != http.StatusOK {
 		t.Fatalf("undrain: %d %s", code, body)
 	}
 	b.WaitRoute(t, bgpVIP, true)
@@ -175,4 +178,186 @@ func TestBGPStartRefused(t *testing.T) {
 	if got := readSysctl(t, l.XLB, loFwd); got != before {
 		t.Fatalf("lo forwarding %q after the refused start, want %q", got, before)
 	}
+}
+
+// Issue 28, item 5: a stop withdraws the route first and forwards as
+// before for bgp.withdraw_delay_secs, and only then starts the seed's
+// reset window. A capture on the router's interface (bird runs in the
+// client's namespace) sees the speaker's UPDATE withdrawing the route
+// before the first RST that XLB sends a client; the first RST comes no
+// sooner than the delay after the stop signal; a connection opened while
+// the route is already gone from bird and before the reset window is
+// balanced normally.
+func TestBGPStopWithdrawsBeforeResets(t *testing.T) {
+	const delay = 3 * time.Second
+	l, b := bgpLab(t)
+	p := startPinned(t, l, xlbBinary, bgpConfig(l, fmt.Sprintf("  withdraw_delay_secs: %d\nshutdown_timeout: 3\n", int(delay/time.Second))))
+	waitReadyz(t, l, http.StatusOK, "ready")
+	b.WaitRoute(t, bgpVIP, true)
+
+	capt, err := l.Client().Capture("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type event struct {
+		withdraw, rst bool
+		at            time.Time
+	}
+	var (
+		mu     sync.Mutex
+		events []event
+	)
+	captureDone := make(chan struct{})
+	stopCapture := make(chan struct{})
+	go func() {
+		defer close(captureDone)
+		buf := make([]byte, 65536)
+		for {
+			select {
+			case <-stopCapture:
+				return
+			default:
+			}
+			n, err := capt.Read(buf, 100*time.Millisecond)
+			if err != nil {
+				continue
+			}
+			withdraw, rst := classifyStopFrame(buf[:n])
+			if withdraw || rst {
+				mu.Lock()
+				events = append(events, event{withdraw, rst, time.Now()})
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopCapture:
+		default:
+			close(stopCapture)
+		}
+		<-captureDone
+		capt.Close()
+	}()
+
+	// A connection that sends every 50 ms until XLB resets it.
+	c, _, err := greet(l.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pingErr := make(chan error, 1)
+	go func() {
+		for {
+			if err := roundTrip(c, []byte("ping")); err != nil {
+				pingErr <- err
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	stopAt := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitRoute(t, bgpVIP, false)
+	// The route is gone from the router; a client that still reaches this
+	// host (a router not yet converged) is balanced as before.
+	nc, _, err := greet(l.Client())
+	if err == nil {
+		err = roundTrip(nc, []byte("after the withdrawal"))
+		nc.Close()
+	}
+	done := time.Now()
+	var resetsFrom time.Time
+	if d := statusDoc(t, l); d.Shutdown != nil {
+		resetsFrom = time.UnixMilli(d.Shutdown.ResetsFromUnixMs)
+	}
+	if resetsFrom.Sub(stopAt) < delay-time.Second {
+		t.Fatalf("status shutdown.resets_from is %v after the stop, want about the %v withdraw delay", resetsFrom.Sub(stopAt), delay)
+	}
+	switch {
+	case err != nil && done.Before(resetsFrom):
+		t.Fatalf("a new connection after the withdrawal, before the reset window: %v", err)
+	case err != nil:
+		t.Logf("the new connection ended after the reset window began (slow machine): %v", err)
+	}
+
+	select {
+	case err := <-pingErr:
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("the pinging connection ended with %v, want a reset", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the pinging connection was never reset")
+	}
+	expectCleanExit(t, l, p)
+	close(stopCapture)
+	<-captureDone
+
+	mu.Lock()
+	defer mu.Unlock()
+	firstWithdraw, firstRST := -1, -1
+	for i, e := range events {
+		if e.withdraw && firstWithdraw < 0 {
+			firstWithdraw = i
+		}
+		if e.rst && firstRST < 0 {
+			firstRST = i
+		}
+	}
+	switch {
+	case firstWithdraw < 0:
+		t.Fatalf("the capture saw no BGP UPDATE withdrawing a route (%d events)", len(events))
+	case firstRST < 0:
+		t.Fatalf("the capture saw no RST from %s", bgpVIP.Addr())
+	case firstRST < firstWithdraw:
+		t.Fatalf("the first RST (frame event %d) came before the withdrawal reached the router (event %d)", firstRST, firstWithdraw)
+	}
+	if gap := events[firstRST].at.Sub(stopAt); gap < delay {
+		t.Fatalf("the first RST was captured %v after the stop signal, sooner than the %v withdraw delay", gap, delay)
+	}
+	t.Logf("withdrawal captured %v after the stop, first RST %v after it",
+		events[firstWithdraw].at.Sub(stopAt).Round(time.Millisecond), events[firstRST].at.Sub(stopAt).Round(time.Millisecond))
+}
+
+// classifyStopFrame reads one captured Ethernet frame: withdraw is a BGP
+// UPDATE from XLB's own address with withdrawn routes; rst a TCP RST from
+// the VIP.
+func classifyStopFrame(f []byte) (withdraw, rst bool) {
+	if len(f) < 14+20 || binary.BigEndian.Uint16(f[12:14]) != 0x0800 {
+		return false, false
+	}
+	ip := f[14:]
+	ihl := int(ip[0]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(ip[2:4]))
+	if ip[9] != 6 || ihl < 20 || total > len(ip) || total < ihl+20 {
+		return false, false
+	}
+	src := netip.AddrFrom4([4]byte(ip[12:16]))
+	tcp := ip[ihl:total]
+	doff := int(tcp[12]>>4) * 4
+	if doff < 20 || doff > len(tcp) {
+		return false, false
+	}
+	if src == bgpVIP.Addr() && tcp[13]&0x04 != 0 {
+		return false, true
+	}
+	if src != bgpOwnIP || binary.BigEndian.Uint16(tcp[2:4]) != 179 {
+		return false, false
+	}
+	// BGP messages: 16-byte marker, length, type; an UPDATE (type 2)
+	// starts with the withdrawn routes' length.
+	for m := tcp[doff:]; len(m) >= 19; {
+		n := int(binary.BigEndian.Uint16(m[16:18]))
+		if n < 19 || n > len(m) {
+			break
+		}
+		if m[18] == 2 && n >= 21 && binary.BigEndian.Uint16(m[19:21]) > 0 {
+			return true, false
+		}
+		m = m[n:]
+	}
+	return false, false
 }

@@ -49,9 +49,21 @@ func labConfig(l *lab.Lab, extra string, extraBackends ...string) string {
 	if !strings.Contains(extra, "shutdown_timeout:") {
 		b.WriteString("shutdown_timeout: 1\n")
 	}
+	// The lab's own admin socket: parallel labs never share one.
+	sock := "  socket: " + adminSocket(l) + "\n"
+	switch {
+	case strings.Contains(extra, "  socket:"): // the test names its own
+	case strings.Contains(extra, "admin:\n"):
+		extra = strings.Replace(extra, "admin:\n", "admin:\n"+sock, 1)
+	case !strings.Contains(extra, "admin:"):
+		b.WriteString("admin:\n" + sock)
+	}
 	b.WriteString(extra)
 	return b.String()
 }
+
+// adminSocket is the lab's admin socket (config admin.socket).
+func adminSocket(l *lab.Lab) string { return "/run/xlb/" + l.Prefix + "-admin.sock" }
 
 // startXLB runs the daemon in the lab's XLB namespace until the test ends
 // and waits until it runs.

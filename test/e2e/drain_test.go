@@ -33,7 +33,7 @@ func TestDrainSurvivesHotUpgrade(t *testing.T) {
 	w := startWorkload(t, l)
 	waitReadyz(t, l, http.StatusOK, "ready")
 
-	code, body := post(t, l.XLB, adminURL+"/api/v1/drain")
+	code, body := postSocket(t, l, "/api/v1/drain")
 	var st api.DrainState
 	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil || !st.Drained {
 		t.Fatalf("POST /api/v1/drain: %d %q (%v)", code, body, err)
@@ -66,7 +66,7 @@ func TestDrainSurvivesHotUpgrade(t *testing.T) {
 	waitReadyz(t, l, http.StatusServiceUnavailable, string(api.ReasonDraining))
 	w.waitFlowing(t, before, 30*time.Second)
 
-	if code, body := post(t, l.XLB, adminURL+"/api/v1/undrain"); code != http.StatusOK || body != "{\"drained\":false}\n" {
+	if code, body := postSocket(t, l, "/api/v1/undrain"); code != http.StatusOK || body != "{\"drained\":false}\n" {
 		t.Fatalf("POST /api/v1/undrain: %d %q", code, body)
 	}
 	waitReadyz(t, l, http.StatusOK, "ready")

@@ -137,7 +137,7 @@ func TestHostSettingsSurviveCrash(t *testing.T) {
 func TestSecondInstanceRefused(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	a := startXLB(t, l, labConfig(l, ""))
-	cfgB := labConfig(l, "admin:\n  address: 127.0.0.1\n  port: 9091\nmetrics:\n  address: 127.0.0.1\n  port: 9643\n")
+	cfgB := labConfig(l, "admin:\n  address: 127.0.0.1\n  port: 9091\n  socket: "+adminSocket(l)+"-b\nmetrics:\n  address: 127.0.0.1\n  port: 9643\n")
 	b, err := startXLBEnv(t, l, cfgB, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func TestWebConfigListeners(t *testing.T) {
 	})
 
 	// Secure both listeners by a hot upgrade.
-	secured := base + fmt.Sprintf("admin:\n  web_config_file: %s\nmetrics:\n  web_config_file: %s\n", f.tlsUsers, f.users)
+	secured := labConfig(l, fmt.Sprintf("admin:\n  web_config_file: %s\nmetrics:\n  web_config_file: %s\n", f.tlsUsers, f.users))
 	to := reloadTo(t, bin, p, secured)
 	if n := strings.Count(p.Log(), warnMetricsCleartext); n != 1 {
 		t.Errorf("secured: %d cleartext warnings for metrics, want 1:\n%s", n, grepLines(p.Log(), "listener on"))
@@ -168,7 +168,7 @@ func TestWebConfigListeners(t *testing.T) {
 	}
 
 	// A missing file fails the reload; the instance keeps serving TLS.
-	rewriteConfig(t, p.Config, base+fmt.Sprintf("admin:\n  web_config_file: %s\n", f.missing))
+	rewriteConfig(t, p.Config, labConfig(l, fmt.Sprintf("admin:\n  web_config_file: %s\n", f.missing)))
 	if code, stderr := reload(t, bin, to); code != 1 || !strings.Contains(stderr, f.missing) {
 		t.Errorf("reload with a missing web config file: exit %d, stderr %q; want 1 naming %s", code, stderr, f.missing)
 	}
@@ -179,7 +179,7 @@ func TestWebConfigListeners(t *testing.T) {
 
 	// TLS on the metrics listener too, by a hand-off polled over TLS.
 	poll := pollTLSReadyz(t, l, f.CA)
-	reloadTo(t, bin, p, base+fmt.Sprintf("admin:\n  web_config_file: %[1]s\nmetrics:\n  web_config_file: %[1]s\n", f.tlsUsers))
+	reloadTo(t, bin, p, labConfig(l, fmt.Sprintf("admin:\n  web_config_file: %[1]s\nmetrics:\n  web_config_file: %[1]s\n", f.tlsUsers)))
 	n, bad := poll()
 	t.Logf("/readyz over TLS during the hand-off: %d requests, %d not 200", n, len(bad))
 	if len(bad) > 0 || n == 0 {

@@ -40,6 +40,10 @@ type Document struct {
 	// /api/v1/drain, xlbctl drain; DESIGN §6a): it forwards every packet,
 	// readiness answers draining, and a hot upgrade keeps the state.
 	Drained bool `json:"drained"`
+	// Drain says who drained the instance and since when; set only while
+	// Drained (issue 28: a drain survives a restart or a crash, and this
+	// says where it came from).
+	Drain *Drain `json:"drain"`
 	// Shutdown is set only while lifecycle is shutting_down.
 	Shutdown *Shutdown `json:"shutdown"`
 	// Upgrades is how this process took the data path and how the hot
@@ -91,6 +95,10 @@ type Readiness struct {
 // Shutdown describes the shutdown window (DESIGN §6, first bullet).
 type Shutdown struct {
 	DeadlineUnixMs int64 `json:"deadline_unix_ms"` // when XLB detaches
+	// ResetsFromUnixMs is when the reset window begins: the stop, or
+	// bgp.withdraw_delay_secs after the BGP routes were withdrawn; until
+	// then every packet is forwarded as before (issue 28).
+	ResetsFromUnixMs int64 `json:"resets_from_unix_ms"`
 	// SecondsLeft is the remaining window rounded up, 0 once it has passed.
 	SecondsLeft int64 `json:"seconds_left"`
 }
@@ -455,6 +463,21 @@ type BGPPeer struct {
 	// UptimeSeconds is how long the session has been established (0
 	// when it is not).
 	UptimeSeconds int64 `json:"uptime_seconds"`
+}
+
+// Drain is an operator's drain of the instance: when it began and who
+// asked for it, kept in the runtime directory (/run/xlb) across restarts
+// and crashes of the daemon (issue 28).
+type Drain struct {
+	// SinceUnixMs is when the drain request was carried out.
+	SinceUnixMs int64 `json:"since_unix_ms"`
+	// By says who asked and from where: "unix socket uid 0 pid 4242" or
+	// "http 192.0.2.7:51234 user operator".
+	By string `json:"by"`
+	// Restored is true when this process took the drain over from a
+	// previous one (a restart, a crash, a hot upgrade) rather than
+	// receiving the request itself.
+	Restored bool `json:"restored"`
 }
 
 // DrainState answers POST /api/v1/drain and /api/v1/undrain: the

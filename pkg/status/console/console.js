@@ -131,7 +131,11 @@ function renderInstance(d) {
         + d.snat.retired.map(r => r.ip + " " + r.port_range).join(", ") : "")],
     ["XDP", xdp],
     ["BGP", bgp],
-    ["Drained", d.drained ? "yes: readiness answers draining; every packet is still forwarded" : "no"],
+    ["Drained", !d.drained ? "no" : "yes" + (d.drain && d.drain.since_unix_ms
+        ? " since " + new Date(d.drain.since_unix_ms).toISOString().replace(/\.\d+Z$/, "Z") : "")
+      + (d.drain && d.drain.by ? " by " + d.drain.by : "")
+      + (d.drain && d.drain.restored ? ", kept from a previous process" : "")
+      + ": readiness answers draining; every packet is still forwarded"],
     ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error)],
     ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms (cycle " + dp.sample_cycle + ")"],
     ["Maintenance", m.failing ? "FAILING " + m.consecutive_failures + " cycles in a row (figures from the last good one): " + m.last_error : "ok"],
@@ -144,7 +148,10 @@ function renderInstance(d) {
   if (d.host_settings && d.host_settings.length) rows.push(["Sysctls", reset || "guarded, never reset"]);
   const unpinned = dp.features.find(f => f.path === "unpinned");
   if (unpinned) rows.push(["Pinned state", "none: a restart or crash loses every connection (" + unpinned.detail + ")"]);
-  if (d.shutdown) rows.unshift(["Shutdown", d.shutdown.seconds_left + " s left"]);
+  if (d.shutdown) rows.unshift(["Shutdown", d.shutdown.resets_from_unix_ms > d.generated_at_unix_ms
+    ? "routes withdrawn, forwarding as before; resets begin in "
+      + Math.ceil((d.shutdown.resets_from_unix_ms - d.generated_at_unix_ms) / 1000) + " s"
+    : d.shutdown.seconds_left + " s left"]);
   fill($("instance"), rows);
 }
 
