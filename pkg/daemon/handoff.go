@@ -84,8 +84,12 @@ func (d *runner) runHandOff(ctx context.Context, lis *listeners) (newPID int, qu
 		}
 		files = append(files, f)
 	}
-	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), envHandOff+"=1")
+	env, args, err := d.successorCommand()
+	if err != nil {
+		return 0, false, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = append(append([]*os.File(nil), files...), d.inst.LockFile())
 	if err := cmd.Start(); err != nil {
