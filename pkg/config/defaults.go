@@ -110,9 +110,12 @@ func Default() *Config {
 			Address: netip.AddrFrom4([4]byte{127, 0, 0, 1}),
 			Port:    DefaultAdminPort,
 		},
-		Metrics: Listener{
-			Address: netip.IPv4Unspecified(),
-			Port:    DefaultMetricsPort,
+		Metrics: Metrics{
+			Listener: Listener{
+				Address: netip.IPv4Unspecified(),
+				Port:    DefaultMetricsPort,
+			},
+			PerBackend: true,
 		},
 		XDPMode: DefaultXDPMode,
 		SNAT: SNAT{

@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 		{"orphan_ttl_secs", d.OrphanTTL, 300 * time.Second},
 		{"shutdown_timeout", d.ShutdownTimeout, 15 * time.Second},
 		{"admin", d.Admin, Admin{Address: netip.MustParseAddr("127.0.0.1"), Port: 8642}},
-		{"metrics", d.Metrics, Listener{Address: netip.MustParseAddr("0.0.0.0"), Port: 9642}},
+		{"metrics", d.Metrics, Metrics{Listener: Listener{Address: netip.MustParseAddr("0.0.0.0"), Port: 9642}, PerBackend: true}},
 		{"interfaces", len(d.Interfaces), 0},
 		{"xdp_mode", d.XDPMode, "auto"},
 		{"snat", d.SNAT, SNAT{Auto: true, PortLo: 40000, PortHi: 59999}},
