@@ -216,3 +216,17 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(missing) error = %v, want os.ErrNotExist", err)
 	}
 }
+
+// metrics.per_backend (issue 28 item 9): true by default, false drops the
+// per-backend series; anything but a YAML boolean names file, line and
+// field.
+func TestMetricsPerBackend(t *testing.T) {
+	if c := mustParse(t, minimal); !c.Metrics.PerBackend {
+		t.Errorf("metrics.per_backend defaults to false, want true")
+	}
+	if c := mustParse(t, minimal+"metrics:\n  per_backend: false\n"); c.Metrics.PerBackend || c.Metrics.Port != DefaultMetricsPort {
+		t.Errorf("metrics %+v: want per_backend false and the default port", c.Metrics)
+	}
+	wantError(t, minimal+"metrics:\n  per_backend: no\n", `t.yaml:8: metrics.per_backend: must be true or false, got string "no"`)
+	wantError(t, minimal+"metrics:\n  per_backend: 0\n", `t.yaml:8: metrics.per_backend: must be true or false, got integer 0`)
+}
