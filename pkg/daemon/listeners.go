@@ -76,7 +76,7 @@ func (d *runner) startListeners() (*listeners, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.metrics, err = metrics.New(metrics.Options{Store: d.store, WebConfig: web.Metrics, Log: d.log.WithField("component", "metrics")})
+	l.metrics, err = metrics.New(metrics.Options{Store: d.store, WebConfig: web.Metrics, OmitPerBackend: !d.cfg.Metrics.PerBackend, Log: d.log.WithField("component", "metrics")})
 	if err != nil {
 		adminLn.Close()
 		return nil, err
