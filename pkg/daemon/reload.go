@@ -179,8 +179,17 @@ func gone(pid int) bool {
 }
 
 // removeStaleResults removes hot upgrade results that nobody read: their
-// process is gone and they are older than staleResultAge.
+// process is gone and they are older than staleResultAge; and the
+// environments `xlb reload` left for processes that are gone (passwords:
+// at once).
 func removeStaleResults() {
+	envs, _ := filepath.Glob(filepath.Join(hostnet.DefaultJournalDir, "hot-upgrade-env-*.json"))
+	for _, p := range envs {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(p), "hot-upgrade-env-%d.json", &pid); err == nil && gone(pid) {
+			os.Remove(p)
+		}
+	}
 	paths, _ := filepath.Glob(filepath.Join(hostnet.DefaultJournalDir, "hot-upgrade-*.json"))
 	for _, p := range paths {
 		var pid int

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -89,19 +90,33 @@ func writeReloadEnv(pid int, env []string) error {
 	return nil
 }
 
+// reloadEnvMaxAge is the age beyond which an environment left for a
+// process is not used: `xlb reload` signals right after writing it and
+// removes it when it stops waiting (80 s at most), so an older one was
+// left by a reload that was killed, and a later SIGUSR2 is not its.
+const reloadEnvMaxAge = 2 * time.Minute
+
 // takeReloadEnv reads and removes the environment `xlb reload` left for
 // the daemon pid; ok is false when there is none (a SIGUSR2 from
-// elsewhere, or `xlb reload` without --pass-environment).
+// elsewhere, or `xlb reload` without --pass-environment) or it is older
+// than reloadEnvMaxAge.
 func takeReloadEnv(pid int) (env []string, ok bool, err error) {
 	path := reloadEnvPath(pid)
-	b, err := os.ReadFile(path)
+	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
+	b, err := os.ReadFile(path)
 	os.Remove(path)
+	if err != nil {
+		return nil, false, err
+	}
+	if time.Since(st.ModTime()) > reloadEnvMaxAge {
+		return nil, false, nil
+	}
 	if err := json.Unmarshal(b, &env); err != nil {
 		return nil, false, fmt.Errorf("the environment from xlb reload (%s): %w", path, err)
 	}

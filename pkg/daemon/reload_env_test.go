@@ -4,6 +4,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 )
 
 // The successor gets the unit's current environment (what `xlb reload`
@@ -97,5 +98,28 @@ func TestReloadEnvFile(t *testing.T) {
 	}
 	if env, ok, err := takeReloadEnv(pid); ok || err != nil || env != nil {
 		t.Errorf("second takeReloadEnv = %q, %v, %v; want nothing", env, ok, err)
+	}
+	// One a killed reload left long ago is not taken, but removed.
+	if err := writeReloadEnv(pid, []string{"A=old"}); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-reloadEnvMaxAge - time.Minute)
+	if err := os.Chtimes(reloadEnvPath(pid), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if env, ok, err := takeReloadEnv(pid); ok || err != nil || env != nil {
+		t.Errorf("takeReloadEnv of a stale file = %q, %v, %v; want nothing", env, ok, err)
+	}
+	if _, err := os.Stat(reloadEnvPath(pid)); !os.IsNotExist(err) {
+		t.Errorf("the stale env file is left behind: %v", err)
+	}
+	// The environment left for a process that is gone is removed with the
+	// stale results.
+	if err := writeReloadEnv(pid, []string{"A=gone"}); err != nil {
+		t.Fatal(err)
+	}
+	removeStaleResults()
+	if _, err := os.Stat(reloadEnvPath(pid)); !os.IsNotExist(err) {
+		t.Errorf("the env file of a gone process is left behind: %v", err)
 	}
 }
