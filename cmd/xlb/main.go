@@ -2,7 +2,7 @@
 //
 //	xlb [--config FILE] [--log.level LEVEL] [--log.format logfmt|json]
 //	xlb check [--env-file FILE]... [--config] FILE|-
-//	xlb reload --pid PID               hot upgrade the running xlb (systemd's ExecReload=)
+//	xlb reload --pid PID [--pass-environment]  hot upgrade the running xlb (systemd's ExecReload=)
 //	xlb mount-bpffs --config FILE      mount the bpffs for state_dir (systemd's ExecStartPre=)
 //	xlb capabilities                   what this version can do (for package scripts)
 //	xlb --version
@@ -27,7 +27,7 @@ import (
 
 const synopsis = `xlb [--config FILE] [--log.level LEVEL] [--log.format logfmt|json]
 xlb check [--env-file FILE]... [--config] FILE|-
-xlb reload --pid PID [--timeout DURATION]
+xlb reload --pid PID [--pass-environment] [--timeout DURATION]
 xlb mount-bpffs [--config FILE]
 xlb capabilities
 xlb --version`
@@ -48,7 +48,9 @@ and exits 1. With --env-file it checks the environment the service gets too.
 
 xlb reload sends SIGUSR2 to the xlb with that pid and waits for the outcome:
 exit 0 when a new process took over, 1 with the reason when the hand-off
-failed (the running xlb keeps serving).
+failed (the running xlb keeps serving). With --pass-environment (the unit's
+ExecReload=) the new process gets reload's environment, in which systemd
+has read the unit's EnvironmentFile= afresh: passwords and ARGS included.
 
 xlb mount-bpffs mounts a bpffs at the parent of state_dir when none is
 there, so that pinned state outlives the process.
@@ -130,7 +132,7 @@ func journal(w io.Writer) bool {
 // capabilities is `xlb capabilities`: what this version can do, one word a
 // line, for the package scripts (hot-upgrade: it hands over on SIGUSR2).
 func capabilities(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("xlb capabilities", "xlb capabilities", "Prints what this version can do, one word a line, for the package scripts:\nhot-upgrade means it hands over on SIGUSR2 (systemctl reload xlb).")
+	c := newCommand("xlb capabilities", "xlb capabilities", "Prints what this version can do, one word a line, for the package scripts:\nhot-upgrade means it hands over on SIGUSR2 (systemctl reload xlb);\nreload-environment that it starts the new process with the environment\n`xlb reload --pass-environment` hands it.")
 	if code, done := c.parse(args, 0, stdout, stderr); done {
 		return code
 	}

@@ -9,10 +9,12 @@ import (
 )
 
 // Package scripts run `/proc/$MAINPID/exe capabilities` on the running
-// binary and reload only when a line reads exactly hot-upgrade.
+// binary and reload only when a line reads exactly hot-upgrade; `xlb
+// reload --pass-environment` hands the environment over only when a line
+// reads reload-environment.
 func TestCapabilities(t *testing.T) {
 	var out, errs bytes.Buffer
-	if code := run([]string{"capabilities"}, &out, &errs); code != 0 || out.String() != "hot-upgrade\n" {
+	if code := run([]string{"capabilities"}, &out, &errs); code != 0 || out.String() != "hot-upgrade\nreload-environment\n" {
 		t.Fatalf("xlb capabilities: exit %d, stdout %q, stderr %q", code, out.String(), errs.String())
 	}
 }

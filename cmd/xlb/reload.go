@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/config"
@@ -11,16 +12,26 @@ import (
 
 // reload is `xlb reload --pid PID`: the unit's ExecReload=.
 func reload(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("xlb reload", "xlb reload --pid PID [--timeout DURATION]",
+	c := newCommand("xlb reload", "xlb reload --pid PID [--pass-environment] [--timeout DURATION]",
 		"Hands the running xlb over to the binary on disk, which re-reads xlb.yaml (SIGUSR2),\n"+
 			"and waits: exit 0 when the new process took over, 1 when the hand-off failed\n"+
-			"(the running xlb keeps serving).")
+			"(the running xlb keeps serving). With --pass-environment the new process gets this\n"+
+			"command's environment (systemd's ExecReload=: the unit's EnvironmentFile= read\n"+
+			"afresh), ARGS included, instead of the running process's.")
 	pid := c.fs.Int("pid", 0, "`PID` of the running xlb (systemd: $MAINPID)")
+	passEnv := c.fs.Bool("pass-environment", false, "start the new process with this command's environment (the unit's ExecReload= sets it)")
 	timeout := c.fs.Duration("timeout", 80*time.Second, "how long to wait for the new process to take over (a Go `DURATION`)")
 	if code, done := c.parse(args, 0, stdout, stderr); done {
 		return code
 	}
-	newPID, err := daemon.Reload(*pid, *timeout)
+	var env []string
+	if *passEnv {
+		env = os.Environ()
+	}
+	newPID, note, err := daemon.Reload(*pid, *timeout, env)
+	if note != "" {
+		fmt.Fprintf(stderr, "xlb reload: %s\n", note)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "xlb reload: %v\n", err)
 		return 1

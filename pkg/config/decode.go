@@ -35,7 +35,7 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 			}
 		}},
 		{"admin", func(n *yaml.Node, p string) { d.decodeAdmin(n, p, &c.Admin) }},
-		{"metrics", func(n *yaml.Node, p string) { d.decodeListener(n, p, &c.Metrics) }},
+		{"metrics", func(n *yaml.Node, p string) { d.decodeMetrics(n, p, &c.Metrics) }},
 		{"interfaces", func(n *yaml.Node, p string) { c.Interfaces = d.decodeStrings(n, p) }},
 		{"xdp_mode", d.into(&c.XDPMode)},
 		{"snat", func(n *yaml.Node, p string) { d.decodeSNAT(n, p, &c.SNAT) }},
@@ -225,6 +225,17 @@ func (d *decoder) decodeListener(n *yaml.Node, path string, l *Listener) {
 	})
 }
 
+// decodeMetrics reads the metrics listener and its choice of series.
+func (d *decoder) decodeMetrics(n *yaml.Node, path string, m *Metrics) {
+	l := &m.Listener
+	d.mapping(n, path, []field{
+		{"address", func(n *yaml.Node, p string) { d.setAddr(n, p, &l.Address) }},
+		{"port", func(n *yaml.Node, p string) { d.setPort(n, p, &l.Port) }},
+		{"web_config_file", d.into(&l.WebConfigFile)},
+		{"per_backend", func(n *yaml.Node, p string) { d.setBool(n, p, &m.PerBackend) }},
+	})
+}
+
 // setAddr and setPort keep the default when the value fails to decode.
 func (d *decoder) setAddr(n *yaml.Node, p string, dst *netip.Addr) {
 	if a, ok := d.addr(n, p); ok {
@@ -234,6 +245,13 @@ func (d *decoder) setAddr(n *yaml.Node, p string, dst *netip.Addr) {
 
 func (d *decoder) setPort(n *yaml.Node, p string, dst *uint16) {
 	if v, ok := d.port(n, p); ok {
+		*dst = v
+	}
+}
+
+// setBool keeps the default when the value fails to decode.
+func (d *decoder) setBool(n *yaml.Node, p string, dst *bool) {
+	if v, ok := d.boolean(n, p); ok {
 		*dst = v
 	}
 }

@@ -124,9 +124,12 @@ func Default() *Config {
 			Socket:       DefaultAdminSocket,
 			AllowedHosts: slices.Clone(DefaultAdminAllowedHosts),
 		},
-		Metrics: Listener{
-			Address: netip.IPv4Unspecified(),
-			Port:    DefaultMetricsPort,
+		Metrics: Metrics{
+			Listener: Listener{
+				Address: netip.IPv4Unspecified(),
+				Port:    DefaultMetricsPort,
+			},
+			PerBackend: true,
 		},
 		XDPMode: DefaultXDPMode,
 		SNAT: SNAT{

@@ -35,7 +35,7 @@ func TestExampleFile(t *testing.T) {
 		ShutdownTimeout: 30 * time.Second,
 		Admin: Admin{Address: ip("127.0.0.1"), Port: 9091, WebConfigFile: "/etc/xlb/web-config.yml",
 			Auth: &AdminAuth{Username: "operator"}, Socket: "/run/xlb/web.sock", AllowedHosts: []string{"lb1.example.net", "192.0.2.10"}},
-		Metrics:    Listener{Address: ip("192.0.2.10"), Port: 9643, WebConfigFile: "/etc/xlb/web-config.yml"},
+		Metrics:    Metrics{Listener: Listener{Address: ip("192.0.2.10"), Port: 9643, WebConfigFile: "/etc/xlb/web-config.yml"}, PerBackend: false},
 		Interfaces: []string{"eth0", "eth1"},
 		XDPMode:    "native",
 		SNAT:       SNAT{IPs: []netip.Addr{ip("198.51.100.1"), ip("198.51.100.2")}, PortLo: 30000, PortHi: 39999},

@@ -58,9 +58,9 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 		"orphan_ttl_secs", m.seconds("orphan_ttl_secs", c.OrphanTTL),
 		"shutdown_timeout", m.seconds("shutdown_timeout", c.ShutdownTimeout),
 		"admin", m.admin(c.Admin),
-		"metrics", withWebConfig(mapNode(
+		"metrics", withMetricsSeries(withWebConfig(mapNode(
 			"address", m.addr("metrics.address", c.Metrics.Address),
-			"port", integer(c.Metrics.Port)), c.Metrics.WebConfigFile),
+			"port", integer(c.Metrics.Port)), c.Metrics.WebConfigFile), c.Metrics.PerBackend),
 		"interfaces", strList(c.Interfaces),
 		"xdp_mode", str(c.XDPMode),
 		"snat", mapNode(
@@ -138,6 +138,12 @@ func withWebConfig(n *yaml.Node, file string) *yaml.Node {
 	return n
 }
 
+// withMetricsSeries adds the metrics section's choice of series.
+func withMetricsSeries(n *yaml.Node, perBackend bool) *yaml.Node {
+	n.Content = append(n.Content, str("per_backend"), boolean(perBackend))
+	return n
+}
+
 func (m *marshaler) seconds(path string, d time.Duration) *yaml.Node {
 	if d%time.Second != 0 {
 		m.fail("%s: %v is not a whole number of seconds", path, d)
@@ -193,6 +199,10 @@ func quoted(s string) *yaml.Node {
 
 func integer[T ~uint16 | ~uint32 | ~int64](v T) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(int64(v), 10)}
+}
+
+func boolean(v bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
 }
 
 func strList(ss []string) *yaml.Node {

@@ -90,6 +90,7 @@ admin:
 metrics:
   address: 0.0.0.0
   port: 9642
+  per_backend: true
 interfaces: []
 xdp_mode: auto
 snat:

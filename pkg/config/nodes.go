@@ -197,6 +197,21 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64, unit string) 
 // 0b, with '_' separators), of any size.
 var integerLiteral = regexp.MustCompile(`^[-+]?([0-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+)$`)
 
+// boolean decodes true or false (YAML 1.2's booleans; yes, no, on and
+// off are not, as yaml.v3 reads them).
+func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		d.fail(n.Line, path, "must be true or false, got %s", describe(n))
+		return false, false
+	}
+	var v bool
+	if err := n.Decode(&v); err != nil {
+		d.fail(n.Line, path, "must be true or false, got %s", describe(n))
+		return false, false
+	}
+	return v, true
+}
+
 // port decodes a TCP port, 1..65535 (DESIGN §1).
 func (d *decoder) port(n *yaml.Node, path string) (uint16, bool) {
 	v, ok := d.integer(n, path, 1, 65535, "")

@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 		{"shutdown_timeout", d.ShutdownTimeout, 15 * time.Second},
 		{"admin", d.Admin, Admin{Address: netip.MustParseAddr("127.0.0.1"), Port: 8642, Socket: "/run/xlb/admin.sock",
 			AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}}},
-		{"metrics", d.Metrics, Listener{Address: netip.MustParseAddr("0.0.0.0"), Port: 9642}},
+		{"metrics", d.Metrics, Metrics{Listener: Listener{Address: netip.MustParseAddr("0.0.0.0"), Port: 9642}, PerBackend: true}},
 		{"interfaces", len(d.Interfaces), 0},
 		{"xdp_mode", d.XDPMode, "auto"},
 		{"snat", d.SNAT, SNAT{Auto: true, PortLo: 40000, PortHi: 59999}},
@@ -216,4 +216,18 @@ func TestLoad(t *testing.T) {
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(missing) error = %v, want os.ErrNotExist", err)
 	}
+}
+
+// metrics.per_backend (issue 28 item 9): true by default, false drops the
+// per-backend series; anything but a YAML boolean names file, line and
+// field.
+func TestMetricsPerBackend(t *testing.T) {
+	if c := mustParse(t, minimal); !c.Metrics.PerBackend {
+		t.Errorf("metrics.per_backend defaults to false, want true")
+	}
+	if c := mustParse(t, minimal+"metrics:\n  per_backend: false\n"); c.Metrics.PerBackend || c.Metrics.Port != DefaultMetricsPort {
+		t.Errorf("metrics %+v: want per_backend false and the default port", c.Metrics)
+	}
+	wantError(t, minimal+"metrics:\n  per_backend: no\n", `t.yaml:8: metrics.per_backend: must be true or false, got string "no"`)
+	wantError(t, minimal+"metrics:\n  per_backend: 0\n", `t.yaml:8: metrics.per_backend: must be true or false, got integer 0`)
 }

@@ -55,9 +55,10 @@ type Config struct {
 	// issue 16 it was 9090, which Prometheus and Cockpit use).
 	Admin Admin
 
-	// Metrics is the Prometheus listener. YAML "metrics"; default
-	// 0.0.0.0:9642 (DESIGN §1, §4).
-	Metrics Listener
+	// Metrics is the Prometheus listener and the series it exports. YAML
+	// "metrics"; default 0.0.0.0:9642 with the per-backend series
+	// (DESIGN §1, §4).
+	Metrics Metrics
 
 	// Interfaces are the network interfaces XDP attaches to. YAML
 	// "interfaces"; default empty, meaning the interface that owns the
@@ -166,6 +167,21 @@ type Listener struct {
 	// listener; "" serves plain HTTP without auth. YAML "web_config_file";
 	// pkg/weblisten reads and checks the file (issue 16).
 	WebConfigFile string
+}
+
+// Metrics is the metrics listener and which series it exports (DESIGN
+// §4; issue 28 item 9).
+type Metrics struct {
+	Listener
+	// PerBackend exports the series with a backend label: xlb_backend_state,
+	// the traffic series (xlb_backend_connections_*, xlb_backend_*_bytes_total,
+	// xlb_backend_*_packets_total), xlb_backend_handshake_seconds and, with
+	// health checks, xlb_backend_health_checks_total: 22 series per backend
+	// name, 24 with health checks (docs/observability.md). false leaves them
+	// out; the instance's totals (xlb_backends{state}, xlb_connections_*,
+	// xlb_sent_bytes_total and the other traffic totals,
+	// xlb_handshake_seconds) stay. YAML "per_backend"; default true.
+	PerBackend bool
 }
 
 // Admin is the admin listener and its optional basic authentication

@@ -279,7 +279,7 @@ func (v *validator) admin() {
 // local_port of the listen address, where XDP would take its packets
 // before the kernel sees them.
 func (v *validator) listeners() {
-	a, m := v.c.Admin, v.c.Metrics
+	a, m := v.c.Admin, v.c.Metrics.Listener
 	if a.Port == m.Port && (a.Address == m.Address || a.Address.IsUnspecified() || m.Address.IsUnspecified()) {
 		// Report it where the file set a port: metrics, else admin.
 		if v.set["metrics.port"] || !v.set["admin.port"] {

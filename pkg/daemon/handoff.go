@@ -90,8 +90,12 @@ func (d *runner) runHandOff(ctx context.Context, lis *listeners) (newPID int, qu
 		return 0, false, fmt.Errorf("hand the admin socket over: %w", err)
 	}
 	files = append(files, sock)
-	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), envHandOff+"=1", envHandOffSocket+"=1")
+	env, args, err := d.successorCommand()
+	if err != nil {
+		return 0, false, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(env, envHandOffSocket+"=1")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// descriptors 3..5, the lock as 6, the admin socket as 7
 	cmd.ExtraFiles = append(append([]*os.File(nil), files[:len(files)-1]...), d.inst.LockFile(), sock)

@@ -98,7 +98,7 @@ func (d *runner) startListeners() (*listeners, error) {
 		l.closeSocket()
 		return nil, err
 	}
-	l.metrics, err = metrics.New(metrics.Options{Store: d.store, WebConfig: web.Metrics, Log: d.log.WithField("component", "metrics")})
+	l.metrics, err = metrics.New(metrics.Options{Store: d.store, WebConfig: web.Metrics, OmitPerBackend: !d.cfg.Metrics.PerBackend, Log: d.log.WithField("component", "metrics")})
 	if err != nil {
 		adminLn.Close()
 		l.closeSocket()

@@ -64,15 +64,33 @@ func writeUpgradeResult(r upgradeResult, log logrus.FieldLogger) {
 // waits up to timeout for its outcome: the successor's pid, or an error
 // saying why the hand-off failed (the running process then keeps serving)
 // or that no outcome came in time. It is what `xlb reload` (the unit's
-// ExecReload=) runs.
-func Reload(pid int, timeout time.Duration) (newPID int, err error) {
+// ExecReload=) runs. A non-nil env is the environment the successor is to
+// get (`xlb reload --pass-environment`: the unit's current one,
+// reload_env.go); it is left for the process only for the time of the
+// hand-off. note, when not empty, says that the running version cannot
+// take env (the successor then keeps the old environment).
+func Reload(pid int, timeout time.Duration, env []string) (newPID int, note string, err error) {
 	if pid <= 1 {
-		return 0, fmt.Errorf("no xlb process to reload (pid %d)", pid)
+		return 0, "", fmt.Errorf("no xlb process to reload (pid %d)", pid)
 	}
-	if err := canHandOver(pid); err != nil {
-		return 0, err
+	caps, err := handOverCapabilities(pid)
+	if err != nil {
+		return 0, "", err
 	}
-	return signalAndWait(pid, timeout)
+	if env != nil {
+		if !slices.Contains(caps, capReloadEnvironment) {
+			note = fmt.Sprintf("the running xlb (pid %d, a version before %s) starts the new process with its own environment: a changed XLB_ADMIN_PASSWORD, BGP password or ARGS takes effect at the next reload", pid, capReloadEnvironment)
+		} else {
+			if err := writeReloadEnv(pid, env); err != nil {
+				return 0, "", fmt.Errorf("hand the environment to xlb (pid %d): %w", pid, err)
+			}
+			// Read and removed by the process when it starts its
+			// successor; removed here too when it never did.
+			defer os.Remove(reloadEnvPath(pid))
+		}
+	}
+	newPID, err = signalAndWait(pid, timeout)
+	return newPID, note, err
 }
 
 // signalAndWait sends SIGUSR2 to pid and waits up to timeout for the
@@ -118,27 +136,29 @@ func signalAndWait(pid int, timeout time.Duration) (newPID int, err error) {
 	}
 }
 
-// canHandOver asks the binary the process runs (/proc/PID/exe, the old
-// binary even when a package replaced the file) for its capabilities: a
-// version before the hand-off ignores SIGUSR2, and waiting for it would
-// only end in a timeout. It runs nothing but a binary named xlb.
-func canHandOver(pid int) error {
+// handOverCapabilities asks the binary the process runs (/proc/PID/exe,
+// the old binary even when a package replaced the file) for its
+// capabilities, and fails unless it can hand over: a version before the
+// hand-off ignores SIGUSR2, and waiting for it would only end in a
+// timeout. It runs nothing but a binary named xlb.
+func handOverCapabilities(pid int) ([]string, error) {
 	if gone(pid) {
-		return fmt.Errorf("no xlb process with pid %d", pid)
+		return nil, fmt.Errorf("no xlb process with pid %d", pid)
 	}
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
 	target, err := os.Readlink(exe)
 	if err != nil {
-		return fmt.Errorf("pid %d: %w", pid, err)
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if name := filepath.Base(strings.TrimSuffix(target, " (deleted)")); name != "xlb" {
-		return fmt.Errorf("pid %d runs %s, not xlb", pid, target)
+		return nil, fmt.Errorf("pid %d runs %s, not xlb", pid, target)
 	}
 	out, err := exec.Command(exe, "capabilities").Output()
-	if err != nil || !slices.Contains(strings.Fields(string(out)), capHotUpgrade) {
-		return fmt.Errorf("the running xlb (pid %d) cannot hand over (a version before hot upgrades): use `systemctl restart xlb`, which resets its connections", pid)
+	caps := strings.Fields(string(out))
+	if err != nil || !slices.Contains(caps, capHotUpgrade) {
+		return nil, fmt.Errorf("the running xlb (pid %d) cannot hand over (a version before hot upgrades): use `systemctl restart xlb`, which resets its connections", pid)
 	}
-	return nil
+	return caps, nil
 }
 
 // gone reports whether the process pid has exited: it no longer exists,
@@ -159,8 +179,17 @@ func gone(pid int) bool {
 }
 
 // removeStaleResults removes hot upgrade results that nobody read: their
-// process is gone and they are older than staleResultAge.
+// process is gone and they are older than staleResultAge; and the
+// environments `xlb reload` left for processes that are gone (passwords:
+// at once).
 func removeStaleResults() {
+	envs, _ := filepath.Glob(filepath.Join(hostnet.DefaultJournalDir, "hot-upgrade-env-*.json"))
+	for _, p := range envs {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(p), "hot-upgrade-env-%d.json", &pid); err == nil && gone(pid) {
+			os.Remove(p)
+		}
+	}
 	paths, _ := filepath.Glob(filepath.Join(hostnet.DefaultJournalDir, "hot-upgrade-*.json"))
 	for _, p := range paths {
 		var pid int

@@ -67,10 +67,10 @@ func TestReloadWithoutAnAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { old.Process.Kill(); old.Wait() }()
-	if _, err := Reload(old.Process.Pid, time.Minute); err == nil || !strings.Contains(err.Error(), "not xlb") {
+	if _, _, err := Reload(old.Process.Pid, time.Minute, nil); err == nil || !strings.Contains(err.Error(), "not xlb") {
 		t.Errorf("Reload of a process that is not xlb: %v", err)
 	}
-	if _, err := Reload(1<<22+1, time.Second); err == nil || !strings.Contains(err.Error(), "no xlb process") {
+	if _, _, err := Reload(1<<22+1, time.Second, nil); err == nil || !strings.Contains(err.Error(), "no xlb process") {
 		t.Errorf("Reload of a pid that does not run: %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func labConfig(t *testing.T, l *lab.Lab) *config.Config {
 	c.Ports = []config.PortMapping{{LocalPort: 80, RemotePort: 8080}}
 	c.ShutdownTimeout = time.Hour // only a second stop signal ends it
 	c.Admin = config.Admin{Address: netip.MustParseAddr("127.0.0.1"), Port: 19090, Socket: filepath.Join(t.TempDir(), "admin.sock")}
-	c.Metrics = config.Listener{Address: netip.MustParseAddr("127.0.0.1"), Port: 19642}
+	c.Metrics.Listener = config.Listener{Address: netip.MustParseAddr("127.0.0.1"), Port: 19642}
 	static := &config.StaticProvider{}
 	for i, b := range l.Backends {
 		static.Backends = append(static.Backends, config.Backend{Name: fmt.Sprintf("backend-%d", i+1), IP: b.IP()})

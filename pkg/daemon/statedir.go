@@ -8,7 +8,7 @@ import (
 // Capabilities are what this version of the daemon can do that earlier
 // ones could not, one word each (`xlb capabilities`). Package scripts ask
 // the running binary before choosing `systemctl reload` over a restart.
-var Capabilities = []string{capHotUpgrade}
+var Capabilities = []string{capHotUpgrade, capReloadEnvironment}
 
 // capHotUpgrade: SIGUSR2 hands the pinned state and the listeners to the
 // binary on disk (DESIGN §6).

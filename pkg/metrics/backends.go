@@ -15,9 +15,12 @@ import (
 // The backend label is the backend's name. Backends that share a name (a
 // departed backend still draining and its successor under the same name)
 // are summed into one series; ids seen in the flow map that the backend
-// manager does not know have no name and are left out.
+// manager does not know have no name and are left out. Without perBackend
+// (config metrics.per_backend: false) only xlb_backends is exported.
 type backendsCollector struct {
 	descs
+
+	perBackend bool
 
 	count, state, checks *prometheus.Desc
 	// traffic are the per-backend series taken from the sample.
@@ -32,9 +35,9 @@ type backendSeries struct {
 	value func(*maintenance.BackendSample) uint64
 }
 
-func newBackendsCollector() *backendsCollector {
-	c := &backendsCollector{}
-	c.count = c.add("xlb_backends", "Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.", "state")
+func newBackendsCollector(perBackend bool) *backendsCollector {
+	c := &backendsCollector{perBackend: perBackend}
+	c.count = c.add("xlb_backends", "Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs), unreachable (discovered but without a route or neighbour: no new connections). A backend can count in more than one state.", "state")
 	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, unhealthy, draining, unreachable), 0 for the others.", "backend", "state")
 	c.checks = c.add("xlb_backend_health_checks_total", "Active health checks of the backend by result (ok, fail) since it was discovered; only with health_check configured.", "backend", "result")
 	type B = maintenance.BackendSample
@@ -90,7 +93,7 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	if s == nil {
 		return errNoData
 	}
-	var discovered, routable, unhealthy, draining int
+	var discovered, routable, unhealthy, draining, unreachable int
 	var names []string
 	byName := map[string]*backendTotals{}
 	for _, b := range s.Backends {
@@ -108,6 +111,8 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 			unhealthy++
 		case api.Draining:
 			draining++
+		case api.Unreachable:
+			unreachable++
 		}
 		t := byName[b.Name]
 		if t == nil {
@@ -132,6 +137,10 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	gauge(ch, c.count, float64(routable), string(api.Routable))
 	gauge(ch, c.count, float64(unhealthy), string(api.Unhealthy))
 	gauge(ch, c.count, float64(draining), string(api.Draining))
+	gauge(ch, c.count, float64(unreachable), string(api.Unreachable))
+	if !c.perBackend {
+		return nil
+	}
 	for _, name := range names {
 		t := byName[name]
 		for _, st := range api.BackendStates() {

@@ -11,22 +11,41 @@ import (
 // data path's passive handshake latency (issue 14): per backend, the time
 // from the SYN XLB forwarded to the backend's first SYN-ACK of the pair,
 // as a histogram with the data path's buckets (dataplane.HandshakeBuckets:
-// log-spaced from 50 µs to 3 s). The data path counts every handshake per
+// log-spaced from 50 µs to 3 s), of which every other bound is exported
+// (handshakeBounds: 8, about 4.3 times apart from 104 µs to 3 s; the
+// count at a bound is exact, the data path's buckets nesting in the
+// exported ones). The data path counts every handshake per
 // CPU; the maintenance sample carries each backend id's sums
 // (maintenance.BackendSample.Handshake), so a scrape shows the latest
 // cycle's. As for the other per-backend series (backends.go), the backend
 // label is the backend's name: backends that share one (a departed
 // backend still draining and its successor) are summed, and ids the
 // backend manager does not list are left out. A listed backend without a
-// handshake has an empty histogram.
+// handshake has an empty histogram. Without perBackend (config
+// metrics.per_backend: false) nothing is exported.
 type handshakeCollector struct {
 	descs
 
-	seconds *prometheus.Desc
+	perBackend bool
+	seconds    *prometheus.Desc
 }
 
-func newHandshakeCollector() *handshakeCollector {
-	c := &handshakeCollector{}
+// handshakeBounds are the indices of the dataplane.HandshakeBuckets bounds
+// exported (issue 28 item 9: 11 series per backend instead of 19): every
+// other one, the last (3 s) included. 104 µs, 451 µs and 1.96 ms tell a
+// LAN backend's kernel answer; 8.5 ms, 37 ms and 160 ms a slow or loaded
+// one; 692 ms and 3 s SYNs the backend dropped (the client's first SYN
+// retransmission comes after 1 s).
+var handshakeBounds = func() []int {
+	var ks []int
+	for k := len(dataplane.HandshakeBuckets) - 1; k >= 0; k -= 2 {
+		ks = append([]int{k}, ks...)
+	}
+	return ks
+}()
+
+func newHandshakeCollector(perBackend bool) *handshakeCollector {
+	c := &handshakeCollector{perBackend: perBackend}
 	c.seconds = c.add("xlb_backend_handshake_seconds", "Time from the SYN XLB forwarded to the backend to the backend's first SYN-ACK, per connection, as the data path saw them pass (a retransmitted SYN keeps the first one's time; a backend slow to accept shows here before it fails), as of the latest maintenance cycle.", "backend")
 	return c
 }
@@ -35,6 +54,9 @@ func newHandshakeCollector() *handshakeCollector {
 func (c *handshakeCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Metric) error {
 	if s == nil || s.Sample == nil {
 		return errNoData
+	}
+	if !c.perBackend {
+		return nil
 	}
 	var names []string
 	byName := map[string]*dataplane.Histogram{}
@@ -59,15 +81,20 @@ func (c *handshakeCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.M
 	return nil
 }
 
-// cumulative is h's buckets as Prometheus counts them: each bound's count
-// of handshakes at most that long (the data path's are per bucket), by
-// bound in seconds. The +Inf bucket is the count.
+// cumulative is h's buckets as Prometheus counts them at the exported
+// bounds (handshakeBounds): each bound's count of handshakes at most that
+// long (the data path's are per bucket), by bound in seconds. The +Inf
+// bucket is the count.
 func cumulative(h *dataplane.Histogram) map[float64]uint64 {
-	out := make(map[float64]uint64, len(dataplane.HandshakeBuckets))
+	out := make(map[float64]uint64, len(handshakeBounds))
 	var n uint64
-	for k, le := range dataplane.HandshakeBuckets {
+	next := 0
+	for k := range dataplane.HandshakeBuckets {
 		n += h.Buckets[k]
-		out[le] = n
+		if next < len(handshakeBounds) && handshakeBounds[next] == k {
+			out[dataplane.HandshakeBuckets[k]] = n
+			next++
+		}
 	}
 	return out
 }

@@ -26,7 +26,8 @@ func handshakes(sum time.Duration, buckets ...int) dataplane.Histogram {
 }
 
 // xlb_backend_handshake_seconds is one histogram per listed backend name
-// with the data path's bounds, cumulative, the backends of one name summed
+// with every other bound of the data path's (8 buckets and +Inf: issue 28
+// item 9), cumulative and exact at each, the backends of one name summed
 // (a draining one and its successor), unlisted ids left out, a listed
 // backend without handshakes empty.
 func TestHandshakeHistogram(t *testing.T) {
@@ -55,13 +56,16 @@ func TestHandshakeHistogram(t *testing.T) {
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
 		t.Fatalf("xlb_backend_handshake_seconds: %v", f)
 	}
+	// Exported bucket i is the data path's bound 2i+1: handshakes in the
+	// data path's buckets 0 and 1 count from exported bucket 0 on, 4 from
+	// 2 (bound 5) on, 2 from 1 (bound 3) on.
 	want := map[string]struct {
 		count uint64
 		sum   float64
-		at    map[int]uint64 // cumulative count at bound k (until the next k listed)
+		at    map[int]uint64 // cumulative count at exported bucket i (until the next i listed)
 	}{
-		"web-a": {4, 5.0015, map[int]uint64{0: 2, 4: 3}},
-		"web-b": {1, 0.0003, map[int]uint64{0: 0, 2: 1}},
+		"web-a": {4, 5.0015, map[int]uint64{0: 2, 2: 3}},
+		"web-b": {1, 0.0003, map[int]uint64{0: 0, 1: 1}},
 		"web-d": {0, 0, map[int]uint64{0: 0}},
 	}
 	if len(f.GetMetric()) != len(want) {
@@ -77,7 +81,14 @@ func TestHandshakeHistogram(t *testing.T) {
 		if h.GetSampleCount() != w.count || math.Abs(h.GetSampleSum()-w.sum) > 1e-9 {
 			t.Errorf("backend %s: count %d sum %v, want %d and %v", name, h.GetSampleCount(), h.GetSampleSum(), w.count, w.sum)
 		}
-		bounds := append(append([]float64(nil), dataplane.HandshakeBuckets...), math.Inf(1))
+		var bounds []float64
+		for k := 1; k < len(dataplane.HandshakeBuckets); k += 2 {
+			bounds = append(bounds, dataplane.HandshakeBuckets[k])
+		}
+		bounds = append(bounds, math.Inf(1))
+		if len(bounds) != 9 || bounds[len(bounds)-2] != 3 {
+			t.Fatalf("the data path's bounds changed (%v): revisit handshakeBounds", dataplane.HandshakeBuckets)
+		}
 		if len(h.GetBucket()) != len(bounds) {
 			t.Fatalf("backend %s: %d buckets, want %d", name, len(h.GetBucket()), len(bounds))
 		}

@@ -274,12 +274,13 @@ func TestExpositionText(t *testing.T) {
 	store.Publish(fixtureSnapshot())
 	srv, _ := testServer(t, &store)
 	want := `
-# HELP xlb_backends Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs). A backend can count in more than one state.
+# HELP xlb_backends Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs), unreachable (discovered but without a route or neighbour: no new connections). A backend can count in more than one state.
 # TYPE xlb_backends gauge
 xlb_backends{state="discovered"} 3
 xlb_backends{state="draining"} 1
 xlb_backends{state="routable"} 1
 xlb_backends{state="unhealthy"} 1
+xlb_backends{state="unreachable"} 1
 # HELP xlb_connections_closed_total Connections closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.
 # TYPE xlb_connections_closed_total counter
 xlb_connections_closed_total{initiator="backend",reason="fin"} 15

@@ -27,6 +27,12 @@ type Options struct {
 	Log logrus.FieldLogger
 	// Now is the clock for readiness and sample age; default time.Now.
 	Now func() time.Time
+	// OmitPerBackend leaves out every series with a backend label
+	// (config metrics.per_backend: false; issue 28 item 9):
+	// xlb_backend_state, xlb_backend_health_checks_total, the per-backend
+	// traffic series and xlb_backend_handshake_seconds, 22 series per
+	// backend name (24 with health checks). The instance's totals stay.
+	OmitPerBackend bool
 	// WebConfig is the listener's exporter-toolkit web configuration file
 	// (config metrics.web_config_file): TLS, basic_auth_users, headers and
 	// rate_limit over every path; nil serves plain HTTP without auth.
@@ -58,8 +64,8 @@ func New(o Options) (*Server, error) {
 		&source{name: "instance", what: "instance state", c: newInstanceCollector(o.Now)},
 		&source{name: "connections", what: "maintenance sample", c: newConnectionsCollector()},
 		&source{name: "maintenance", what: "maintenance sample", c: newMaintenanceCollector(o.Now)},
-		&source{name: "backends", what: "backend set", c: newBackendsCollector()},
-		&source{name: "handshake", what: "maintenance sample", c: newHandshakeCollector()},
+		&source{name: "backends", what: "backend set", c: newBackendsCollector(!o.OmitPerBackend)},
+		&source{name: "handshake", what: "maintenance sample", c: newHandshakeCollector(!o.OmitPerBackend)},
 		&source{name: "dataplane", what: "data path counters", c: newDataplaneCollector()},
 		&source{name: "bgp", what: "BGP speaker", c: newBGPCollector()},
 	)

@@ -131,7 +131,13 @@ func startXLBEnv(t testing.TB, l *lab.Lab, config string, env []string) (*xlbpro
 // on a bpffs unpins).
 func startBinary(t testing.TB, l *lab.Lab, binary, config string, env []string) (*xlbproc.Proc, error) {
 	t.Helper()
-	p, err := xlbproc.Start(l.XLB, binary, t.TempDir(), config, xlbproc.Options{Env: env})
+	return startBinaryOpts(t, l, binary, config, xlbproc.Options{Env: env})
+}
+
+// startBinaryOpts is startBinary with xlbproc's options (extra arguments).
+func startBinaryOpts(t testing.TB, l *lab.Lab, binary, config string, o xlbproc.Options) (*xlbproc.Proc, error) {
+	t.Helper()
+	p, err := xlbproc.Start(l.XLB, binary, t.TempDir(), config, o)
 	if err != nil {
 		return nil, err
 	}

@@ -7,13 +7,16 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/xlbproject/xlb/internal/testnet"
+	"github.com/xlbproject/xlb/pkg/bgp/birdtest"
 	"github.com/xlbproject/xlb/test/lab"
+	"github.com/xlbproject/xlb/test/xlbproc"
 )
 
 // reload runs `xlb reload --pid PID`, what the unit's ExecReload= runs,
@@ -291,4 +294,92 @@ func procAddr(s string) (netip.AddrPort, bool) {
 	}
 	ip, ok := netip.AddrFromSlice(raw)
 	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), ok
+}
+
+// `xlb reload --pass-environment` (the unit's ExecReload=, issue 28 item
+// 6) starts the successor with the reload command's environment, which
+// systemd reads afresh from the unit's EnvironmentFile= for ExecReload:
+// a rotated admin password, a rotated BGP password (password_env) and a
+// changed ARGS take effect with a reload, and no connection is reset.
+// The router (bird) is restarted with the new TCP MD5 password, as a
+// router whose password was rotated; only a successor that has the new
+// one gets a session and the route back. (The unit's own reload, under
+// systemd: test/hostlab TestReloadEnvironment.)
+func TestReloadPassesEnvironment(t *testing.T) {
+	birdtest.Require(t)
+	l := greetedLab(t)
+	if err := l.XLB.AddAddress("eth0", netip.PrefixFrom(bgpOwnIP, 24)); err != nil {
+		t.Fatal(err)
+	}
+	birdWith := func(password string) *birdtest.Bird {
+		return birdtest.Start(t, l.Client(), birdtest.Config{
+			Address: l.Client().IP(), ASN: bgpRouterASN, HoldSecs: 9,
+			Peers: []birdtest.Peer{{Name: bgpRouter, Address: bgpOwnIP, ASN: bgpXLBASN, Password: password}},
+		})
+	}
+	b := birdWith("bgp-old")
+	cfg := labConfig(l, fmt.Sprintf("admin:\n  address: 127.0.0.1\n  port: 8642\n  auth:\n    username: operator\n"+
+		"bgp:\n  local_asn: %d\n  hold_time_secs: 3\n  graceful_restart_secs: 60\n  peers:\n    - {address: %s, asn: %d, password_env: XLB_BGP_PASSWORD}\n",
+		bgpXLBASN, l.Client().IP(), bgpRouterASN))
+	bin := installBinary(t, xlbBinary)
+	p, err := startBinaryOpts(t, l, bin, cfg, xlbproc.Options{
+		Env:  []string{"XLB_ADMIN_PASSWORD=admin-old", "XLB_BGP_PASSWORD=bgp-old", "ARGS=--log.level info"},
+		Args: []string{"--log.level", "info"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitLog("xlb running", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitRoute(t, bgpVIP, true)
+	w := startWorkload(t, l)
+
+	// The router's password is rotated: its session with the running xlb
+	// ends, and the old password opens none.
+	b.Close()
+	b = birdWith("bgp-new")
+
+	from := p.Pid()
+	cmd := exec.Command(bin, "reload", "--pid", strconv.Itoa(from), "--pass-environment")
+	cmd.Env = append(os.Environ(), "XLB_ADMIN_PASSWORD=admin-new", "XLB_BGP_PASSWORD=bgp-new", "ARGS=--log.level debug")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("xlb reload --pass-environment: %v\n%s", err, out)
+	}
+	to, err := p.WaitHandOff(from, swapTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := grepLines(p.Log(), "the new process gets the unit's current environment")
+	for _, name := range []string{"ARGS", "XLB_ADMIN_PASSWORD", "XLB_BGP_PASSWORD"} {
+		if !strings.Contains(line, name) {
+			t.Errorf("the hand-off's log line does not name %s as changed: %q", name, line)
+		}
+	}
+	if strings.Contains(p.Log(), "admin-new") || strings.Contains(p.Log(), "bgp-new") {
+		t.Errorf("the log shows a password")
+	}
+	for _, c := range []struct {
+		pass string
+		code int
+	}{{"admin-new", 200}, {"admin-old", 401}} {
+		if code, _, _ := get(t, l.XLB, adminURL+"/api/v1/status", "operator", c.pass); code != c.code {
+			t.Errorf("GET /api/v1/status with the %s password after the reload: %d, want %d", c.pass, code, c.code)
+		}
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", to))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); !slices.Equal(args[len(args)-2:], []string{"--log.level", "debug"}) || slices.Contains(args, "info") {
+		t.Errorf("the successor's command line %q: want the new ARGS' words at its end, the old ones gone", args)
+	}
+	b.WaitRoute(t, bgpVIP, true)
+	birdtest.WaitFor(t, "a session with the new password", func() (bool, string) {
+		s := b.Session(bgpRouter)
+		return s.State == birdtest.Established, s.Out
+	})
+	w.check(t, "the reload with a new environment")
+	t.Log(w.finish(t))
+	stopXLB(t, l, p)
 }

@@ -625,7 +625,7 @@ func TestUnitContract(t *testing.T) {
 	// announces itself (MAINPID=, READY=1) and so needs NotifyAccess=all;
 	// the bpffs is mounted outside the sandbox before every start.
 	for k, want := range map[string]string{
-		"ExecReload":   "/usr/bin/xlb reload --pid $MAINPID",
+		"ExecReload":   "/usr/bin/xlb reload --pid $MAINPID --pass-environment",
 		"NotifyAccess": "all",
 		"ExecStartPre": "+/usr/bin/xlb mount-bpffs --config /etc/xlb/xlb.yaml",
 	} {
