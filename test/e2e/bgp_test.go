@@ -54,8 +54,8 @@ func bgpConfig(l *lab.Lab, extra string) string {
 }
 
 // TestBGPAnnounce (issue 15, DESIGN §6a): the daemon announces the listen
-// address to a real router while ready and not drained, next hop its own
-// address; drain withdraws it and undrain brings it back; status and
+// address to a real router while ready and not drained, next hop and
+// router id (auto) its own address; drain withdraws it and undrain brings it back; status and
 // metrics show the session and the route; a hot upgrade keeps the route
 // in the router's table at every sample; a stop withdraws it before the
 // RST window.
@@ -68,8 +68,8 @@ func TestBGPAnnounce(t *testing.T) {
 	if r := b.Route(bgpVIP); r.NextHop != bgpOwnIP.String() {
 		t.Errorf("next hop %q, want XLB's own address %s:\n%s", r.NextHop, bgpOwnIP, r.Out)
 	}
-	if s := b.Session(bgpRouter); s.HoldSecs != 3 {
-		t.Errorf("hold time %d s, want the configured 3:\n%s", s.HoldSecs, s.Out)
+	if s := b.Session(bgpRouter); s.HoldSecs != 3 || s.NeighborID != bgpOwnIP.String() {
+		t.Errorf("hold time %d s, router id %q; want the configured 3 and, auto, XLB's own address %s, not the VIP:\n%s", s.HoldSecs, s.NeighborID, bgpOwnIP, s.Out)
 	}
 	router := l.Client().IP().String()
 	waitStatus(t, l, "bgp: bird established, the listen address announced", func(d api.Document) bool {
