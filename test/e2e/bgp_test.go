@@ -55,10 +55,10 @@ func bgpConfig(l *lab.Lab, extra string) string {
 
 // TestBGPAnnounce (issue 15, DESIGN §6a): the daemon announces the listen
 // address to a real router while ready and not drained, next hop and
-// router id (auto) its own address; drain withdraws it and undrain brings it back; status and
-// metrics show the session and the route; a hot upgrade keeps the route
-// in the router's table at every sample; a stop withdraws it before the
-// RST window.
+// router id (auto, issue 28) its own address; drain withdraws it and
+// undrain brings it back; status and metrics show the session and the
+// route; a hot upgrade keeps the route in the router's table at every
+// sample; a stop withdraws it before the RST window.
 func TestBGPAnnounce(t *testing.T) {
 	l, b := bgpLab(t)
 	p := startPinned(t, l, xlbBinary, bgpConfig(l, "shutdown_timeout: 5\n"))
