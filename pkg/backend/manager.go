@@ -76,8 +76,8 @@ type Options struct {
 	// being resolved (2 s), so the first SYN does not miss.
 	PendingWait time.Duration
 	// HealthCheck enables active health checks (nil: none). HealthPort
-	// is the port checked when HealthCheck.Port is 0 and the backend has
-	// no port of its own (the first mapping's remote_port);
+	// is the port checked when HealthCheck.Port is 0 (the first mapping's
+	// remote_port); when both are 0, the backend's own port is;
 	// HealthSource is the address checks leave from (the first SNAT
 	// address, as the data path's packets do).
 	HealthCheck  *config.HealthCheck

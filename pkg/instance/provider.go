@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -23,7 +24,8 @@ const ProviderSyncWait = 10 * time.Second
 // "provider").
 func newProvider(c *config.Config, log logrus.FieldLogger) (backend.Provider, error) {
 	if k := c.Provider.Kubernetes; k != nil {
-		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes")})
+		fixed := !slices.ContainsFunc(c.Ports, func(p config.PortMapping) bool { return p.RemotePort == 0 })
+		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed})
 		if err != nil {
 			return nil, err // it names the field (provider.kubernetes.kubeconfig)
 		}
