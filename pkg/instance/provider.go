@@ -16,8 +16,11 @@ import (
 // set beyond the health checks' first answers. A provider that has not
 // synced by then (the Kubernetes API unreachable) does not hold the start:
 // the instance runs with the routable set it adopted (empty when fresh),
-// readiness says backend_provider_unhealthy until the first sync, and the
-// set is published as soon as it comes.
+// and the provider's set is published as soon as it comes. Meanwhile an
+// adopted set that is not empty (a hand-off, a restart after a crash)
+// counts as synced: readiness stays ready and the provider is stale in
+// status and metrics (issue 28); without one readiness says
+// backend_provider_unhealthy.
 const ProviderSyncWait = 10 * time.Second
 
 // newProvider builds the configured backend provider (DESIGN §1
@@ -52,7 +55,11 @@ func (in *Instance) awaitFirstSync(ctx context.Context) error {
 		if err := in.Backends.ProviderError(); err != nil {
 			log = log.WithError(err)
 		}
-		log.Warn("backend provider has not synced; running with the routable set the data path has (none when fresh); readiness says backend_provider_unhealthy until it syncs")
+		if in.Backends.Stale() {
+			log.Warn("backend provider has not synced; serving the routable set handed over or adopted from the previous xlb, provider stale until it syncs (readiness stays ready)")
+		} else {
+			log.Warn("backend provider has not synced; running with the routable set the data path has (none when fresh); readiness says backend_provider_unhealthy until it syncs")
+		}
 	}
 	return nil
 }

@@ -11,22 +11,25 @@ import (
 )
 
 // Issue 14: a provider that synced once keeps its last set through errors
-// (ready); one that never synced makes the instance unready.
+// (ready); one that never synced makes the instance unready, unless it
+// serves a routable set handed over or adopted from its predecessor
+// (stale, issue 28: a reload during a Kubernetes API outage).
 func TestReadinessProviderSync(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		synced bool
-		err    string
-		want   api.Reason
+		name          string
+		synced, stale bool
+		err           string
+		want          api.Reason
 	}{
-		{"synced, healthy", true, "", ""},
-		{"synced, API unreachable since", true, "kubernetes: watch: connection refused", ""},
-		{"never synced", false, "kubernetes: list: forbidden", api.ReasonBackendProviderUnhealthy},
-		{"never synced, no error yet", false, "", api.ReasonBackendProviderUnhealthy},
+		{"synced, healthy", true, false, "", ""},
+		{"synced, API unreachable since", true, false, "kubernetes: watch: connection refused", ""},
+		{"never synced", false, false, "kubernetes: list: forbidden", api.ReasonBackendProviderUnhealthy},
+		{"never synced, no error yet", false, false, "", api.ReasonBackendProviderUnhealthy},
+		{"never synced, serving an inherited set", false, true, "kubernetes: list: connection refused", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := running(0, maintenance.Maintenance{})
-			s.ProviderSynced, s.ProviderError = tc.synced, tc.err
+			s.ProviderSynced, s.ProviderStale, s.ProviderError = tc.synced, tc.stale, tc.err
 			if _, reason := s.Readiness(testNow); reason != tc.want {
 				t.Fatalf("reason %q, want %q", reason, tc.want)
 			}
