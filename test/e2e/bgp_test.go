@@ -48,9 +48,12 @@ func bgpLab(t *testing.T) (*lab.Lab, *birdtest.Bird) {
 }
 
 // bgpConfig is the lab's config with a bgp block peering with bird.
-func bgpConfig(l *lab.Lab, extra string) string {
-	return labConfig(l, fmt.Sprintf("bgp:\n  local_asn: %d\n  hold_time_secs: 3\n  graceful_restart_secs: 60\n  peers:\n    - {address: %s, asn: %d}\n%s",
-		bgpXLBASN, l.Client().IP(), bgpRouterASN, extra))
+func bgpConfig(l *lab.Lab, extra string) string { return labConfig(l, bgpBlock(l, extra)) }
+
+// bgpBlock is the bgp block of bgpConfig, then extra.
+func bgpBlock(l *lab.Lab, extra string) string {
+	return fmt.Sprintf("bgp:\n  local_asn: %d\n  hold_time_secs: 3\n  graceful_restart_secs: 60\n  peers:\n    - {address: %s, asn: %d}\n%s",
+		bgpXLBASN, l.Client().IP(), bgpRouterASN, extra)
 }
 
 // TestBGPAnnounce (issue 15, DESIGN §6a): the daemon announces the listen

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/xlbproject/xlb/internal/kubefake"
+	"github.com/xlbproject/xlb/pkg/bgp/birdtest"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/test/lab"
 	"github.com/xlbproject/xlb/test/xlbproc"
@@ -48,7 +50,14 @@ type kubeLab struct {
 
 func newKubeLab(t *testing.T) *kubeLab {
 	t.Helper()
-	l := &kubeLab{Lab: greetedLab(t)}
+	return kubeLabOn(t, greetedLab(t))
+}
+
+// kubeLabOn serves the Service from a kubefake API server in greeted lab
+// gl's XLB namespace.
+func kubeLabOn(t *testing.T, gl *lab.Lab) *kubeLab {
+	t.Helper()
+	l := &kubeLab{Lab: gl}
 	srv, err := kubefake.Start(kubefake.Options{Listen: l.XLB.Listen})
 	if err != nil {
 		t.Fatal(err)
@@ -512,4 +521,91 @@ func TestKubernetesNamedPortWithoutPortName(t *testing.T) {
 		t.Errorf("the warning about the slice's ports was logged %d times, want once:\n%s", n, p.Log())
 	}
 	stopXLB(t, l.Lab, p)
+}
+
+// TestKubernetesAPIDownReload (issue 28): a reload and then a
+// crash-restart while the Kubernetes API is down keep the route in the
+// router (bird2) at every sample: the handed-over, then the adopted,
+// routable set counts as synced, readiness stays ready, and the provider
+// is stale in status and metrics until the API answers again.
+func TestKubernetesAPIDownReload(t *testing.T) {
+	gl, b := bgpLab(t)
+	l := kubeLabOn(t, gl)
+	l.apply(t, l.slice(allReady))
+	cfg := l.config(t, bgpBlock(gl, ""))
+	p := startPinned(t, gl, xlbBinary, cfg)
+	w := startWorkload(t, gl)
+	waitReadyz(t, gl, http.StatusOK, "ready")
+	b.WaitRoute(t, bgpVIP, true)
+	all := func(d api.Document) bool { return routable(d, "backend-1", "backend-2", "backend-3") }
+	waitStatus(t, gl, "3 routable backends, the provider synced", func(d api.Document) bool {
+		return all(d) && d.Provider.Synced && !d.Provider.Stale
+	})
+
+	l.api.Stop()
+	sampler := b.SampleRoute(bgpVIP)
+	// After a crash the names are gone with the process (the pins hold
+	// ids and addresses): the adopted backends are named by address.
+	threeRoutable := func(d api.Document) bool {
+		n := 0
+		for _, b := range d.Backends {
+			if b.State == api.Routable {
+				n++
+			}
+		}
+		return n == 3
+	}
+	stale := func(what string) {
+		t.Helper()
+		d := waitStatus(t, gl, what+": the provider stale, 3 routable backends", func(d api.Document) bool {
+			return threeRoutable(d) && d.Provider.Stale && !d.Provider.Synced
+		})
+		if d.Provider.Healthy || d.Provider.Error == "" {
+			t.Errorf("%s: provider %+v, want unhealthy with the API's error", what, d.Provider)
+		}
+		waitReadyz(t, gl, http.StatusOK, "ready")
+		if v, ok := waitCounter(t, gl, "xlb_backend_provider_stale", nil, 30*time.Second, func(v float64) bool { return v == 1 }); !ok {
+			t.Errorf("%s: xlb_backend_provider_stale %v, want 1", what, v)
+		}
+	}
+	refreshed := func(what string, before int) {
+		t.Helper()
+		birdtest.WaitFor(t, what+": the new process's session refreshed the route", func() (bool, string) {
+			ss := b.Session(bgpRouter)
+			return ss.State == birdtest.Established && !ss.GracefulRestart && ss.ImportUpdates > before, ss.Out
+		})
+	}
+
+	// Reload (hot upgrade) with the API down.
+	before := b.Session(bgpRouter).ImportUpdates
+	s := handOff(t, gl, p, w)
+	checkSwap(t, "hand-off with the Kubernetes API down", s)
+	stale("after the reload")
+	refreshed("after the reload", before)
+	w.check(t, "the hand-off with the Kubernetes API down")
+	t.Log(w.finish(t))
+
+	// Crash and restart with the API still down.
+	before = b.Session(bgpRouter).ImportUpdates
+	p.Kill()
+	b.WaitGracefulRestart(t, bgpRouter, bgpVIP)
+	p = startPinned(t, gl, xlbBinary, cfg)
+	stale("after the crash-restart")
+	refreshed("after the crash-restart", before)
+	if n, missing := sampler.Stop(); missing > 0 || n == 0 {
+		t.Errorf("the route was missing from the router in %d of %d samples across the reload and the crash-restart", missing, n)
+	}
+
+	// The API answers again: synced, not stale.
+	if err := l.api.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, gl, "the provider synced again", func(d api.Document) bool {
+		return all(d) && d.Provider.Synced && !d.Provider.Stale && d.Provider.Healthy
+	})
+	if v, ok := waitCounter(t, gl, "xlb_backend_provider_stale", nil, 30*time.Second, func(v float64) bool { return v == 0 }); !ok {
+		t.Errorf("xlb_backend_provider_stale %v once synced, want 0", v)
+	}
+	b.WaitRoute(t, bgpVIP, true)
+	stopXLB(t, gl, p)
 }
