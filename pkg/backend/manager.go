@@ -204,7 +204,12 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 			m.backends[r.IP] = s
 		}
 		s.State, s.Discovered, s.Port, s.inherited, s.departedAt = Routable, true, r.Port, true, time.Time{}
+		m.published = append(m.published, r)
 	}
+	// The data path holds that set already: it is written again only
+	// when it changes.
+	slices.SortFunc(m.published, func(a, b dataplane.BackendRef) int { return int(a.ID) - int(b.ID) })
+	m.publishedOnce = len(m.published) > 0
 	return m
 }
 
