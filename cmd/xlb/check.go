@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -18,7 +21,10 @@ field on stderr and exits 1. Warnings go to stderr either way.
 
 It checks what xlb's start checks, the data path's limits among them: at most
 %d backends, %d port mappings and %d flow_table.max_connections; ports
-1-65535; numbers too large for 64 bits are reported as such.
+1-65535; numbers too large for 64 bits are reported as such. It warns about
+what the packaged unit would trip over: an admin or metrics port below 1024
+(the unit has no CAP_NET_BIND_SERVICE), a state_dir outside a BPF filesystem
+and outside /sys/fs/bpf, a bgp.router_id that is a service address.
 
 --env-file names the service's environment file (the unit's EnvironmentFile=,
 /etc/default/xlb or /etc/sysconfig/xlb), read as systemd reads it; repeat it
@@ -59,6 +65,11 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	env, envWarnings, envErr := loadEnv(envFiles)
 	for _, w := range envWarnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if cfgErr == nil {
+		if w := stateDirWarning(cfg.StateDir); w != "" {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
 	}
 	var listenErr error
 	if cfgErr == nil {
@@ -123,4 +134,36 @@ func (l *fileList) String() string { return strings.Join(*l, ",") }
 func (l *fileList) Set(s string) error {
 	*l = append(*l, s)
 	return nil
+}
+
+// bpffsRoot is where systemd mounts the BPF filesystem, and where the
+// unit's ExecStartPre (xlb mount-bpffs) mounts one when it is missing.
+const bpffsRoot = "/sys/fs/bpf"
+
+// stateDirWarning says what is wrong with state_dir on this host, or "":
+// the pins live only on a BPF filesystem, so state_dir must be on one, or
+// under /sys/fs/bpf, where `xlb mount-bpffs` mounts one as systemd does.
+// Elsewhere that mount would go over state_dir's parent and hide what the
+// parent holds, and the packaged unit makes only /sys/fs/bpf/xlb
+// writable. The nearest existing directory of state_dir decides.
+func stateDirWarning(stateDir string) string {
+	if rel, err := filepath.Rel(bpffsRoot, stateDir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return ""
+	}
+	for dir := stateDir; ; dir = filepath.Dir(dir) {
+		var st unix.Statfs_t
+		err := unix.Statfs(dir, &st)
+		if err == nil {
+			if uint32(st.Type) == unix.BPF_FS_MAGIC {
+				return ""
+			}
+			break
+		}
+		if dir == "/" {
+			break
+		}
+	}
+	parent := filepath.Dir(stateDir)
+	return fmt.Sprintf("state_dir %s is not on a BPF filesystem: xlb mount-bpffs (the unit's ExecStartPre) would mount one over %s, hiding what that directory holds, and the packaged unit makes only %s/xlb writable; keep state_dir under %s (default %s/xlb)",
+		stateDir, parent, bpffsRoot, bpffsRoot, bpffsRoot)
 }

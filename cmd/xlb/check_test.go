@@ -236,3 +236,48 @@ func TestCheckListenerWarnings(t *testing.T) {
 		t.Errorf("a missing web config file: exit %d, stdout %q, stderr %q", code, out.String(), errs.String())
 	}
 }
+
+// TestCheckUnitWarnings (issue 28): xlb check warns, and still passes the
+// config, about what the packaged unit would trip over: an admin or
+// metrics port below 1024 (no CAP_NET_BIND_SERVICE in xlb.service), a
+// state_dir outside a BPF filesystem (`xlb mount-bpffs` would mount one
+// over its parent), a router id equal to the listen address.
+func TestCheckUnitWarnings(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(dir, "pins", "xlb")
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string // substrings, one warning line each
+	}{
+		{"defaults", minimal, nil},
+		{"state_dir under /sys/fs/bpf", minimal + "state_dir: /sys/fs/bpf/xlb-other\n", nil},
+		{"admin port 443", minimal + "admin: {port: 443}\n",
+			[]string{"warning: xlb.yaml:4: admin.port: 443 is below 1024: binding it needs CAP_NET_BIND_SERVICE, which the packaged xlb.service does not grant"}},
+		{"state_dir elsewhere", minimal + "state_dir: " + elsewhere + "\n",
+			[]string{"warning: state_dir " + elsewhere + " is not on a BPF filesystem: xlb mount-bpffs (the unit's ExecStartPre) would mount one over " + filepath.Dir(elsewhere) + ", hiding what that directory holds"}},
+		{"router id is the listen address", minimal + "listen: {ip: 192.0.2.10}\nbgp:\n  local_asn: 64512\n  router_id: 192.0.2.10\n  peers:\n    - {address: 198.51.100.1, asn: 64513}\n",
+			[]string{"warning: xlb.yaml:7: bgp.router_id: 192.0.2.10 is the listen address, which every host announcing this service shares"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "xlb.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errs bytes.Buffer
+			code := run([]string{"check", path}, &out, &errs)
+			got := strings.ReplaceAll(withoutExposure(errs.String()), dir+"/xlb.yaml", "xlb.yaml")
+			lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+			if got == "" {
+				lines = nil
+			}
+			if code != 0 || out.Len() == 0 || len(lines) != len(tc.want) {
+				t.Fatalf("exit %d, stdout %d bytes, stderr\n%s\nwant exit 0, the config and %d warnings", code, out.Len(), got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("warning %d:\n%s\nwant it to start\n%s", i, lines[i], w)
+				}
+			}
+		})
+	}
+}

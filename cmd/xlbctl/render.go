@@ -297,10 +297,14 @@ func backendCounts(bs []api.Backend) string {
 }
 
 func provider(p api.Provider) string {
-	if p.Healthy {
-		return orDash(p.Name) + " (healthy)"
+	stale := ""
+	if p.Stale {
+		stale = ", STALE: serving the routable set of the previous xlb until it syncs"
 	}
-	return fmt.Sprintf("%s (UNHEALTHY: %s)", orDash(p.Name), orDash(p.Error))
+	if p.Healthy {
+		return orDash(p.Name) + " (healthy" + stale + ")"
+	}
+	return fmt.Sprintf("%s (UNHEALTHY: %s%s)", orDash(p.Name), orDash(p.Error), stale)
 }
 
 func sampleLine(dp api.Dataplane) string {

@@ -45,16 +45,17 @@ func (c *checker) health() Health {
 }
 
 // healthTarget is where s is checked from and to: health_check.port, else
-// the backend's own port, else the first mapping's remote_port; from the
+// the first mapping's remote_port, else the backend's own port (the port
+// the first mapping's traffic goes to, config.HealthCheck.Port); from the
 // first SNAT address, out of the interface of the backend's route (the
 // data path's way to it; "" before it is resolved: routing decides).
 func (m *Manager) healthTarget(s *Status, route hostnet.Route) health.Target {
 	port := m.opts.HealthCheck.Port
 	if port == 0 {
-		port = s.Port
+		port = m.opts.HealthPort
 	}
 	if port == 0 {
-		port = m.opts.HealthPort
+		port = s.Port
 	}
 	return health.Target{IP: s.IP, Port: port, Source: m.opts.HealthSource, Interface: route.Interface}
 }

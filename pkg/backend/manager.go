@@ -51,6 +51,14 @@ type Status struct {
 
 	resolved bool // Route is valid: the last resolution succeeded
 	warned   bool // unreachability logged since it was last routable
+	// inherited: in the predecessor's routable set (Options.Inherited)
+	// and not yet confirmed by this process's provider: routable as it
+	// is, not resolved or checked, until the provider's first set.
+	inherited bool
+	// holdRoutable: it was inherited and the provider's first set kept
+	// it: it stays routable until its first health check answers, as
+	// the data path had it (no check failed yet).
+	holdRoutable bool
 	// departedAt is when the backend left discovery (or, adopted from a
 	// predecessor, when this process started): ids are reused only long
 	// enough after it (reuse.go).
@@ -76,8 +84,8 @@ type Options struct {
 	// being resolved (2 s), so the first SYN does not miss.
 	PendingWait time.Duration
 	// HealthCheck enables active health checks (nil: none). HealthPort
-	// is the port checked when HealthCheck.Port is 0 and the backend has
-	// no port of its own (the first mapping's remote_port);
+	// is the port checked when HealthCheck.Port is 0 (the first mapping's
+	// remote_port); when both are 0, the backend's own port is;
 	// HealthSource is the address checks leave from (the first SNAT
 	// address, as the data path's packets do).
 	HealthCheck  *config.HealthCheck
@@ -101,7 +109,14 @@ type Options struct {
 	// those the provider no longer discovers are departed (shown draining
 	// while pairs reference them).
 	Known []Known
-	Log   logrus.FieldLogger
+	// Inherited is the routable set the data path holds at start, a
+	// predecessor's (handed over, or adopted after a crash): those
+	// backends stay routable, as if discovered, until the provider's
+	// first set replaces them, so an instance whose provider cannot sync
+	// (the Kubernetes API down during a reload or a crash-restart) keeps
+	// serving them and stays ready, its provider stale (issue 28).
+	Inherited []dataplane.BackendRef
+	Log       logrus.FieldLogger
 }
 
 // Known is a backend a predecessor knew: its data-path id, address and
@@ -178,6 +193,23 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 		}
 		m.backends[k.IP] = &Status{ID: k.ID, Name: name, IP: k.IP, State: Departed, departedAt: o.Clock.Now()}
 	}
+	for _, r := range o.Inherited {
+		s, ok := m.backends[r.IP]
+		if !ok || s.ID != r.ID {
+			if err := m.reg.adopt(r.ID, r.IP); err != nil {
+				o.Log.WithFields(logrus.Fields{"ip": r.IP, "id": r.ID}).WithError(err).Warn("inherited routable backend skipped")
+				continue
+			}
+			s = &Status{ID: r.ID, Name: r.IP.String(), IP: r.IP}
+			m.backends[r.IP] = s
+		}
+		s.State, s.Discovered, s.Port, s.inherited, s.departedAt = Routable, true, r.Port, true, time.Time{}
+		m.published = append(m.published, r)
+	}
+	// The data path holds that set already: it is written again only
+	// when it changes.
+	slices.SortFunc(m.published, func(a, b dataplane.BackendRef) int { return int(a.ID) - int(b.ID) })
+	m.publishedOnce = len(m.published) > 0
 	return m
 }
 
@@ -209,6 +241,12 @@ func (m *Manager) ProviderError() error {
 	}
 	return nil
 }
+
+// Stale reports whether the routable set is still the inherited one
+// (Options.Inherited, not empty) because the provider has not synced:
+// it counts as synced for readiness, and status and metrics call the
+// provider stale.
+func (m *Manager) Stale() bool { return len(m.opts.Inherited) > 0 && !m.EverSynced() }
 
 // EverSynced reports whether the provider's first set was applied
 // (Synced is closed).
@@ -298,6 +336,13 @@ func (m *Manager) apply(set []Backend) {
 	current := map[netip.Addr]bool{}
 	for _, b := range set {
 		current[b.IP] = true
+	}
+	for ip, s := range m.backends {
+		if s.inherited {
+			// The provider speaks now: kept ones are resolved and checked
+			// from here on, the others depart below.
+			s.inherited, s.holdRoutable = false, current[ip]
+		}
 	}
 	for ip, s := range m.backends {
 		if !current[ip] && s.Discovered {

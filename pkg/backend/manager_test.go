@@ -389,3 +389,85 @@ func TestManagerSkipsReservedAddresses(t *testing.T) {
 		t.Fatalf("%d warnings, want one per reserved address (2)", warnings)
 	}
 }
+
+// gatedProvider sends the sets given to its channel, nothing before: a
+// provider whose source is unreachable until the test says otherwise.
+type gatedProvider struct{ sets chan []Backend }
+
+func (p gatedProvider) Name() string { return "gated" }
+
+func (p gatedProvider) Run(ctx context.Context, updates chan<- []Backend) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case set := <-p.sets:
+			select {
+			case updates <- set:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// TestManagerInheritedSet (issue 28): the routable set a predecessor left
+// in the data path stays routable, as discovered, while the provider has
+// not synced (the Kubernetes API down during a reload or a crash-restart):
+// nothing is published (the data path has it), and the manager says
+// stale; the provider's
+// first set replaces it (a backend it no longer lists departs) and ends
+// the staleness.
+func TestManagerInheritedSet(t *testing.T) {
+	l := lab.New(t, lab.Options{Topology: lab.OneArm})
+	res := hostnet.NewResolver(l.XLB.Netlink(), l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
+	t.Cleanup(func() { res.Cleanup() })
+	a, b := l.Backends[0].IP(), l.Backends[1].IP()
+	inherited := []dataplane.BackendRef{{ID: 3, IP: a, Port: 8080}, {ID: 5, IP: b, Port: 8081}}
+	prov := gatedProvider{sets: make(chan []Backend)}
+	pub := &recorder{}
+	m := NewManager(prov, res, pub, Options{RetryInterval: 20 * time.Millisecond, RecheckInterval: 20 * time.Millisecond,
+		Known: []Known{{ID: 3, IP: a, Name: "web-a"}, {ID: 5, IP: b, Name: "web-b"}}, Inherited: inherited})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(200 * time.Millisecond) // retry passes run meanwhile
+	if !m.Stale() || m.EverSynced() {
+		t.Errorf("before the provider's first set: stale %v, synced %v; want stale, not synced", m.Stale(), m.EverSynced())
+	}
+	snap := m.Snapshot()
+	if len(snap) != 2 {
+		t.Fatalf("snapshot %+v, want the two inherited backends", snap)
+	}
+	for i, s := range snap {
+		if s.State != Routable || !s.Discovered || s.ID != inherited[i].ID || s.Port != inherited[i].Port || s.Name != []string{"web-a", "web-b"}[i] {
+			t.Errorf("inherited backend %+v, want routable and discovered as %+v", s, inherited[i])
+		}
+	}
+	pub.mu.Lock()
+	early := slices.Clone(pub.sets)
+	pub.mu.Unlock()
+	if len(early) != 0 {
+		t.Fatalf("published %v before the provider's first set, want nothing: the data path holds the inherited set", early)
+	}
+
+	prov.sets <- []Backend{{Name: "web-a", IP: a, Port: 8080}}
+	select {
+	case <-m.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("manager never synced")
+	}
+	if m.Stale() {
+		t.Error("stale after the provider's first set")
+	}
+	want := []dataplane.BackendRef{{ID: 3, IP: a, Port: 8080}}
+	if got := pub.last(); !slices.Equal(got, want) {
+		t.Errorf("published %v after the provider's first set, want %v", got, want)
+	}
+	snap = m.Snapshot()
+	if len(snap) != 2 || snap[0].State != Routable || snap[0].Route.Interface != "eth0" || snap[1].State != Departed || snap[1].Discovered {
+		t.Errorf("snapshot %+v, want web-a routable (resolved) and web-b departed", snap)
+	}
+}

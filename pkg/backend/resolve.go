@@ -44,7 +44,7 @@ func (m *Manager) candidates(full bool) []netip.Addr {
 	defer m.mu.Unlock()
 	var out []netip.Addr
 	for ip, s := range m.backends {
-		if s.Discovered && (full || !s.resolved) {
+		if s.Discovered && !s.inherited && (full || !s.resolved) {
 			out = append(out, ip)
 		}
 	}
@@ -84,7 +84,8 @@ func (m *Manager) record(ip netip.Addr, route hostnet.Route, err error) {
 
 // settle decides a discovered, resolved backend's state from its health
 // checks: routable without checks or while they pass, unhealthy while they
-// fail or have not answered yet. Becoming routable is logged; the checks
+// fail or have not answered yet (routable while an inherited one awaits
+// its first answer: the data path had it routable). Becoming routable is logged; the checks
 // log their own transitions. The caller holds m.mu.
 func (m *Manager) settle(s *Status) {
 	if !s.Discovered || !s.resolved {
@@ -92,8 +93,12 @@ func (m *Manager) settle(s *Status) {
 	}
 	state, reason := Routable, ""
 	if s.checker != nil {
-		if h := s.checker.health(); !h.Healthy {
+		h := s.checker.health()
+		if !h.Healthy && !(s.holdRoutable && !h.Known) {
 			state, reason = Unhealthy, h.reason()
+		}
+		if h.Known {
+			s.holdRoutable = false
 		}
 	}
 	if state == Routable && s.State != Routable {

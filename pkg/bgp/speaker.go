@@ -24,8 +24,11 @@ type Options struct {
 	// and restart times. Its announce entries are resolved into Prefixes
 	// by the caller.
 	Config config.BGP
-	// RouterID is the BGP identifier: Config.RouterID, or the listen
-	// address when that is auto. An IPv4 address other than 0.0.0.0.
+	// RouterID is the BGP identifier (RFC 6286: unique within the AS):
+	// Config.RouterID, an IPv4 address other than 0.0.0.0. The zero Addr
+	// is auto: Start takes this host's own address toward the first peer
+	// (NextHop of Config.Peers[0]), which differs from host to host, unlike
+	// the shared listen address (issue 28).
 	RouterID netip.Addr
 	// Prefixes are the IPv4 prefixes announced while the verdict is on:
 	// the listen address /32 when Config.AnnounceListen, then
@@ -64,6 +67,8 @@ type Speaker struct {
 	// locals holds each peer's local address (Options.NextHop), resolved
 	// by Start.
 	locals map[netip.Addr]netip.Addr
+	// routerID is Options.RouterID, or the auto one Start resolved.
+	routerID netip.Addr
 	// verdict is the last SetAnnounce; decided says SetAnnounce was
 	// called at all; withdrawn is set by Withdraw and never cleared.
 	verdict, decided, withdrawn bool
@@ -82,7 +87,7 @@ const MaxPasswordLen = 80
 // New checks o and reads the peers' passwords from the environment. It
 // fails when a peer names a password_env whose variable is empty or
 // longer than MaxPasswordLen (issue 15: startup fails), when RouterID is
-// not a usable IPv4 address, when there is no prefix or a prefix is not
+// set and not a usable IPv4 address, when there is no prefix or a prefix is not
 // IPv4, or when there is no peer.
 func New(o Options) (*Speaker, error) {
 	if o.Log == nil {
@@ -97,7 +102,7 @@ func New(o Options) (*Speaker, error) {
 	}
 	c := o.Config
 	switch {
-	case !o.RouterID.Is4() || o.RouterID.IsUnspecified():
+	case o.RouterID.IsValid() && (!o.RouterID.Is4() || o.RouterID.IsUnspecified()):
 		return nil, fmt.Errorf("bgp: router id %v: want an IPv4 address other than 0.0.0.0", o.RouterID)
 	case len(o.Prefixes) == 0:
 		return nil, errors.New("bgp: no prefix to announce")
@@ -127,7 +132,8 @@ func New(o Options) (*Speaker, error) {
 }
 
 // Start starts GoBGP (no BGP or gRPC listener, nothing imported from
-// peers) and resolves each peer's local address with Options.NextHop. It
+// peers) and resolves each peer's local address with Options.NextHop, the
+// first peer's being the router id when Options.RouterID is auto. It
 // opens no session and announces nothing: the sessions open at the first
 // SetAnnounce, so that the first End-of-RIB a peer receives already
 // carries the verdict (a peer drops a predecessor's stale routes at
@@ -145,13 +151,17 @@ func (s *Speaker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	id := s.o.RouterID
+	if !id.IsValid() {
+		id = locals[s.o.Config.Peers[0].Address]
+	}
 	lvl := &slog.LevelVar{}
 	lvl.Set(gobgpLogLevel)
 	srv := server.NewBgpServer(server.LoggerOption(newSlogLogger(s.log), lvl))
 	go srv.Serve()
 	err = srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:        s.o.Config.LocalASN,
-		RouterId:   s.o.RouterID.String(),
+		RouterId:   id.String(),
 		ListenPort: -1, // no listener: sessions are opened from here
 	}})
 	if err == nil {
@@ -161,10 +171,18 @@ func (s *Speaker) Start(ctx context.Context) error {
 		srv.Stop()
 		return fmt.Errorf("bgp: start: %w", err)
 	}
-	s.srv, s.locals = srv, locals
-	s.log.WithFields(logrus.Fields{"asn": s.o.Config.LocalASN, "router_id": s.o.RouterID, "peers": len(s.o.Config.Peers)}).
+	s.srv, s.locals, s.routerID = srv, locals, id
+	s.log.WithFields(logrus.Fields{"asn": s.o.Config.LocalASN, "router_id": id, "router_id_auto": !s.o.RouterID.IsValid(), "peers": len(s.o.Config.Peers)}).
 		Info("bgp speaker started")
 	return nil
+}
+
+// RouterID is the BGP identifier the speaker uses: Options.RouterID, or
+// the auto one Start resolved (the zero Addr before Start).
+func (s *Speaker) RouterID() netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.routerID
 }
 
 // localAddresses calls NextHop for every peer.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	api "github.com/osrg/gobgp/v4/api"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
@@ -51,7 +52,6 @@ func TestNewRefuses(t *testing.T) {
 			*o = options("XLB_BGP_PASSWORD")
 			o.Password = func(string) string { return strings.Repeat("x", 81) }
 		}, "bgp: bgp.peers[0] (198.51.100.254): password_env XLB_BGP_PASSWORD: the password is 81 bytes, TCP MD5 takes at most 80"},
-		{"no router id", func(o *Options) { o.RouterID = netip.Addr{} }, "bgp: router id invalid IP: want an IPv4 address other than 0.0.0.0"},
 		{"router id 0.0.0.0", func(o *Options) { o.RouterID = netip.IPv4Unspecified() }, "bgp: router id 0.0.0.0: want an IPv4 address other than 0.0.0.0"},
 		{"IPv6 router id", func(o *Options) { o.RouterID = netip.MustParseAddr("2001:db8::1") }, "bgp: router id 2001:db8::1: want an IPv4 address other than 0.0.0.0"},
 		{"no prefix", func(o *Options) { o.Prefixes = nil }, "bgp: no prefix to announce"},
@@ -64,6 +64,48 @@ func TestNewRefuses(t *testing.T) {
 			tt.edit(&o)
 			if _, err := New(o); err == nil || err.Error() != tt.want {
 				t.Errorf("New: error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRouterIDAuto (issue 28, RFC 6286): without a configured router id
+// the speaker takes this host's own address toward the first peer, not
+// the listen address every host of the fleet shares; a configured one is
+// used as it is.
+func TestRouterIDAuto(t *testing.T) {
+	second := netip.MustParseAddr("203.0.113.254")
+	own := map[netip.Addr]netip.Addr{peer: self, second: netip.MustParseAddr("203.0.113.253")}
+	for _, tt := range []struct {
+		name       string
+		configured netip.Addr
+		want       netip.Addr
+	}{
+		{"auto: the address toward the first peer", netip.Addr{}, self},
+		{"configured", netip.MustParseAddr("192.0.2.77"), netip.MustParseAddr("192.0.2.77")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options("")
+			o.RouterID = tt.configured
+			o.Config.Peers = append(o.Config.Peers, config.BGPPeer{Address: second, ASN: 64514, Port: 179})
+			o.NextHop = func(p netip.Addr) (netip.Addr, error) { return own[p], nil }
+			s, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop(false)
+			if got := s.RouterID(); got != tt.want {
+				t.Errorf("RouterID = %v, want %v", got, tt.want)
+			}
+			g, err := s.srv.GetBgp(context.Background(), &api.GetBgpRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := g.GetGlobal().GetRouterId(); got != tt.want.String() {
+				t.Errorf("GoBGP's router id = %s, want %v", got, tt.want)
 			}
 		})
 	}

@@ -17,9 +17,12 @@ type BGP struct {
 	// numbers, RFC 6793). YAML "local_asn"; required.
 	LocalASN uint32
 	// RouterID is the BGP identifier, an IPv4 address other than 0.0.0.0
-	// (RFC 6286). YAML "router_id": "auto" or an address; default auto.
-	// Invalid (the zero Addr) means auto: the listen address, which the
-	// daemon resolves at runtime.
+	// (RFC 6286: unique within the AS). YAML "router_id": "auto" or an
+	// address; default auto. Invalid (the zero Addr) means auto: this
+	// host's own source address toward the first peer, which pkg/bgp
+	// resolves at runtime (never the listen address, which every host of
+	// a fleet shares). A router id equal to a service address (the listen
+	// address or an announced /32) is a warning.
 	RouterID netip.Addr
 	// HoldTime is the hold time proposed to every peer; the keepalive
 	// interval is a third of it (RFC 4271 §10). YAML "hold_time_secs";
@@ -224,7 +227,9 @@ func (d *decoder) decodeBGPPeers(n *yaml.Node, path string) []BGPPeer {
 	})
 }
 
-// bgp: local_asn set; router_id IPv4 and not 0.0.0.0; "listen" and an
+// bgp: local_asn set; router_id IPv4 and not 0.0.0.0, and a warning when
+// it is a service address (the listen address or an announced /32, which
+// the fleet's hosts share; RFC 6286 wants it unique); "listen" and an
 // explicit prefix equal to the listen address /32 not both; 1..MaxBGPPeers
 // peers with a usable IPv4 address (not the listen address), unique, an
 // asn, and a POSIX name in password_env (DESIGN §6a, issue 15).
@@ -241,6 +246,10 @@ func (v *validator) bgp() {
 			v.errorf(p, `must be "auto" or an IPv4 address, got %s`, id)
 		case id.IsUnspecified():
 			v.errorf(p, "must not be 0.0.0.0 (RFC 6286: a non-zero identifier)")
+		case !v.c.Listen.Auto && id == v.c.Listen.IP:
+			v.warnf(p, "%s is the listen address, which every host announcing this service shares; RFC 6286 wants the router id unique in the AS: use this host's own address, or auto (its address toward the first peer)", id)
+		case slices.Contains(b.Announce, netip.PrefixFrom(id, 32)):
+			v.warnf(p, "%s is an announced service address, which every host announcing it shares; RFC 6286 wants the router id unique in the AS: use this host's own address, or auto (its address toward the first peer)", id)
 		}
 	}
 	if l := v.c.Listen; b.AnnounceListen && !l.Auto && l.IP.IsValid() {

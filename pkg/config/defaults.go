@@ -67,6 +67,12 @@ const (
 	// stay clear of them.
 	MinSNATPort = 1024
 
+	// PrivilegedPortEnd is the first port a process binds without
+	// CAP_NET_BIND_SERVICE (Linux's net.ipv4.ip_unprivileged_port_start
+	// default). The packaged unit does not grant that capability, so an
+	// admin or metrics port below it is a warning.
+	PrivilegedPortEnd = 1024
+
 	// MaxFlowConnections (2^24 pairs, 2^25 map entries) is the ceiling of
 	// flow_table.max_connections: beyond it the preallocated flow map needs
 	// several GiB of locked kernel memory.

@@ -5,9 +5,10 @@
 //
 // Parse and Load report every problem at once as Errors, each naming the
 // file, the line and the field path (`xlb.yaml:7: ports[1].local_port:
-// ...`); unknown fields are errors. They never log: the one kind of
-// warning (orphan_ttl_secs below its minimum) is returned for the caller to
-// log. Nothing here touches the network or the system; values that depend
+// ...`); unknown fields are errors. They never log: warnings
+// (orphan_ttl_secs below its minimum, an admin or metrics port below 1024,
+// a BGP router id that is a service address) are returned for the caller
+// to log. Nothing here touches the network or the system; values that depend
 // on the host (listen: auto, snat.ip: auto, the default interface) are
 // resolved by pkg/instance at runtime, which also checks that every
 // explicit snat.ip address is this host's. The limits the data path is

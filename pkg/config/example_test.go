@@ -41,7 +41,7 @@ func TestExampleFile(t *testing.T) {
 		SNAT:       SNAT{IPs: []netip.Addr{ip("198.51.100.1"), ip("198.51.100.2")}, PortLo: 30000, PortHi: 39999},
 		FlowTable:  FlowTable{MaxConnections: 65536, EmbryonicTTL: 20 * time.Second},
 		StateDir:   "/sys/fs/bpf/xlb-web",
-		BGP: &BGP{LocalASN: 64512, RouterID: ip("192.0.2.10"), HoldTime: 30 * time.Second, GracefulRestart: 300 * time.Second,
+		BGP: &BGP{LocalASN: 64512, RouterID: ip("192.0.2.21"), HoldTime: 30 * time.Second, GracefulRestart: 300 * time.Second,
 			AnnounceListen: true, Announce: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")},
 			Peers:         []BGPPeer{{ip("192.0.2.1"), 64513, 1179, "XLB_BGP_PASSWORD"}, {ip("192.0.2.2"), 64513, 179, ""}},
 			WithdrawDelay: 10 * time.Second},

@@ -26,8 +26,9 @@ func Load(path string) (*Config, []string, error) {
 // Parse parses one xlb.yaml document (DESIGN §1), fills in defaults and
 // validates it. source names the file in messages.
 //
-// On success it returns the effective Config. The warnings (at most one
-// today: orphan_ttl_secs below its minimum) are for the caller to log; they
+// On success it returns the effective Config. The warnings
+// (orphan_ttl_secs below its minimum, an admin or metrics port below
+// 1024, a router id that is a service address) are for the caller to log; they
 // are returned whether or not the file is valid. On failure the error is
 // Errors: every problem found, one per line, sorted by line, each naming
 // the source, the line and the field path.

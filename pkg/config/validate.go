@@ -277,9 +277,18 @@ func (v *validator) admin() {
 // listeners: admin and metrics must not share an address:port (an
 // unspecified address overlaps every address), and neither may sit on a
 // local_port of the listen address, where XDP would take its packets
-// before the kernel sees them.
+// before the kernel sees them. A port below 1024 is a warning: binding it
+// needs CAP_NET_BIND_SERVICE, which the packaged unit does not grant.
 func (v *validator) listeners() {
 	a, m := v.c.Admin, v.c.Metrics.Listener
+	for _, l := range []struct {
+		path string
+		port uint16
+	}{{"admin.port", a.Port}, {"metrics.port", m.Port}} {
+		if l.port > 0 && l.port < PrivilegedPortEnd && !v.failed(l.path) {
+			v.warnf(l.path, "%d is below %d: binding it needs CAP_NET_BIND_SERVICE, which the packaged xlb.service does not grant (CapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN), so the start would fail; use a port from %d, or add the capability in a drop-in (systemctl edit xlb)", l.port, PrivilegedPortEnd, PrivilegedPortEnd)
+		}
+	}
 	if a.Port == m.Port && (a.Address == m.Address || a.Address.IsUnspecified() || m.Address.IsUnspecified()) {
 		// Report it where the file set a port: metrics, else admin.
 		if v.set["metrics.port"] || !v.set["admin.port"] {

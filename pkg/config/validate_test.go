@@ -253,7 +253,7 @@ func TestValidEdgeCases(t *testing.T) {
 				t.Errorf("allowed_hosts %q, want none", c.Admin.AllowedHosts)
 			}
 		}},
-		{"admin on a local_port of another address", minimal + "listen: {ip: 192.0.2.10}\nadmin: {address: 192.0.2.11, port: 80}\n", nil},
+		{"admin on a local_port of another address", strings.Replace(minimal, "80", "8080", 1) + "listen: {ip: 192.0.2.10}\nadmin: {address: 192.0.2.11, port: 8080}\n", nil},
 		{"interface name of 15 characters", minimal + "interfaces: [abcdefghijklmno, eth0.100, br-lan]\n", nil},
 		{"kubernetes without kubeconfig", "ports:\n  - local_port: 80\nprovider:\n  kubernetes: {namespace: default, service: web}\n", func(t *testing.T, c *Config) {
 			k := c.Provider.Kubernetes
@@ -350,5 +350,41 @@ func TestTooManyInterfaces(t *testing.T) {
 	want := "t.yaml:7: interfaces: at most 64 interfaces are supported, got 65"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err %v\nwant %s", err, want)
+	}
+}
+
+// TestWarnings (issue 28): a setting the packaged unit or a fleet would
+// trip over is a warning with file, line and field, not an error: an admin
+// or metrics port below 1024 (the unit has no CAP_NET_BIND_SERVICE), a BGP
+// router id that is a service address the fleet's hosts share (RFC 6286).
+func TestWarnings(t *testing.T) {
+	const listen = "listen: {ip: 192.0.2.10}\n" // line 7
+	const bgp = "bgp:\n  local_asn: 64512\n  announce: [listen, 203.0.113.7/32]\n  peers:\n    - {address: 198.51.100.1, asn: 64513}\n"
+	unique := "RFC 6286 wants the router id unique in the AS: use this host's own address, or auto (its address toward the first peer)"
+	for _, tt := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"ports from 1024", minimal + "admin: {port: 1024}\nmetrics: {port: 9642}\n", nil},
+		{"admin port 80", minimal + "admin: {port: 80}\n", []string{
+			"t.yaml:7: admin.port: 80 is below 1024: binding it needs CAP_NET_BIND_SERVICE, which the packaged xlb.service does not grant (CapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN), so the start would fail; use a port from 1024, or add the capability in a drop-in (systemctl edit xlb)"}},
+		{"metrics port 1023", minimal + "metrics:\n  port: 1023\n", []string{
+			"t.yaml:8: metrics.port: 1023 is below 1024: binding it needs CAP_NET_BIND_SERVICE, which the packaged xlb.service does not grant (CapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN), so the start would fail; use a port from 1024, or add the capability in a drop-in (systemctl edit xlb)"}},
+		{"router id auto", minimal + listen + bgp, nil},
+		{"router id of the host", minimal + listen + bgp + "  router_id: 198.51.100.7\n", nil},
+		{"router id is the listen address", minimal + listen + bgp + "  router_id: 192.0.2.10\n", []string{
+			"t.yaml:13: bgp.router_id: 192.0.2.10 is the listen address, which every host announcing this service shares; " + unique}},
+		{"router id is an announced /32", minimal + listen + bgp + "  router_id: 203.0.113.7\n", []string{
+			"t.yaml:13: bgp.router_id: 203.0.113.7 is an announced service address, which every host announcing it shares; " + unique}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, warnings, err := parseT(t, tt.yaml)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if strings.Join(warnings, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("warnings\n%s\nwant\n%s", strings.Join(warnings, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
 	}
 }

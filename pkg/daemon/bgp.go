@@ -47,8 +47,10 @@ type announcer struct {
 
 // startBGP creates and starts the speaker when the config has a bgp
 // section: the prefixes are the listen address /32 (announce: [listen])
-// and the configured ones, the router id the configured one or the listen
-// address. No session opens until the first verdict (runBGP). An error
+// and the configured ones, the router id the configured one or, auto,
+// this host's own address toward the first peer (bgp.Options.RouterID;
+// the listen address, shared by the fleet, would break RFC 6286's
+// uniqueness). No session opens until the first verdict (runBGP). An error
 // (an empty password variable, no route toward a peer) fails the start:
 // an instance configured to announce itself and unable to is not silently
 // left out of the fleet.
@@ -63,11 +65,7 @@ func (d *runner) startBGP(ctx context.Context) error {
 		prefixes = append(prefixes, netip.PrefixFrom(listen, listen.BitLen()))
 	}
 	prefixes = append(prefixes, c.Announce...)
-	id := c.RouterID
-	if !id.IsValid() {
-		id = listen
-	}
-	s, err := bgp.New(bgp.Options{Config: *c, RouterID: id, Prefixes: prefixes, Log: d.log.WithField("component", "bgp")})
+	s, err := bgp.New(bgp.Options{Config: *c, RouterID: c.RouterID, Prefixes: prefixes, Log: d.log.WithField("component", "bgp")})
 	if err != nil {
 		return err
 	}

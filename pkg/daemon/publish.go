@@ -110,7 +110,7 @@ func (d *runner) publishBackends() { d.update(d.readBackends) }
 // opposite order of their reads (a sample must not put back a state a
 // health check's transition already replaced).
 func (d *runner) readBackends(s *snapshot.Snapshot) {
-	s.Backends, s.ProviderSynced = d.inst.Backends.Snapshot(), d.inst.Backends.EverSynced()
+	s.Backends, s.ProviderSynced, s.ProviderStale = d.inst.Backends.Snapshot(), d.inst.Backends.EverSynced(), d.inst.Backends.Stale()
 }
 
 // publishCounters reads the data path's counters into the snapshot, which

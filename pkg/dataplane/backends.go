@@ -60,6 +60,28 @@ func (d *Dataplane) SetRoutable(refs []BackendRef) error {
 	return d.writeConfigLocked(c)
 }
 
+// Routable returns the routable set the data path holds now, ordered as
+// written: after a Load that adopted pins (a hand-off or a restart after a
+// crash), the predecessor's last one until this process publishes its own
+// (issue 28: it keeps serving while the provider cannot sync). Empty when
+// fresh.
+func (d *Dataplane) Routable() ([]BackendRef, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.syncPinnedConfigLocked(); err != nil {
+		return nil, err
+	}
+	var set xlbBackendSet
+	if err := d.objs.XlbBackendSets.Lookup(d.cfg.ActiveSet, &set); err != nil {
+		return nil, fmt.Errorf("dataplane: read the routable set: %w", err)
+	}
+	refs := make([]BackendRef, 0, min(set.Count, MaxBackends))
+	for _, e := range set.Entries[:min(set.Count, MaxBackends)] {
+		refs = append(refs, BackendRef{ID: uint32(e.Id), IP: addrFromBE32(e.IpBe), Port: portFromBE16(e.PortBe)})
+	}
+	return refs, nil
+}
+
 // portlessMappingLocked returns the local port of the config's first
 // mapping without a remote port. Callers hold d.mu.
 func (d *Dataplane) portlessMappingLocked() (uint16, bool) {

@@ -291,8 +291,16 @@ func (in *Instance) start(ctx context.Context) error {
 		in.resolver.Adopt(n.Interface, n.IP)
 	}
 	in.undo = append(in.undo, in.resolver.Cleanup)
+	// The predecessor's routable set (read after Quiesce and Configure:
+	// its last publication) serves until the provider's first set.
+	var inherited []dataplane.BackendRef
+	if in.adopted {
+		if inherited, err = dp.Routable(); err != nil {
+			return err
+		}
+	}
 	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{
-		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends),
+		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends), Inherited: inherited,
 		HealthCheck: c.HealthCheck, HealthPort: c.Ports[0].RemotePort, HealthSource: r.SNAT[0],
 		Reserved: append([]netip.Addr{r.Listen}, r.SNAT...)})
 

@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -15,15 +16,19 @@ import (
 // set beyond the health checks' first answers. A provider that has not
 // synced by then (the Kubernetes API unreachable) does not hold the start:
 // the instance runs with the routable set it adopted (empty when fresh),
-// readiness says backend_provider_unhealthy until the first sync, and the
-// set is published as soon as it comes.
+// and the provider's set is published as soon as it comes. Meanwhile an
+// adopted set that is not empty (a hand-off, a restart after a crash)
+// counts as synced: readiness stays ready and the provider is stale in
+// status and metrics (issue 28); without one readiness says
+// backend_provider_unhealthy.
 const ProviderSyncWait = 10 * time.Second
 
 // newProvider builds the configured backend provider (DESIGN §1
 // "provider").
 func newProvider(c *config.Config, log logrus.FieldLogger) (backend.Provider, error) {
 	if k := c.Provider.Kubernetes; k != nil {
-		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes")})
+		fixed := !slices.ContainsFunc(c.Ports, func(p config.PortMapping) bool { return p.RemotePort == 0 })
+		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed})
 		if err != nil {
 			return nil, err // it names the field (provider.kubernetes.kubeconfig)
 		}
@@ -50,7 +55,11 @@ func (in *Instance) awaitFirstSync(ctx context.Context) error {
 		if err := in.Backends.ProviderError(); err != nil {
 			log = log.WithError(err)
 		}
-		log.Warn("backend provider has not synced; running with the routable set the data path has (none when fresh); readiness says backend_provider_unhealthy until it syncs")
+		if in.Backends.Stale() {
+			log.Warn("backend provider has not synced; serving the routable set handed over or adopted from the previous xlb, provider stale until it syncs (readiness stays ready)")
+		} else {
+			log.Warn("backend provider has not synced; running with the routable set the data path has (none when fresh); readiness says backend_provider_unhealthy until it syncs")
+		}
 	}
 	return nil
 }

@@ -98,7 +98,8 @@
 // snapshot is published but before the first maintenance sample, what the
 // instance already knows is exported (xlb_service_info,
 // xlb_lifecycle_state, xlb_ready, xlb_xdp_attached, xlb_config_*,
-// xlb_hot_upgrades_total, xlb_adopted_connection_pairs, xlb_backends and
+// xlb_hot_upgrades_total, xlb_adopted_connection_pairs,
+// xlb_backend_provider_stale, xlb_backends and
 // xlb_backend_state); the sample-derived series and the
 // data-path counters, which the first cycle reads, are absent rather than
 // zero, so a dashboard does not mistake "not measured yet" for "no

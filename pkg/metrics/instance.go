@@ -15,7 +15,8 @@ import (
 // instanceCollector exports what the instance is and how it is set up:
 // build, service name, lifecycle, readiness, XDP attachments, the config
 // watcher's findings and how the process took the data path (hot upgrades
-// and adopted pairs, snapshot.Upgrades) and the repairs of the host
+// and adopted pairs, snapshot.Upgrades; a provider stale on an inherited
+// routable set, issue 28) and the repairs of the host
 // settings it guards (snapshot.HostSettings) (DESIGN §1 last paragraph,
 // §3, §4, §6; issue 13), and the retired SNAT ranges live connections may
 // still hold (snapshot.RetiredSNAT; issue 27).
@@ -27,7 +28,7 @@ type instanceCollector struct {
 	attached                                  *prometheus.Desc
 	reloadRequired, configInvalid, configGone *prometheus.Desc
 	hotUpgrades, adoptedPairs, drained        *prometheus.Desc
-	settingRepairs                            *prometheus.Desc
+	settingRepairs, providerStale             *prometheus.Desc
 
 	retiredPorts *prometheus.Desc
 }
@@ -43,6 +44,7 @@ func newInstanceCollector(now func() time.Time) *instanceCollector {
 	c.configGone = c.add("xlb_config_file_missing", "1 when the config file was deleted; the running instance keeps its loaded config.")
 	c.hotUpgrades = c.add("xlb_hot_upgrades_total", "Hot upgrades (SIGUSR2 hand-offs: systemctl reload xlb) by result: ok when a new process took over, failed when it did not and the old one kept serving. Counted since the pinned state was created, across hand-offs and crashes; a stop with SIGTERM removes the pins and starts the count anew.", "result")
 	c.drained = c.add("xlb_drained", "1 while an operator has drained the instance (POST /api/v1/drain, xlbctl drain): readiness answers draining while every packet is still forwarded.")
+	c.providerStale = c.add("xlb_backend_provider_stale", "1 while the backend provider has not synced and the instance serves the routable set handed over or adopted from the previous xlb process (a reload or a crash-restart while the Kubernetes API is unreachable): it counts as synced, readiness stays ready; 0 otherwise.")
 	c.adoptedPairs = c.add("xlb_adopted_connection_pairs", "Connection pairs found in the pinned flow map when this process started (handed over, or adopted after a crash or restart); 0 for a fresh start.")
 	c.settingRepairs = c.add("xlb_host_setting_repairs_total", "Resets of a host setting XLB needs (net.ipv4.conf.lo.forwarding, net.ipv4.ip_local_reserved_ports) that the instance found and put back (checked once a second; each repair is logged as one warning), since the instance started.", "setting")
 	c.retiredPorts = c.add("xlb_snat_retired_ports", "Ports of the retired SNAT ranges, every address's together: SNAT addresses and ports an earlier config handed out (before a reload that changed snat.ip or snat.port_range) that live connections may still hold; they stay recognised and reserved until none does (status snat.retired names them).")
@@ -72,6 +74,7 @@ func (c *instanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	counter(ch, c.hotUpgrades, s.Upgrades.Failed, api.UpgradeFailed)
 	gauge(ch, c.adoptedPairs, float64(s.Upgrades.AdoptedPairs))
 	gauge(ch, c.drained, boolValue(s.Drained))
+	gauge(ch, c.providerStale, boolValue(s.ProviderStale))
 	for _, h := range s.HostSettings {
 		counter(ch, c.settingRepairs, h.Repairs, h.Name)
 	}

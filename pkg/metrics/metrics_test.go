@@ -254,6 +254,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_lifecycle_state", L{"state": "shutting_down"}, 0)
 	// Drain and the BGP speaker (snapshot.Drained, snapshot.BGP).
 	check("xlb_drained", nil, 0)
+	check("xlb_backend_provider_stale", nil, 0)
 	check("xlb_bgp_peer_up", L{"peer": "203.0.113.1"}, 1)
 	check("xlb_bgp_peer_up", L{"peer": "203.0.113.2"}, 0)
 	check("xlb_bgp_announced_routes", nil, 1)

@@ -267,3 +267,20 @@ func TestDrainedGauge(t *testing.T) {
 		t.Errorf("xlb_ready = %v while drained, want 0", got)
 	}
 }
+
+// A provider that never synced while the instance serves the routable set
+// of its predecessor (issue 28) is stale, and the instance ready.
+func TestProviderStaleGauge(t *testing.T) {
+	snap := fixtureSnapshot()
+	snap.ProviderSynced, snap.ProviderStale, snap.ProviderError = false, true, "kubernetes: list endpointslices: connection refused"
+	var store snapshot.Store
+	store.Publish(snap)
+	srv, _ := testServer(t, &store)
+	fams, _ := scrape(t, srv)
+	if got := value(t, fams, "xlb_backend_provider_stale", nil); got != 1 {
+		t.Errorf("xlb_backend_provider_stale = %v, want 1", got)
+	}
+	if got := value(t, fams, "xlb_ready", nil); got != 1 {
+		t.Errorf("xlb_ready = %v while stale, want 1", got)
+	}
+}

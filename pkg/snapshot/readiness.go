@@ -51,7 +51,9 @@ func (s *Snapshot) Routable() int {
 
 // Readiness decides /readyz: ready, or the first reason that applies in
 // this order: shutting_down, starting, draining, awaiting_dataplane_sample,
-// dataplane_sample_stale, backend_provider_unhealthy, no_routable_backends,
+// dataplane_sample_stale, backend_provider_unhealthy (the provider never
+// synced and there is no inherited set: ProviderStale counts as synced),
+// no_routable_backends,
 // fib_lookup_failing (SYNs keep being dropped for lack of a next hop and
 // no pair is created: FIBHistory.Failing).
 // An instance handing over (hot upgrade) is still serving, so it stays
@@ -78,7 +80,7 @@ func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
 		return false, api.ReasonAwaitingDataplaneSample
 	case s.Lifecycle == api.Running && s.SampleStale(now):
 		return false, api.ReasonDataplaneSampleStale
-	case !s.ProviderSynced:
+	case !s.ProviderSynced && !s.ProviderStale:
 		return false, api.ReasonBackendProviderUnhealthy
 	case s.Routable() == 0:
 		return false, api.ReasonNoRoutableBackends

@@ -90,7 +90,12 @@ type Snapshot struct {
 	// (readiness stays ready); one that never synced makes the instance
 	// unready (backend_provider_unhealthy, issue 14).
 	ProviderSynced bool
-	Backends       []backend.Status
+	// ProviderStale: the provider has not synced, and the routable set
+	// is the one handed over or adopted from the predecessor (a reload or
+	// a crash-restart during a Kubernetes API outage). It counts as
+	// synced for readiness (issue 28); status and metrics show it.
+	ProviderStale bool
+	Backends      []backend.Status
 
 	Config configwatch.State
 

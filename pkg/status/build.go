@@ -35,7 +35,7 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		Maintenance:       buildMaintenance(s),
 		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
 		SNAT:              buildSNAT(s),
-		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError, Synced: s.ProviderSynced},
+		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError, Synced: s.ProviderSynced, Stale: s.ProviderStale},
 		Backends:          buildBackends(s),
 		Config: api.Config{
 			Path:           s.Config.Path,

@@ -51,17 +51,20 @@ func bgpLab(t *testing.T) (*lab.Lab, *birdtest.Bird) {
 }
 
 // bgpConfig is the lab's config with a bgp block peering with bird.
-func bgpConfig(l *lab.Lab, extra string) string {
-	return labConfig(l, fmt.Sprintf("bgp:\n  local_asn: %d\n  hold_time_secs: 3\n  graceful_restart_secs: 60\n  peers:\n    - {address: %s, asn: %d}\n%s",
-		bgpXLBASN, l.Client().IP(), bgpRouterASN, extra))
+func bgpConfig(l *lab.Lab, extra string) string { return labConfig(l, bgpBlock(l, extra)) }
+
+// bgpBlock is the bgp block of bgpConfig, then extra.
+func bgpBlock(l *lab.Lab, extra string) string {
+	return fmt.Sprintf("bgp:\n  local_asn: %d\n  hold_time_secs: 3\n  graceful_restart_secs: 60\n  peers:\n    - {address: %s, asn: %d}\n%s",
+		bgpXLBASN, l.Client().IP(), bgpRouterASN, extra)
 }
 
 // TestBGPAnnounce (issue 15, DESIGN §6a): the daemon announces the listen
-// address to a real router while ready and not drained, next hop its own
-// address; drain withdraws it and undrain brings it back; status and
-// metrics show the session and the route; a hot upgrade keeps the route
-// in the router's table at every sample; a stop withdraws it before the
-// RST window.
+// address to a real router while ready and not drained, next hop and
+// router id (auto, issue 28) its own address; drain withdraws it and
+// undrain brings it back; status and metrics show the session and the
+// route; a hot upgrade keeps the route in the router's table at every
+// sample; a stop withdraws it before the RST window.
 func TestBGPAnnounce(t *testing.T) {
 	l, b := bgpLab(t)
 	p := startPinned(t, l, xlbBinary, bgpConfig(l, "shutdown_timeout: 5\n"))
@@ -71,8 +74,8 @@ func TestBGPAnnounce(t *testing.T) {
 	if r := b.Route(bgpVIP); r.NextHop != bgpOwnIP.String() {
 		t.Errorf("next hop %q, want XLB's own address %s:\n%s", r.NextHop, bgpOwnIP, r.Out)
 	}
-	if s := b.Session(bgpRouter); s.HoldSecs != 3 {
-		t.Errorf("hold time %d s, want the configured 3:\n%s", s.HoldSecs, s.Out)
+	if s := b.Session(bgpRouter); s.HoldSecs != 3 || s.NeighborID != bgpOwnIP.String() {
+		t.Errorf("hold time %d s, router id %q; want the configured 3 and, auto, XLB's own address %s, not the VIP:\n%s", s.HoldSecs, s.NeighborID, bgpOwnIP, s.Out)
 	}
 	router := l.Client().IP().String()
 	waitStatus(t, l, "bgp: bird established, the listen address announced", func(d api.Document) bool {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/xlbproject/xlb/internal/kubefake"
+	"github.com/xlbproject/xlb/pkg/bgp/birdtest"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/test/lab"
 	"github.com/xlbproject/xlb/test/xlbproc"
@@ -47,7 +50,14 @@ type kubeLab struct {
 
 func newKubeLab(t *testing.T) *kubeLab {
 	t.Helper()
-	l := &kubeLab{Lab: greetedLab(t)}
+	return kubeLabOn(t, greetedLab(t))
+}
+
+// kubeLabOn serves the Service from a kubefake API server in greeted lab
+// gl's XLB namespace.
+func kubeLabOn(t *testing.T, gl *lab.Lab) *kubeLab {
+	t.Helper()
+	l := &kubeLab{Lab: gl}
 	srv, err := kubefake.Start(kubefake.Options{Listen: l.XLB.Listen})
 	if err != nil {
 		t.Fatal(err)
@@ -398,4 +408,204 @@ func spread(ds []time.Duration) string {
 	ds = slices.Sorted(slices.Values(ds))
 	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
 	return fmt.Sprintf("median %v, max %v (min %v, p90 %v)", r(ds[len(ds)/2]), r(ds[len(ds)-1]), r(ds[0]), r(ds[len(ds)*9/10]))
+}
+
+// TestKubernetesNamedPortWithoutPortName (issue 28): a one-port Service
+// whose port is named "http" supplies its backends without port_name
+// (its only TCP port); a backend that leaves the slice is listed only
+// while pairs reference it (none: gone at once; one closed connection:
+// listed with it in time-wait, then gone, never listed without a pair);
+// a slice with two named ports supplies none, and the log says once
+// which ports it has and what to set.
+func TestKubernetesNamedPortWithoutPortName(t *testing.T) {
+	l := newKubeLab(t)
+	l.apply(t, l.slice(allReady))
+	cfg := l.config(t, "")
+	noName := strings.Replace(cfg, "    port_name: "+kubePortName+"\n", "", 1)
+	if noName == cfg {
+		t.Fatalf("kubeLab.config sets no port_name:\n%s", cfg)
+	}
+	p := startXLB(t, l.Lab, noName)
+	d := waitStatus(t, l.Lab, "3 routable backends on the slice's only port", func(d api.Document) bool {
+		return routable(d, "backend-1", "backend-2", "backend-3")
+	})
+	for _, b := range d.Backends {
+		if b.Port != 8080 {
+			t.Errorf("%s: port %d, want 8080, the slice's only TCP port", b.Name, b.Port)
+		}
+	}
+
+	// backend-3 leaves before any connection: no pair, not listed.
+	l.apply(t, l.slice(func(i int) kubefake.Conditions {
+		if i == 2 {
+			return kubefake.Terminating
+		}
+		return kubefake.Ready
+	}))
+	waitStatus(t, l.Lab, "backend-3 gone (it owns no pair)", func(d api.Document) bool {
+		_, listed := backendNamed(d, "backend-3")
+		return !listed && routable(d, "backend-1", "backend-2")
+	})
+
+	// One connection to backend-1, closed by the client; then backend-1
+	// leaves: listed draining while its pair is in time-wait, then gone.
+	var c *net.TCPConn
+	for attempt := 0; c == nil; attempt++ {
+		conn, backend, err := greet(l.Client())
+		if err != nil {
+			t.Fatalf("connection %d: %v", attempt, err)
+		}
+		if backend == 1 {
+			c = conn
+			continue
+		}
+		conn.Close()
+		if attempt > 100 {
+			t.Fatal("no connection reached backend-1 in 100 attempts")
+		}
+	}
+	if err := roundTrip(c, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	l.apply(t, l.slice(func(i int) kubefake.Conditions {
+		if i == 1 {
+			return kubefake.Ready
+		}
+		return kubefake.Terminating
+	}))
+	waitStatus(t, l.Lab, "backend-1 draining with its pair", func(d api.Document) bool {
+		b, listed := backendNamed(d, "backend-1")
+		return listed && b.State == api.Draining && routable(d, "backend-2")
+	})
+	// Gone once the pair is (time-wait: 60 s), well before the id may be
+	// reused (backend.IDReuseQuiet, 2 min later).
+	for deadline := time.Now().Add(150 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		d := statusDoc(t, l.Lab)
+		b, listed := backendNamed(d, "backend-1")
+		if !listed {
+			break
+		}
+		if b.ActiveConnections+b.TimeWaitConnections == 0 {
+			t.Fatalf("backend-1 listed %s without a pair: %+v", b.State, b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend-1 still listed after its pair's time-wait: %+v", b)
+		}
+	}
+
+	// Two named ports and no port_name: no backend, one warning that
+	// names the ports, however often the slice changes.
+	const told = `EndpointSlice supplies no backend: provider.kubernetes.port_name is not set and its ports (\"http\" 8080/TCP, \"metrics\" 9090/TCP)`
+	twoPorts := func(cond func(int) kubefake.Conditions) *discoveryv1.EndpointSlice {
+		s := l.slice(cond)
+		s.Ports = kubefake.Ports(kubefake.TCPPort(kubePortName, 8080), kubefake.TCPPort("metrics", 9090))
+		return s
+	}
+	l.apply(t, twoPorts(allReady))
+	waitStatus(t, l.Lab, "no routable backend", func(d api.Document) bool { return routable(d) })
+	if err := p.WaitLog(told, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	l.apply(t, twoPorts(func(i int) kubefake.Conditions {
+		if i == 0 {
+			return kubefake.Terminating
+		}
+		return kubefake.Ready
+	}))
+	l.apply(t, l.slice(allReady))
+	waitStatus(t, l.Lab, "3 routable backends again", func(d api.Document) bool {
+		return routable(d, "backend-1", "backend-2", "backend-3")
+	})
+	if n := p.Count(told); n != 1 {
+		t.Errorf("the warning about the slice's ports was logged %d times, want once:\n%s", n, p.Log())
+	}
+	stopXLB(t, l.Lab, p)
+}
+
+// TestKubernetesAPIDownReload (issue 28): a reload and then a
+// crash-restart while the Kubernetes API is down keep the route in the
+// router (bird2) at every sample: the handed-over, then the adopted,
+// routable set counts as synced, readiness stays ready, and the provider
+// is stale in status and metrics until the API answers again.
+func TestKubernetesAPIDownReload(t *testing.T) {
+	gl, b := bgpLab(t)
+	l := kubeLabOn(t, gl)
+	l.apply(t, l.slice(allReady))
+	cfg := l.config(t, bgpBlock(gl, ""))
+	p := startPinned(t, gl, xlbBinary, cfg)
+	w := startWorkload(t, gl)
+	waitReadyz(t, gl, http.StatusOK, "ready")
+	b.WaitRoute(t, bgpVIP, true)
+	all := func(d api.Document) bool { return routable(d, "backend-1", "backend-2", "backend-3") }
+	waitStatus(t, gl, "3 routable backends, the provider synced", func(d api.Document) bool {
+		return all(d) && d.Provider.Synced && !d.Provider.Stale
+	})
+
+	l.api.Stop()
+	sampler := b.SampleRoute(bgpVIP)
+	// After a crash the names are gone with the process (the pins hold
+	// ids and addresses): the adopted backends are named by address.
+	threeRoutable := func(d api.Document) bool {
+		n := 0
+		for _, b := range d.Backends {
+			if b.State == api.Routable {
+				n++
+			}
+		}
+		return n == 3
+	}
+	stale := func(what string) {
+		t.Helper()
+		d := waitStatus(t, gl, what+": the provider stale, 3 routable backends", func(d api.Document) bool {
+			return threeRoutable(d) && d.Provider.Stale && !d.Provider.Synced
+		})
+		if d.Provider.Healthy || d.Provider.Error == "" {
+			t.Errorf("%s: provider %+v, want unhealthy with the API's error", what, d.Provider)
+		}
+		waitReadyz(t, gl, http.StatusOK, "ready")
+		if v, ok := waitCounter(t, gl, "xlb_backend_provider_stale", nil, 30*time.Second, func(v float64) bool { return v == 1 }); !ok {
+			t.Errorf("%s: xlb_backend_provider_stale %v, want 1", what, v)
+		}
+	}
+	refreshed := func(what string, before int) {
+		t.Helper()
+		birdtest.WaitFor(t, what+": the new process's session refreshed the route", func() (bool, string) {
+			ss := b.Session(bgpRouter)
+			return ss.State == birdtest.Established && !ss.GracefulRestart && ss.ImportUpdates > before, ss.Out
+		})
+	}
+
+	// Reload (hot upgrade) with the API down.
+	before := b.Session(bgpRouter).ImportUpdates
+	s := handOff(t, gl, p, w)
+	checkSwap(t, "hand-off with the Kubernetes API down", s)
+	stale("after the reload")
+	refreshed("after the reload", before)
+	w.check(t, "the hand-off with the Kubernetes API down")
+	t.Log(w.finish(t))
+
+	// Crash and restart with the API still down.
+	before = b.Session(bgpRouter).ImportUpdates
+	p.Kill()
+	b.WaitGracefulRestart(t, bgpRouter, bgpVIP)
+	p = startPinned(t, gl, xlbBinary, cfg)
+	stale("after the crash-restart")
+	refreshed("after the crash-restart", before)
+	if n, missing := sampler.Stop(); missing > 0 || n == 0 {
+		t.Errorf("the route was missing from the router in %d of %d samples across the reload and the crash-restart", missing, n)
+	}
+
+	// The API answers again: synced, not stale.
+	if err := l.api.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, gl, "the provider synced again", func(d api.Document) bool {
+		return all(d) && d.Provider.Synced && !d.Provider.Stale && d.Provider.Healthy
+	})
+	if v, ok := waitCounter(t, gl, "xlb_backend_provider_stale", nil, 30*time.Second, func(v float64) bool { return v == 0 }); !ok {
+		t.Errorf("xlb_backend_provider_stale %v once synced, want 0", v)
+	}
+	b.WaitRoute(t, bgpVIP, true)
+	stopXLB(t, gl, p)
 }

@@ -62,7 +62,9 @@ func waitAnnouncing(t *testing.T, h *Host) {
 }
 
 // announce: every host's speaker has its session with the router up and
-// announces the VIP (status bgp); bird holds one route per host and the
+// announces the VIP (status bgp), with a router id of its own (the
+// default, auto: its address toward the router, issue 28; RFC 6286 wants
+// them unique in the AS); bird holds one route per host and the
 // kernel one multipath route with the three hosts as next hops; the
 // metrics port answers on each host's own address, not on the VIP; then,
 // with the client running, new connections land on every host.
@@ -72,11 +74,19 @@ func (f *fleet) announce(t *testing.T) {
 		waitAnnouncing(t, h)
 	}
 	f.waitPaths(t, "all hosts announce", f.l.Hosts...)
+	ids := map[string]string{}
 	for _, h := range f.l.Hosts {
 		s := f.l.Bird.Session(h.Inventory)
 		if s.State != birdtest.Established || s.HoldSecs != HoldSecs {
 			t.Errorf("bird's session with %s: %s, hold time %d s; want established, %d s:\n%s", h.Inventory, s.State, s.HoldSecs, HoldSecs, s.Out)
 		}
+		if s.NeighborID != h.Addr.String() {
+			t.Errorf("bird's session with %s: router id %q, want the host's own address %s (auto):\n%s", h.Inventory, s.NeighborID, h.Addr, s.Out)
+		}
+		if other, dup := ids[s.NeighborID]; dup {
+			t.Errorf("%s and %s share the router id %s", other, h.Inventory, s.NeighborID)
+		}
+		ids[s.NeighborID] = h.Inventory
 	}
 	kernel, _ := f.l.KernelPaths()
 	_, out := f.l.BirdPaths()

@@ -16,8 +16,8 @@
 //
 // The router runs bird2 (pkg/bgp/birdtest, AS RouterASN), which accepts
 // a BGP session from each host's embedded speaker (AS XLBASN; router id
-// the host's own address, since the default, the listen address, is the
-// VIP that all hosts share) and installs the VIP 198.51.100.10/32 they
+// the default, auto: the host's own address toward the router, one per
+// host) and installs the VIP 198.51.100.10/32 they
 // announce as one multipath route in the router's kernel (merge paths),
 // a next hop per announcing host. The kernel spreads flows over the next
 // hops by hash-threshold with an L4 hash

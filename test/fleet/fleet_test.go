@@ -100,8 +100,8 @@ func (f *fleet) phase(name string, start time.Time) {
 
 // labVars are the role's variables for the lab fleet (group xlb): each
 // host's embedded speaker peers with the router's bird (router id: the
-// host's own address; the default, auto, is the listen address, which
-// all hosts share), and the rolling upgrade drains through the default
+// default, auto, each host's own address toward the router; announce
+// checks that they differ), and the rolling upgrade drains through the default
 // hook, bgp, which checks the route with birdc on the router's control
 // socket sock.
 func labVars(sock, report string) map[string]any {
@@ -128,7 +128,6 @@ func labVars(sock, report string) map[string]any {
 		"xlb_admin_password": AdminPassword,
 		"xlb_bgp": map[string]any{
 			"local_asn":             XLBASN,
-			"router_id":             "{{ xlb_host_address }}",
 			"hold_time_secs":        HoldSecs,
 			"graceful_restart_secs": GracefulRestartSecs,
 			"peers":                 []map[string]any{{"address": RouterBack.String(), "asn": RouterASN}},

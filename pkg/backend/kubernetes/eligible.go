@@ -2,8 +2,10 @@ package kubernetes
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -11,13 +13,29 @@ import (
 	"github.com/xlbproject/xlb/pkg/backend"
 )
 
+// PortRule says which port of a slice the backends are reached on
+// (provider.kubernetes.port_name and the port mappings' remote_port).
+type PortRule struct {
+	// Name is port_name: "" when not set.
+	Name string
+	// Fixed: every port mapping sets remote_port, so the data path never
+	// needs a backend's own port.
+	Fixed bool
+}
+
 // Eligible returns the backends eligible for new connections among the
 // EndpointSlices of one Service, ordered by address (issue 14, DESIGN
-// §6b, the API's EndpointConditions rules):
+// §6b, the API's EndpointConditions rules), and the slices that supply
+// none for want of a port (issue 28: one line each, for the log):
 //
-//   - only slices of addressType IPv4 that have a port named portName with
-//     protocol TCP (nil means TCP) and a number; that number is the
-//     backend's Port. A slice without such a port supplies no backend.
+//   - only slices of addressType IPv4, and only with a port to reach the
+//     backends on (a TCP port, protocol nil meaning TCP, with a number),
+//     which becomes each backend's Port: with rule.Name set, the port of
+//     that name, and a slice without one supplies no backend; without it,
+//     the unnamed port, else the slice's only TCP port (a one-port Service
+//     whose port is named "http"), else, when rule is Fixed, none (Port 0:
+//     remote_port says where the backends are reached), else the slice
+//     supplies no backend.
 //   - an endpoint is eligible when ready (nil: true), serving (nil:
 //     ready's value) and not terminating (nil: false).
 //   - an endpoint's address is its first one (the API defines no meaning
@@ -26,14 +44,19 @@ import (
 //   - several slices make one set (their union); an address listed more
 //     than once is eligible if any of its entries is, and takes the name
 //     and port of the first eligible entry in slice-name order.
-func Eligible(all []*discoveryv1.EndpointSlice, portName string) []backend.Backend {
+func Eligible(all []*discoveryv1.EndpointSlice, rule PortRule) ([]backend.Backend, []Unusable) {
 	ordered := slices.Clone(all)
 	slices.SortFunc(ordered, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
 	seen := map[netip.Addr]bool{}
 	var out []backend.Backend
+	var unusable []Unusable
 	for _, s := range ordered {
-		port, ok := slicePort(s, portName)
+		if s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		port, ok := slicePort(s, rule)
 		if !ok {
+			unusable = append(unusable, Unusable{Slice: s.Name, Ports: describePorts(s), Rule: rule})
 			continue
 		}
 		for _, ep := range s.Endpoints {
@@ -50,26 +73,75 @@ func Eligible(all []*discoveryv1.EndpointSlice, portName string) []backend.Backe
 		}
 	}
 	slices.SortFunc(out, func(a, b backend.Backend) int { return a.IP.Compare(b.IP) })
-	return out
+	return out, unusable
 }
 
-// slicePort finds the slice's TCP port named portName ("" is the unnamed
-// port) in an IPv4 slice.
-func slicePort(s *discoveryv1.EndpointSlice, portName string) (uint16, bool) {
-	if s.AddressType != discoveryv1.AddressTypeIPv4 {
-		return 0, false
+// Unusable is an IPv4 slice that supplies no backend because no port of
+// it fits the PortRule.
+type Unusable struct {
+	Slice string
+	// Ports describes the slice's ports: `"http" 8080/TCP, "metrics"
+	// 9090/TCP`, or "no ports".
+	Ports string
+	Rule  PortRule
+}
+
+// Problem says why the slice supplies no backend and what to set, without
+// the slice's name (the same for every slice of a Service).
+func (u Unusable) Problem() string {
+	if u.Rule.Name != "" {
+		return fmt.Sprintf("no TCP port named %q with a number among its ports (%s): set provider.kubernetes.port_name to one of them", u.Rule.Name, u.Ports)
 	}
+	return fmt.Sprintf("provider.kubernetes.port_name is not set and its ports (%s) hold neither an unnamed TCP port nor exactly one TCP port: set port_name to one of them, or remote_port in every port mapping", u.Ports)
+}
+
+// slicePort finds the port the slice's backends are reached on under
+// rule (Eligible); with rule Fixed and no such port, 0.
+func slicePort(s *discoveryv1.EndpointSlice, rule PortRule) (uint16, bool) {
+	var tcp []discoveryv1.EndpointPort
 	for _, p := range s.Ports {
-		name := ""
-		if p.Name != nil {
-			name = *p.Name
-		}
-		tcp := p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP
-		if name == portName && tcp && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
-			return uint16(*p.Port), true
+		if (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
+			tcp = append(tcp, p)
 		}
 	}
-	return 0, false
+	name := func(p discoveryv1.EndpointPort) string {
+		if p.Name == nil {
+			return ""
+		}
+		return *p.Name
+	}
+	if i := slices.IndexFunc(tcp, func(p discoveryv1.EndpointPort) bool { return name(p) == rule.Name }); i >= 0 {
+		return uint16(*tcp[i].Port), true
+	}
+	switch {
+	case rule.Name != "":
+		return 0, false // the port the operator named, or none
+	case len(tcp) == 1:
+		return uint16(*tcp[0].Port), true
+	}
+	return 0, rule.Fixed
+}
+
+// describePorts lists a slice's ports for a log line.
+func describePorts(s *discoveryv1.EndpointSlice) string {
+	if len(s.Ports) == 0 {
+		return "no ports"
+	}
+	var parts []string
+	for _, p := range s.Ports {
+		name, proto, number := `""`, string(corev1.ProtocolTCP), "no number"
+		if p.Name != nil && *p.Name != "" {
+			name = fmt.Sprintf("%q", *p.Name)
+		}
+		if p.Protocol != nil {
+			proto = string(*p.Protocol)
+		}
+		if p.Port != nil {
+			number = fmt.Sprint(*p.Port)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s/%s", name, number, proto))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // endpointAddr parses the endpoint's first address: an IPv4 address the

@@ -70,7 +70,8 @@ func TestEligible(t *testing.T) {
 		{"port name mismatch", "metrics", []*discoveryv1.EndpointSlice{slice("a", http8080, ep("10.1.0.1", "web-1", kubefake.Ready))}, nil},
 		{"unnamed port with port_name empty", "", []*discoveryv1.EndpointSlice{slice("a", kubefake.Ports(kubefake.TCPPort("", 8443)), ep("10.1.0.1", "web-1", kubefake.Ready))},
 			[]backend.Backend{be("web-1", "10.1.0.1", 8443)}},
-		{"named port with port_name empty", "", []*discoveryv1.EndpointSlice{slice("a", http8080, ep("10.1.0.1", "web-1", kubefake.Ready))}, nil},
+		{"named port with port_name empty: the only TCP port", "", []*discoveryv1.EndpointSlice{slice("a", http8080, ep("10.1.0.1", "web-1", kubefake.Ready))},
+			[]backend.Backend{be("web-1", "10.1.0.1", 8080)}},
 		{"the named port among several", "http", []*discoveryv1.EndpointSlice{slice("a", kubefake.Ports(kubefake.TCPPort("metrics", 9090), kubefake.TCPPort("http", 8080)), ep("10.1.0.1", "web-1", kubefake.Ready))},
 			[]backend.Backend{be("web-1", "10.1.0.1", 8080)}},
 		{"UDP port of that name", "http", []*discoveryv1.EndpointSlice{slice("a", kubefake.Ports(udp), ep("10.1.0.1", "web-1", kubefake.Ready))}, nil},
@@ -118,12 +119,66 @@ func TestEligible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Eligible(tt.slices, tt.portName)
+			got, _ := Eligible(tt.slices, PortRule{Name: tt.portName})
 			if len(got) == 0 && len(tt.want) == 0 {
 				return
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Eligible =\n%v\nwant\n%v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestEligiblePorts (issue 28): which port of a slice the backends are
+// reached on without port_name (the unnamed port, else the only TCP
+// port, else none with remote_port in every mapping), and what a slice
+// that supplies no backend for want of a port says about its ports.
+func TestEligiblePorts(t *testing.T) {
+	ep := kubefake.Endpoint
+	slice := func(ports []discoveryv1.EndpointPort) []*discoveryv1.EndpointSlice {
+		return []*discoveryv1.EndpointSlice{kubefake.Slice(ns, svc, "a", ports, ep("10.1.0.1", "web-1", kubefake.Ready))}
+	}
+	udp := discoveryv1.EndpointPort{Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(int32(53))}
+	two := kubefake.Ports(kubefake.TCPPort("http", 8080), kubefake.TCPPort("metrics", 9090))
+	const twoPorts = `"http" 8080/TCP, "metrics" 9090/TCP`
+	for _, tt := range []struct {
+		name    string
+		rule    PortRule
+		slices  []*discoveryv1.EndpointSlice
+		want    []backend.Backend
+		problem string
+	}{
+		{"one named TCP port", PortRule{}, slice(http8080), []backend.Backend{be("web-1", "10.1.0.1", 8080)}, ""},
+		{"one named TCP port beside a UDP one", PortRule{}, slice(append(kubefake.Ports(udp), kubefake.TCPPort("http", 8080))), []backend.Backend{be("web-1", "10.1.0.1", 8080)}, ""},
+		{"the unnamed port among several", PortRule{}, slice(kubefake.Ports(kubefake.TCPPort("metrics", 9090), kubefake.TCPPort("", 8443))), []backend.Backend{be("web-1", "10.1.0.1", 8443)}, ""},
+		{"two named ports", PortRule{}, slice(two), nil,
+			`provider.kubernetes.port_name is not set and its ports (` + twoPorts + `) hold neither an unnamed TCP port nor exactly one TCP port: set port_name to one of them, or remote_port in every port mapping`},
+		{"two named ports, remote_port everywhere", PortRule{Fixed: true}, slice(two), []backend.Backend{be("web-1", "10.1.0.1", 0)}, ""},
+		{"no ports", PortRule{}, slice(nil), nil,
+			`provider.kubernetes.port_name is not set and its ports (no ports) hold neither an unnamed TCP port nor exactly one TCP port: set port_name to one of them, or remote_port in every port mapping`},
+		{"no ports, remote_port everywhere", PortRule{Fixed: true}, slice(nil), []backend.Backend{be("web-1", "10.1.0.1", 0)}, ""},
+		{"port_name not among them", PortRule{Name: "grpc"}, slice(two), nil,
+			`no TCP port named "grpc" with a number among its ports (` + twoPorts + `): set provider.kubernetes.port_name to one of them`},
+		{"port_name not among them, remote_port everywhere", PortRule{Name: "grpc", Fixed: true}, slice(two), nil,
+			`no TCP port named "grpc" with a number among its ports (` + twoPorts + `): set provider.kubernetes.port_name to one of them`},
+		{"port_name names a UDP port", PortRule{Name: "dns"}, slice(kubefake.Ports(udp)), nil,
+			`no TCP port named "dns" with a number among its ports ("dns" 53/UDP): set provider.kubernetes.port_name to one of them`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, unusable := Eligible(tt.slices, tt.rule)
+			if !(len(got) == 0 && len(tt.want) == 0) && !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Eligible =\n%v\nwant\n%v", got, tt.want)
+			}
+			var problem string
+			if len(unusable) > 0 {
+				problem = unusable[0].Problem()
+				if len(unusable) != 1 || unusable[0].Slice != "a" {
+					t.Errorf("unusable = %+v, want slice a only", unusable)
+				}
+			}
+			if problem != tt.problem {
+				t.Errorf("problem\n%s\nwant\n%s", problem, tt.problem)
 			}
 		})
 	}

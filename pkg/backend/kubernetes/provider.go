@@ -46,6 +46,9 @@ type Options struct {
 	// arrive meanwhile are sent together when it has passed. 0:
 	// DefaultDebounce; negative: no coalescing.
 	Debounce time.Duration
+	// PortsFixed: every port mapping sets remote_port, so a slice need
+	// not say which of its ports the backends serve on (PortRule.Fixed).
+	PortsFixed bool
 }
 
 // Provider discovers backends from the EndpointSlices of one Service
@@ -59,6 +62,8 @@ type Provider struct {
 
 	mu      sync.Mutex
 	lastErr error
+	// told are the Unusable problems already logged: each once.
+	told map[string]bool
 }
 
 // New returns the provider of cfg. Without Options.Client it loads the
@@ -79,7 +84,7 @@ func New(cfg config.KubernetesProvider, o Options) (*Provider, error) {
 		o.Client = c
 	}
 	o.Log = o.Log.WithFields(logrus.Fields{"namespace": cfg.Namespace, "service": cfg.Service})
-	return &Provider{cfg: cfg, opts: o}, nil
+	return &Provider{cfg: cfg, opts: o, told: map[string]bool{}}, nil
 }
 
 // Name implements backend.Provider.
@@ -143,7 +148,8 @@ func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) er
 				return err
 			}
 		}
-		set := Eligible(p.serviceSlices(inf.GetStore()), p.cfg.PortName)
+		set, unusable := Eligible(p.serviceSlices(inf.GetStore()), PortRule{Name: p.cfg.PortName, Fixed: p.opts.PortsFixed})
+		p.tell(unusable)
 		if !first && slices.Equal(set, last) {
 			continue
 		}
@@ -154,6 +160,20 @@ func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) er
 		}
 		p.opts.Log.WithField("eligible", len(set)).Debug("EndpointSlices changed; eligible set sent")
 		last, lastSent = set, time.Now()
+	}
+}
+
+// tell logs each slice that supplies no backend for want of a port, once
+// per problem (the ports and the rule; a Service's slices share them), so
+// a Service whose port the config does not match is not silently empty.
+func (p *Provider) tell(unusable []Unusable) {
+	for _, u := range unusable {
+		problem := u.Problem()
+		if p.told[problem] {
+			continue
+		}
+		p.told[problem] = true
+		p.opts.Log.WithField("slice", u.Slice).Warn("EndpointSlice supplies no backend: " + problem)
 	}
 }
 

@@ -270,6 +270,9 @@ type Session struct {
 	// HoldSecs is the negotiated hold time (0 while not established);
 	// ImportUpdates counts the route updates bird received from the peer.
 	HoldSecs, ImportUpdates int
+	// NeighborID is the peer's BGP router id as bird saw it in the
+	// peer's OPEN ("" while not established).
+	NeighborID string
 	// Out is birdc's answer, for messages.
 	Out string
 }
@@ -281,6 +284,7 @@ var (
 	stateLine   = regexp.MustCompile(`BGP state:\s+(\S+)`)
 	holdLine    = regexp.MustCompile(`Hold timer:\s+[\d.]+/(\d+)`)
 	importsLine = regexp.MustCompile(`Import updates:\s+(\d+)`)
+	idLine      = regexp.MustCompile(`Neighbor ID:\s+(\S+)`)
 )
 
 // Session returns bird's session with the peer named peer.
@@ -289,6 +293,9 @@ func (b *Bird) Session(peer string) Session {
 	s := Session{Out: out, GracefulRestart: strings.Contains(out, "Neighbor graceful restart active")}
 	if m := stateLine.FindStringSubmatch(out); m != nil {
 		s.State = m[1]
+	}
+	if m := idLine.FindStringSubmatch(out); m != nil {
+		s.NeighborID = m[1]
 	}
 	if m := holdLine.FindStringSubmatch(out); m != nil {
 		s.HoldSecs, _ = strconv.Atoi(m[1])

@@ -394,6 +394,11 @@ type Provider struct {
 	// stays ready), one that never did makes readiness
 	// backend_provider_unhealthy.
 	Synced bool `json:"synced"`
+	// Stale is true while the provider has not synced and the routable
+	// set is the one handed over or adopted from the previous process (a
+	// reload or a crash-restart while the Kubernetes API is down): it
+	// counts as synced, readiness stays ready (issue 28).
+	Stale bool `json:"stale"`
 }
 
 // Backend is one backend. Bytes and packets are as forwarded: sent is

@@ -136,7 +136,8 @@ function renderInstance(d) {
       + (d.drain && d.drain.by ? " by " + d.drain.by : "")
       + (d.drain && d.drain.restored ? ", kept from a previous process" : "")
       + ": readiness answers draining; every packet is still forwarded"],
-    ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error)],
+    ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error) +
+      (d.provider.stale ? " — stale: serving the previous xlb's routable set until it syncs" : "")],
     ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms (cycle " + dp.sample_cycle + ")"],
     ["Maintenance", m.failing ? "FAILING " + m.consecutive_failures + " cycles in a row (figures from the last good one): " + m.last_error : "ok"],
     ["Config", cfg],
