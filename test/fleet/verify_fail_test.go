@@ -9,17 +9,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xlbproject/xlb/internal/testnet"
 )
 
 // hotUpgradeFailsVerification: a hot upgrade whose new process takes over
 // and then fails verification leaves no host in rotation serving what the
-// verification refused (issue 28). xlb2's xlb.yaml is replaced by one whose
-// backends nobody holds; rolling-upgrade.yml (reload, every host already
-// on v2) verifies xlb1, reloads xlb2 (the config changed), whose successor
-// takes over and answers /readyz 503 no_routable_backends: the role
-// drains xlb2 with the bgp hook, as a failed restart leaves its host, so
-// the router has no path via it, and stops the rollout before xlb3. With
-// the config put back, the next run reloads, verifies and returns xlb2.
+// verification refused (issue 28). xlb2's xlb.yaml gets one backend that
+// nobody holds; rolling-upgrade.yml (reload, every host already on v2)
+// verifies xlb1, reloads xlb2 (the config changed), whose successor takes
+// over, ready and announcing, with two routable backends where the
+// verification wants all three (xlb_verify_min_routable_backends' default):
+// the role drains xlb2 with the bgp hook, as a failed restart leaves its
+// host, waits until the router has no path via it, and stops the rollout
+// before xlb3. With the config put back, the next run reloads, verifies
+// and returns xlb2.
 func (f *fleet) hotUpgradeFailsVerification(t *testing.T) {
 	start := time.Now()
 	bad := f.l.Hosts[1]
@@ -29,7 +33,11 @@ func (f *fleet) hotUpgradeFailsVerification(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := bad.Container.WriteFile(ctx, "/etc/xlb/xlb.yaml", []byte(brokenConfig(good)), 0o644); err != nil {
+	oneGone := strings.ReplaceAll(good, testnet.OneArmBackendIP(2).String(), netip.AddrFrom4([4]byte{192, 0, 2, 203}).String())
+	if oneGone == good {
+		t.Fatalf("xlb2's xlb.yaml does not list %s:\n%s", testnet.OneArmBackendIP(2), good)
+	}
+	if err := bad.Container.WriteFile(ctx, "/etc/xlb/xlb.yaml", []byte("# fleet test: one backend nobody holds\n"+oneGone), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	report := filepath.Join(f.dir, "report.json")
@@ -47,8 +55,9 @@ func (f *fleet) hotUpgradeFailsVerification(t *testing.T) {
 		t.Errorf("xlb3 ran tasks after the failure: %+v", rc)
 	}
 	for task, want := range map[string]string{
-		"Check that a new process took over": "ok", // the hand-off itself succeeded
-		"Check /readyz":                      "fatal",
+		"Check that a new process took over":                                    "ok", // the hand-off itself succeeded
+		"Check /readyz":                                                         "ok", // and the new process is ready
+		"Check the interfaces, backends and version":                            "fatal",
 		"Drain or undrain the instance (POST /api/v1/drain or /api/v1/undrain)": "changed",
 		"Wait until the router has no path via this host":                       "ok",
 	} {
@@ -70,11 +79,11 @@ func (f *fleet) hotUpgradeFailsVerification(t *testing.T) {
 			e = x
 		}
 	}
-	if e.Result != "FAILED" || e.Method != "reload" || !e.Drained || !strings.Contains(e.Message, "readyz") {
-		t.Errorf("report %s: %+v, want FAILED at /readyz after a reload, drained", bad.Inventory, e)
+	if e.Result != "FAILED" || e.Method != "reload" || !e.Drained || !strings.Contains(e.Message, "routable backends") {
+		t.Errorf("report %s: %+v, want FAILED at the routable backends after a reload, drained", bad.Inventory, e)
 	}
-	// No path via xlb2 (it is drained, its new process serves nothing
-	// routable); the others keep theirs.
+	// No path via xlb2 (drained: its route was withdrawn, though its new
+	// process is ready); the others keep theirs.
 	want := hostAddrs(f.l.Hosts[0], f.l.Hosts[2])
 	paths, err := f.l.KernelPaths()
 	slices.SortFunc(paths, netip.Addr.Compare)
