@@ -4,6 +4,7 @@
 //	xlb check [--env-file FILE]... [--config] FILE|-
 //	xlb reload --pid PID [--pass-environment]  hot upgrade the running xlb (systemd's ExecReload=)
 //	xlb mount-bpffs --config FILE      mount the bpffs for state_dir (systemd's ExecStartPre=)
+//	xlb detach [--config FILE]         take down what a stopped xlb left attached (package removal)
 //	xlb capabilities                   what this version can do (for package scripts)
 //	xlb --version
 //
@@ -29,6 +30,7 @@ const synopsis = `xlb [--config FILE] [--log.level LEVEL] [--log.format logfmt|j
 xlb check [--env-file FILE]... [--config] FILE|-
 xlb reload --pid PID [--pass-environment] [--timeout DURATION]
 xlb mount-bpffs [--config FILE]
+xlb detach [--config FILE] [--state-dir DIR]
 xlb capabilities
 xlb --version`
 
@@ -55,6 +57,9 @@ has read the unit's EnvironmentFile= afresh: passwords and ARGS included.
 xlb mount-bpffs mounts a bpffs at the parent of state_dir when none is
 there, so that pinned state outlives the process.
 
+xlb detach takes down what an xlb that no longer runs left attached (XDP,
+pins, host settings); it refuses while an xlb runs.
+
 Run 'xlb COMMAND --help' for a command's flags.`
 
 func main() {
@@ -70,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return reload(args[1:], stdout, stderr)
 		case "mount-bpffs":
 			return mountBPFFS(args[1:], stdout, stderr)
+		case "detach":
+			return detach(args[1:], stdout, stderr)
 		case "capabilities":
 			return capabilities(args[1:], stdout, stderr)
 		case "help":

@@ -26,6 +26,7 @@ func TestHelpOnStdout(t *testing.T) {
 		{[]string{"check", "--help"}, []string{"--config FILE", "--env-file FILE"}},
 		{[]string{"reload", "--help"}, []string{"--pid PID", "--timeout DURATION"}},
 		{[]string{"mount-bpffs", "--help"}, []string{"--config FILE"}},
+		{[]string{"detach", "--help"}, []string{"--config FILE", "--state-dir DIR"}},
 		{[]string{"capabilities", "--help"}, nil},
 	} {
 		var out, errs bytes.Buffer

@@ -12,8 +12,9 @@ import (
 
 // drainFileName is the drain record of one network namespace's instance
 // in the runtime directory (hostnet.DefaultJournalDir, /run/xlb): the
-// unit keeps it across restarts and crashes (RuntimeDirectoryPreserve=
-// restart) and removes it with `systemctl stop`; a reboot clears /run.
+// unit keeps the directory across restarts, stops and crashes
+// (RuntimeDirectoryPreserve=yes), so only an undrain or a reboot, which
+// clears /run, forgets the drain.
 const drainFileName = "drain-netns-%d.json"
 
 // drainRecord is an operator's drain as kept on disk (issue 28): a

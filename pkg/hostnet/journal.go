@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/vishvananda/netlink"
 )
 
 // DefaultJournalDir is where the journal lives: /run survives a crash of
@@ -87,6 +90,41 @@ func (j *Journal) Recovered() []string {
 		out = append(out, n.IP.String()+" dev "+n.Interface)
 	}
 	return out
+}
+
+// RemoveNeighbours deletes the recorded neighbour entries from the
+// kernel, looked up by interface name in the caller's network namespace
+// (one whose interface or entry is gone is done), and forgets them: what
+// a stopped instance's Resolver.Cleanup would have done. It returns how
+// many it deleted.
+func (j *Journal) RemoveNeighbours() (int, error) {
+	if len(j.data.Neighbours) == 0 {
+		return 0, nil
+	}
+	removed := 0
+	var errs []error
+	for _, n := range j.data.Neighbours {
+		l, err := netlink.LinkByName(n.Interface)
+		if err != nil {
+			var notFound netlink.LinkNotFoundError
+			if !errors.As(err, &notFound) {
+				errs = append(errs, fmt.Errorf("delete neighbour %s dev %s: %w", n.IP, n.Interface, err))
+			}
+			continue
+		}
+		err = netlink.NeighDel(&netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V4, IP: net.IP(n.IP.AsSlice())})
+		switch {
+		case err == nil:
+			removed++
+		case !errors.Is(err, errNoEntry):
+			errs = append(errs, fmt.Errorf("delete neighbour %s dev %s: %w", n.IP, n.Interface, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, err
+	}
+	j.data.Neighbours = nil
+	return removed, j.save()
 }
 
 // Neighbours lists the recorded neighbour entries.

@@ -10,6 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrInstanceRunning is LockNetns's error when another process holds the
+// namespace's instance lock: an xlb runs there.
+var ErrInstanceRunning = errors.New("another xlb is running in this network namespace")
+
 // NetnsLock is the instance lock of one network namespace.
 type NetnsLock struct {
 	f    *os.File
@@ -34,7 +38,7 @@ func LockNetns(dir string) (*NetnsLock, error) {
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			f.Close()
 			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("another xlb is running in this network namespace (lock %s held); one instance per network namespace", path)
+				return nil, fmt.Errorf("%w (lock %s held); one instance per network namespace", ErrInstanceRunning, path)
 			}
 			return nil, fmt.Errorf("instance lock %s: %w", path, err)
 		}

@@ -151,8 +151,9 @@ func labVars(sock, report string) map[string]any {
 
 // TestFleet provisions three booted Debian hosts with site.yml, upgrades
 // them with rolling-upgrade.yml under client traffic by hot upgrade
-// (reload: no drain, no connection reset), and then, by drain and restart,
-// meets a host whose upgrade fails readiness.
+// (reload: no drain, no connection reset), drains a host whose hot
+// upgrade fails verification, and then, by drain and restart, meets a
+// host whose upgrade fails readiness.
 func TestFleet(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("fleet: needs root (network namespaces, XDP, systemd-nspawn)")
@@ -253,6 +254,7 @@ func TestFleet(t *testing.T) {
 		{"every host announces and carries traffic", f.announce},
 		{"config change rolls host by host", f.configChange},
 		{"rolling hot upgrade under traffic", f.rollingUpgrade},
+		{"a hot upgrade that fails verification drains the host", f.hotUpgradeFailsVerification},
 		{"xlbctl drain withdraws the route", f.drainOne},
 		{"failing host stops the rollout", f.failingHost},
 		{"a host killed hard", f.killHost},

@@ -141,9 +141,10 @@ func TestRoleEnvFile(t *testing.T) {
 
 // TestRoleRejects: what would stop xlb on every host stops the role
 // first, on the controller here and on every host in site.yml's first
-// play. A username without a password fails the preflight; the same
-// files without the preflight fail `xlb check --env-file`, as does an
-// unknown XLB_DISABLE_FEATURES; nothing is rendered past the check.
+// play. A username without a password, or no package checksum, fails
+// the preflight; the same files without the preflight fail `xlb check
+// --env-file`, as does an unknown XLB_DISABLE_FEATURES; nothing is
+// rendered past the check.
 func TestRoleRejects(t *testing.T) {
 	xlb := buildXLB(t)
 	for _, c := range []struct {
@@ -159,6 +160,8 @@ func TestRoleRejects(t *testing.T) {
 			"Stop at a rejected environment file or xlb.yaml (nothing was installed)", "no-such-feature"},
 		{"environment name: preflight", map[string]any{"xlb_environment": map[string]string{"NOT-A-NAME": "x"}},
 			"Check the environment file's variables", "environment variable names"},
+		{"no package checksum: preflight", map[string]any{"xlb_package_sha256": ""},
+			"Check the package settings", "no package is installed unchecked"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, _, err := renderRole(t, xlb, c.vars)

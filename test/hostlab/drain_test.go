@@ -19,9 +19,10 @@ import (
 // through the admin socket the sandboxed daemon created in its runtime
 // directory (0600, root) and is logged with the peer's uid and pid; the
 // drain survives a SIGKILL (systemd restarts xlb, RuntimeDirectoryPreserve
-// keeps /run/xlb) and `systemctl restart`, the status saying since when
-// and by whom; `xlbctl undrain` ends it, and `systemctl stop` removes the
-// runtime directory.
+// keeps /run/xlb), `systemctl restart` and a stop and start (the unit
+// keeps /run/xlb until reboot: RuntimeDirectoryPreserve=yes), the status
+// saying since when and by whom; `xlbctl undrain` ends it, and a clean
+// stop then leaves neither a drain record nor the admin socket.
 func TestDrainUnderSystemd(t *testing.T) {
 	setup(t)
 	h := bootHost(t, "drain")
@@ -93,14 +94,20 @@ func TestDrainUnderSystemd(t *testing.T) {
 		keptDrained(t, "systemctl restart")
 	})
 
+	step("stop-and-start-keep-the-drain", func(t *testing.T) {
+		h.sh("systemctl", "stop", "xlb")
+		h.sh("systemctl", "start", "xlb")
+		keptDrained(t, "systemctl stop and start")
+	})
+
 	step("undrain-and-stop", func(t *testing.T) {
 		if out := h.sh("xlbctl", "undrain"); !strings.HasPrefix(out, "undrained:") {
 			t.Fatalf("xlbctl undrain: %q", out)
 		}
 		h.waitReadyz(200, "ready")
 		h.sh("systemctl", "stop", "xlb")
-		if out, err := h.try("test", "-e", "/run/xlb"); err == nil {
-			t.Errorf("/run/xlb after systemctl stop: still there %s", out)
+		if out, err := h.try("sh", "-c", "ls /run/xlb/drain-netns-*.json /run/xlb/admin.sock"); err == nil {
+			t.Errorf("after xlbctl undrain and systemctl stop: still there: %s", out)
 		}
 	})
 }

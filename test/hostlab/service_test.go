@@ -328,6 +328,15 @@ func TestPackagedService(t *testing.T) {
 		h.sh("test", "!", "-e", "/etc/default/xlb")
 	})
 
+	step("remove-detaches-a-failed-unit", func(t *testing.T) {
+		h.sh("apt-get", "install", "-y", "--no-install-recommends", debIn(1))
+		h.write("/etc/xlb/xlb.yaml", config, 0o644)
+		h.failedUnitLeftAttached()
+		out := h.sh("apt-get", "remove", "-y", "xlb")
+		h.checkDetached(out)
+		h.sh("apt-get", "purge", "-y", "xlb")
+	})
+
 	step("rpm-lifecycle", func(t *testing.T) {
 		// %post applies the preset policy (systemctl preset). An RPM
 		// distribution's policy ends in "disable *" (Fedora, EL, SUSE);
@@ -377,7 +386,71 @@ func TestPackagedService(t *testing.T) {
 		h.sh("test", "-f", "/etc/xlb/xlb.yaml.rpmsave")
 	})
 
+	step("rpm-erase-detaches-a-failed-unit", func(t *testing.T) {
+		h.sh("rpm", "-i", "--nodeps", rpmIn(1))
+		h.write("/etc/xlb/xlb.yaml", config, 0o644)
+		h.failedUnitLeftAttached()
+		out := h.sh("rpm", "-e", "xlb")
+		h.checkDetached(out)
+	})
+
 	t.Logf("whole booted-host test: %s", time.Since(testStart).Round(100*time.Millisecond))
+}
+
+// failedUnitLeftAttached starts xlb with the sysctls it changes reset,
+// checks that `xlb detach` refuses while it runs, then SIGKILLs it with
+// Restart=no (a drop-in): the unit ends failed, with no process, and XDP
+// stays attached through the pins (what a crash keeps, for the restart
+// that does not come).
+func (h *host) failedUnitLeftAttached() {
+	t := h.t
+	t.Helper()
+	h.sh("sh", "-c", "echo 0 > "+loForwarding+" && echo > "+reservedPorts)
+	h.write("/run/systemd/system/xlb.service.d/50-no-restart.conf", "[Service]\nRestart=no\n", 0o644)
+	h.sh("systemctl", "daemon-reload")
+	h.sh("systemctl", "start", "xlb")
+	if out, err := h.try("xlb", "detach"); err == nil || !strings.Contains(out, "refused: another xlb is running") {
+		t.Errorf("xlb detach while xlb runs: %v, want a refusal:\n%s", err, out)
+	}
+	if !h.xdpAttached() {
+		t.Fatal("not attached while running (or detached by a refused xlb detach)")
+	}
+	h.sh("systemctl", "kill", "--signal=KILL", "xlb")
+	h.waitFor("the unit fails", 30*time.Second, func() (bool, string) {
+		p := h.show("ActiveState", "MainPID")
+		return p["ActiveState"] == "failed" && p["MainPID"] == "0", fmt.Sprint(p)
+	})
+	if !h.xdpAttached() {
+		t.Fatal("XDP was detached when the process was killed; want it kept (crash survival)")
+	}
+	if pins := strings.TrimSpace(h.sh("ls", "-A", "/sys/fs/bpf/xlb")); pins == "" {
+		t.Fatal("no pins under /sys/fs/bpf/xlb after SIGKILL")
+	}
+	h.sh("rm", "-r", "/run/systemd/system/xlb.service.d")
+	h.sh("systemctl", "daemon-reload")
+}
+
+// checkDetached: the removal (its output out) ran xlb detach, which left
+// no XDP program, no pins and the sysctls as they were before the start.
+func (h *host) checkDetached(out string) {
+	t := h.t
+	t.Helper()
+	if !strings.Contains(out, "xlb detach: XDP detached from eth0") {
+		t.Errorf("the removal did not say that xlb detach detached XDP:\n%s", out)
+	}
+	if h.xdpAttached() {
+		t.Error("XDP program still attached after the removal of a failed unit")
+	}
+	if left, _ := h.try("sh", "-c", "ls -A /sys/fs/bpf/xlb 2>/dev/null"); strings.TrimSpace(left) != "" {
+		t.Errorf("pins left after the removal of a failed unit:\n%s", h.sh("ls", "-laR", "/sys/fs/bpf"))
+	}
+	if got := strings.Fields(h.sh("cat", loForwarding, reservedPorts)); !slices.Equal(got, []string{"0"}) {
+		t.Errorf("after the removal: %s and %s hold %q, want their values before the start (0 and empty)", loForwarding, reservedPorts, got)
+	}
+	// The removal also cleared the failed state (the unit is gone).
+	if st, _ := h.try("systemctl", "is-active", "xlb"); strings.TrimSpace(st) != "inactive" {
+		t.Errorf("after the removal: is-active %q, want inactive", st)
+	}
 }
 
 // The sysctls the daemon sets (pkg/hostnet) and the unit leaves writable.

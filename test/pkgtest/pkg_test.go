@@ -175,6 +175,7 @@ func wantFiles(t *testing.T, unitPath, envPath string, withDirs bool) []string {
 	es := []entry{
 		{"-rw-------", envPath},
 		{"-rw-r--r--", "/etc/xlb/xlb.yaml"},
+		{"-rw-r--r--", needrestartConf},
 		{"-rw-r--r--", unitPath},
 		{"-rwxr-xr-x", "/usr/bin/xlb"},
 		{"-rw-r--r--", "/usr/share/doc/xlb/LICENSE"},
@@ -193,7 +194,7 @@ func wantFiles(t *testing.T, unitPath, envPath string, withDirs bool) []string {
 	if withDirs {
 		// The rpm owns the directories it creates (the deb lists every
 		// directory of its data archive; the deb test skips them).
-		for _, d := range []string{"/etc/xlb", "/usr/share/doc/xlb", "/usr/share/doc/xlb/examples", "/usr/share/xlb", "/usr/share/xlb/prometheus", "/usr/share/xlb/grafana"} {
+		for _, d := range []string{"/etc/xlb", "/etc/needrestart", "/etc/needrestart/conf.d", "/usr/share/doc/xlb", "/usr/share/doc/xlb/examples", "/usr/share/xlb", "/usr/share/xlb/prometheus", "/usr/share/xlb/grafana"} {
 			es = append(es, entry{"drwxr-xr-x", d})
 		}
 	}
@@ -259,7 +260,7 @@ func TestDeb(t *testing.T) {
 	t.Run("conffiles", func(t *testing.T) {
 		got := strings.Fields(run(t, "dpkg-deb", "-I", p.Deb, "conffiles"))
 		sort.Strings(got)
-		want := []string{"/etc/default/xlb", "/etc/xlb/xlb.yaml"}
+		want := []string{"/etc/default/xlb", needrestartConf, "/etc/xlb/xlb.yaml"}
 		if !slices.Equal(got, want) {
 			t.Errorf("conffiles %v, want %v", got, want)
 		}
@@ -294,7 +295,37 @@ func TestDeb(t *testing.T) {
 		root := t.TempDir()
 		run(t, "dpkg-deb", "-x", p.Deb, root)
 		checkContents(t, root, "lib/systemd/system/xlb.service", p.Version)
+		checkNeedrestart(t, root)
 	})
+}
+
+// needrestartConf is the needrestart snippet both packages install: it
+// keeps needrestart from restarting xlb.service after an upgrade.
+const needrestartConf = "/etc/needrestart/conf.d/xlb.conf"
+
+// checkNeedrestart evaluates the packaged needrestart snippet under root
+// as needrestart does (perl: eval of each conf.d/*.conf with %nrconf in
+// scope, then each $nrconf{override_rc} key as a regex over the unit
+// name) and checks that it deselects xlb.service and nothing else of
+// ours.
+func checkNeedrestart(t *testing.T, root string) {
+	t.Helper()
+	if got, want := readFile(t, filepath.Join(root, needrestartConf)), repoFile(t, "packaging/needrestart.conf"); got != want {
+		t.Errorf("%s differs from packaging/needrestart.conf", needrestartConf)
+	}
+	const script = `use strict; our %nrconf = (override_rc => {});
+my $fn = shift;
+eval do { local(@ARGV, $/) = $fn; <> };
+die "Error parsing $fn: $@" if $@;
+for my $rc (@ARGV) {
+	my @hits = map { $nrconf{override_rc}{$_} } grep { $rc =~ /$_/ } keys %{$nrconf{override_rc}};
+	print "$rc=", (@hits ? join(",", @hits) : "unset"), "\n";
+}`
+	out := run(t, "perl", "-e", script, filepath.Join(root, needrestartConf), "xlb.service", "xlb-vip.service", "bird.service")
+	want := "xlb.service=0\nxlb-vip.service=unset\nbird.service=unset\n"
+	if out != want {
+		t.Errorf("needrestart's override_rc from %s:\n%s\nwant:\n%s", needrestartConf, out, want)
+	}
 }
 
 // checkScript: POSIX sh, set -e, valid syntax.
@@ -434,7 +465,7 @@ func TestRPM(t *testing.T) {
 	t.Run("configfiles", func(t *testing.T) {
 		got := strings.Fields(q(t, "--configfiles"))
 		sort.Strings(got)
-		want := []string{"/etc/sysconfig/xlb", "/etc/xlb/xlb.yaml"}
+		want := []string{needrestartConf, "/etc/sysconfig/xlb", "/etc/xlb/xlb.yaml"}
 		if !slices.Equal(got, want) {
 			t.Errorf("configfiles %v, want %v", got, want)
 		}
@@ -492,7 +523,9 @@ func TestRPM(t *testing.T) {
 				digests[f[0]] = f[3]
 			}
 		}
-		for _, path := range []string{"/usr/bin/xlb", "/etc/xlb/xlb.yaml", "/lib/systemd/system/xlb.service", "/etc/default/xlb", "/usr/share/man/man8/xlb.8.gz"} {
+		// The needrestart snippet, which the deb's contents test
+		// evaluates, is the same file in the rpm.
+		for _, path := range []string{"/usr/bin/xlb", "/etc/xlb/xlb.yaml", "/lib/systemd/system/xlb.service", "/etc/default/xlb", "/usr/share/man/man8/xlb.8.gz", needrestartConf} {
 			b, err := os.ReadFile(filepath.Join(root, path))
 			if err != nil {
 				t.Fatal(err)
