@@ -90,6 +90,17 @@ func (c *Capture) Read(buf []byte, timeout time.Duration) (int, error) {
 	return n, err
 }
 
+// Filter attaches a classic BPF socket filter (SO_ATTACH_FILTER): from
+// then on the capture keeps only the frames prog accepts, so a reader
+// that wants a few keeps up with a bulk transfer.
+func (c *Capture) Filter(prog []unix.SockFilter) error {
+	if len(prog) == 0 {
+		return errors.New("testnet: an empty socket filter")
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	return unix.SetsockoptSockFprog(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog)
+}
+
 // Send sends one whole Ethernet frame, header included, out of the
 // captured interface exactly as written: any source and destination MAC
 // (e.g. a frame for another host's MAC, which a bridge floods). The
