@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -113,31 +112,15 @@ var synFinRst = []unix.SockFilter{
 func (w *rstWatch) read(capt *testnet.Capture, end int, peer netip.Addr) {
 	defer w.wg.Done()
 	defer capt.Close()
-	buf := make([]byte, 2048) // a whole frame: a FIN may ride on a full segment
-	for {
-		select {
-		case <-w.stop:
-			return
-		default:
-		}
-		n, err := capt.Read(buf, 100*time.Millisecond)
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			w.mu.Lock()
-			w.errs = append(w.errs, fmt.Errorf("capture on the %s's side: %w", endName[end], err))
-			w.mu.Unlock()
-			return
-		}
-		pkt := gopacket.NewPacket(buf[:n], layers.LayerTypeEthernet, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
+	err := capt.ReadUntil(w.stop, func(frame []byte) {
+		pkt := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
 		ip, ok := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 		if !ok {
-			continue
+			return
 		}
 		tcp, ok := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
 		if !ok {
-			continue
+			return
 		}
 		src, _ := netip.AddrFromSlice(ip.SrcIP)
 		fromPeer := src == peer
@@ -147,6 +130,11 @@ func (w *rstWatch) read(capt *testnet.Capture, end int, peer netip.Addr) {
 		}
 		w.mu.Lock()
 		w.segment(end, key, fromPeer, tcp)
+		w.mu.Unlock()
+	})
+	if err != nil {
+		w.mu.Lock()
+		w.errs = append(w.errs, fmt.Errorf("capture on the %s's side: %w", endName[end], err))
 		w.mu.Unlock()
 	}
 }
