@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -86,6 +88,9 @@ func (c *client) request(ctx context.Context, method, path string) ([]byte, erro
 		req.SetBasicAuth(c.user, c.pass)
 	}
 	res, err := c.http.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("%w\nis xlb running (systemctl status xlb)? the admin URL came from %s", err, c.from)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (admin URL from %s)", err, c.from)
 	}

@@ -90,6 +90,40 @@ func (c *Capture) Read(buf []byte, timeout time.Duration) (int, error) {
 	return n, err
 }
 
+// ReadUntil reads frames until stop is closed, handing each to frame (its
+// bytes valid until frame returns: one 2048-byte buffer, a whole frame of
+// the lab's MTU), and returns the first error other than a wait that
+// timed out or was interrupted. It checks stop at least every 100 ms.
+func (c *Capture) ReadUntil(stop <-chan struct{}, frame func([]byte)) error {
+	buf := make([]byte, 2048)
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		n, err := c.Read(buf, 100*time.Millisecond)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		frame(buf[:n])
+	}
+}
+
+// Filter attaches a classic BPF socket filter (SO_ATTACH_FILTER): from
+// then on the capture keeps only the frames prog accepts, so a reader
+// that wants a few keeps up with a bulk transfer.
+func (c *Capture) Filter(prog []unix.SockFilter) error {
+	if len(prog) == 0 {
+		return errors.New("testnet: an empty socket filter")
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	return unix.SetsockoptSockFprog(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog)
+}
+
 // Send sends one whole Ethernet frame, header included, out of the
 // captured interface exactly as written: any source and destination MAC
 // (e.g. a frame for another host's MAC, which a bridge floods). The

@@ -328,7 +328,7 @@ func (d *decoder) decodeSNAT(n *yaml.Node, path string, s *SNAT) {
 			switch {
 			case !ok:
 				d.fail(n.Line, p, `must be "LO-HI" with two port numbers, e.g. "40000-59999", got %q`, str)
-			case lo < MinSNATPort || lo > hi:
+			case lo < MinSNATPort || lo > hi || hi > 65535:
 				d.fail(n.Line, p, `must satisfy %d <= LO <= HI <= 65535, got %q`, MinSNATPort, str)
 			default:
 				s.PortLo, s.PortHi = uint16(lo), uint16(hi)
@@ -337,14 +337,14 @@ func (d *decoder) decodeSNAT(n *yaml.Node, path string, s *SNAT) {
 	})
 }
 
-// parsePortRange parses "LO-HI", two decimal port numbers 0..65535; the
-// caller checks their order and floor.
+// parsePortRange parses "LO-HI", two decimal numbers below 2^32; the
+// caller checks that they are ports, their order and their floor.
 func parsePortRange(s string) (lo, hi uint64, ok bool) {
 	a, b, found := strings.Cut(s, "-")
 	if !found {
 		return 0, 0, false
 	}
-	lo, err1 := strconv.ParseUint(a, 10, 16)
-	hi, err2 := strconv.ParseUint(b, 10, 16)
+	lo, err1 := strconv.ParseUint(a, 10, 32)
+	hi, err2 := strconv.ParseUint(b, 10, 32)
 	return lo, hi, err1 == nil && err2 == nil
 }

@@ -181,7 +181,7 @@ func TestValidationRules(t *testing.T) {
 		{"snat list item IPv6", minimal + "snat: {ip: [198.51.100.1, \"2001:db8::1\"]}\n", `t.yaml:7: snat.ip[1]: 2001:db8::1: IPv6 is not supported yet; use an IPv4 address`},
 		{"snat ip a mapping", minimal + "snat: {ip: {address: 198.51.100.1}}\n", `t.yaml:7: snat.ip: must be a string, got a mapping`},
 		{"snat port_range malformed", minimal + "snat: {port_range: \"40000:59999\"}\n", `t.yaml:7: snat.port_range: must be "LO-HI" with two port numbers, e.g. "40000-59999", got "40000:59999"`},
-		{"snat port_range above 65535", minimal + "snat: {port_range: \"40000-70000\"}\n", `t.yaml:7: snat.port_range: must be "LO-HI" with two port numbers, e.g. "40000-59999", got "40000-70000"`},
+		{"snat port_range above 65535", minimal + "snat: {port_range: \"40000-70000\"}\n", `t.yaml:7: snat.port_range: must satisfy 1024 <= LO <= HI <= 65535, got "40000-70000"`},
 		{"snat port_range single number", minimal + "snat: {port_range: 40000}\n", `t.yaml:7: snat.port_range: must be "LO-HI" with two port numbers, e.g. "40000-59999", got "40000"`},
 		{"snat port_range below floor", minimal + "snat: {port_range: \"1000-2000\"}\n", `t.yaml:7: snat.port_range: must satisfy 1024 <= LO <= HI <= 65535, got "1000-2000"`},
 		{"snat port_range reversed", minimal + "snat: {port_range: \"50000-40000\"}\n", `t.yaml:7: snat.port_range: must satisfy 1024 <= LO <= HI <= 65535, got "50000-40000"`},

@@ -16,27 +16,6 @@ import (
 // the same counters.
 const layout4Counters = uint32(xlbXlbCounterXLB_C_NOT_OURS)
 
-// layout4Maps creates the state maps of layout 4 (the per-CPU queue
-// stands in for the ring buffer).
-func layout4Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
-	t.Helper()
-	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
-		switch name {
-		case xlbMapXlbCounters:
-			ms.MaxEntries = layout4Counters
-		case xlbMapXlbCfg:
-			ms.ValueSize = uint32(config5Size)
-		case xlbMapXlbFlows:
-			ms.MaxEntries = EntriesPerPair * maxConnections
-		case xlbMapXlbSnatPorts:
-			ms.MaxEntries = migrateSNAT.bitmapWords()
-		case xlbMapXlbCloseRing:
-			ms.Type, ms.KeySize, ms.ValueSize, ms.MaxEntries = ebpf.Array, 4, 4, 1
-		}
-		return true
-	})
-}
-
 // DowngradeToLayout4 rewrites the pins under dir, which a data path of
 // this build pinned and released, into what the issue-14 build (layout 4)
 // pins for the same state: layout 5's (DowngradeToLayout5, syn_us of
@@ -46,15 +25,26 @@ func layout4Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 func DowngradeToLayout4(t testing.TB, dir string) {
 	t.Helper()
 	DowngradeToLayout5(t, dir, 0)
+	shrinkPinnedCounters(t, dir, layout4Counters)
+	setPinnedLayout(t, dir, 4)
+}
+
+// shrinkPinnedCounters replaces the counter array pinned under dir by one
+// of its first n counters, as an older layout pinned it.
+func shrinkPinnedCounters(t testing.TB, dir string, n uint32) {
+	t.Helper()
 	path := mapPath(dir, xlbMapXlbCounters)
 	cur, err := ebpf.LoadPinnedMap(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cur.Close()
-	old := layout4Maps(t, 1)[xlbMapXlbCounters]
+	old := stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
+		ms.MaxEntries = n
+		return name == xlbMapXlbCounters
+	})[xlbMapXlbCounters]
 	var per []uint64
-	for k := range layout4Counters {
+	for k := range n {
 		if err := cur.Lookup(k, &per); err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +58,6 @@ func DowngradeToLayout4(t testing.TB, dir string) {
 	if err := old.Pin(path); err != nil {
 		t.Fatal(err)
 	}
-	setPinnedLayout(t, dir, 4)
 }
 
 // setPinnedLayout writes version into the pinned metadata record under

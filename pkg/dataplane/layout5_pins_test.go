@@ -67,18 +67,7 @@ func DowngradeToLayout5(t testing.TB, dir string, synTime uint32) {
 		}
 	}
 	old := layout5Maps(t, 1)
-
-	cur := open(xlbMapXlbCounters)
-	var per []uint64
-	for k := range layout5Counters {
-		if err := cur.Lookup(k, &per); err != nil {
-			t.Fatal(err)
-		}
-		if err := old[xlbMapXlbCounters].Update(k, per, ebpf.UpdateExist); err != nil {
-			t.Fatal(err)
-		}
-	}
-	repin(xlbMapXlbCounters, old[xlbMapXlbCounters])
+	shrinkPinnedCounters(t, dir, layout5Counters)
 
 	var cfg xlbXlbConfig
 	if err := open(xlbMapXlbCfg).Lookup(uint32(0), &cfg); err != nil {

@@ -1,12 +1,9 @@
 package dataplane_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
-	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
-	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
 // A hot upgrade from the issue-17 build (layout 5: a smaller counter array
@@ -18,44 +15,11 @@ import (
 func TestHotUpgradeFromLayout5(t *testing.T) {
 	l := newPinLab(t)
 	const pairs = 3
-	old := l.running(t, pairs)
-	before := flows(t, old)
-	counted, err := old.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.handOver(t, old)
-	dataplane.DowngradeToLayout5(t, l.dir, 12345)
-
-	dp := l.migrated(t, 5, pairs)
-	after := sameFlows(t, dp, before, nil) // embryonic pairs: syn_us is the SYN's time in both layouts
-	got, err := dp.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != counted {
-		t.Errorf("counters after the migration: %+v, want %+v", got, counted)
-	}
+	dp, after := l.upgradedFrom(t, 5, pairs, func(dir string) { dataplane.DowngradeToLayout5(t, dir, 12345) }) // embryonic pairs: syn_us is the SYN's time in both layouts
 	guard, err := dp.FixtureSNATReuseTicks()
 	if err != nil || guard == 0 {
 		t.Errorf("SNAT reuse guard in the migrated config: %d ticks (%v), want this build's", guard, err)
 	}
-	for i := range pairs {
-		c := dt.Client(uint16(34000 + i))
-		fwd := after[dt.ForwardKey(c, 80)]
-		synAck := l.e.FromBackend(fwd.NewDst(), fwd.NewSrc().Port(), dt.SYN|dt.ACK, 5000, 1001, nil)
-		l.forwards(t, dp, fmt.Sprintf("pair %d: the SYN-ACK", i), synAck, l.e.ToClient(synAck, c, 80))
-		data := l.data(i)
-		l.forwards(t, dp, fmt.Sprintf("pair %d: client data", i), data, l.e.ToBackend(data, fwd.NewDst(), fwd.NewSrc().Port()))
-	}
-	if err := dp.Pin(dataplane.PinMeta{OwnerPID: 3}); err != nil {
-		t.Fatal(err)
-	}
-	if err := dp.Release(); err != nil {
-		t.Fatal(err)
-	}
-	next := l.mustLoad(t, 64)
-	if ad := next.Adoption(); ad.Start != api.StartAdopted || ad.FromLayout != dataplane.LayoutVersion || ad.Pairs != pairs {
-		t.Fatalf("adoption of the migrated pins %+v, want adopted, layout %d, %d pairs", ad, dataplane.LayoutVersion, pairs)
-	}
+	l.forwardsAfterMigration(t, dp, after, pairs)
+	l.adoptedAfterPin(t, dp, pairs, nil)
 }

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -42,30 +41,6 @@ func DowngradeToLayout6(t testing.TB, dir string) {
 		}
 	}
 
-	path := mapPath(dir, xlbMapXlbCounters)
-	cur, err := ebpf.LoadPinnedMap(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
-	old := stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
-		ms.MaxEntries = layout6Counters
-		return name == xlbMapXlbCounters
-	})[xlbMapXlbCounters]
-	var per []uint64
-	for k := range layout6Counters {
-		if err := cur.Lookup(k, &per); err != nil {
-			t.Fatal(err)
-		}
-		if err := old.Update(k, per, ebpf.UpdateExist); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Pin(path); err != nil {
-		t.Fatal(err)
-	}
+	shrinkPinnedCounters(t, dir, layout6Counters)
 	setPinnedLayout(t, dir, 6)
 }

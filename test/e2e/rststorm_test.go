@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/test/lab"
@@ -192,27 +190,11 @@ func captureISNs(client *lab.Host) (*isnCapture, error) {
 func (c *isnCapture) read(capt *testnet.Capture) {
 	defer close(c.done)
 	defer capt.Close()
-	buf := make([]byte, 2048)
-	for {
-		select {
-		case <-c.stop:
-			return
-		default:
-		}
-		n, err := capt.Read(buf, 100*time.Millisecond)
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			c.mu.Lock()
-			c.err = err
-			c.mu.Unlock()
-			return
-		}
-		pkt := gopacket.NewPacket(buf[:n], layers.LayerTypeEthernet, gopacket.NoCopy)
+	err := capt.ReadUntil(c.stop, func(frame []byte) {
+		pkt := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.NoCopy)
 		tcp, ok := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
 		if !ok || !tcp.SYN {
-			continue
+			return
 		}
 		c.mu.Lock()
 		switch {
@@ -223,6 +205,11 @@ func (c *isnCapture) read(capt *testnet.Capture) {
 			c.entry(uint16(tcp.DstPort)).backend = tcp.Seq
 			c.ack[uint16(tcp.DstPort)] = true
 		}
+		c.mu.Unlock()
+	})
+	if err != nil {
+		c.mu.Lock()
+		c.err = err
 		c.mu.Unlock()
 	}
 }
