@@ -164,6 +164,14 @@ struct {
 	__uint(max_entries, XLB_HANDSHAKE_CELLS);
 } xlb_handshake SEC(".maps");
 
+/* Per backend id: whether its SYN-ACKs carry timestamps (enum xlb_backend_ts_state; tsopt.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XLB_MAX_BACKENDS);
+} xlb_backend_ts SEC(".maps");
+
 /* Pairs the reaper removed, per backend id and reason (enum xlb_reaped_reason). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -111,6 +111,7 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbFrags:         m.XlbFrags,
 		xlbMapXlbSnatSyncBatch: m.XlbSnatSyncBatch,
 		xlbMapXlbNexthopBatch:  m.XlbNexthopBatch,
+		xlbMapXlbBackendTs:     m.XlbBackendTs,
 	}
 }
 
