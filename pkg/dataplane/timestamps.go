@@ -1,6 +1,10 @@
 package dataplane
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
 
 // TimestampState is what the data path last saw of a backend's TCP
 // timestamps (bpf/tsopt.h; xlb_backend_ts): whether the backend's last
@@ -20,17 +24,21 @@ const (
 	TimestampsNo = TimestampState(xlbXlbBackendTsStateXLB_BTS_NO)
 )
 
-// String is the state as status shows it: "unknown", "yes" or "no".
-func (s TimestampState) String() string {
+// Word is the state as the status document and the metrics name it
+// (backends[].timestamps).
+func (s TimestampState) Word() api.Timestamps {
 	switch s {
 	case TimestampsYes:
-		return "yes"
+		return api.TimestampsYes
 	case TimestampsNo:
-		return "no"
+		return api.TimestampsNo
 	default:
-		return "unknown"
+		return api.TimestampsUnknown
 	}
 }
+
+// String is Word as a string.
+func (s TimestampState) String() string { return string(s.Word()) }
 
 // BackendTimestamps reads every backend id's TimestampState, indexed by
 // backend id (MaxBackends of them).

@@ -41,8 +41,8 @@ func fixtureSample() *maintenance.Sample {
 		TimeWait:     3,
 		Resetting:    2,
 		Backends: []maintenance.BackendSample{
-			{ID: 0, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 101, SentBytes: 10001, ReceivedPackets: 201, ReceivedBytes: 300001, Opened: 11}},
-			{ID: 1, Active: 0, TimeWait: 0, Stats: dataplane.BackendStats{SentPackets: 102, SentBytes: 10002, ReceivedPackets: 202, ReceivedBytes: 300002, Opened: 12}},
+			{ID: 0, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 101, SentBytes: 10001, ReceivedPackets: 201, ReceivedBytes: 300001, Opened: 11}, Timestamps: dataplane.TimestampsYes},
+			{ID: 1, Active: 0, TimeWait: 0, Stats: dataplane.BackendStats{SentPackets: 102, SentBytes: 10002, ReceivedPackets: 202, ReceivedBytes: 300002, Opened: 12}, Timestamps: dataplane.TimestampsNo},
 			{ID: 2, Active: 3, TimeWait: 2, Stats: dataplane.BackendStats{SentPackets: 103, SentBytes: 10003, ReceivedPackets: 203, ReceivedBytes: 300003, Opened: 13}},
 			{ID: 3},
 		},

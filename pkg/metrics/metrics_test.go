@@ -200,6 +200,12 @@ func TestValuesMatchSnapshot(t *testing.T) {
 		}
 	}
 	check("xlb_backend_state", L{"backend": "backend-5", "state": "unhealthy"}, 1)
+	// TCP timestamps: one series per state, 1 for the backend's.
+	for name, want := range map[string]string{"backend-1": "yes", "backend-2": "no", "backend-3": "unknown"} {
+		for _, st := range []string{"yes", "no", "unknown"} {
+			check("xlb_backend_tcp_timestamps", L{"backend": name, "state": st}, boolValue(st == want))
+		}
+	}
 	// Health checks: the backends that have them, by result.
 	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "ok"}, 40)
 	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "fail"}, 1)

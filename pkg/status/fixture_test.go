@@ -85,8 +85,8 @@ func fixture() *snapshot.Snapshot {
 				ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
 			},
 			Backends: []maintenance.BackendSample{
-				{ID: 1, Active: 10, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 2100, SentBytes: 1288490, ReceivedPackets: 26000, ReceivedBytes: 36700160, Opened: 420}},
-				{ID: 2, Active: 9, Stats: dataplane.BackendStats{SentPackets: 2000, SentBytes: 1153433, ReceivedPackets: 24000, ReceivedBytes: 33554432, Opened: 410}},
+				{ID: 1, Active: 10, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 2100, SentBytes: 1288490, ReceivedPackets: 26000, ReceivedBytes: 36700160, Opened: 420}, Timestamps: dataplane.TimestampsYes},
+				{ID: 2, Active: 9, Stats: dataplane.BackendStats{SentPackets: 2000, SentBytes: 1153433, ReceivedPackets: 24000, ReceivedBytes: 33554432, Opened: 410}, Timestamps: dataplane.TimestampsNo},
 				{ID: 3, Active: 6, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 1900, SentBytes: 987654, ReceivedPackets: 23000, ReceivedBytes: 31457280, Opened: 380}},
 				{ID: 4, Active: 2, Stats: dataplane.BackendStats{SentPackets: 90, SentBytes: 40960, ReceivedPackets: 700, ReceivedBytes: 2097152, Opened: 24}},
 				{ID: 5},

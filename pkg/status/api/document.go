@@ -416,6 +416,12 @@ type Backend struct {
 	ReceivedBytesTotal         uint64 `json:"received_bytes_total"`
 	SentPacketsTotal           uint64 `json:"sent_packets_total"`
 	ReceivedPacketsTotal       uint64 `json:"received_packets_total"`
+	// Timestamps is whether the backend's last SYN-ACK to a client SYN
+	// with TCP timestamps carried them: yes, no (its
+	// net.ipv4.tcp_timestamps is 0) or unknown (none seen yet). XLB
+	// rewrites the timestamps of a pair toward the backend only when
+	// both SYNs carried them (issue 36).
+	Timestamps Timestamps `json:"timestamps"`
 }
 
 // BackendHealth is a backend's active health checks (DESIGN §6b).
