@@ -289,3 +289,48 @@ func TestTimestampsClientWithout(t *testing.T) {
 		t.Fatalf("backend timestamps: %v, want unknown", got)
 	}
 }
+
+// On a pair whose timestamps are rewritten, the RST window checks work on
+// the sequence numbers as before (the rewrite leaves them alone): a RST
+// outside the receiver's window is dropped, one in it but not exact is
+// forwarded with the pair kept, and the exact one ends the pair.
+func TestTimestampsRSTWindow(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1]})
+	const cval, bval = uint32(77_000), uint32(0x7000)
+	k := dial(t, e, 33000, tsSyn(cval))
+	sent := cval + k.p.Fwd.TsOff
+	k.forward("SYN-ACK", withOpts(k.backend(dt.SYN|dt.ACK, isnB, isnC+1, synAckWindow, nil), tsSynAck(bval, sent)), counted{})
+	k.forward("client ACK", withOpts(k.client(dt.ACK, isnC+1, isnB+1, 1000, nil), tsData(cval+1, bval)), counted{})
+	out := k.forward("backend data", withOpts(k.backend(dt.ACK|dt.PSH, isnB+1, isnC+1, 2000, []byte("hello")), tsData(bval+1, sent+1)), counted{})
+	wantTimestamps(t, "backend data", out, bval+1, cval+1)
+	if p := k.now(); p.Fwd.Flags&dataplane.FlagTS == 0 {
+		t.Fatalf("flags %#x: timestamps not negotiated", p.Fwd.Flags)
+	}
+	// The backend's receive window: its last ACK isnC+1, window 2000 << 7 (both SYNs scale by 7).
+	k.drop("client RST beyond the window", k.client(dt.RST, isnC+1+1<<20, 0, 0, nil), counted{RSTOutOfWindow: 1})
+	k.forward("client RST in the window", k.client(dt.RST, isnC+1+100, 0, 0, nil), counted{RSTInexact: 1})
+	k.wantFlags(0, closedF)
+	k.forward("exact client RST", k.client(dt.RST, isnC+1, 0, 0, nil), counted{ClosedClientRST: 1})
+	k.wantFlags(dataplane.FlagClosedRST, 0)
+}
+
+// A segment that arrives fragmented on a pair whose timestamps are
+// rewritten: the option is in the first fragment, rewritten there, and
+// the TCP checksum (over the whole datagram) still verifies once the
+// fragments are put together, both ways.
+func TestTimestampsFirstFragment(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1]})
+	const bval = uint32(0x7000)
+	cval := uint32(0xfffffff0) // the client's numbers wrap past 2^32 below
+	k := dial(t, e, 33000, tsSyn(cval))
+	sent := cval + k.p.Fwd.TsOff
+	k.forward("SYN-ACK", withOpts(k.backend(dt.SYN|dt.ACK, isnB, isnC+1, synAckWindow, nil), tsSynAck(bval, sent)), counted{})
+	k.forward("client ACK", withOpts(k.client(dt.ACK, isnC+1, isnB+1, 1000, nil), tsData(cval+1, bval)), counted{})
+
+	c := withOpts(k.client(dt.ACK|dt.PSH, isnC+1, isnB+1, 1000, bulk[:1200]), tsData(cval+30, bval))
+	c.ID = 0x1234
+	k.sendFragments("client data", c, k.toBackend(c))
+	b := withOpts(k.backend(dt.ACK|dt.PSH, isnB+1, isnC+1+1200, 2000, bulk[:1400]), tsData(bval+9, sent+30))
+	b.ID = 0x4321
+	k.sendFragments("backend data", b, k.toClient(b))
+}
