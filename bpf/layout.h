@@ -601,6 +601,7 @@ enum __attribute__((packed)) xlb_reap_op {
 	XLB_REAP_LONE = 5,     /* remove the entry if it is still lone (never a XLB_F_HOLD entry) */
 	XLB_REAP_EMBRYONIC = 6, /* remove the pair if live, never established and >= embryonic_ttl since its SYN */
 	XLB_REAP_HOLD = 7,     /* remove the XLB_F_HOLD reverse entry if >= snat_hold since its pair's close */
+	XLB_REAP_TS_HOLD = 8,  /* (forward key) a pair ended by FINs leaving the backend in TIME_WAIT with XLB_F_TS: hint its port for timestamp reuse (snat.h); nothing removed */
 };
 
 enum __attribute__((packed)) xlb_reap_result {
@@ -610,6 +611,7 @@ enum __attribute__((packed)) xlb_reap_result {
 	XLB_REAP_INTACT = 4,   /* CHECK: the counterpart is there */
 	XLB_REAP_LONE_FOUND = 5, /* CHECK: the counterpart is missing or of another pair */
 	XLB_REAP_REPAIRED = 6, /* ORPHAN/RESET/TIMEWAIT found a lone entry and removed it */
+	XLB_REAP_HINTED = 7,   /* TS_HOLD: the port's timestamp reuse hint is set */
 };
 
 struct reap_req {

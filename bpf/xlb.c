@@ -310,7 +310,10 @@ static __always_inline struct flow_value *pair_peer(struct flow_value *v, __u32 
  * pair, or the client's FIN came first and this second FIN, the backend's,
  * acknowledges it (the backend closed from CLOSE-WAIT; one that does not
  * is a simultaneous close, after which the backend holds TIME_WAIT too:
- * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h). A
+ * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h;
+ * a port held for a backend's TIME_WAIT on a pair that negotiated
+ * timestamps is hinted for reuse by the reaper, on the close event: the
+ * data path's stack and verifier budget here has no room for it). A
  * missing counterpart is an invariant violation; the packet is forwarded
  * regardless by the caller. gen: the pair's generation, as the packet's
  * lookup read it; nothing is written through an entry of another (flow.h:
@@ -499,7 +502,7 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	s->rkey.sport_be = s->fwd.dport_be;
 	s->rkey.proto = IPPROTO_TCP;
 	s->rkey.dir = XLB_DIR_BACKEND;
-	err = snat_alloc(s, cfg, s->fwd.backend_id);
+	err = snat_alloc(s);
 	if (err == -ENOSPC)
 		return CREATE_EXHAUSTED;
 	if (err)

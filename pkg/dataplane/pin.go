@@ -112,6 +112,8 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbSnatSyncBatch: m.XlbSnatSyncBatch,
 		xlbMapXlbNexthopBatch:  m.XlbNexthopBatch,
 		xlbMapXlbBackendTs:     m.XlbBackendTs,
+		xlbMapXlbSnatTsreuse:   m.XlbSnatTsreuse,
+		xlbMapXlbSnatTsreuseN:  m.XlbSnatTsreuseN,
 	}
 }
 

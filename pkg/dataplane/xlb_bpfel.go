@@ -432,6 +432,7 @@ const (
 	xlbXlbReapOpXLB_REAP_LONE      xlbXlbReapOp = 5
 	xlbXlbReapOpXLB_REAP_EMBRYONIC xlbXlbReapOp = 6
 	xlbXlbReapOpXLB_REAP_HOLD      xlbXlbReapOp = 7
+	xlbXlbReapOpXLB_REAP_TS_HOLD   xlbXlbReapOp = 8
 )
 
 type xlbXlbReapResult uint8
@@ -443,6 +444,7 @@ const (
 	xlbXlbReapResultXLB_REAP_INTACT     xlbXlbReapResult = 4
 	xlbXlbReapResultXLB_REAP_LONE_FOUND xlbXlbReapResult = 5
 	xlbXlbReapResultXLB_REAP_REPAIRED   xlbXlbReapResult = 6
+	xlbXlbReapResultXLB_REAP_HINTED     xlbXlbReapResult = 7
 )
 
 type xlbXlbReapedReason uint32
@@ -511,6 +513,8 @@ const (
 	xlbMapXlbSnatCursors       = "xlb_snat_cursors"
 	xlbMapXlbSnatPorts         = "xlb_snat_ports"
 	xlbMapXlbSnatSyncBatch     = "xlb_snat_sync_batch"
+	xlbMapXlbSnatTsreuse       = "xlb_snat_tsreuse"
+	xlbMapXlbSnatTsreuseN      = "xlb_snat_tsreuse_n"
 	xlbMapXlbTxPorts           = "xlb_tx_ports"
 	xlbProgXlbClock            = "xlb_clock"
 	xlbProgXlbNexthopCtl       = "xlb_nexthop_ctl"
@@ -610,6 +614,8 @@ type xlbMapSpecs struct {
 	XlbSnatCursors   *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
 	XlbSnatPorts     *ebpf.MapSpec `ebpf:"xlb_snat_ports"`
 	XlbSnatSyncBatch *ebpf.MapSpec `ebpf:"xlb_snat_sync_batch"`
+	XlbSnatTsreuse   *ebpf.MapSpec `ebpf:"xlb_snat_tsreuse"`
+	XlbSnatTsreuseN  *ebpf.MapSpec `ebpf:"xlb_snat_tsreuse_n"`
 	XlbTxPorts       *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
 }
 
@@ -677,6 +683,8 @@ type xlbMaps struct {
 	XlbSnatCursors   *ebpf.Map `ebpf:"xlb_snat_cursors"`
 	XlbSnatPorts     *ebpf.Map `ebpf:"xlb_snat_ports"`
 	XlbSnatSyncBatch *ebpf.Map `ebpf:"xlb_snat_sync_batch"`
+	XlbSnatTsreuse   *ebpf.Map `ebpf:"xlb_snat_tsreuse"`
+	XlbSnatTsreuseN  *ebpf.Map `ebpf:"xlb_snat_tsreuse_n"`
 	XlbTxPorts       *ebpf.Map `ebpf:"xlb_tx_ports"`
 }
 
@@ -706,6 +714,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbSnatCursors,
 		m.XlbSnatPorts,
 		m.XlbSnatSyncBatch,
+		m.XlbSnatTsreuse,
+		m.XlbSnatTsreuseN,
 		m.XlbTxPorts,
 	)
 }
