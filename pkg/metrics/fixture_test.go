@@ -50,7 +50,7 @@ func fixtureSample() *maintenance.Sample {
 			Actions: [5]uint64{0, 51, 52, 53, 54}, PairsCreated: 36, SNATExhausted: 55,
 			TableFull: 56, NoBackend: 57, FIBMiss: 58, SYNReused: 59, PairsReplaced: 60,
 			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63, CloseEventsLost: 20,
-			RSTOutOfWindow: 100, SNATTakeovers: 101, SNATFallbacks: 102, HoldDrops: 103,
+			RSTOutOfWindow: 100, SNATTakeovers: 101, SNATTimewaitReuses: 104, SNATFallbacks: 102, HoldDrops: 103,
 			ICMPToClient: 104, ICMPToBackend: 105, NextHopRefreshes: 106, NotOurs: 107,
 			FragsForwarded: 108, FragsPassed: 109, IPOptionsForwarded: 110, RSTInexact: 111, PairGoneInFlight: 112,
 		},
@@ -75,7 +75,7 @@ var liveCounters = dataplane.Counters{
 	Actions: [5]uint64{1, 71, 72, 73, 74}, PairsCreated: 40, SNATExhausted: 75,
 	TableFull: 76, NoBackend: 77, FIBMiss: 78, SYNReused: 79, PairsReplaced: 80,
 	InvariantViolations: 81, ShutdownResets: 82, TTLExceeded: 83,
-	RSTOutOfWindow: 84, SNATTakeovers: 85, SNATFallbacks: 86, HoldDrops: 87,
+	RSTOutOfWindow: 84, SNATTakeovers: 85, SNATTimewaitReuses: 88, SNATFallbacks: 86, HoldDrops: 87,
 	ICMPToClient: 88, ICMPToBackend: 89, NextHopRefreshes: 90, NotOurs: 91,
 	FragsForwarded: 92, FragsPassed: 93, IPOptionsForwarded: 94, RSTInexact: 95, PairGoneInFlight: 96,
 }

@@ -62,6 +62,7 @@ var designMetrics = []struct {
 	{"xlb_rst_inexact_total", dto.MetricType_COUNTER, nil},
 	{"xlb_pair_gone_in_flight_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_port_takeovers_total", dto.MetricType_COUNTER, nil},
+	{"xlb_snat_timewait_reuses_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_backend_fallbacks_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_hold_drops_total", dto.MetricType_COUNTER, nil},
 	{"xlb_icmp_translated_total", dto.MetricType_COUNTER, []string{"direction"}},
@@ -233,6 +234,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_rst_inexact_total", nil, float64(liveCounters.RSTInexact))
 	check("xlb_pair_gone_in_flight_total", nil, float64(liveCounters.PairGoneInFlight))
 	check("xlb_snat_port_takeovers_total", nil, float64(liveCounters.SNATTakeovers))
+	check("xlb_snat_timewait_reuses_total", nil, float64(liveCounters.SNATTimewaitReuses))
 	check("xlb_snat_backend_fallbacks_total", nil, float64(liveCounters.SNATFallbacks))
 	check("xlb_snat_hold_drops_total", nil, float64(liveCounters.HoldDrops))
 	check("xlb_icmp_translated_total", L{"direction": "to_client"}, float64(liveCounters.ICMPToClient))

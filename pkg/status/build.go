@@ -142,6 +142,7 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 		RSTInexactTotal:          c.RSTInexact,
 		PairGoneInFlightTotal:    c.PairGoneInFlight,
 		SNATTakeoversTotal:       c.SNATTakeovers,
+		SNATTimewaitReusesTotal:  c.SNATTimewaitReuses,
 		SNATFallbacksTotal:       c.SNATFallbacks,
 		HoldDropsTotal:           c.HoldDrops,
 		ICMPToClientTotal:        c.ICMPToClient,

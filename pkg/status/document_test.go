@@ -62,7 +62,7 @@ func TestDocumentValues(t *testing.T) {
 				SNATPortExhaustedTotal: 2, TableFullTotal: 1, NoBackendTotal: 5, FIBMissTotal: 4,
 				SYNReusedTotal: 17, PairsReplacedTotal: 6, InvariantViolationsTotal: 1,
 				ShutdownResetsTotal: 0, TTLExceededTotal: 9,
-				RSTOutOfWindowTotal: 21, SNATTakeoversTotal: 22, SNATFallbacksTotal: 23, HoldDropsTotal: 24,
+				RSTOutOfWindowTotal: 21, SNATTakeoversTotal: 22, SNATTimewaitReusesTotal: 31, SNATFallbacksTotal: 23, HoldDropsTotal: 24,
 				ICMPToClientTotal: 25, ICMPToBackendTotal: 26, NextHopRefreshesTotal: 27, NotOursTotal: 28,
 				FragmentsForwardedTotal: 29, FragmentsPassedTotal: 30, IPOptionsForwardedTotal: 31, RSTInexactTotal: 32,
 				PairGoneInFlightTotal: 33,

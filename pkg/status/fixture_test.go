@@ -79,7 +79,7 @@ func fixture() *snapshot.Snapshot {
 				PairsCreated:  1234,
 				SNATExhausted: 2, TableFull: 1, NoBackend: 5, FIBMiss: 4, SYNReused: 17, PairsReplaced: 6,
 				InvariantViolations: 1, ShutdownResets: 0, TTLExceeded: 9,
-				RSTOutOfWindow: 21, SNATTakeovers: 22, SNATFallbacks: 23, HoldDrops: 24,
+				RSTOutOfWindow: 21, SNATTakeovers: 22, SNATTimewaitReuses: 31, SNATFallbacks: 23, HoldDrops: 24,
 				ICMPToClient: 25, ICMPToBackend: 26, NextHopRefreshes: 27, NotOurs: 28,
 				FragsForwarded: 29, FragsPassed: 30, IPOptionsForwarded: 31, RSTInexact: 32, PairGoneInFlight: 33,
 				ClosedClientFIN: 1000, ClosedBackendFIN: 150, ClosedClientRST: 40, ClosedBackendRST: 14,
