@@ -63,11 +63,12 @@ struct {
 
 /*
  * SNAT ports a SYN with timestamps may reuse (snat.h "timestamp reuse"):
- * xlb_snat_ports' geometry, a bit set when a pair that negotiated
- * timestamps ends leaving the port held for the backend's TIME_WAIT. A
- * hint: every bit is checked against the reverse
- * entry before a port is taken, so a bit that went stale costs one
- * lookup, and a missing one keeps the port held as without timestamps.
+ * xlb_snat_ports' geometry, a bit set by the reaper (XLB_REAP_TS_HOLD)
+ * for a pair that negotiated timestamps and ended leaving the port held
+ * for the backend's TIME_WAIT. A hint: every bit is checked against the
+ * reverse entry before a port is taken, so a bit that went stale costs
+ * one lookup, and a missing one keeps the port held as without
+ * timestamps.
  * The loader sizes it as xlb_snat_ports. Never pinned: a successor
  * starts with no hints, the ports held at the hand-over keep their hold.
  */
