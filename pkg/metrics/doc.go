@@ -29,7 +29,7 @@
 //     xlb_snat_port_exhausted_total, xlb_shutdown_resets_total,
 //     xlb_rst_out_of_window_total, xlb_rst_inexact_total,
 //     xlb_pair_gone_in_flight_total,
-//     xlb_snat_port_takeovers_total,
+//     xlb_snat_port_takeovers_total, xlb_snat_timewait_reuses_total,
 //     xlb_snat_backend_fallbacks_total, xlb_snat_hold_drops_total,
 //     xlb_icmp_translated_total{direction="to_client|to_backend"},
 //     xlb_nexthop_refreshes_total, xlb_ttl_exceeded_total,
