@@ -118,7 +118,7 @@ bench: build
 
 # XLB against its peers (issue 17): every peer with the same loads in the
 # one-arm lab, interleaved; a Markdown report, JSON and a PNG plot in a
-# results directory (test/benchpeers/doc.go). A full run takes about 75
+# results directory (test/benchpeers/doc.go). A full run takes about 105
 # minutes; BENCH_PEERS_QUICK=1 is a development run, BENCH_PEERS_PEERS and
 # BENCH_PEERS_LOADS pick subsets, BENCH_PEERS_FLAGS passes flags (e.g.
 # -doc docs/benchmarks.md). Needs haproxy, nginx and libnginx-mod-stream.
