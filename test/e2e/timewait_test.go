@@ -41,15 +41,6 @@ const (
 // port_range) toward each backend.
 var timewaitCapacity = capacity{addrs: 1, portLo: 40000, portHi: 59999, maxConnections: 262144}
 
-// timestampRewriteBuilt says whether XLB rewrites TCP timestamps toward
-// the backends and reuses a SNAT port held for a backend's TIME_WAIT
-// (issue 36). Until it does, XLB holds each such port for
-// maintenance.SNATHold and refuses what exceeds the ports, so
-// TestTimewaitReuseEightClients and TestTimewaitReuseEightClientsFullRate
-// cannot pass: the change that builds the rewrite removes this constant
-// and the skips it guards.
-const timestampRewriteBuilt = false
-
 // timewaitRun is what one churn of timewaitChurn measured.
 type timewaitRun struct {
 	*loadgen.Result
@@ -212,9 +203,6 @@ func assertTimewaitRun(t *testing.T, r timewaitRun, d time.Duration) {
 // nothing refused, TcpExtPAWSTimewait +0, no connect over 900 ms, every
 // 10 s window at least 0.8 x the first.
 func TestTimewaitReuseEightClients(t *testing.T) {
-	if !timestampRewriteBuilt {
-		t.Skip("needs the timestamp rewrite of issue 36")
-	}
 	share := offeredShare(t)
 	var full float64
 	t.Run("full-rate", func(t *testing.T) {
@@ -244,9 +232,6 @@ func TestTimewaitReuseEightClients(t *testing.T) {
 // rate. Connect times and windows are logged, not asserted: at the full
 // rate they follow the shared machine's load.
 func TestTimewaitReuseEightClientsFullRate(t *testing.T) {
-	if !timestampRewriteBuilt {
-		t.Skip("needs the timestamp rewrite of issue 36")
-	}
 	d := 120 * time.Second
 	var nat, xlb timewaitRun
 	t.Run("iptables", func(t *testing.T) { nat = timewaitChurn(t, startTimewaitNATLab(t), 0, d) })
