@@ -735,7 +735,7 @@ struct create_scratch {
 	struct flow_key rkey;
 	struct flow_key okey;   /* a takeover's old forward key */
 	__u32 rr;               /* the round-robin position of this SYN */
-	__u32 pad;
+	__u32 took_hold;        /* the try's port was held for the backend's TIME_WAIT (snat_take_port, TSREUSE_TAKE) */
 	/*
 	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
 	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has

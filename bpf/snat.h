@@ -356,6 +356,7 @@ __noinline long snat_take_port(__u64 now_mode)
 		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
 	if (err)
 		return err == -EEXIST ? SNAT_IN_USE : err;
+	s->took_hold = now_mode >> 32 == TSREUSE_TAKE;
 	count(now_mode >> 32 == TSREUSE_TAKE ? XLB_C_SNAT_TIMEWAIT_REUSES : XLB_C_SNAT_TAKEOVERS);
 	return 0;
 }

@@ -465,6 +465,37 @@ enum create_result {
 };
 
 /*
+ * The scratch's reverse entry took a port held for the backend's TIME_WAIT
+ * (snat_take_port, TSREUSE_TAKE), and its SYN goes no further (no next
+ * hop, or its forward entry could not be inserted): the hold goes back,
+ * or a SYN without timestamps could take the port while the backend still
+ * has the old 4-tuple. The entry becomes a XLB_F_HOLD entry from now on
+ * (a later start than the old hold's: the port is held longer, never
+ * shorter), announced with a XLB_CLOSE_HOLD event for the maintenance
+ * loop's removal, its hint set again. Returns 0 when the entry is a hold;
+ * else the caller removes it and frees the port as for any other. A
+ * global function: try_backend's own frame stays small (the SYN's call
+ * chain through snat_alloc is at the verifier's stack limit).
+ */
+__noinline int snat_rehold(void)
+{
+	struct create_scratch *s;
+	struct xlb_config *cfg;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	if (!s || !cfg)
+		return -1;
+	s->rev.flags = XLB_F_TS | XLB_F_HOLD;
+	if (bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_EXIST))
+		return -1;
+	tsreuse_mark(cfg, s->fwd.backend_id, &s->rkey);
+	post_event(&s->rkey, s->rev.generation, s->fwd.backend_id, XLB_CLOSE_HOLD, s->rev.last_seen);
+	return 0;
+}
+
+/*
  * Install the pair toward the backend that the scratch's fwd names (daddr_be,
  * dport_be, backend_id set; s->rev complete but for the backend id and
  * checksums): a SNAT port (the reverse entry, snat_alloc), the next hop
@@ -502,6 +533,7 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	s->rkey.sport_be = s->fwd.dport_be;
 	s->rkey.proto = IPPROTO_TCP;
 	s->rkey.dir = XLB_DIR_BACKEND;
+	s->took_hold = 0;
 	err = snat_alloc(s);
 	if (err == -ENOSPC)
 		return CREATE_EXHAUSTED;
@@ -524,6 +556,8 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 			return CREATE_OK;
 		rc = err == -EEXIST ? CREATE_RACE : CREATE_FULL;
 	}
+	if (s->took_hold && !snat_rehold())
+		return rc;
 	bpf_map_delete_elem(&xlb_flows, &s->rkey);
 	w = snat_word(cfg, s->fwd.backend_id, s->rkey.daddr_be, s->rkey.dport_be, &bit);
 	if (w)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/gopacket/layers"
+	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
@@ -165,4 +166,64 @@ func TestSNATTimestampReuseEndsWithoutBackendTimestamps(t *testing.T) {
 		refuseSYN(t, e, fmt.Sprintf("SYN %d with timestamps", i), synWith(e, port, tsSyn(3000)))
 	}
 	wantPair(t, e, op, true)
+}
+
+// A SYN with timestamps that takes a held port over and then finds no
+// next hop toward the backend (its neighbour gone) is dropped, and the
+// port goes back to its hold rather than to the free ports: the backend
+// still has the old 4-tuple in TIME_WAIT, which a SYN without timestamps
+// must not meet. The reverse entry becomes a FlagHold|FlagTS entry from
+// the drop on, announced with a CloseHold event (so the maintenance loop
+// removes it after the SNAT hold) and hinted again; once the neighbour is
+// back, a SYN with timestamps takes the port after the guard.
+func TestSNATTimestampReuseNoNextHopKeepsHold(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Backends: dt.OneArmBackends[:1], SNATPortLo: 40000, SNATPortHi: 40000})
+	old, oldLast := tsBackendClosed(t, e, 33000, 1000, 0x7000)
+	op := old.now()
+	backend := e.Backends[0]
+	neigh := &netlink.Neigh{LinkIndex: e.Front.Index, State: netlink.NUD_PERMANENT, IP: backend.AsSlice(), HardwareAddr: dt.MAC(backend), Family: netlink.FAMILY_V4}
+	if err := e.Do(func() error { return netlink.NeighDel(neigh) }); err != nil {
+		t.Fatalf("remove the backend's neighbour: %v", err)
+	}
+	now := e.Now(t)
+	waitClock(t, e, max(dataplane.Widen(now, op.Rev.LastSeen), dataplane.Widen(now, op.Fwd.LastSeen))+reuseGuard(t, e))
+	ev := closeEvents(t, e)
+	drain(t, ev)
+
+	s := synWith(e, 33001, tsSyn(5))
+	step(t, e, "SYN with timestamps, no next hop", s.Frame(), e.Front, dt.XDPDrop, nil, counted{FIBMiss: 1, SNATTimewaitReuses: 1})
+	if _, ok := e.LookupPair(t, old.c, 80); ok {
+		t.Fatal("the old pair's forward entry is still there: it goes with the takeover")
+	}
+	held, err := e.DP.LookupFlow(op.RevKey)
+	if err != nil || held.Flags != dataplane.FlagTS|dataplane.FlagHold || held.Generation == op.Rev.Generation {
+		t.Fatalf("reverse entry at the held port %+v (%v), want a new FlagTS|FlagHold entry", held, err)
+	}
+	if n := len(e.Flows(t)); n != 1 {
+		t.Fatalf("%d entries, want 1 (the hold)", n)
+	}
+	wantTaken(t, e, 0, 40000)
+	var holds int
+	for _, c := range drain(t, ev) {
+		if dataplane.CloseKind(c.Kind) != dataplane.CloseHold || c.Key != op.RevKey || c.Generation != held.Generation || c.Time != held.LastSeen {
+			t.Fatalf("event %+v, want one CloseHold of key %v generation %d time %d", c, op.RevKey, held.Generation, held.LastSeen)
+		}
+		holds++
+	}
+	if holds != 1 {
+		t.Fatalf("%d CloseHold events, want 1", holds)
+	}
+	refuseSYN(t, e, "SYN without timestamps after the drop", synWith(e, 33002, synOptions(7)[:2]))
+
+	if err := e.Do(func() error { return netlink.NeighAdd(neigh) }); err != nil {
+		t.Fatalf("restore the backend's neighbour: %v", err)
+	}
+	waitClock(t, e, dataplane.Widen(e.Now(t), held.LastSeen)+reuseGuard(t, e))
+	k := dialWith(t, e, 33003, tsSyn(9), counted{PairsCreated: 1, SNATTimewaitReuses: 1})
+	if k.p.SNATPort() != 40000 {
+		t.Fatalf("new pair on port %d, want the held 40000", k.p.SNATPort())
+	}
+	if first := 9 + k.p.Fwd.TsOff; int32(first-oldLast) <= 0 {
+		t.Fatalf("TSval %d not above the old pair's last %d", first, oldLast)
+	}
 }

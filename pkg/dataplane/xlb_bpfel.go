@@ -45,16 +45,16 @@ type xlbCloseEvent struct {
 }
 
 type xlbCreateScratch struct {
-	_    structs.HostLayout
-	Fwd  xlbFlowValue
-	Rev  xlbFlowValue
-	Tmpl xlbFlowValue
-	Rkey xlbFlowKey
-	Okey xlbFlowKey
-	Rr   uint32
-	Pad  uint32
-	Fib  [8]uint64
-	Memo [1024]struct {
+	_        structs.HostLayout
+	Fwd      xlbFlowValue
+	Rev      xlbFlowValue
+	Tmpl     xlbFlowValue
+	Rkey     xlbFlowKey
+	Okey     xlbFlowKey
+	Rr       uint32
+	TookHold uint32
+	Fib      [8]uint64
+	Memo     [1024]struct {
 		_       structs.HostLayout
 		SrcBe   uint32
 		DstBe   uint32
