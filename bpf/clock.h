@@ -38,6 +38,16 @@ static __always_inline __u32 now_us32(void)
 }
 
 /*
+ * The timestamp clock (tsopt.h: a pair's ts_off): CLOCK_MONOTONIC in
+ * milliseconds, low 32 bits, the rate RFC 7323 §5.4 allows a TCP
+ * timestamp clock at most. Read on SYNs that create a pair only.
+ */
+static __always_inline __u32 now_ms32(void)
+{
+	return (__u32)(bpf_ktime_get_ns() / 1000000);
+}
+
+/*
  * xlb_clock publishes the current jiffies and CLOCK_MONOTONIC nanoseconds in
  * xlb_shared for userspace, which runs it with BPF_PROG_TEST_RUN: the
  * maintenance loop's "now" is the data path's own clock.

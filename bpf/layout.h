@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 7,
+	XLB_LAYOUT_VERSION = 8,
 };
 
 /*
@@ -143,6 +143,13 @@ struct flow_key {
  * sent an ACK, so track_seq and track_win hold its receive window), and
  * on the reverse entry the SNAT port's state (XLB_F_PORT_FREED,
  * XLB_F_HOLD; DESIGN §6b "SNAT reuse").
+ *
+ * Timestamps (tsopt.h; issue 36): XLB_F_TS_SYN on the forward entry from
+ * its creation when the client's SYN carried the timestamp option;
+ * XLB_F_TS on both entries once the backend's first SYN-ACK carried it
+ * too (negotiated, RFC 7323 §3.2): from then on every segment's TSval
+ * toward the backend is raised by ts_off and every TSecr toward the
+ * client lowered by it.
  */
 enum xlb_flow_flags {
 	XLB_F_FIN_CLIENT = 1 << 0,   /* client sent FIN */
@@ -157,16 +164,18 @@ enum xlb_flow_flags {
 	XLB_F_ACK_SEEN = 1 << 9,     /* (either entry) its sender has sent an ACK */
 	XLB_F_PORT_FREED = 1 << 10,  /* (reverse entry) terminal with no backend TIME_WAIT: the SNAT port's bit is clear, a new pair may take it over */
 	XLB_F_HOLD = 1 << 11,        /* (reverse entry) lone on purpose: its pair was replaced or reaped while the backend may hold TIME_WAIT; keeps the SNAT port until snat_hold after the close */
+	XLB_F_TS_SYN = 1 << 12,      /* (forward entry) the client's SYN carried timestamps: ts_off is the pair's offset */
+	XLB_F_TS = 1 << 13,          /* (both entries) timestamps negotiated on this pair: TSval and TSecr rewritten by ts_off */
 };
 
 /* The number of flow flags: bounds flow_set's retries (flow.h). */
-#define XLB_FLOW_FLAG_BITS 12
+#define XLB_FLOW_FLAG_BITS 14
 
 #define XLB_F_CLOSED (XLB_F_CLOSED_FIN | XLB_F_CLOSED_RST)
 
 /*
  * One directional entry: the rewrite recipe for packets matching its key, plus
- * the pair link and state. 48 bytes.
+ * the pair link and state. 56 bytes.
  *
  * The counterpart's key is not stored: it is the recipe read backwards,
  * {daddr, saddr, dport, sport, the other direction} (flow_peer_key).
@@ -257,13 +266,16 @@ struct flow_value {
 	__u8 pad;          /* always zero */
 	/* the handshake's latency (handshake.h) */
 	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed; then the sender's segment end (above) */
+	/* timestamps (tsopt.h) */
+	__u32 ts_off;      /* the pair's TSval offset toward the backend, the same on both entries; 0 without XLB_F_TS_SYN */
+	__u32 pad2;        /* always zero */
 };
 
-_Static_assert(sizeof(struct flow_value) == 48, "struct flow_value has no implicit padding");
+_Static_assert(sizeof(struct flow_value) == 56, "struct flow_value has no implicit padding");
 _Static_assert(__builtin_offsetof(struct flow_value, flags) == __builtin_offsetof(struct flow_value, generation) + 4 &&
 	       __builtin_offsetof(struct flow_value, generation) % 8 == 0,
 	       "generation and flags form one aligned 64-bit word (flow_set's compare-and-swap)");
-_Static_assert(XLB_F_HOLD < (1 << XLB_FLOW_FLAG_BITS), "XLB_FLOW_FLAG_BITS counts every flow flag");
+_Static_assert(XLB_F_TS < (1 << XLB_FLOW_FLAG_BITS), "XLB_FLOW_FLAG_BITS counts every flow flag");
 
 /*
  * A next hop (xlb_nexthops, XLB_MAX_NEXTHOPS slots): where packets of the
@@ -490,6 +502,21 @@ enum xlb_reaped_reason {
 _Static_assert(XLB_REAPED_EMBRYONIC < XLB_REAPED_REASONS, "XLB_REAPED_REASONS counts every enum xlb_reaped_reason");
 
 /*
+ * What the data path last saw of a backend's timestamps (xlb_backend_ts,
+ * one __u32 per backend id, written by the backend's first SYN-ACK of
+ * each pair whose client's SYN carried them; tsopt.h): a backend that
+ * answers without them (net.ipv4.tcp_timestamps=0) does not negotiate
+ * them, so its TIME_WAIT takes no new SYN by timestamp, and the SNAT
+ * ports its pairs leave held are not reused (snat.h). Pinned; the daemon
+ * reads it for status (backends[].timestamps).
+ */
+enum xlb_backend_ts_state {
+	XLB_BTS_UNKNOWN = 0, /* no SYN-ACK to a SYN with timestamps seen yet */
+	XLB_BTS_YES = 1,     /* its last such SYN-ACK carried timestamps */
+	XLB_BTS_NO = 2,      /* its last such SYN-ACK carried none */
+};
+
+/*
  * The handshake histogram (handshake.h; issue 14 "passive handshake
  * latency"): per backend id and CPU, how long the backend took to answer
  * the pair's first SYN with its first SYN-ACK, as the data path saw them
@@ -574,6 +601,7 @@ enum __attribute__((packed)) xlb_reap_op {
 	XLB_REAP_LONE = 5,     /* remove the entry if it is still lone (never a XLB_F_HOLD entry) */
 	XLB_REAP_EMBRYONIC = 6, /* remove the pair if live, never established and >= embryonic_ttl since its SYN */
 	XLB_REAP_HOLD = 7,     /* remove the XLB_F_HOLD reverse entry if >= snat_hold since its pair's close */
+	XLB_REAP_TS_HOLD = 8,  /* (forward key) a pair ended by FINs leaving the backend in TIME_WAIT with XLB_F_TS: hint its port for timestamp reuse (snat.h); nothing removed */
 };
 
 enum __attribute__((packed)) xlb_reap_result {
@@ -583,6 +611,7 @@ enum __attribute__((packed)) xlb_reap_result {
 	XLB_REAP_INTACT = 4,   /* CHECK: the counterpart is there */
 	XLB_REAP_LONE_FOUND = 5, /* CHECK: the counterpart is missing or of another pair */
 	XLB_REAP_REPAIRED = 6, /* ORPHAN/RESET/TIMEWAIT found a lone entry and removed it */
+	XLB_REAP_HINTED = 7,   /* TS_HOLD: the port's timestamp reuse hint is set */
 };
 
 struct reap_req {
@@ -706,7 +735,7 @@ struct create_scratch {
 	struct flow_key rkey;
 	struct flow_key okey;   /* a takeover's old forward key */
 	__u32 rr;               /* the round-robin position of this SYN */
-	__u32 pad;
+	__u32 took_hold;        /* the try's port was held for the backend's TIME_WAIT (snat_take_port, TSREUSE_TAKE) */
 	/*
 	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
 	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has
@@ -790,6 +819,7 @@ enum xlb_counter {
 	XLB_C_IP_OPTIONS_FORWARDED, /* segments of a pair with IPv4 options forwarded, the options copied unchanged */
 	XLB_C_RST_INEXACT,      /* RSTs in the receiver's window but not at its next sequence: forwarded, the pair kept (RFC 5961 §3: the endpoint answers with a challenge ACK) */
 	XLB_C_PAIR_GONE_IN_FLIGHT, /* packets whose pair another CPU replaced or reaped while they were rewritten: dropped, the sender retransmits (flow.h: stale pointers) */
+	XLB_C_SNAT_TIMEWAIT_REUSES, /* SNAT ports held for a backend's TIME_WAIT that a SYN with timestamps took (tsopt.h: the backend accepts it, RFC 6191) */
 	XLB_C_MAX,
 };
 

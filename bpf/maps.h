@@ -61,6 +61,32 @@ struct {
 	__uint(max_entries, XLB_MAX_BACKENDS * 313);
 } xlb_snat_ports SEC(".maps");
 
+/*
+ * SNAT ports a SYN with timestamps may reuse (snat.h "timestamp reuse"):
+ * xlb_snat_ports' geometry, a bit set by the reaper (XLB_REAP_TS_HOLD)
+ * for a pair that negotiated timestamps and ended leaving the port held
+ * for the backend's TIME_WAIT. A hint: every bit is checked against the
+ * reverse entry before a port is taken, so a bit that went stale costs
+ * one lookup, and a missing one keeps the port held as without
+ * timestamps.
+ * The loader sizes it as xlb_snat_ports. Never pinned: a successor
+ * starts with no hints, the ports held at the hand-over keep their hold.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_MAX_BACKENDS * 313);
+} xlb_snat_tsreuse SEC(".maps");
+
+/* Per backend id: the bits set in its words of xlb_snat_tsreuse (a SYN skips the walk at 0). Never pinned. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_MAX_BACKENDS);
+} xlb_snat_tsreuse_n SEC(".maps");
+
 /* Next hops (struct nexthop), named by flow_value.nexthop. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -163,6 +189,14 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, XLB_HANDSHAKE_CELLS);
 } xlb_handshake SEC(".maps");
+
+/* Per backend id: whether its SYN-ACKs carry timestamps (enum xlb_backend_ts_state; tsopt.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, XLB_MAX_BACKENDS);
+} xlb_backend_ts SEC(".maps");
 
 /* Pairs the reaper removed, per backend id and reason (enum xlb_reaped_reason). */
 struct {

@@ -125,6 +125,20 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	}
 	if (key.dir != XLB_DIR_CLIENT)
 		return XLB_REAP_KEPT; /* pairs are reaped through their forward entry */
+	if (op == XLB_REAP_TS_HOLD) {
+		/*
+		 * Timestamp reuse (snat.h): the pair ended by FINs with
+		 * timestamps negotiated, and its backend holds TIME_WAIT (the
+		 * port is not freed). The maintenance loop asks on the pair's
+		 * close event, a cycle (1 s) after the close at most: the
+		 * reuse guard is as long.
+		 */
+		if (!intact || !cfg || (flags & (XLB_F_CLOSED | XLB_F_TS)) != (XLB_F_CLOSED_FIN | XLB_F_TS) ||
+		    (pflags & (XLB_F_PORT_FREED | XLB_F_TS)) != XLB_F_TS)
+			return XLB_REAP_KEPT;
+		tsreuse_mark(cfg, bid, &pk);
+		return XLB_REAP_HINTED;
+	}
 
 	switch (op) {
 	case XLB_REAP_RESET:

@@ -104,7 +104,8 @@ static __always_inline __u32 snat_backend_words(const struct xlb_config *cfg)
  * the range: a port of a retired SNAT space (layout.h struct
  * snat_retired) has no bit, so releasing it touches nothing.
  */
-static __always_inline __u64 *snat_word(const struct xlb_config *cfg, __u16 bid, __be32 ip, __be16 port_be, __u64 *bit)
+static __always_inline __u64 *snat_word_in(void *map, const struct xlb_config *cfg, __u16 bid, __be32 ip, __be16 port_be,
+					    __u64 *bit)
 {
 	int a = snat_index(cfg, ip);
 	__u32 port = bpf_ntohs(port_be), off, w;
@@ -114,7 +115,83 @@ static __always_inline __u64 *snat_word(const struct xlb_config *cfg, __u16 bid,
 	off = port - cfg->snat_port_lo;
 	w = (__u32)bid * snat_backend_words(cfg) + (__u32)a * cfg->snat_words + off / 64;
 	*bit = 1ULL << (off % 64);
-	return bpf_map_lookup_elem(&xlb_snat_ports, &w);
+	return bpf_map_lookup_elem(map, &w);
+}
+
+static __always_inline __u64 *snat_word(const struct xlb_config *cfg, __u16 bid, __be32 ip, __be16 port_be, __u64 *bit)
+{
+	return snat_word_in(&xlb_snat_ports, cfg, bid, ip, port_be, bit);
+}
+
+/*
+ * Timestamp reuse (issue 36; tsopt.h). A pair that negotiated timestamps
+ * (XLB_F_TS) and ends leaving the backend in TIME_WAIT (the backend closed
+ * first, or both at once) keeps its port's bit like any such pair. Its
+ * close event makes the maintenance loop ask the reaper
+ * (XLB_REAP_TS_HOLD, reap.h), within a cycle (1 s: the reuse guard is as
+ * long), to set the port's hint in xlb_snat_tsreuse (tsreuse_mark). A
+ * SYN with timestamps to a backend whose SYN-ACKs carry them (or are not
+ * known yet: xlb_backend_ts) first looks for such a port: it claims a
+ * hint with an atomic AND, and takes the port over (snat_take_port,
+ * TSREUSE_TAKE) when the reverse entry there is still one the backend
+ * holds TIME_WAIT for with timestamps (XLB_F_TS without XLB_F_PORT_FREED,
+ * its pair ended by FINs in XLB's time-wait, or a XLB_F_HOLD entry) and
+ * the reuse guard has passed since the old pair's last packet (its close,
+ * or its last backend packet if later: hold_since). The old pair goes as
+ * in any takeover, counted (XLB_C_SNAT_TIMEWAIT_REUSES). The backend
+ * accepts the SYN: its TSval is at least the guard above every TSval of
+ * the old pair (tsopt.h), so tcp_timewait_state_process takes it by RFC
+ * 6191. A SYN without timestamps never takes such a port: the hold
+ * applies, as it does once the backend answered a SYN with timestamps
+ * without them (its TIME_WAIT then checks sequence numbers only).
+ *
+ * Why not in note_close: without CAP_PERFMON the verifier also walks
+ * speculative paths, and any code added there gave one of them a
+ * flow_set call with a scalar for its pointer; the failed check on that
+ * path marks flow_set unreliable and its next real call is refused
+ * ("Caller passes invalid args", no reason given).
+ *
+ * The hints are only hints, checked against the entries before a port is
+ * taken: one claimed and found stale (the port taken, freed or in use
+ * since, or held toward another port of the backend) is dropped, which at
+ * worst keeps a port held as without timestamps; one whose entry is
+ * within the guard is put back. Hints are never pinned: after a hot
+ * upgrade the ports held at the hand-over keep their hold.
+ * xlb_snat_tsreuse_n counts each backend id's hints, so a SYN toward a
+ * backend without any skips the walk.
+ */
+
+/* Add d to the hint count of backend id *bid (a key in memory: no stack slot of the caller's). */
+static __always_inline void tsreuse_count_at(const __u32 *bid, __s64 d)
+{
+	__u64 *n = bpf_map_lookup_elem(&xlb_snat_tsreuse_n, bid);
+
+	if (n)
+		__sync_fetch_and_add(n, d);
+}
+
+/* Add d to backend id bid's hint count. */
+static __always_inline void tsreuse_count(__u32 bid, __s64 d)
+{
+	tsreuse_count_at(&bid, d);
+}
+
+/* Set the timestamp reuse hint of a reverse entry's port (key: the reverse entry's key). */
+static __always_inline void tsreuse_mark(const struct xlb_config *cfg, __u16 bid, const struct flow_key *rkey)
+{
+	__u64 bit, *w = snat_word_in(&xlb_snat_tsreuse, cfg, bid, rkey->daddr_be, rkey->dport_be, &bit);
+
+	if (w && !(__sync_fetch_and_or(w, bit) & bit))
+		tsreuse_count(bid, 1);
+}
+
+/* Clear bit of hint word w of backend id *bid; 1 when this call cleared it. */
+static __always_inline int tsreuse_take(__u64 *w, __u64 bit, const __u32 *bid)
+{
+	if (!(__sync_fetch_and_and(w, ~bit) & bit))
+		return 0;
+	tsreuse_count_at(bid, -1);
+	return 1;
 }
 
 /* Clear the bit of a reverse entry's port (key: the reverse entry's key). */
@@ -177,11 +254,17 @@ struct snat_alloc {
 	__u32 base;   /* the backend's first word */
 	__u32 words;  /* the backend's words (all SNAT addresses) */
 	__u32 w0;     /* the word the cursor points into, relative to base */
-	__u32 b0;     /* the cursor's bit in w0 */
+	__u32 b0;     /* the cursor's bit in w0 (low 6 bits); above them the walk's hints (TSREUSE_*, b0 >> 8) */
 	__u32 now;
 	__u32 pos;    /* the port taken: bit position relative to base */
-	long err;     /* 0: a port was taken; -ENOSPC: none could be; other: the insert's error */
+	__u32 bid;    /* the backend id (also the key of its hint count: tsreuse_count_at) */
+	int err;      /* 0: a port was taken; -ENOSPC: none could be; other: the insert's error */
 };
+
+/* snat_walk's hints (snat_alloc.b0 >> 8): a walk over free ports, over the timestamp reuse hints that stops at the first port within the guard, or one that tries every hint. */
+#define TSREUSE_NONE 0
+#define TSREUSE_QUICK 1
+#define TSREUSE_ALL 2
 
 /*
  * Put the pair's reverse entry (the scratch's rkey and rev, checksums
@@ -193,18 +276,33 @@ struct snat_alloc {
  * right), SNAT_NOT_YET when it is free but its old pair's last backend
  * packet is more recent than the reuse guard (cfg->snat_reuse_ticks; the
  * caller clears the bit again), or the insert's error (-E2BIG: the flow
- * table is full). now: jiffies, low 32 bits. A global function, checked
- * once by the verifier.
+ * table is full). now_mode: jiffies (low 32 bits), and the mode above
+ * them (one value: the SYN's call chain has no stack to spare).
+ *
+ * With mode TSREUSE_TAKE the caller holds the port's timestamp reuse hint
+ * instead, for a SYN with timestamps: the port is taken over only from a
+ * reverse entry with XLB_F_TS that holds the port for the backend's
+ * TIME_WAIT (its pair ended by FINs without XLB_F_PORT_FREED, or a
+ * XLB_F_HOLD entry), once the reuse guard has passed since the old pair's
+ * close or its last backend packet, whichever came later (hold_since);
+ * else SNAT_IN_USE (another entry), SNAT_GONE (none: nothing inserted)
+ * or SNAT_NOT_YET. A global function, checked once by the verifier.
  */
 #define SNAT_IN_USE 1
 #define SNAT_NOT_YET 2
+#define SNAT_GONE 3
 
-__noinline long snat_take_port(__u32 now)
+#define TSREUSE_TAKE 1
+
+/* snat_take_port: the old pair's forward entry is still there (above every flow flag) */
+#define OLD_THERE (1U << 31)
+
+__noinline long snat_take_port(__u64 now_mode)
 {
 	struct create_scratch *s;
 	struct xlb_config *cfg;
 	struct flow_value *r, *old;
-	__u32 zero = 0, flags, gen;
+	__u32 zero = 0, flags, oflags, seen;
 	__u16 bid;
 	long err;
 
@@ -212,35 +310,54 @@ __noinline long snat_take_port(__u32 now)
 	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
 	if (!s || !cfg)
 		return -ENOENT;
-	err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
-	if (err != -EEXIST)
-		return err;
+	if (now_mode >> 32 != TSREUSE_TAKE) {
+		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
+		if (err != -EEXIST)
+			return err;
+	}
 	r = bpf_map_lookup_elem(&xlb_flows, &s->rkey);
 	if (!r) {
+		if (now_mode >> 32 == TSREUSE_TAKE)
+			return SNAT_GONE;
 		/* the entry went between the insert and the lookup: once more */
 		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
 		return err == -EEXIST ? SNAT_IN_USE : err;
 	}
-	flags = r->flags;
-	if (!(flags & XLB_F_PORT_FREED) || (flags & XLB_F_HOLD))
-		return SNAT_IN_USE;
-	if ((__s32)(now - r->last_seen) < (__s32)cfg->snat_reuse_ticks)
-		return SNAT_NOT_YET; /* the old pair's last segments may still be in flight */
-	gen = r->generation;
-	bid = r->backend_id;
+	/*
+	 * The old pair's forward entry, if still there: looked up before
+	 * anything of r is kept, so that few values live across the
+	 * lookup (the SYN's call chain has no stack to spare).
+	 */
 	flow_peer_key(&s->okey, r, XLB_DIR_BACKEND);
 	old = bpf_map_lookup_elem(&xlb_flows, &s->okey);
-	if (old && old->generation == gen) {
-		flags = old->flags;
-		if (!bpf_map_delete_elem(&xlb_flows, &s->okey))
-			count_pair_event(bid, flags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
+	flags = r->flags;
+	seen = r->last_seen;
+	bid = r->backend_id;
+	oflags = 0; /* OLD_THERE with the old forward entry's flags when it is still there */
+	if (old && old->generation == r->generation) {
+		oflags = old->flags | OLD_THERE;
+		if (now_mode >> 32 == TSREUSE_TAKE)
+			seen = hold_since(old->last_seen, seen);
 	}
+	if (now_mode >> 32 == TSREUSE_TAKE) {
+		/* the backend's TIME_WAIT with timestamps: a pair ended by FINs (not a live one) or a XLB_F_HOLD entry */
+		if (!(flags & XLB_F_TS) || (flags & XLB_F_PORT_FREED) ||
+		    ((oflags & OLD_THERE) ? (oflags & XLB_F_CLOSED) != XLB_F_CLOSED_FIN : !(flags & XLB_F_HOLD)))
+			return SNAT_IN_USE;
+	} else if (!(flags & XLB_F_PORT_FREED) || (flags & XLB_F_HOLD)) {
+		return SNAT_IN_USE;
+	}
+	if ((__s32)((__u32)now_mode - seen) < (__s32)cfg->snat_reuse_ticks)
+		return SNAT_NOT_YET; /* the old pair's last segments may still be in flight */
+	if ((oflags & OLD_THERE) && !bpf_map_delete_elem(&xlb_flows, &s->okey))
+		count_pair_event(bid, oflags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
 	err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_EXIST);
 	if (err == -ENOENT)
 		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);
 	if (err)
 		return err == -EEXIST ? SNAT_IN_USE : err;
-	count(XLB_C_SNAT_TAKEOVERS);
+	s->took_hold = now_mode >> 32 == TSREUSE_TAKE;
+	count(now_mode >> 32 == TSREUSE_TAKE ? XLB_C_SNAT_TIMEWAIT_REUSES : XLB_C_SNAT_TAKEOVERS);
 	return 0;
 }
 
@@ -326,18 +443,83 @@ static long snat_bit_step(__u64 n, void *arg)
 	return 1;
 }
 
+/* Put the scratch's reverse entry at hint al->pos's port by timestamp reuse (snat_take_port, TSREUSE_TAKE). */
+static __always_inline long tsreuse_try(struct snat_alloc *al)
+{
+	struct create_scratch *s = al->s;
+	struct xlb_config *cfg = al->cfg;
+	__u32 rel = al->pos / 64, a = rel / cfg->snat_words;
+
+	s->rkey.daddr_be = cfg->snat_ips_be[a & (XLB_MAX_SNAT_IPS - 1)];
+	s->rkey.dport_be = bpf_htons((__u16)(cfg->snat_port_lo + (rel % cfg->snat_words) * 64 + al->pos % 64));
+	recipe_csum(&s->rev, &s->rkey);
+	return snat_take_port(al->now | (__u64)TSREUSE_TAKE << 32);
+}
+
+/*
+ * Bit start + n of a word of timestamp reuse hints: when set, claim the
+ * hint and take the port over if its reverse entry allows
+ * (snat_take_port, TSREUSE_TAKE). Returns 1 (stop) once a port is taken,
+ * an insert failed, or (TSREUSE_QUICK) a port is still within the reuse
+ * guard: hints are set in the order pairs close, which is about the
+ * order the cursor handed their ports out, so the ones after the cursor
+ * are the oldest, and when one of those is not yet reusable the others
+ * hardly are; 0 to go on. A hint whose port is within the guard goes
+ * back; a stale one is dropped.
+ */
+static long tsreuse_bit_step(__u64 n, void *arg)
+{
+	struct snat_word *sw = arg;
+	struct snat_alloc *al = sw->al;
+	__u64 *wp = sw->wp, cand, bit, i = n + sw->start;
+	long err;
+
+	if (i >= 64)
+		return 1;
+	cand = *wp & sw->valid & ~((1ULL << i) - 1);
+	if (!cand)
+		return 1; /* no hint left in the word */
+	bit = 1ULL << i;
+	if (!(cand & bit))
+		return 0;
+	al->pos = sw->rel * 64 + (__u32)i; /* the port, if taken; kept here rather than on the stack */
+	if (!tsreuse_take(wp, bit, &al->bid))
+		return 0; /* another CPU claimed it first */
+	err = tsreuse_try(al);
+	if (!err) {
+		al->err = 0;
+		sw->done = 1;
+		return 1;
+	}
+	if (err == SNAT_IN_USE || err == SNAT_GONE)
+		return 0; /* stale: dropped */
+	if (err == SNAT_NOT_YET) {
+		bit = 1ULL << (al->pos & 63);
+		if (!(__sync_fetch_and_or(sw->wp, bit) & bit))
+			tsreuse_count_at(&al->bid, 1);
+		if (al->b0 >> 8 == TSREUSE_ALL)
+			return 0;
+		sw->done = 1;
+		return 1;
+	}
+	al->err = err;
+	sw->done = 1;
+	return 1;
+}
+
 /*
  * Word n of the search (n = 0 is the cursor's word from the cursor's bit
  * on, n = words the same word below that bit, the others in between in
- * order): try its free ports, lowest first (snat_bit_step). Returns 1
- * (stop) once a port is taken or an insert failed; 0 to go on with the
- * next word when none of this word's free ports could be taken. A search
- * visits every word once and, in a word, every bit up to its highest free
- * one: one pass over the backend's bitmap at most.
+ * order): try its free ports, lowest first (snat_bit_step), or with hints
+ * its timestamp reuse hints (tsreuse_bit_step). Returns 1 (stop) once a
+ * port is taken or an insert failed; 0 to go on with the next word when
+ * none of this word's ports could be taken. A search visits every word
+ * once and, in a word, every bit up to its highest candidate: one pass
+ * over the backend's bitmap at most. hints is a constant at each use, so
+ * each walk is verified without the other's branches.
  */
-static long snat_word_step(__u64 n, void *arg)
+static __always_inline long word_step(__u64 n, struct snat_alloc *al, const int hints)
 {
-	struct snat_alloc *al = arg;
 	struct xlb_config *cfg = al->cfg;
 	struct snat_word sw;
 	__u32 rel, key, nports, first;
@@ -347,7 +529,10 @@ static long snat_word_step(__u64 n, void *arg)
 	if (rel >= al->words)
 		rel -= al->words;
 	key = al->base + rel;
-	wp = bpf_map_lookup_elem(&xlb_snat_ports, &key);
+	if (hints)
+		wp = bpf_map_lookup_elem(&xlb_snat_tsreuse, &key);
+	else
+		wp = bpf_map_lookup_elem(&xlb_snat_ports, &key);
 	if (!wp)
 		return 0;
 	nports = (__u32)cfg->snat_port_hi - cfg->snat_port_lo + 1;
@@ -359,7 +544,7 @@ static long snat_word_step(__u64 n, void *arg)
 		valid &= ~((1ULL << (al->b0 & 63)) - 1);
 	else if (n == al->words)
 		valid &= (1ULL << (al->b0 & 63)) - 1;
-	free = ~*wp & valid;
+	free = hints ? *wp & valid : ~*wp & valid; /* the hints, or the free ports */
 	if (!free)
 		return 0;
 
@@ -370,58 +555,138 @@ static long snat_word_step(__u64 n, void *arg)
 	sw.first = first;
 	sw.start = bit_index(free & -free);
 	sw.done = 0;
-	bpf_loop(64, snat_bit_step, &sw, 0);
+	if (hints)
+		bpf_loop(64, tsreuse_bit_step, &sw, 0);
+	else
+		bpf_loop(64, snat_bit_step, &sw, 0);
 	return sw.done ? 1 : 0; /* a callback returns 0 or 1, which the verifier must see */
 }
 
+static long snat_word_step(__u64 n, void *arg)
+{
+	return word_step(n, arg, 0);
+}
+
+static long tsreuse_word_step(__u64 n, void *arg)
+{
+	return word_step(n, arg, 1);
+}
+
 /*
- * Claim a SNAT port toward backend id bid and insert the pair's reverse
+ * Whether backend id *bid has timestamp reuse hints and a SYN with
+ * timestamps may use them: not when its last SYN-ACK to a SYN with
+ * timestamps carried none (xlb_backend_ts: its TIME_WAIT takes no SYN by
+ * timestamp, net.ipv4.tcp_timestamps=0). bid: a key in memory.
+ */
+static __always_inline int tsreuse_hinted(const __u32 *bid)
+{
+	__u64 *n = bpf_map_lookup_elem(&xlb_snat_tsreuse_n, bid);
+	__u32 *ts = bpf_map_lookup_elem(&xlb_backend_ts, bid);
+
+	return n && *n && !(ts && *ts == XLB_BTS_NO);
+}
+
+/*
+ * One walk of snat_alloc toward the scratch's backend id (fwd.backend_id)
+ * from its cursor (DESIGN §5
+ * "SNAT port choice": a port freed just now is the last one handed out
+ * again), over the free ports (hints 0) or the timestamp reuse hints
+ * (TSREUSE_QUICK, TSREUSE_ALL; none unless tsreuse_hinted); the cursor
+ * moves past the port taken. Returns 0, -ENOSPC, or the insert's error. Global functions, each
+ * checked once by the verifier on its own: the walks' loops in one
+ * function are more than it follows without CAP_PERFMON.
+ */
+static __always_inline long snat_walk(__u32 hints)
+{
+	struct snat_alloc al;
+	struct xlb_config *cfg;
+	__u32 *cursor, nports, cur, pos;
+
+	/* keys in al, not slots of their own: al.pos (0) for the one-entry maps, al.bid */
+	__builtin_memset(&al, 0, sizeof(al));
+	al.s = bpf_map_lookup_elem(&xlb_scratch, &al.pos);
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &al.pos);
+	if (!al.s || !cfg)
+		return -ENOSPC;
+	al.bid = al.s->fwd.backend_id;
+	if (al.bid >= XLB_MAX_BACKENDS || (hints && !tsreuse_hinted(&al.bid)))
+		return -ENOSPC;
+	nports = (__u32)cfg->snat_port_hi - cfg->snat_port_lo + 1;
+	if (cfg->snat_port_hi < cfg->snat_port_lo || cfg->nsnat == 0 || cfg->nsnat > XLB_MAX_SNAT_IPS ||
+	    cfg->snat_words == 0 || cfg->snat_words * 64 < nports)
+		return -ENOSPC;
+	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &al.bid);
+	if (!cursor)
+		return -ENOSPC;
+	cur = *cursor % (cfg->nsnat * nports);
+	pos = cur / nports * cfg->snat_words * 64 + cur % nports;
+
+	al.cfg = cfg;
+	al.words = snat_backend_words(cfg);
+	al.base = al.bid * al.words;
+	al.w0 = pos / 64;
+	al.b0 = pos % 64 | hints << 8;
+	al.now = al.s->rev.last_seen;
+	al.err = -ENOSPC;
+	/* every word once, the cursor's twice (its two halves) */
+	if (hints)
+		bpf_loop(al.words + 1, tsreuse_word_step, &al, 0);
+	else
+		bpf_loop(al.words + 1, snat_word_step, &al, 0);
+	if (al.err)
+		return al.err;
+	/* the cursor moves past the port taken (what the loop needs no more is read again, not kept) */
+	cfg = al.cfg;
+	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &al.bid);
+	if (!cursor)
+		return 0;
+	nports = (__u32)cfg->snat_port_hi - cfg->snat_port_lo + 1;
+	pos = al.pos;
+	*cursor = pos / (cfg->snat_words * 64) * nports + pos % (cfg->snat_words * 64) + 1;
+	return 0;
+}
+
+__noinline long snat_walk_free(void)
+{
+	return snat_walk(TSREUSE_NONE);
+}
+
+__noinline long snat_walk_quick(void)
+{
+	return snat_walk(TSREUSE_QUICK);
+}
+
+__noinline long snat_walk_all(void)
+{
+	return snat_walk(TSREUSE_ALL);
+}
+
+/*
+ * Claim a SNAT port toward backend id s->fwd.backend_id and insert the pair's reverse
  * entry (s->rkey with saddr, sport, proto and dir set, s->rev complete but
  * for the checksum deltas) there; s->rkey then holds the address and port
  * taken. The search starts at the backend's rotating cursor (DESIGN §5
  * "SNAT port choice": a port freed just now is the last one handed out
  * again) and visits every word of the backend's bitmap at most once, a
  * word at a time, trying each free port of a word before the next word.
- * Returns 0, -ENOSPC when no port can be taken (each is in use, held, or
- * freed within the reuse guard), or the insert's error (-E2BIG: the flow
- * table is full).
+ * A SYN with timestamps (XLB_F_TS_SYN) first walks the backend's timestamp
+ * reuse hints the same way (above), and all of them again before it gives
+ * up. Returns 0, -ENOSPC when no port can be taken (each is in use, held,
+ * or freed within the reuse guard), or the insert's error (-E2BIG: the
+ * flow table is full).
  */
-static __noinline long snat_alloc(struct create_scratch *s, struct xlb_config *cfg, __u32 bid)
+static __always_inline long snat_alloc(struct create_scratch *s)
 {
-	struct snat_alloc al;
-	__u32 *cursor, nports, space, cur, a, off, pos;
+	long got;
 
-	nports = (__u32)cfg->snat_port_hi - cfg->snat_port_lo + 1;
-	if (cfg->snat_port_hi < cfg->snat_port_lo || cfg->nsnat == 0 || cfg->nsnat > XLB_MAX_SNAT_IPS ||
-	    cfg->snat_words == 0 || cfg->snat_words * 64 < nports || bid >= XLB_MAX_BACKENDS)
-		return -ENOSPC;
-	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &bid);
-	if (!cursor)
-		return -ENOSPC;
-	space = cfg->nsnat * nports;
-	cur = *cursor % space;
-	a = cur / nports;
-	off = cur % nports;
-
-	__builtin_memset(&al, 0, sizeof(al));
-	al.s = s;
-	al.cfg = cfg;
-	al.words = snat_backend_words(cfg);
-	al.base = bid * al.words;
-	pos = a * cfg->snat_words * 64 + off;
-	al.w0 = pos / 64;
-	al.b0 = pos % 64;
-	al.now = s->rev.last_seen;
-	al.err = -ENOSPC;
-	/* every word once, the cursor's twice (its two halves) */
-	bpf_loop(al.words + 1, snat_word_step, &al, 0);
-	if (al.err)
-		return al.err;
-	/* the cursor moves past the port taken */
-	a = al.pos / (cfg->snat_words * 64);
-	off = al.pos % (cfg->snat_words * 64);
-	*cursor = a * nports + off + 1;
-	return 0;
+	if (!(s->fwd.flags & XLB_F_TS_SYN))
+		return snat_walk_free();
+	got = snat_walk_quick();
+	if (got == -ENOSPC)
+		got = snat_walk_free();
+	if (got == -ENOSPC)
+		got = snat_walk_all();
+	return got;
 }
 
 #endif

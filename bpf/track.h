@@ -17,69 +17,7 @@
 #include "layout.h"
 #include "flow.h"
 #include "packet.h"
-
-#define TCPOPT_EOL 0
-#define TCPOPT_NOP 1
-#define TCPOPT_WSCALE 3
-#define TCPOLEN_WSCALE 3
-
-/* Where the option walk is. */
-struct wscale_walk {
-	struct xdp_md *ctx;
-	__u32 off;   /* frame offset of the next option */
-	__u32 end;   /* frame offset just past the options */
-	__u8 shift;  /* the option's shift, or XLB_WSCALE_NONE */
-};
-
-/*
- * One option: kind and length are read with bpf_xdp_load_bytes, so the
- * variable offset never becomes packet pointer arithmetic (which the
- * verifier refuses without CAP_PERFMON).
- */
-static long wscale_step(__u64 i, void *arg)
-{
-	struct wscale_walk *w = arg;
-	__u8 b[2];
-
-	if (w->off >= w->end || bpf_xdp_load_bytes(w->ctx, w->off, b, 1))
-		return 1;
-	if (b[0] == TCPOPT_EOL)
-		return 1;
-	if (b[0] == TCPOPT_NOP) {
-		w->off++;
-		return 0;
-	}
-	if (w->off + 2 > w->end || bpf_xdp_load_bytes(w->ctx, w->off, b, 2) || b[1] < 2)
-		return 1; /* malformed: no scaling */
-	if (b[0] == TCPOPT_WSCALE && b[1] == TCPOLEN_WSCALE) {
-		if (w->off + 3 <= w->end && !bpf_xdp_load_bytes(w->ctx, w->off + 2, b, 1))
-			w->shift = b[0] > XLB_WSCALE_MAX ? XLB_WSCALE_MAX : b[0];
-		return 1;
-	}
-	w->off += b[1];
-	return 0;
-}
-
-/*
- * The window scale option of a SYN or SYN-ACK (RFC 7323 §2) whose TCP
- * header starts at frame offset l4_off (behind IPv4 options, not at the
- * plain PKT_L4_PLAIN): its shift, at most XLB_WSCALE_MAX, or
- * XLB_WSCALE_NONE without one. parse() has checked that the frame holds
- * the whole TCP header. A global function, checked once by the verifier.
- */
-__noinline __u8 syn_wscale(struct xdp_md *ctx, __u32 l4_off, __u32 doff)
-{
-	struct wscale_walk w;
-	__u32 start = l4_off + sizeof(struct tcphdr);
-
-	w.ctx = ctx;
-	w.off = start;
-	w.end = l4_off + (doff & 0xf) * 4;
-	w.shift = XLB_WSCALE_NONE;
-	if (w.end > start)
-		bpf_loop(40, wscale_step, &w, 0);
-	return w.shift;
-}
+#include "tsopt.h"
 
 /* A window as its sender meant it: scaled by the sender's shift. */
 static __always_inline __u32 scaled_window(__u16 window_be, __u8 wscale)

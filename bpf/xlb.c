@@ -94,6 +94,7 @@
 #include "ours.h"
 #include "nexthop.h"
 #include "snat.h"
+#include "tsopt.h"
 #include "track.h"
 #include "handshake.h"
 #include "icmp.h"
@@ -222,7 +223,8 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 /*
  * Rewrite the frame with entry v's recipe and send it toward v's next hop
  * (pair_next_hop; none found drops the packet); gen: the generation v had
- * at the packet's lookup (send_ip). Returns the XDP action.
+ * at the packet's lookup (send_ip). Returns the XDP action. The timestamp
+ * option is rewritten by the pair's offset (tsopt.h).
  * Behind IPv4 options the TCP header rewritten is p's copy, stored back
  * into the frame; the options stay as they came (the header checksum's
  * update covers them unchanged). A first fragment or a segment with
@@ -232,15 +234,23 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 {
 	struct tcphdr *tcp = p->tcp;
 	struct nexthop *nh;
+	__u32 l4 = v->csum_l4;
 	int act;
 
 	nh = pair_next_hop(ctx, v, gen);
 	if (!nh)
 		return XDP_DROP;
 
+	/*
+	 * Timestamps (tsopt.h): on a pair that negotiated them, and on the
+	 * handshake's SYN and SYN-ACK whatever the pair's flags. Read of v
+	 * before send_ip's last check of its generation.
+	 */
+	if (tcp->doff > 5 && ((v->flags & XLB_F_TS) || (p->flags & TCP_FL_SYN)))
+		l4 += ts_rewrite(ctx, p->l4_off, tcp->doff, v->ts_off, dir);
 	tcp->source = v->sport_be;
 	tcp->dest = v->dport_be;
-	tcp->check = csum_apply(tcp->check, v->csum_l4);
+	tcp->check = csum_apply(tcp->check, l4);
 	if (!p->shape)
 		return send_ip(ctx, p->eth, p->iph, p->tot_len, v, gen, nh, dir);
 
@@ -300,7 +310,10 @@ static __always_inline struct flow_value *pair_peer(struct flow_value *v, __u32 
  * pair, or the client's FIN came first and this second FIN, the backend's,
  * acknowledges it (the backend closed from CLOSE-WAIT; one that does not
  * is a simultaneous close, after which the backend holds TIME_WAIT too:
- * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h). A
+ * track.h fin_acks_client_fin) -- it also frees the SNAT port (snat.h;
+ * a port held for a backend's TIME_WAIT on a pair that negotiated
+ * timestamps is hinted for reuse by the reaper, on the close event: the
+ * data path's stack and verifier budget here has no room for it). A
  * missing counterpart is an invariant violation; the packet is forwarded
  * regardless by the caller. gen: the pair's generation, as the packet's
  * lookup read it; nothing is written through an entry of another (flow.h:
@@ -366,6 +379,28 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 }
 
 /*
+ * The backend's first SYN-ACK of pair gen (forward entry fwd, reverse
+ * entry rev, backend id bid) answered a SYN with timestamps; has_ts: it
+ * carried them too. Negotiated (RFC 7323 §3.2): both entries get
+ * XLB_F_TS, and the pair's segments have their timestamps rewritten from
+ * here on (tsopt.h). Either way the backend's cell in xlb_backend_ts
+ * says what its SYN-ACKs do now.
+ */
+static __noinline void synack_timestamps(struct flow_value *fwd, struct flow_value *rev, __u32 gen, __u32 bid,
+					 __u32 has_ts)
+{
+	__u32 *cell;
+
+	if (!fwd || !rev)
+		return;
+	if (has_ts && flow_set(fwd, gen, XLB_F_TS) != FLOW_GONE)
+		flow_set(rev, gen, XLB_F_TS);
+	cell = bpf_map_lookup_elem(&xlb_backend_ts, &bid);
+	if (cell && *cell != (has_ts ? XLB_BTS_YES : XLB_BTS_NO))
+		*cell = has_ts ? XLB_BTS_YES : XLB_BTS_NO;
+}
+
+/*
  * The handshake, as the packet on entry v (direction dir) moves it on
  * (DESIGN §6b "embryonic"): the backend's first SYN-ACK marks the forward
  * entry XLB_F_SYNACK, settles both sides' window scales (RFC 7323 §2.2:
@@ -378,7 +413,7 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, struct flow_value *v,
 					    struct flow_value *peer, __u32 dir, __u32 gen)
 {
-	__u32 now, syn_us;
+	__u32 now, syn_us, opts;
 	__u16 bid;
 	__u8 ws;
 	long old;
@@ -388,7 +423,8 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 	if (dir == XLB_DIR_BACKEND) {
 		if ((p->flags & (TCP_FL_SYN | TCP_FL_ACK)) != (TCP_FL_SYN | TCP_FL_ACK) || (peer->flags & XLB_F_SYNACK))
 			return;
-		ws = syn_wscale(ctx, p->l4_off, p->tcp->doff);
+		opts = tcp_options(ctx, p->l4_off, p->tcp->doff);
+		ws = opts_wscale(opts);
 		bid = v->backend_id;
 		syn_us = peer->syn_us;
 		if (!flow_is(v, gen) || !flow_is(peer, gen))
@@ -400,8 +436,11 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 			v->wscale = ws;
 		}
 		old = flow_set(peer, gen, XLB_F_SYNACK);
-		if (old != FLOW_GONE && !(old & XLB_F_SYNACK))
-			observe_handshake(bid, syn_us);
+		if (old == FLOW_GONE || (old & XLB_F_SYNACK))
+			return;
+		observe_handshake(bid, syn_us);
+		if (old & XLB_F_TS_SYN)
+			synack_timestamps(peer, v, gen, bid, opts_ts(opts) != 0);
 		return;
 	}
 	if (!(v->flags & XLB_F_SYNACK) || (p->flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST)) != TCP_FL_ACK)
@@ -424,6 +463,37 @@ enum create_result {
 	CREATE_NO_BACKEND, /* no routable backend (or the one tried has no port for a mapping without one) */
 	CREATE_FIB_MISS,  /* no next hop toward the backend (or no next-hop slot) */
 };
+
+/*
+ * The scratch's reverse entry took a port held for the backend's TIME_WAIT
+ * (snat_take_port, TSREUSE_TAKE), and its SYN goes no further (no next
+ * hop, or its forward entry could not be inserted): the hold goes back,
+ * or a SYN without timestamps could take the port while the backend still
+ * has the old 4-tuple. The entry becomes a XLB_F_HOLD entry from now on
+ * (a later start than the old hold's: the port is held longer, never
+ * shorter), announced with a XLB_CLOSE_HOLD event for the maintenance
+ * loop's removal, its hint set again. Returns 0 when the entry is a hold;
+ * else the caller removes it and frees the port as for any other. A
+ * global function: try_backend's own frame stays small (the SYN's call
+ * chain through snat_alloc is at the verifier's stack limit).
+ */
+__noinline int snat_rehold(void)
+{
+	struct create_scratch *s;
+	struct xlb_config *cfg;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	if (!s || !cfg)
+		return -1;
+	s->rev.flags = XLB_F_TS | XLB_F_HOLD;
+	if (bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_EXIST))
+		return -1;
+	tsreuse_mark(cfg, s->fwd.backend_id, &s->rkey);
+	post_event(&s->rkey, s->rev.generation, s->fwd.backend_id, XLB_CLOSE_HOLD, s->rev.last_seen);
+	return 0;
+}
 
 /*
  * Install the pair toward the backend that the scratch's fwd names (daddr_be,
@@ -463,7 +533,8 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	s->rkey.sport_be = s->fwd.dport_be;
 	s->rkey.proto = IPPROTO_TCP;
 	s->rkey.dir = XLB_DIR_BACKEND;
-	err = snat_alloc(s, cfg, s->fwd.backend_id);
+	s->took_hold = 0;
+	err = snat_alloc(s);
 	if (err == -ENOSPC)
 		return CREATE_EXHAUSTED;
 	if (err)
@@ -485,6 +556,8 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 			return CREATE_OK;
 		rc = err == -EEXIST ? CREATE_RACE : CREATE_FULL;
 	}
+	if (s->took_hold && !snat_rehold())
+		return rc;
 	bpf_map_delete_elem(&xlb_flows, &s->rkey);
 	w = snat_word(cfg, s->fwd.backend_id, s->rkey.daddr_be, s->rkey.dport_be, &bit);
 	if (w)
@@ -583,6 +656,34 @@ __noinline int pick_backend(struct xdp_md *ctx, struct flow_key *fk)
 }
 
 /*
+ * What the client's SYN (TCP header at frame offset l4_off, data offset
+ * doff) tells the scratch's new pair: its window scale, and with the
+ * timestamp option, XLB_F_TS_SYN and the pair's offset on both entries
+ * (tsopt.h): ts_off = (now_ms + 1) - TSval, so that the SYN reaches the
+ * backend with the TSval now_ms + 1, above every TSval an earlier pair
+ * on the same tuple gave it. A global function: its locals stay off the
+ * stack of the SYN's deepest call chain (pick_backend).
+ */
+__noinline int syn_options(struct xdp_md *ctx, __u32 l4_off, __u32 doff)
+{
+	struct create_scratch *s;
+	__u32 zero = 0, opts, ts;
+
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	if (!s)
+		return 0;
+	opts = tcp_options(ctx, l4_off, doff);
+	s->tmpl.wscale = opts_wscale(opts);
+	ts = opts_ts(opts);
+	if (ts) {
+		s->tmpl.flags |= XLB_F_TS_SYN;
+		s->tmpl.ts_off = now_ms32() + 1 - ts_val(ctx, ts);
+		s->rev.ts_off = s->tmpl.ts_off;
+	}
+	return 0;
+}
+
+/*
  * Create a connection pair for the client SYN in p whose forward key is fk
  * (seed "New connections"): the way back to the client, then a backend
  * (pick_backend) on remote_port (0: the backend's own port). The forward
@@ -641,7 +742,7 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	s->tmpl.generation = (__u32)gen;
 	s->tmpl.last_seen = now;
 	s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
-	s->tmpl.wscale = syn_wscale(ctx, p->l4_off, p->tcp->doff);
+	syn_options(ctx, p->l4_off, p->tcp->doff);
 	s->tmpl.syn_us = now_us32();
 	s->rr = (__u32)__sync_fetch_and_add(&st->rr, 1);
 	rc = pick_backend(ctx, fk);
@@ -973,5 +1074,6 @@ const enum xlb_reaped_reason *__xlb_reaped_reason_btf __attribute__((unused));
 const enum xlb_pair_event *__xlb_pair_event_btf __attribute__((unused));
 const enum xlb_hs_bound *__xlb_hs_bound_btf __attribute__((unused));
 const enum xlb_hs_cell *__xlb_hs_cell_btf __attribute__((unused));
+const enum xlb_backend_ts_state *__xlb_backend_ts_state_btf __attribute__((unused));
 const enum xlb_pin *__xlb_pin_btf __attribute__((unused));
 const struct nexthop *__xlb_nexthop_btf __attribute__((unused));

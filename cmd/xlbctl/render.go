@@ -136,8 +136,8 @@ func renderFlows(w io.Writer, d *api.Document) error {
 		c.InvariantRepairsTotal, c.LoneEntries, k.InvariantViolationsTotal)
 	row("Refused SYNs", "snat port exhausted %d, table full %d, no backend %d, fib miss %d",
 		k.SNATPortExhaustedTotal, k.TableFullTotal, k.NoBackendTotal, k.FIBMissTotal)
-	row("SNAT ports", "taken over %d, fallbacks to another backend %d, drops on ports held for TIME_WAIT %d",
-		k.SNATTakeoversTotal, k.SNATFallbacksTotal, k.HoldDropsTotal)
+	row("SNAT ports", "taken over %d, reused from TIME_WAIT by timestamps %d, fallbacks to another backend %d, drops on ports held for TIME_WAIT %d",
+		k.SNATTakeoversTotal, k.SNATTimewaitReusesTotal, k.SNATFallbacksTotal, k.HoldDropsTotal)
 	row("Dropped", "out-of-window RSTs %d, TTL <= 1 %d, pair gone in flight %d", k.RSTOutOfWindowTotal, k.TTLExceededTotal, k.PairGoneInFlightTotal)
 	row("Inexact RSTs", "%d (in the window, not exact: forwarded, the pair kept)", k.RSTInexactTotal)
 	row("ICMP translated", "to clients %d, to backends %d", k.ICMPToClientTotal, k.ICMPToBackendTotal)

@@ -12,7 +12,8 @@ import (
 //	FrontNet 192.0.2.0/24:    .1 fleet router, .10 XLB (eth0),
 //	                          .11–.19 fleet XLB hosts, .20–.29 clients,
 //	                          .31–.94 one-arm (and fleet) backends,
-//	                          .100–.115 XLB's extra addresses (eth0)
+//	                          .100–.115 XLB's extra addresses (eth0),
+//	                          .120–.135 the first client's extra addresses
 //	BackNet  198.51.100.0/24: .1 XLB eth1 (two-arm), .10 fleet service
 //	                          address, .11–.74 two-arm backends
 //	OuterNet 203.0.113.0/24:  .1 fleet router (client side), .10 fleet client
@@ -44,6 +45,8 @@ const (
 	MaxBackends = 64 // OneArmBackendIP and TwoArmBackendIP (0 … 63)
 	MaxHosts    = 9  // HostIP(0 … 8)
 	MaxExtraIPs = 16 // XLBExtraIP(0 … 15)
+	// MaxClientExtraIPs: ClientExtraIP(0 … 15).
+	MaxClientExtraIPs = 16
 )
 
 const (
@@ -52,6 +55,7 @@ const (
 	firstOneArmBackend = 31  // 192.0.2.31, …
 	firstTwoArmBackend = 11  // 198.51.100.11, …
 	firstExtra         = 100 // 192.0.2.100, …
+	firstClientExtra   = 120 // 192.0.2.120, …
 )
 
 // ClientIP is client i (from 0) on FrontNet: 192.0.2.20+i.
@@ -74,6 +78,15 @@ func TwoArmBackendIP(i int) netip.Addr {
 // (snat.ip as a list, issue 13): each multiplies the ports toward every
 // backend.
 func XLBExtraIP(i int) netip.Addr { return nth(FrontNet, firstExtra, i, MaxExtraIPs) }
+
+// ClientExtraIP is extra address i (from 0) of a client's interface on
+// FrontNet: 192.0.2.120+i. A lab adds them to one client (lab.Lab's
+// AddClientAddresses), whose connections then leave from many source
+// addresses of one namespace (loadgen.Config.Sources), as from many
+// clients whose TCP timestamps are unrelated (issue 36).
+func ClientExtraIP(i int) netip.Addr {
+	return nth(FrontNet, firstClientExtra, i, MaxClientExtraIPs)
+}
 
 // HostIP is fleet XLB host i (from 0) on FrontNet: 192.0.2.11+i.
 func HostIP(i int) netip.Addr { return nth(FrontNet, firstHost, i, MaxHosts) }

@@ -176,8 +176,9 @@ type Metrics struct {
 	// PerBackend exports the series with a backend label: xlb_backend_state,
 	// the traffic series (xlb_backend_connections_*, xlb_backend_*_bytes_total,
 	// xlb_backend_*_packets_total), xlb_backend_handshake_seconds and, with
-	// health checks, xlb_backend_health_checks_total: 22 series per backend
-	// name, 24 with health checks (docs/observability.md). false leaves them
+	// health checks, xlb_backend_health_checks_total, and
+	// xlb_backend_tcp_timestamps (docs/observability.md counts the series
+	// per backend name). false leaves them
 	// out; the instance's totals (xlb_backends{state}, xlb_connections_*,
 	// xlb_sent_bytes_total and the other traffic totals,
 	// xlb_handshake_seconds) stay. YAML "per_backend"; default true.

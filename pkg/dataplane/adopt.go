@@ -77,9 +77,11 @@ func (p *loadPlan) close() {
 // xlb_nexthop_ctl's slots (rewritten before every use), the interfaces'
 // MACs (written at every attach: ifmacs.go), the fragmented datagrams in
 // flight (short-lived: a successor that lost one passes the rest of that
-// datagram to the kernel; bpf/frag.h) and the metadata record (pinned as
-// meta, not under maps/).
-var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbSnatSyncBatch, xlbMapXlbNexthopBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbFrags, xlbMapXlbMeta}
+// datagram to the kernel; bpf/frag.h), the timestamp reuse hints (a
+// successor starts without: the ports held at the hand-over keep their
+// hold; bpf/snat.h) and the metadata record (pinned as meta, not under
+// maps/).
+var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbSnatSyncBatch, xlbMapXlbNexthopBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbFrags, xlbMapXlbSnatTsreuse, xlbMapXlbSnatTsreuseN, xlbMapXlbMeta}
 
 // stateMaps lists the maps of spec that are pinned: all but unpinnedMaps
 // and the constants.

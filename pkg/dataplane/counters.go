@@ -61,6 +61,12 @@ type Counters struct {
 	// that left the backend no TIME_WAIT (the client closed first, or a
 	// RST); the old pair is removed and counted as replaced.
 	SNATTakeovers uint64
+	// SNATTimewaitReuses counts SNAT ports held for a backend's TIME_WAIT
+	// (a backend-first or simultaneous close of a pair that negotiated
+	// timestamps) that a SYN with timestamps took once the reuse guard
+	// had passed: the backend accepts it by its newer timestamps (RFC
+	// 6191; bpf/tsopt.h). The old pair is removed, counted as replaced.
+	SNATTimewaitReuses uint64
 	// SNATFallbacks counts SYNs sent on to another routable backend
 	// because the one picked had no free SNAT port (or no next hop).
 	SNATFallbacks uint64
@@ -129,6 +135,7 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.RSTInexact = raw[xlbXlbCounterXLB_C_RST_INEXACT]
 	c.PairGoneInFlight = raw[xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT]
 	c.SNATTakeovers = raw[xlbXlbCounterXLB_C_SNAT_TAKEOVERS]
+	c.SNATTimewaitReuses = raw[xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES]
 	c.SNATFallbacks = raw[xlbXlbCounterXLB_C_SNAT_FALLBACKS]
 	c.HoldDrops = raw[xlbXlbCounterXLB_C_HOLD_DROPS]
 	c.ICMPToClient = raw[xlbXlbCounterXLB_C_ICMP_TO_CLIENT]

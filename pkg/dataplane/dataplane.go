@@ -140,6 +140,7 @@ func Load(opts Options) (*Dataplane, error) {
 	}
 	spec.Maps[xlbMapXlbFlows].MaxEntries = EntriesPerPair * opts.MaxConnections
 	spec.Maps[xlbMapXlbSnatPorts].MaxEntries = opts.SNAT.bitmapWords()
+	spec.Maps[xlbMapXlbSnatTsreuse].MaxEntries = opts.SNAT.bitmapWords() // the same geometry (bpf/maps.h)
 	var pins *pinnedState
 	if d.stateDir != "" {
 		if pins, err = readPins(d.stateDir, opts.NetnsCookie); err != nil {

@@ -26,8 +26,8 @@ func TestEmbryonicExpiresDespiteSYNACKs(t *testing.T) {
 		got[0].Key != p.FwdKey || got[0].Generation != p.Fwd.Generation || got[0].Time != p.Fwd.LastSeen || got[0].BackendId != p.Fwd.BackendId {
 		t.Fatalf("events after the SYN %+v, want one CloseOpen for %v gen %d at %d", got, p.FwdKey, p.Fwd.Generation, p.Fwd.LastSeen)
 	}
-	if p.Fwd.Flags != 0 {
-		t.Fatalf("forward flags %#x after the SYN, want none", p.Fwd.Flags)
+	if p.Fwd.Flags != dataplane.FlagTSSyn {
+		t.Fatalf("forward flags %#x after the SYN, want FlagTSSyn alone (its timestamps)", p.Fwd.Flags)
 	}
 
 	// The backend's SYN-ACK, retransmitted, a tick apart each; the client

@@ -151,15 +151,37 @@ func (k *tcpConn) id() int { return int(k.p.Fwd.BackendId) }
 func (k *tcpConn) fromClient(s dt.Segment) bool { return s.Src == k.c }
 
 // toBackend is the frame XLB sends the backend for the client's s: from
-// the pair's SNAT address and port.
+// the pair's SNAT address and port, its TSval raised by the pair's
+// offset on a SYN or once timestamps are negotiated (bpf/tsopt.h).
 func (k *tcpConn) toBackend(s dt.Segment) []byte {
 	o := k.e.ToBackend(s, k.p.Backend(), k.p.SNATPort())
 	o.Src = k.p.Fwd.NewSrc()
+	if s.Flags&dt.SYN != 0 || k.negotiated() {
+		o = o.ShiftTimestamps(k.p.Fwd.TsOff, true)
+	}
 	return o.Frame()
 }
 
-// toClient is the frame XLB sends the client for the backend's s.
-func (k *tcpConn) toClient(s dt.Segment) []byte { return k.e.ToClient(s, k.c, 80).Frame() }
+// toClient is the frame XLB sends the client for the backend's s: its
+// TSecr lowered by the pair's offset on a SYN-ACK or once timestamps are
+// negotiated.
+func (k *tcpConn) toClient(s dt.Segment) []byte {
+	o := k.e.ToClient(s, k.c, 80)
+	if s.Flags&dt.SYN != 0 || k.negotiated() {
+		o = o.ShiftTimestamps(k.p.Rev.TsOff, false)
+	}
+	return o.Frame()
+}
+
+// negotiated reports whether the pair (as the map holds it now, else as
+// it was created) has its timestamps rewritten (FlagTS).
+func (k *tcpConn) negotiated() bool {
+	p, ok := k.e.LookupPair(k.t, k.c, 80)
+	if !ok || p.Fwd.Generation != k.p.Fwd.Generation {
+		p = k.p
+	}
+	return p.Fwd.Flags&dataplane.FlagTS != 0
+}
 
 // ingress is the interface s arrives on.
 func (k *tcpConn) ingress(s dt.Segment) dt.Iface {

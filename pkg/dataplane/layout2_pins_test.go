@@ -53,8 +53,8 @@ func layout2Maps(t testing.TB, maxConnections uint32, ring bool) map[string]*ebp
 	t.Helper()
 	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
 		switch name {
-		case xlbMapXlbNexthops, xlbMapXlbSnatPorts, xlbMapXlbHandshake:
-			return false // new in layout 3 or 4
+		case xlbMapXlbNexthops, xlbMapXlbSnatPorts, xlbMapXlbHandshake, xlbMapXlbBackendTs:
+			return false // new in layout 3, 4 or 8
 		case xlbMapXlbFlows:
 			ms.ValueSize, ms.MaxEntries = 48, EntriesPerPair*maxConnections
 		case xlbMapXlbCfg:

@@ -18,8 +18,8 @@ func layout3Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 	t.Helper()
 	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
 		switch name {
-		case xlbMapXlbHandshake:
-			return false // new in layout 4
+		case xlbMapXlbHandshake, xlbMapXlbBackendTs:
+			return false // new in layout 4 or 8
 		case xlbMapXlbCounters:
 			ms.MaxEntries = layout4Counters // layout 4's counters
 		case xlbMapXlbCfg:
@@ -38,7 +38,7 @@ func layout3Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 // asValue3 is v as layout 3 stored it: layout 6's order (flowValue6)
 // without syn_us.
 func asValue3(v FlowValue) []byte {
-	o := asFlowValue6(v)
+	o := asFlowValue6(asFlowValue7(v))
 	return toBytes(&o)[:flowValue3Size]
 }
 

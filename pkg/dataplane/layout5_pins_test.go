@@ -27,7 +27,9 @@ func layout5Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 		case xlbMapXlbCfg:
 			ms.ValueSize = uint32(config5Size)
 		case xlbMapXlbFlows:
-			ms.MaxEntries = EntriesPerPair * maxConnections
+			ms.ValueSize, ms.MaxEntries = uint32(flowValue6Size), EntriesPerPair*maxConnections
+		case xlbMapXlbBackendTs:
+			return false // new in layout 8
 		case xlbMapXlbSnatPorts:
 			ms.MaxEntries = migrateSNAT.bitmapWords()
 		case xlbMapXlbCloseRing:

@@ -17,12 +17,13 @@ const layout6Counters = uint32(xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT)
 
 // DowngradeToLayout6 rewrites the pins under dir, which a data path of
 // this build pinned and released, into what the issue-27 build of
-// f2593f4 (layout 6) pins for the same state: every flow value in
-// layout 6's order, the counter array without the counter layout 7 added
-// (a new map pinned in its place) and a metadata record of layout 6. For
-// the external tests.
+// f2593f4 (layout 6) pins for the same state: layout 7's
+// (DowngradeToLayout7), then every flow value in layout 6's order, the
+// counter array without the counter layout 7 added (a new map pinned in
+// its place) and a metadata record of layout 6. For the external tests.
 func DowngradeToLayout6(t testing.TB, dir string) {
 	t.Helper()
+	DowngradeToLayout7(t, dir)
 	flows, err := ebpf.LoadPinnedMap(mapPath(dir, xlbMapXlbFlows), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -33,8 +34,10 @@ func DowngradeToLayout6(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	for i := range r.len() {
-		var v FlowValue
-		decodeFlowValue(r.value(i, 0), &v)
+		v, err := fromBytes[flowValue7](r.value(i, 0)) // layout 7's (DowngradeToLayout7)
+		if err != nil {
+			t.Fatal(err)
+		}
 		o := asFlowValue6(v)
 		if err := flows.Update(r.key(i), toBytes(&o), ebpf.UpdateExist); err != nil {
 			t.Fatal(err)

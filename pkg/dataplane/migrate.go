@@ -88,6 +88,7 @@ var layoutSteps = map[uint32]layoutStep{
 	4: layout4Step, // migrate_layout4.go
 	5: layout5Step, // migrate_layout5.go
 	6: layout6Step, // migrate_layout6.go
+	7: layout7Step, // migrate_layout7.go
 }
 
 // layout is what a migration copies into: the version, the steps that

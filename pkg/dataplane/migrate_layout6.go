@@ -46,19 +46,20 @@ type flowValue6 struct {
 	SynUs      uint32
 }
 
-// flowValue6Size is the bytes of flowValue6; the same as layout 7's.
+// flowValue6Size is the bytes of flowValue6; the same as layout 7's
+// (flowValue7Size).
 const flowValue6Size = int(unsafe.Sizeof(flowValue6{}))
 
-// current is o in this layout's order.
-func (o flowValue6) current() FlowValue {
-	return FlowValue{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
+// next is o in layout 7's order.
+func (o flowValue6) next() flowValue7 {
+	return flowValue7{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
 		CsumIp: o.CsumIp, CsumL4: o.CsumL4, Generation: o.Generation, Flags: o.Flags, Nexthop: o.Nexthop,
 		LastSeen: o.LastSeen, TrackSeq: o.TrackSeq, TrackWin: o.TrackWin, BackendId: o.BackendId,
 		Wscale: o.Wscale, Pad: o.Pad, SynUs: o.SynUs}
 }
 
-// asFlowValue6 is v in layouts 4 to 6's order.
-func asFlowValue6(v FlowValue) flowValue6 {
+// asFlowValue6 is v (layout 7's) in layouts 4 to 6's order.
+func asFlowValue6(v flowValue7) flowValue6 {
 	return flowValue6{SaddrBe: v.SaddrBe, DaddrBe: v.DaddrBe, SportBe: v.SportBe, DportBe: v.DportBe,
 		CsumIp: v.CsumIp, CsumL4: v.CsumL4, Nexthop: v.Nexthop, Generation: v.Generation, Flags: v.Flags,
 		LastSeen: v.LastSeen, TrackSeq: v.TrackSeq, TrackWin: v.TrackWin, BackendId: v.BackendId,
@@ -71,6 +72,6 @@ func flowFrom6(_, old []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layout 6 flow value: %w", err)
 	}
-	v := o.current()
+	v := o.next()
 	return toBytes(&v), nil
 }

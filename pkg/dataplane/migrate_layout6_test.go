@@ -11,11 +11,11 @@ func TestLayout6Step(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := fromBytes[FlowValue](out)
+	got, err := fromBytes[flowValue7](out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := FlowValue{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, CsumIp: 5, CsumL4: 6, Generation: 8,
+	want := flowValue7{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, CsumIp: 5, CsumL4: 6, Generation: 8,
 		Flags: 9, Nexthop: 7, LastSeen: 10, TrackSeq: 11, TrackWin: 12, BackendId: 13, Wscale: 14, SynUs: 15}
 	if got != want {
 		t.Errorf("layout 7 value %+v, want %+v", got, want)

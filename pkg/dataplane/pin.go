@@ -111,6 +111,9 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbFrags:         m.XlbFrags,
 		xlbMapXlbSnatSyncBatch: m.XlbSnatSyncBatch,
 		xlbMapXlbNexthopBatch:  m.XlbNexthopBatch,
+		xlbMapXlbBackendTs:     m.XlbBackendTs,
+		xlbMapXlbSnatTsreuse:   m.XlbSnatTsreuse,
+		xlbMapXlbSnatTsreuseN:  m.XlbSnatTsreuseN,
 	}
 }
 

@@ -32,6 +32,12 @@ const (
 	// ReapHold removes a FlagHold reverse entry once ReapClock.SNATHold
 	// has passed since its pair's close, and frees its SNAT port.
 	ReapHold = xlbXlbReapOpXLB_REAP_HOLD
+	// ReapTSHold removes nothing: when the pair (its forward key) ended
+	// by FINs leaving the backend in TIME_WAIT (its port not freed) with
+	// FlagTS, it marks the port reusable by a client SYN with timestamps
+	// once the reuse guard has passed (bpf/snat.h timestamp reuse; issue
+	// 36): ReapHinted, else ReapKept. Sent for every CloseFIN event.
+	ReapTSHold = xlbXlbReapOpXLB_REAP_TS_HOLD
 )
 
 // ReapResult is the reaper's answer to one request (bpf/layout.h enum
@@ -53,6 +59,8 @@ const (
 	// ReapRepaired: a reset, time-wait or orphan request found the
 	// forward entry lone and removed it as an invariant repair.
 	ReapRepaired = xlbXlbReapResultXLB_REAP_REPAIRED
+	// ReapHinted: ReapTSHold marked the pair's port for timestamp reuse.
+	ReapHinted = xlbXlbReapResultXLB_REAP_HINTED
 )
 
 // ReapRequest is one request to the reaper, as the kernel reads it
@@ -154,6 +162,7 @@ func (d *Dataplane) AllReapedCounts() ([]ReapedCounts, error) {
 
 var reapOpNames = enumNames[ReapOp]{kind: "reap_op", names: map[ReapOp]string{
 	ReapReset: "reset", ReapTimeWait: "time-wait", ReapOrphan: "orphaned", ReapCheck: "check", ReapLone: "lone",
+	ReapTSHold: "timestamp-hold",
 }}
 
 // String names the operation as the maintenance loop logs it.

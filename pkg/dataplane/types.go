@@ -63,6 +63,17 @@ const (
 	FlagHold = uint32(xlbXlbFlowFlagsXLB_F_HOLD)
 )
 
+// Timestamp bits (FlowValue.Flags; bpf/tsopt.h).
+const (
+	// FlagTSSyn (forward entry): the client's SYN carried the timestamp
+	// option; FlowValue.TsOff is the pair's offset.
+	FlagTSSyn = uint32(xlbXlbFlowFlagsXLB_F_TS_SYN)
+	// FlagTS (both entries): the backend's SYN-ACK carried timestamps too
+	// (negotiated, RFC 7323 §3.2): every TSval toward the backend is
+	// raised by TsOff, every TSecr toward the client lowered by it.
+	FlagTS = uint32(xlbXlbFlowFlagsXLB_F_TS)
+)
+
 const protoTCP = 6
 
 // be32 converts an IPv4 address to the in-memory form of a __be32 field.

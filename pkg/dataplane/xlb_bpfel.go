@@ -45,16 +45,16 @@ type xlbCloseEvent struct {
 }
 
 type xlbCreateScratch struct {
-	_    structs.HostLayout
-	Fwd  xlbFlowValue
-	Rev  xlbFlowValue
-	Tmpl xlbFlowValue
-	Rkey xlbFlowKey
-	Okey xlbFlowKey
-	Rr   uint32
-	Pad  uint32
-	Fib  [8]uint64
-	Memo [1024]struct {
+	_        structs.HostLayout
+	Fwd      xlbFlowValue
+	Rev      xlbFlowValue
+	Tmpl     xlbFlowValue
+	Rkey     xlbFlowKey
+	Okey     xlbFlowKey
+	Rr       uint32
+	TookHold uint32
+	Fib      [8]uint64
+	Memo     [1024]struct {
 		_       structs.HostLayout
 		SrcBe   uint32
 		DstBe   uint32
@@ -94,6 +94,8 @@ type xlbFlowValue struct {
 	Wscale     uint8
 	Pad        uint8
 	SynUs      uint32
+	TsOff      uint32
+	Pad2       uint32
 }
 
 type xlbFragKey struct {
@@ -202,6 +204,14 @@ type xlbSnatSyncReq struct {
 	Result    xlbXlbSnatSyncResult
 }
 
+type xlbXlbBackendTsState uint32
+
+const (
+	xlbXlbBackendTsStateXLB_BTS_UNKNOWN xlbXlbBackendTsState = 0
+	xlbXlbBackendTsStateXLB_BTS_YES     xlbXlbBackendTsState = 1
+	xlbXlbBackendTsStateXLB_BTS_NO      xlbXlbBackendTsState = 2
+)
+
 type xlbXlbCfgFlags uint32
 
 const (
@@ -271,7 +281,8 @@ const (
 	xlbXlbCounterXLB_C_IP_OPTIONS_FORWARDED xlbXlbCounter = 30
 	xlbXlbCounterXLB_C_RST_INEXACT          xlbXlbCounter = 31
 	xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT  xlbXlbCounter = 32
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 33
+	xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES xlbXlbCounter = 33
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 34
 )
 
 type xlbXlbDir uint32
@@ -296,6 +307,8 @@ const (
 	xlbXlbFlowFlagsXLB_F_ACK_SEEN     xlbXlbFlowFlags = 512
 	xlbXlbFlowFlagsXLB_F_PORT_FREED   xlbXlbFlowFlags = 1024
 	xlbXlbFlowFlagsXLB_F_HOLD         xlbXlbFlowFlags = 2048
+	xlbXlbFlowFlagsXLB_F_TS_SYN       xlbXlbFlowFlags = 4096
+	xlbXlbFlowFlagsXLB_F_TS           xlbXlbFlowFlags = 8192
 )
 
 type xlbXlbHsBound uint32
@@ -394,7 +407,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 7
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 8
 )
 
 type xlbXlbPinMeta struct {
@@ -419,6 +432,7 @@ const (
 	xlbXlbReapOpXLB_REAP_LONE      xlbXlbReapOp = 5
 	xlbXlbReapOpXLB_REAP_EMBRYONIC xlbXlbReapOp = 6
 	xlbXlbReapOpXLB_REAP_HOLD      xlbXlbReapOp = 7
+	xlbXlbReapOpXLB_REAP_TS_HOLD   xlbXlbReapOp = 8
 )
 
 type xlbXlbReapResult uint8
@@ -430,6 +444,7 @@ const (
 	xlbXlbReapResultXLB_REAP_INTACT     xlbXlbReapResult = 4
 	xlbXlbReapResultXLB_REAP_LONE_FOUND xlbXlbReapResult = 5
 	xlbXlbReapResultXLB_REAP_REPAIRED   xlbXlbReapResult = 6
+	xlbXlbReapResultXLB_REAP_HINTED     xlbXlbReapResult = 7
 )
 
 type xlbXlbReapedReason uint32
@@ -474,48 +489,52 @@ type xlbXlbState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xlbMapXlbBackendSets     = "xlb_backend_sets"
-	xlbMapXlbBackendStats    = "xlb_backend_stats"
-	xlbMapXlbCfg             = "xlb_cfg"
-	xlbMapXlbCloseHead       = "xlb_close_head"
-	xlbMapXlbCloseQueue      = "xlb_close_queue"
-	xlbMapXlbCloseRing       = "xlb_close_ring"
-	xlbMapXlbCounters        = "xlb_counters"
-	xlbMapXlbFlows           = "xlb_flows"
-	xlbMapXlbFrags           = "xlb_frags"
-	xlbMapXlbHandshake       = "xlb_handshake"
-	xlbMapXlbIfMacSlots      = "xlb_if_mac_slots"
-	xlbMapXlbIfMacs          = "xlb_if_macs"
-	xlbMapXlbMeta            = "xlb_meta"
-	xlbMapXlbNexthopBatch    = "xlb_nexthop_batch"
-	xlbMapXlbNexthops        = "xlb_nexthops"
-	xlbMapXlbPairEvents      = "xlb_pair_events"
-	xlbMapXlbReapBatch       = "xlb_reap_batch"
-	xlbMapXlbReaped          = "xlb_reaped"
-	xlbMapXlbScratch         = "xlb_scratch"
-	xlbMapXlbShared          = "xlb_shared"
-	xlbMapXlbSnatCursors     = "xlb_snat_cursors"
-	xlbMapXlbSnatPorts       = "xlb_snat_ports"
-	xlbMapXlbSnatSyncBatch   = "xlb_snat_sync_batch"
-	xlbMapXlbTxPorts         = "xlb_tx_ports"
-	xlbProgXlbClock          = "xlb_clock"
-	xlbProgXlbNexthopCtl     = "xlb_nexthop_ctl"
-	xlbProgXlbReap           = "xlb_reap"
-	xlbProgXlbSnatSync       = "xlb_snat_sync"
-	xlbProgXlbXdp            = "xlb_xdp"
-	xlbVarXlbCfgFlagsBtf     = "__xlb_cfg_flags_btf"
-	xlbVarXlbCloseKindBtf    = "__xlb_close_kind_btf"
-	xlbVarXlbCounterBtf      = "__xlb_counter_btf"
-	xlbVarXlbDirBtf          = "__xlb_dir_btf"
-	xlbVarXlbFlowFlagsBtf    = "__xlb_flow_flags_btf"
-	xlbVarXlbHsBoundBtf      = "__xlb_hs_bound_btf"
-	xlbVarXlbHsCellBtf       = "__xlb_hs_cell_btf"
-	xlbVarXlbLimitsBtf       = "__xlb_limits_btf"
-	xlbVarXlbNexthopBtf      = "__xlb_nexthop_btf"
-	xlbVarXlbPairEventBtf    = "__xlb_pair_event_btf"
-	xlbVarXlbPinBtf          = "__xlb_pin_btf"
-	xlbVarXlbReapedReasonBtf = "__xlb_reaped_reason_btf"
-	xlbVarCloseRingOn        = "close_ring_on"
+	xlbMapXlbBackendSets       = "xlb_backend_sets"
+	xlbMapXlbBackendStats      = "xlb_backend_stats"
+	xlbMapXlbBackendTs         = "xlb_backend_ts"
+	xlbMapXlbCfg               = "xlb_cfg"
+	xlbMapXlbCloseHead         = "xlb_close_head"
+	xlbMapXlbCloseQueue        = "xlb_close_queue"
+	xlbMapXlbCloseRing         = "xlb_close_ring"
+	xlbMapXlbCounters          = "xlb_counters"
+	xlbMapXlbFlows             = "xlb_flows"
+	xlbMapXlbFrags             = "xlb_frags"
+	xlbMapXlbHandshake         = "xlb_handshake"
+	xlbMapXlbIfMacSlots        = "xlb_if_mac_slots"
+	xlbMapXlbIfMacs            = "xlb_if_macs"
+	xlbMapXlbMeta              = "xlb_meta"
+	xlbMapXlbNexthopBatch      = "xlb_nexthop_batch"
+	xlbMapXlbNexthops          = "xlb_nexthops"
+	xlbMapXlbPairEvents        = "xlb_pair_events"
+	xlbMapXlbReapBatch         = "xlb_reap_batch"
+	xlbMapXlbReaped            = "xlb_reaped"
+	xlbMapXlbScratch           = "xlb_scratch"
+	xlbMapXlbShared            = "xlb_shared"
+	xlbMapXlbSnatCursors       = "xlb_snat_cursors"
+	xlbMapXlbSnatPorts         = "xlb_snat_ports"
+	xlbMapXlbSnatSyncBatch     = "xlb_snat_sync_batch"
+	xlbMapXlbSnatTsreuse       = "xlb_snat_tsreuse"
+	xlbMapXlbSnatTsreuseN      = "xlb_snat_tsreuse_n"
+	xlbMapXlbTxPorts           = "xlb_tx_ports"
+	xlbProgXlbClock            = "xlb_clock"
+	xlbProgXlbNexthopCtl       = "xlb_nexthop_ctl"
+	xlbProgXlbReap             = "xlb_reap"
+	xlbProgXlbSnatSync         = "xlb_snat_sync"
+	xlbProgXlbXdp              = "xlb_xdp"
+	xlbVarXlbBackendTsStateBtf = "__xlb_backend_ts_state_btf"
+	xlbVarXlbCfgFlagsBtf       = "__xlb_cfg_flags_btf"
+	xlbVarXlbCloseKindBtf      = "__xlb_close_kind_btf"
+	xlbVarXlbCounterBtf        = "__xlb_counter_btf"
+	xlbVarXlbDirBtf            = "__xlb_dir_btf"
+	xlbVarXlbFlowFlagsBtf      = "__xlb_flow_flags_btf"
+	xlbVarXlbHsBoundBtf        = "__xlb_hs_bound_btf"
+	xlbVarXlbHsCellBtf         = "__xlb_hs_cell_btf"
+	xlbVarXlbLimitsBtf         = "__xlb_limits_btf"
+	xlbVarXlbNexthopBtf        = "__xlb_nexthop_btf"
+	xlbVarXlbPairEventBtf      = "__xlb_pair_event_btf"
+	xlbVarXlbPinBtf            = "__xlb_pin_btf"
+	xlbVarXlbReapedReasonBtf   = "__xlb_reaped_reason_btf"
+	xlbVarCloseRingOn          = "close_ring_on"
 )
 
 // loadXlb returns the embedded CollectionSpec for xlb.
@@ -573,6 +592,7 @@ type xlbProgramSpecs struct {
 type xlbMapSpecs struct {
 	XlbBackendSets   *ebpf.MapSpec `ebpf:"xlb_backend_sets"`
 	XlbBackendStats  *ebpf.MapSpec `ebpf:"xlb_backend_stats"`
+	XlbBackendTs     *ebpf.MapSpec `ebpf:"xlb_backend_ts"`
 	XlbCfg           *ebpf.MapSpec `ebpf:"xlb_cfg"`
 	XlbCloseHead     *ebpf.MapSpec `ebpf:"xlb_close_head"`
 	XlbCloseQueue    *ebpf.MapSpec `ebpf:"xlb_close_queue"`
@@ -594,6 +614,8 @@ type xlbMapSpecs struct {
 	XlbSnatCursors   *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
 	XlbSnatPorts     *ebpf.MapSpec `ebpf:"xlb_snat_ports"`
 	XlbSnatSyncBatch *ebpf.MapSpec `ebpf:"xlb_snat_sync_batch"`
+	XlbSnatTsreuse   *ebpf.MapSpec `ebpf:"xlb_snat_tsreuse"`
+	XlbSnatTsreuseN  *ebpf.MapSpec `ebpf:"xlb_snat_tsreuse_n"`
 	XlbTxPorts       *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
 }
 
@@ -601,19 +623,20 @@ type xlbMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xlbVariableSpecs struct {
-	XlbCfgFlagsBtf     *ebpf.VariableSpec `ebpf:"__xlb_cfg_flags_btf"`
-	XlbCloseKindBtf    *ebpf.VariableSpec `ebpf:"__xlb_close_kind_btf"`
-	XlbCounterBtf      *ebpf.VariableSpec `ebpf:"__xlb_counter_btf"`
-	XlbDirBtf          *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
-	XlbFlowFlagsBtf    *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
-	XlbHsBoundBtf      *ebpf.VariableSpec `ebpf:"__xlb_hs_bound_btf"`
-	XlbHsCellBtf       *ebpf.VariableSpec `ebpf:"__xlb_hs_cell_btf"`
-	XlbLimitsBtf       *ebpf.VariableSpec `ebpf:"__xlb_limits_btf"`
-	XlbNexthopBtf      *ebpf.VariableSpec `ebpf:"__xlb_nexthop_btf"`
-	XlbPairEventBtf    *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
-	XlbPinBtf          *ebpf.VariableSpec `ebpf:"__xlb_pin_btf"`
-	XlbReapedReasonBtf *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
-	CloseRingOn        *ebpf.VariableSpec `ebpf:"close_ring_on"`
+	XlbBackendTsStateBtf *ebpf.VariableSpec `ebpf:"__xlb_backend_ts_state_btf"`
+	XlbCfgFlagsBtf       *ebpf.VariableSpec `ebpf:"__xlb_cfg_flags_btf"`
+	XlbCloseKindBtf      *ebpf.VariableSpec `ebpf:"__xlb_close_kind_btf"`
+	XlbCounterBtf        *ebpf.VariableSpec `ebpf:"__xlb_counter_btf"`
+	XlbDirBtf            *ebpf.VariableSpec `ebpf:"__xlb_dir_btf"`
+	XlbFlowFlagsBtf      *ebpf.VariableSpec `ebpf:"__xlb_flow_flags_btf"`
+	XlbHsBoundBtf        *ebpf.VariableSpec `ebpf:"__xlb_hs_bound_btf"`
+	XlbHsCellBtf         *ebpf.VariableSpec `ebpf:"__xlb_hs_cell_btf"`
+	XlbLimitsBtf         *ebpf.VariableSpec `ebpf:"__xlb_limits_btf"`
+	XlbNexthopBtf        *ebpf.VariableSpec `ebpf:"__xlb_nexthop_btf"`
+	XlbPairEventBtf      *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
+	XlbPinBtf            *ebpf.VariableSpec `ebpf:"__xlb_pin_btf"`
+	XlbReapedReasonBtf   *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
+	CloseRingOn          *ebpf.VariableSpec `ebpf:"close_ring_on"`
 }
 
 // xlbObjects contains all objects after they have been loaded into the kernel.
@@ -638,6 +661,7 @@ func (o *xlbObjects) Close() error {
 type xlbMaps struct {
 	XlbBackendSets   *ebpf.Map `ebpf:"xlb_backend_sets"`
 	XlbBackendStats  *ebpf.Map `ebpf:"xlb_backend_stats"`
+	XlbBackendTs     *ebpf.Map `ebpf:"xlb_backend_ts"`
 	XlbCfg           *ebpf.Map `ebpf:"xlb_cfg"`
 	XlbCloseHead     *ebpf.Map `ebpf:"xlb_close_head"`
 	XlbCloseQueue    *ebpf.Map `ebpf:"xlb_close_queue"`
@@ -659,6 +683,8 @@ type xlbMaps struct {
 	XlbSnatCursors   *ebpf.Map `ebpf:"xlb_snat_cursors"`
 	XlbSnatPorts     *ebpf.Map `ebpf:"xlb_snat_ports"`
 	XlbSnatSyncBatch *ebpf.Map `ebpf:"xlb_snat_sync_batch"`
+	XlbSnatTsreuse   *ebpf.Map `ebpf:"xlb_snat_tsreuse"`
+	XlbSnatTsreuseN  *ebpf.Map `ebpf:"xlb_snat_tsreuse_n"`
 	XlbTxPorts       *ebpf.Map `ebpf:"xlb_tx_ports"`
 }
 
@@ -666,6 +692,7 @@ func (m *xlbMaps) Close() error {
 	return _XlbClose(
 		m.XlbBackendSets,
 		m.XlbBackendStats,
+		m.XlbBackendTs,
 		m.XlbCfg,
 		m.XlbCloseHead,
 		m.XlbCloseQueue,
@@ -687,6 +714,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbSnatCursors,
 		m.XlbSnatPorts,
 		m.XlbSnatSyncBatch,
+		m.XlbSnatTsreuse,
+		m.XlbSnatTsreuseN,
 		m.XlbTxPorts,
 	)
 }
@@ -695,19 +724,20 @@ func (m *xlbMaps) Close() error {
 //
 // It can be passed to loadXlbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xlbVariables struct {
-	XlbCfgFlagsBtf     *ebpf.Variable `ebpf:"__xlb_cfg_flags_btf"`
-	XlbCloseKindBtf    *ebpf.Variable `ebpf:"__xlb_close_kind_btf"`
-	XlbCounterBtf      *ebpf.Variable `ebpf:"__xlb_counter_btf"`
-	XlbDirBtf          *ebpf.Variable `ebpf:"__xlb_dir_btf"`
-	XlbFlowFlagsBtf    *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
-	XlbHsBoundBtf      *ebpf.Variable `ebpf:"__xlb_hs_bound_btf"`
-	XlbHsCellBtf       *ebpf.Variable `ebpf:"__xlb_hs_cell_btf"`
-	XlbLimitsBtf       *ebpf.Variable `ebpf:"__xlb_limits_btf"`
-	XlbNexthopBtf      *ebpf.Variable `ebpf:"__xlb_nexthop_btf"`
-	XlbPairEventBtf    *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
-	XlbPinBtf          *ebpf.Variable `ebpf:"__xlb_pin_btf"`
-	XlbReapedReasonBtf *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
-	CloseRingOn        *ebpf.Variable `ebpf:"close_ring_on"`
+	XlbBackendTsStateBtf *ebpf.Variable `ebpf:"__xlb_backend_ts_state_btf"`
+	XlbCfgFlagsBtf       *ebpf.Variable `ebpf:"__xlb_cfg_flags_btf"`
+	XlbCloseKindBtf      *ebpf.Variable `ebpf:"__xlb_close_kind_btf"`
+	XlbCounterBtf        *ebpf.Variable `ebpf:"__xlb_counter_btf"`
+	XlbDirBtf            *ebpf.Variable `ebpf:"__xlb_dir_btf"`
+	XlbFlowFlagsBtf      *ebpf.Variable `ebpf:"__xlb_flow_flags_btf"`
+	XlbHsBoundBtf        *ebpf.Variable `ebpf:"__xlb_hs_bound_btf"`
+	XlbHsCellBtf         *ebpf.Variable `ebpf:"__xlb_hs_cell_btf"`
+	XlbLimitsBtf         *ebpf.Variable `ebpf:"__xlb_limits_btf"`
+	XlbNexthopBtf        *ebpf.Variable `ebpf:"__xlb_nexthop_btf"`
+	XlbPairEventBtf      *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
+	XlbPinBtf            *ebpf.Variable `ebpf:"__xlb_pin_btf"`
+	XlbReapedReasonBtf   *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
+	CloseRingOn          *ebpf.Variable `ebpf:"close_ring_on"`
 }
 
 // xlbPrograms contains all programs after they have been loaded into the kernel.

@@ -41,6 +41,10 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 	if err != nil {
 		return g, fmt.Errorf("maintenance: %w", err)
 	}
+	timestamps, err := dp.BackendTimestamps()
+	if err != nil {
+		return g, fmt.Errorf("maintenance: %w", err)
+	}
 	listed := make([]bool, dataplane.MaxBackends)
 	if want != nil {
 		for _, id := range want() {
@@ -57,6 +61,9 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 			TimeWait:  sub(st.ClosedFIN, r.TimeWait, st.ReplacedFIN, r.LoneTimeWait),
 			Stats:     st,
 			Handshake: handshakes[id],
+		}
+		if id < len(timestamps) {
+			b.Timestamps = timestamps[id]
 		}
 		resetting := sub(st.ClosedRST, r.Reset, st.ReplacedRST, r.LoneReset)
 		g.active += b.Active

@@ -349,8 +349,8 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	l.retry = l.retry[:0]
 
 	// 1. Close events: resets now; time-waits, new pairs and holds into
-	// their schedules; lone sightings to the next cycle (a second look,
-	// one cycle later).
+	// their schedules, a time-wait's timestamp hold now (ReapTSHold); lone
+	// sightings to the next cycle (a second look, one cycle later).
 	var sighted []pairID
 	read, over, err := l.events.Drain(func(ev *dataplane.CloseEvent) {
 		switch dataplane.CloseKind(ev.Kind) {
@@ -358,6 +358,8 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 			reqs = append(reqs, dataplane.ReapRequest{Key: ev.Key, Generation: ev.Generation, Op: dataplane.ReapReset})
 		case dataplane.CloseFIN:
 			l.schedule(&l.timewait, now, ev, l.tw)
+			// a backend-first close with timestamps: its port may be reused (bpf/snat.h)
+			reqs = append(reqs, dataplane.ReapRequest{Key: ev.Key, Generation: ev.Generation, Op: dataplane.ReapTSHold})
 		case dataplane.CloseOpen:
 			l.schedule(&l.embryonic, now, ev, l.ettl)
 		case dataplane.CloseHold:
@@ -563,7 +565,7 @@ func (l *Loop) account(r *dataplane.ReapRequest, rm *Removed) {
 		// event's): it stays, and the walk looks at it again. A pair
 		// found established at its embryonic deadline is the usual
 		// outcome, not a refusal.
-		if r.Op != dataplane.ReapCheck && r.Op != dataplane.ReapEmbryonic {
+		if r.Op != dataplane.ReapCheck && r.Op != dataplane.ReapEmbryonic && r.Op != dataplane.ReapTSHold {
 			rm.Kept++
 		}
 	case dataplane.ReapLoneFound:

@@ -199,6 +199,9 @@ type BackendSample struct {
 	// CPUs (dataplane.HandshakeHistograms: buckets not cumulative, bounds
 	// dataplane.HandshakeBuckets), read with Stats.
 	Handshake dataplane.Histogram
+	// Timestamps is what the data path last saw of the backend's TCP
+	// timestamps (dataplane.BackendTimestamps), read with Stats.
+	Timestamps dataplane.TimestampState
 }
 
 // Backend returns the sample of backend id.

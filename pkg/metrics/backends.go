@@ -22,7 +22,7 @@ type backendsCollector struct {
 
 	perBackend bool
 
-	count, state, checks *prometheus.Desc
+	count, state, checks, timestamps *prometheus.Desc
 	// traffic are the per-backend series taken from the sample.
 	traffic []backendSeries
 }
@@ -39,6 +39,7 @@ func newBackendsCollector(perBackend bool) *backendsCollector {
 	c := &backendsCollector{perBackend: perBackend}
 	c.count = c.add("xlb_backends", "Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs), unreachable (discovered but without a route or neighbour: no new connections). A backend can count in more than one state.", "state")
 	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, unhealthy, draining, unreachable), 0 for the others.", "backend", "state")
+	c.timestamps = c.add("xlb_backend_tcp_timestamps", "Whether the backend's last SYN-ACK to a client SYN with TCP timestamps carried them, as of the latest maintenance cycle: 1 for the current state (yes; no: its net.ipv4.tcp_timestamps is 0, so XLB leaves its pairs' timestamps as they are; unknown: none seen yet), 0 for the others.", "backend", "state")
 	c.checks = c.add("xlb_backend_health_checks_total", "Active health checks of the backend by result (ok, fail) since it was discovered; only with health_check configured.", "backend", "result")
 	type B = maintenance.BackendSample
 	for _, s := range []struct {
@@ -75,10 +76,15 @@ type backendTotals struct {
 	// sum their results.
 	checked    bool
 	ok, failed uint64
+	timestamps api.Timestamps
 }
 
-// add sums one backend's sample into t.
+// add sums one backend's sample into t; its timestamp state is the
+// first of api.TimestampStates among the name's backends.
 func (t *backendTotals) add(b maintenance.BackendSample) {
+	if w := b.Timestamps.Word(); tsRank(w) < tsRank(t.timestamps) {
+		t.timestamps = w
+	}
 	t.sum.Active += b.Active
 	t.sum.TimeWait += b.TimeWait
 	t.sum.Stats.Opened += b.Stats.Opened
@@ -116,7 +122,7 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 		}
 		t := byName[b.Name]
 		if t == nil {
-			t = &backendTotals{state: state}
+			t = &backendTotals{state: state, timestamps: api.TimestampsUnknown}
 			byName[b.Name] = t
 			names = append(names, b.Name)
 		} else if rank(state) < rank(t.state) {
@@ -156,8 +162,22 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 		for _, series := range c.traffic {
 			ch <- prometheus.MustNewConstMetric(series.desc, series.typ, float64(series.value(&t.sum)), name)
 		}
+		for _, ts := range api.TimestampStates() {
+			gauge(ch, c.timestamps, boolValue(t.timestamps == ts), name, string(ts))
+		}
 	}
 	return nil
+}
+
+// tsRank orders timestamp states by precedence (lower wins;
+// api.TimestampStates).
+func tsRank(ts api.Timestamps) int {
+	for i, s := range api.TimestampStates() {
+		if s == ts {
+			return i
+		}
+	}
+	return len(api.TimestampStates())
 }
 
 // rank orders backend states by precedence (lower wins;

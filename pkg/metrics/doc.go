@@ -29,7 +29,7 @@
 //     xlb_snat_port_exhausted_total, xlb_shutdown_resets_total,
 //     xlb_rst_out_of_window_total, xlb_rst_inexact_total,
 //     xlb_pair_gone_in_flight_total,
-//     xlb_snat_port_takeovers_total,
+//     xlb_snat_port_takeovers_total, xlb_snat_timewait_reuses_total,
 //     xlb_snat_backend_fallbacks_total, xlb_snat_hold_drops_total,
 //     xlb_icmp_translated_total{direction="to_client|to_backend"},
 //     xlb_nexthop_refreshes_total, xlb_ttl_exceeded_total,
@@ -111,8 +111,9 @@
 // configured name was left out of xlb.yaml is named by its IP
 // (pkg/config), which is a backend address, not a client's.
 //
-// Each backend name has 22 series (24 with health checks): 4 of
-// xlb_backend_state, 7 traffic series, 11 of the handshake histogram.
+// Each backend name has its own series (docs/observability.md counts
+// them): xlb_backend_state, xlb_backend_tcp_timestamps, the traffic
+// series, the handshake histogram, and with health checks their counts.
 // Options.OmitPerBackend (config metrics.per_backend: false; issue 28
 // item 9) leaves all of them out; xlb_backends and the instance's
 // connection series stay.

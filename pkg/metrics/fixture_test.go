@@ -41,8 +41,8 @@ func fixtureSample() *maintenance.Sample {
 		TimeWait:     3,
 		Resetting:    2,
 		Backends: []maintenance.BackendSample{
-			{ID: 0, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 101, SentBytes: 10001, ReceivedPackets: 201, ReceivedBytes: 300001, Opened: 11}},
-			{ID: 1, Active: 0, TimeWait: 0, Stats: dataplane.BackendStats{SentPackets: 102, SentBytes: 10002, ReceivedPackets: 202, ReceivedBytes: 300002, Opened: 12}},
+			{ID: 0, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 101, SentBytes: 10001, ReceivedPackets: 201, ReceivedBytes: 300001, Opened: 11}, Timestamps: dataplane.TimestampsYes},
+			{ID: 1, Active: 0, TimeWait: 0, Stats: dataplane.BackendStats{SentPackets: 102, SentBytes: 10002, ReceivedPackets: 202, ReceivedBytes: 300002, Opened: 12}, Timestamps: dataplane.TimestampsNo},
 			{ID: 2, Active: 3, TimeWait: 2, Stats: dataplane.BackendStats{SentPackets: 103, SentBytes: 10003, ReceivedPackets: 203, ReceivedBytes: 300003, Opened: 13}},
 			{ID: 3},
 		},
@@ -50,7 +50,7 @@ func fixtureSample() *maintenance.Sample {
 			Actions: [5]uint64{0, 51, 52, 53, 54}, PairsCreated: 36, SNATExhausted: 55,
 			TableFull: 56, NoBackend: 57, FIBMiss: 58, SYNReused: 59, PairsReplaced: 60,
 			InvariantViolations: 61, ShutdownResets: 62, TTLExceeded: 63, CloseEventsLost: 20,
-			RSTOutOfWindow: 100, SNATTakeovers: 101, SNATFallbacks: 102, HoldDrops: 103,
+			RSTOutOfWindow: 100, SNATTakeovers: 101, SNATTimewaitReuses: 104, SNATFallbacks: 102, HoldDrops: 103,
 			ICMPToClient: 104, ICMPToBackend: 105, NextHopRefreshes: 106, NotOurs: 107,
 			FragsForwarded: 108, FragsPassed: 109, IPOptionsForwarded: 110, RSTInexact: 111, PairGoneInFlight: 112,
 		},
@@ -75,7 +75,7 @@ var liveCounters = dataplane.Counters{
 	Actions: [5]uint64{1, 71, 72, 73, 74}, PairsCreated: 40, SNATExhausted: 75,
 	TableFull: 76, NoBackend: 77, FIBMiss: 78, SYNReused: 79, PairsReplaced: 80,
 	InvariantViolations: 81, ShutdownResets: 82, TTLExceeded: 83,
-	RSTOutOfWindow: 84, SNATTakeovers: 85, SNATFallbacks: 86, HoldDrops: 87,
+	RSTOutOfWindow: 84, SNATTakeovers: 85, SNATTimewaitReuses: 88, SNATFallbacks: 86, HoldDrops: 87,
 	ICMPToClient: 88, ICMPToBackend: 89, NextHopRefreshes: 90, NotOurs: 91,
 	FragsForwarded: 92, FragsPassed: 93, IPOptionsForwarded: 94, RSTInexact: 95, PairGoneInFlight: 96,
 }

@@ -62,6 +62,7 @@ var designMetrics = []struct {
 	{"xlb_rst_inexact_total", dto.MetricType_COUNTER, nil},
 	{"xlb_pair_gone_in_flight_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_port_takeovers_total", dto.MetricType_COUNTER, nil},
+	{"xlb_snat_timewait_reuses_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_backend_fallbacks_total", dto.MetricType_COUNTER, nil},
 	{"xlb_snat_hold_drops_total", dto.MetricType_COUNTER, nil},
 	{"xlb_icmp_translated_total", dto.MetricType_COUNTER, []string{"direction"}},
@@ -200,6 +201,12 @@ func TestValuesMatchSnapshot(t *testing.T) {
 		}
 	}
 	check("xlb_backend_state", L{"backend": "backend-5", "state": "unhealthy"}, 1)
+	// TCP timestamps: one series per state, 1 for the backend's.
+	for name, want := range map[string]string{"backend-1": "yes", "backend-2": "no", "backend-3": "unknown"} {
+		for _, st := range []string{"yes", "no", "unknown"} {
+			check("xlb_backend_tcp_timestamps", L{"backend": name, "state": st}, boolValue(st == want))
+		}
+	}
 	// Health checks: the backends that have them, by result.
 	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "ok"}, 40)
 	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "fail"}, 1)
@@ -227,6 +234,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_rst_inexact_total", nil, float64(liveCounters.RSTInexact))
 	check("xlb_pair_gone_in_flight_total", nil, float64(liveCounters.PairGoneInFlight))
 	check("xlb_snat_port_takeovers_total", nil, float64(liveCounters.SNATTakeovers))
+	check("xlb_snat_timewait_reuses_total", nil, float64(liveCounters.SNATTimewaitReuses))
 	check("xlb_snat_backend_fallbacks_total", nil, float64(liveCounters.SNATFallbacks))
 	check("xlb_snat_hold_drops_total", nil, float64(liveCounters.HoldDrops))
 	check("xlb_icmp_translated_total", L{"direction": "to_client"}, float64(liveCounters.ICMPToClient))

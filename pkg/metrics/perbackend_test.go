@@ -13,12 +13,12 @@ import (
 )
 
 // seriesPerBackend is the count docs/observability.md gives (issue 28
-// item 9): xlb_backend_state (4), the 7 traffic series and the handshake
-// histogram (8 buckets, +Inf, sum and count), and 2 more with health
-// checks.
+// item 9): xlb_backend_state (4), xlb_backend_tcp_timestamps (3), the 7
+// traffic series and the handshake histogram (8 buckets, +Inf, sum and
+// count), and 2 more with health checks.
 const (
-	seriesPerBackend       = 22
-	seriesPerBackendHealth = 24
+	seriesPerBackend       = 25
+	seriesPerBackendHealth = 27
 )
 
 // seriesByBackend counts the series of fams with a backend label, by

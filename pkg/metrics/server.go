@@ -30,8 +30,9 @@ type Options struct {
 	// OmitPerBackend leaves out every series with a backend label
 	// (config metrics.per_backend: false; issue 28 item 9):
 	// xlb_backend_state, xlb_backend_health_checks_total, the per-backend
-	// traffic series and xlb_backend_handshake_seconds, 22 series per
-	// backend name (24 with health checks). The instance's totals stay.
+	// traffic series, xlb_backend_tcp_timestamps and
+	// xlb_backend_handshake_seconds (docs/observability.md counts them per
+	// backend name). The instance's totals stay.
 	OmitPerBackend bool
 	// WebConfig is the listener's exporter-toolkit web configuration file
 	// (config metrics.web_config_file): TLS, basic_auth_users, headers and

@@ -151,6 +151,7 @@ func buildCounters(s *snapshot.Snapshot) api.Counters {
 		RSTInexactTotal:          c.RSTInexact,
 		PairGoneInFlightTotal:    c.PairGoneInFlight,
 		SNATTakeoversTotal:       c.SNATTakeovers,
+		SNATTimewaitReusesTotal:  c.SNATTimewaitReuses,
 		SNATFallbacksTotal:       c.SNATFallbacks,
 		HoldDropsTotal:           c.HoldDrops,
 		ICMPToClientTotal:        c.ICMPToClient,
@@ -234,9 +235,11 @@ func buildBackends(s *snapshot.Snapshot) []api.Backend {
 			Port:                       b.Port,
 			AvailableForNewConnections: state == api.Routable && !shutting,
 			Health:                     snapshot.BackendHealth(b),
+			Timestamps:                 api.TimestampsUnknown,
 		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {
+				e.Timestamps = bs.Timestamps.Word()
 				e.ActiveConnections, e.TimeWaitConnections = bs.Active, bs.TimeWait
 				e.OpenedTotal = bs.Stats.Opened
 				e.SentBytesTotal, e.ReceivedBytesTotal = bs.Stats.SentBytes, bs.Stats.ReceivedBytes

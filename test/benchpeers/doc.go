@@ -9,7 +9,10 @@
 //	direct       no balancer: clients connect to the backends themselves
 //	floor        the floor balancer (pkg/dataplane/floor): stateless XDP
 //	             full NAT, what XLB would cost if its state were free
-//	xlb-native   the xlb daemon, xdp_mode: native
+//	xlb-native   the xlb daemon, xdp_mode: native, 8 SNAT addresses
+//	xlb-default  the same with the packages' snat section (packaging/xlb.yaml:
+//	             one address, ports 40000-59999), as an operator who kept the
+//	             default runs it (issue 36); the new-connection loads only
 //	xlb-generic  the xlb daemon, xdp_mode: generic
 //	iptables     nf_conntrack DNAT + SNAT the way kube-proxy does it
 //	             (testnet.Host.NATBalancer)
@@ -24,12 +27,17 @@
 //	conn-server-first      new connections for -duration, the backend closes
 //	                       first (internal/testnet/loadgen, -workers loops)
 //	conn-client-first      the same, the client closes first
+//	conn-server-first-8addr  conn-server-first from 8 addresses of the
+//	                       client in turn (testnet.ClientExtraIP): clients
+//	                       whose TCP timestamps are unrelated (issue 36);
+//	                       the floor sits it out
 //	keepalive              -workers long-lived connections, each a loop of
 //	                       64-byte request and echo
 //	bulk-up                -streams connections writing to the backends' sink
 //	bulk-down              -streams connections reading from a backend source
 //	conn-server-first-long new connections, backend closes first, for -long in
 //	conn-client-first-long -window windows (issue 13's 120 s in 10 s windows)
+//	conn-server-first-8addr-long  the same from 8 client addresses
 //	idle                   -idle-pairs idle connections from four clients, each
 //	                       writing a byte every -trickle, with the keepalive
 //	                       load measured on top (does per-packet cost rise
@@ -47,7 +55,9 @@
 // (conn-*-long, idle) run -long-reps times. The report gives per load and
 // peer the median value, each ratio to the floor, direct, iptables and
 // HAProxy (median and the per-repetition ratios, measured in the same
-// repetition), p50/p99 latency (connect time for new connections, request
+// repetition), the socket errors (failed connections by kind: refused,
+// connect-timeout, reset, io-timeout, ...; in the results file as
+// "failures"), p50/p99 latency (connect time for new connections, request
 // round trip for keepalive and idle), host CPU busy (all CPUs) during the
 // measurement and CPU time per operation, and for the XDP peers the XDP
 // program's own run time per packet over each load (the kernel's BPF

@@ -18,6 +18,9 @@ type load struct {
 	op    string // what sample.ops counts, for CPU time per operation
 	// clients is the number of client namespaces it needs (0: 1).
 	clients int
+	// clientAddrs, when set, is the number of addresses the first client
+	// connects from (lab.Lab's AddClientAddresses), in turn.
+	clientAddrs int
 	// long loads run -long-reps times instead of -reps.
 	long bool
 	// pairs: the load holds -idle-pairs connections open through the peer.
@@ -44,17 +47,23 @@ type sample struct {
 	// for a peer that is no XDP program.
 	xdpPerPacket time.Duration
 	xdpPackets   uint64
+
+	// failures counts failed connections by kind (loadgen.Failure's
+	// names: refused, connect-timeout, reset, io-timeout, …).
+	failures map[string]int
 }
 
 // loads in the report's order.
 var loads = []load{
-	churnLoad("conn-server-first", serverFirst, false),
-	churnLoad("conn-client-first", clientFirst, false),
+	churnLoad("conn-server-first", serverFirst, false, 0),
+	churnLoad("conn-client-first", clientFirst, false, 0),
+	churnLoad("conn-server-first-8addr", serverFirst, false, churnClientAddrs),
 	keepaliveLoad(),
 	bulkUpLoad(),
 	bulkDownLoad(),
-	churnLoad("conn-server-first-long", serverFirst, true),
-	churnLoad("conn-client-first-long", clientFirst, true),
+	churnLoad("conn-server-first-long", serverFirst, true, 0),
+	churnLoad("conn-client-first-long", clientFirst, true, 0),
+	churnLoad("conn-server-first-8addr-long", serverFirst, true, churnClientAddrs),
 	idleLoad(),
 }
 

@@ -24,8 +24,12 @@ const labPrefix = "xbp"
 func measure(ctx context.Context, e *env, ld load, p peer, rep int) result {
 	r := result{Rep: rep, Load: ld.name, Peer: p.name, Unit: ld.unit, Op: ld.op, Started: time.Now().UTC()}
 	clients := max(1, ld.clients)
-	if p.maxClients > 0 && clients > p.maxClients {
-		r.Skipped = fmt.Sprintf("%s serves %d client address(es), the load needs %d", p.name, p.maxClients, clients)
+	if addrs := max(clients, ld.clientAddrs); p.maxClients > 0 && addrs > p.maxClients {
+		r.Skipped = fmt.Sprintf("%s serves %d client address(es), the load needs %d", p.name, p.maxClients, addrs)
+		return r
+	}
+	if p.newConnsOnly && ld.op != "conn" {
+		r.Skipped = fmt.Sprintf("%s runs the new-connection loads only", p.name)
 		return r
 	}
 	if need := p.socketsPerPair*e.opts.IdlePairs + 1024; ld.pairs && p.socketsPerPair > 0 && need > e.files {
@@ -38,6 +42,7 @@ func measure(ctx context.Context, e *env, ld load, p peer, rep int) result {
 		return r
 	}
 	r.Value, r.P50, r.P99, r.Windows, r.Failed, r.Note = s.value, s.p50, s.p99, s.windows, s.failed, s.note
+	r.Failures = s.failures
 	r.CPUBusy = s.cpu.Busy
 	r.XDPPerPacket, r.XDPPackets = s.xdpPerPacket, s.xdpPackets
 	if s.ops > 0 {
@@ -73,6 +78,11 @@ func measureIn(ctx context.Context, e *env, ld load, p peer, clients int) (_ sam
 	}
 	for _, c := range l.Clients {
 		if err := loadgen.ReuseSourcePorts(c); err != nil {
+			return sample{}, err
+		}
+	}
+	if ld.clientAddrs > 0 {
+		if _, err := l.AddClientAddresses(ld.clientAddrs); err != nil {
 			return sample{}, err
 		}
 	}

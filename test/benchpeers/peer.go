@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
@@ -27,6 +28,9 @@ type peer struct {
 	about string // one line for the report
 	// maxClients is how many client addresses the peer serves (0: any).
 	maxClients int
+	// newConnsOnly: the peer differs from another in what only the
+	// new-connection loads use (its SNAT space), and sits the others out.
+	newConnsOnly bool
 	// socketsPerPair is how many descriptors of one process a connection
 	// through the peer takes (a proxy: two), 0 for none.
 	socketsPerPair int
@@ -47,6 +51,7 @@ var peers = []peer{
 	{name: "iptables", about: "the kernel's NAT in the balancer namespace as kube-proxy sets it up: nf_conntrack DNAT to a random endpoint and MASQUERADE", needs: []need{{"iptables-restore", "iptables"}}, start: startIptables},
 	{name: "haproxy", socketsPerPair: 2, about: "HAProxy in TCP mode, round robin, a thread per CPU", needs: []need{{"haproxy", "haproxy"}}, start: startHAProxy},
 	{name: "xlb-native", about: "the xlb daemon, xdp_mode native, 8 SNAT addresses", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "native") }},
+	{name: defaultPeer, newConnsOnly: true, about: fmt.Sprintf("the xlb daemon, xdp_mode native, with the snat section of the packages' /etc/xlb/xlb.yaml (packaging/xlb.yaml: one address, ip auto, ports 40000-59999), so each port toward a backend that closed first is held %v (maintenance.SNATHold, issue 36); it differs from xlb-native in its SNAT space only and runs the new-connection loads only", maintenance.SNATHold), start: startXLBDefault},
 	{name: "xlb-generic", about: "the xlb daemon, xdp_mode generic (the kernel's generic XDP)", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "generic") }},
 	{name: baselinePeer, about: "the xlb daemon of -baseline, an earlier build (its version above), xdp_mode native: the before of the change, measured in the same run", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) {
 		return startXLBBinary(e, l, e.opts.Baseline, "native")
@@ -58,6 +63,9 @@ var peers = []peer{
 var references = []string{"floor", "direct", "iptables", "haproxy"}
 
 func (p peer) key() string { return p.name }
+
+// defaultPeer is XLB with the packaged SNAT space.
+const defaultPeer = "xlb-default"
 
 // baselinePeer runs the -baseline binary; it is not among the default
 // peers without one.

@@ -76,7 +76,7 @@ func writeReport(w io.Writer, r *run, plot string) {
 
 // xdpPeers are the peers that are an XDP program, in the XDP table's
 // column order; the first is the reference.
-var xdpPeers = []string{"floor", summaryPeer, baselinePeer, "xlb-generic"}
+var xdpPeers = []string{"floor", summaryPeer, defaultPeer, baselinePeer, "xlb-generic"}
 
 // writeXDPTime is the XDP programs' run time per packet, load by load
 // (medians over repetitions), and each divided by the floor's in the same
@@ -153,9 +153,10 @@ func (t *table) writeAbout(w io.Writer) {
 	fmt.Fprintf(w, "\nCPU busy is the host's (all CPUs, /proc/stat) during the measured part; CPU/op is that busy time divided by the operations done.\n")
 }
 
-// writeSummary is XLB native's ratios to each reference, load by load.
+// writeSummary is XLB native's ratios to each reference, load by load, and
+// those of XLB with the packaged SNAT space and of the baseline.
 func (t *table) writeSummary(w io.Writer) {
-	for _, peer := range []string{summaryPeer, baselinePeer} {
+	for _, peer := range []string{summaryPeer, defaultPeer, baselinePeer} {
 		if !slices.Contains(t.peers, peer) {
 			continue
 		}
@@ -220,7 +221,7 @@ func (t *table) writeLoad(w io.Writer, ld load) {
 	for _, ref := range refs {
 		fmt.Fprintf(w, " × %s |", ref)
 	}
-	fmt.Fprintf(w, " p50 | p99 | CPU busy | CPU/%s | failed |\n|---|---:|---|%s---:|---:|---:|---:|---:|\n", ld.op, strings.Repeat("---|", len(refs)))
+	fmt.Fprintf(w, " p50 | p99 | CPU busy | CPU/%s | socket errors |\n|---|---:|---|%s---:|---:|---:|---:|---:|\n", ld.op, strings.Repeat("---|", len(refs)))
 	var long []string
 	for _, p := range t.peers {
 		rs := t.by[ld.name][p]
@@ -235,7 +236,7 @@ func (t *table) writeLoad(w io.Writer, ld load) {
 		for _, ref := range refs {
 			fmt.Fprintf(w, " %s |", t.ratioCell(ld.name, p, ref, true))
 		}
-		fmt.Fprintf(w, " %s | %s | %.0f%% | %s | %d |\n", latency(c.p50), latency(c.p99), 100*c.cpuBusy, latency(c.cpuPerOp), c.failed)
+		fmt.Fprintf(w, " %s | %s | %.0f%% | %s | %s |\n", latency(c.p50), latency(c.p99), 100*c.cpuBusy, latency(c.cpuPerOp), c.errors())
 		if len(c.windows) > 0 {
 			long = append(long, p)
 		}

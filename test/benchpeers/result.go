@@ -31,6 +31,12 @@ type result struct {
 	Error        string        `json:"error,omitempty"` // the measurement failed; Value is 0
 	Skipped      string        `json:"skipped,omitempty"`
 	Started      time.Time     `json:"started"`
+
+	// Failures counts the new-connection loads' failed connections (the
+	// socket errors) by kind: refused (a RST answered the SYN),
+	// connect-timeout, reset, io-timeout, no-local-port, bad-reply, other
+	// (internal/testnet/loadgen's Failure).
+	Failures map[string]int `json:"failures,omitempty"`
 }
 
 // ok says whether r has a value to compare.

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/xlbproject/xlb/internal/testnet/loadgen"
 )
 
 // cell is what the report shows for one load and peer: medians over the
@@ -13,8 +18,9 @@ type cell struct {
 	p50, p99 time.Duration
 	cpuBusy  float64
 	cpuPerOp time.Duration
-	failed   int
-	windows  []float64 // long loads: the median of each window
+	failed   int            // summed over the repetitions
+	failures map[string]int // failed by kind, summed over the repetitions
+	windows  []float64      // long loads: the median of each window
 	notes    []string
 }
 
@@ -32,6 +38,12 @@ func cellOf(rs []result) (cell, bool) {
 		p50s, p99s, perOp = append(p50s, r.P50), append(p99s, r.P99), append(perOp, r.CPUPerOp)
 		busy = append(busy, r.CPUBusy)
 		c.failed += r.Failed
+		for k, n := range r.Failures {
+			if c.failures == nil {
+				c.failures = map[string]int{}
+			}
+			c.failures[k] += n
+		}
 		if len(r.Windows) > 0 {
 			windows = append(windows, r.Windows)
 		}
@@ -55,6 +67,23 @@ func cellOf(rs []result) (cell, bool) {
 		c.windows = append(c.windows, median(w))
 	}
 	return c, true
+}
+
+// errors is the socket errors cell: the failed connections or requests
+// over all repetitions, and by kind where the load tells them apart
+// ("1234: refused 1200, connect-timeout 34").
+func (c cell) errors() string {
+	s := strconv.Itoa(c.failed)
+	if len(c.failures) == 0 {
+		return s
+	}
+	var parts []string
+	for k := loadgen.Refused; k <= loadgen.Other; k++ {
+		if n := c.failures[k.String()]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	return s + ": " + strings.Join(parts, ", ")
 }
 
 // ratios are a peer's values divided by a reference's, repetition by

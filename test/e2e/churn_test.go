@@ -102,8 +102,8 @@ func logSNATCounters(t *testing.T, l *lab.Lab) float64 {
 	t.Helper()
 	fams := scrape(t, l)
 	exhausted := metricValue(t, fams, "xlb_snat_port_exhausted_total", nil)
-	t.Logf("daemon: xlb_snat_port_exhausted_total %v, xlb_snat_port_takeovers_total %v, xlb_snat_backend_fallbacks_total %v, xlb_snat_hold_drops_total %v",
-		exhausted, metricValue(t, fams, "xlb_snat_port_takeovers_total", nil),
+	t.Logf("daemon: xlb_snat_port_exhausted_total %v, xlb_snat_port_takeovers_total %v, xlb_snat_timewait_reuses_total %v, xlb_snat_backend_fallbacks_total %v, xlb_snat_hold_drops_total %v",
+		exhausted, metricValue(t, fams, "xlb_snat_port_takeovers_total", nil), metricValue(t, fams, "xlb_snat_timewait_reuses_total", nil),
 		metricValue(t, fams, "xlb_snat_backend_fallbacks_total", nil), metricValue(t, fams, "xlb_snat_hold_drops_total", nil))
 	return exhausted
 }
@@ -201,6 +201,63 @@ func TestCapacityChurnServerFirst(t *testing.T) {
 	}
 }
 
+// withoutTimestamps turns TCP timestamps off in h's namespace (RFC 7323:
+// its SYNs carry none).
+func withoutTimestamps(t *testing.T, h *testnet.Host) {
+	t.Helper()
+	if err := h.Do(func() error { return testnet.Sysctl("net.ipv4.tcp_timestamps", "0") }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// 60 s of server-first churn from one client address through one SNAT
+// address with 200 ports toward each of 3 backends (issue 36): with
+// timestamps on both sides (Linux's default) a port held for a backend's
+// TIME_WAIT is reused one reuse guard after its connection's last packet,
+// once the next maintenance cycle has marked it, so the SNAT space
+// sustains ports x backends / (guard + a cycle) new connections per
+// second, not ports x backends / 70 s (8.6/s here). Offered at 70 % of
+// that, 24 times the hold's rate: nothing is refused, every SYN is
+// answered at the first try (the client retransmits none, no connect
+// over 900 ms: the backends' TIME_WAIT took every reused tuple), the
+// backends' PAWS rejections in TIME_WAIT are logged, and the daemon
+// counts the reuses.
+func TestCapacityChurnServerFirstTimestampReuse(t *testing.T) {
+	c := capacity{addrs: 1, portLo: 40000, portHi: 40199, maxConnections: 65536}
+	share := offeredShare(t)
+	l := startChurn(t, c)
+	busy := dataplane.SNATReuseGuard + maintenance.DefaultInterval
+	capRate := float64(c.portsPerBackend()*len(l.Backends)) / busy.Seconds()
+	offered := share * capRate
+	t.Logf("SNAT space: %d ports per backend x %d backends, each reusable %v after a server-first close with timestamps: capacity %.0f new connections/s (%.0f/s without timestamps); offered %.2f x = %.0f/s",
+		c.portsPerBackend(), len(l.Backends), busy, capRate, c.rate(loadgen.ServerFirst, len(l.Backends)), share, offered)
+	before := stallCounters(t, l)
+	r := runChurn(t, l, loadgen.Config{Duration: 60 * time.Second, Close: loadgen.ServerFirst, Rate: offered})
+	after := stallCounters(t, l)
+	logSNATCounters(t, l)
+	t.Logf("achieved %.0f/s; client: TcpExtTCPSynRetrans +%d; backends: TcpExtPAWSTimewait +%d", r.Rate(), after.synRetrans-before.synRetrans, after.pawsTimewait-before.pawsTimewait)
+	if r.Completed == 0 || r.Failed() != 0 {
+		t.Fatalf("%d completed, failures: %s; want none refused or failed", r.Completed, r.FailureSummary())
+	}
+	if n := r.Connects.Over(maxChurnConnect); n > 0 {
+		t.Fatalf("%d connects took longer than %v (longest %v)", n, maxChurnConnect, r.Connects.Max())
+	}
+	if n := after.synRetrans - before.synRetrans; n != 0 {
+		t.Fatalf("the client retransmitted %d SYNs: a SYN on a reused port went unanswered or was refused", n)
+	}
+	held := float64(c.portsPerBackend() * len(l.Backends))
+	if float64(r.Completed) <= held {
+		t.Fatalf("%d connections completed, not more than the %v ports: no port was reused", r.Completed, held)
+	}
+	reuses, ok := waitCounter(t, l, "xlb_snat_timewait_reuses_total", nil, 30*time.Second, func(v float64) bool { return v >= float64(r.Completed)-held })
+	if !ok {
+		t.Fatalf("xlb_snat_timewait_reuses_total %v, want at least the %v connections beyond the ports", reuses, float64(r.Completed)-held)
+	}
+	if n := logSNATCounters(t, l); n != 0 {
+		t.Fatalf("xlb_snat_port_exhausted_total %v, want 0", n)
+	}
+}
+
 // stalls holds the kernel counters that tell why a connect stalled: SYNs
 // the client retransmitted, and segments (SYNs on a reused 4-tuple among
 // them) the backends' TIME_WAIT sockets rejected for an old timestamp
@@ -232,7 +289,9 @@ func stallCounters(t *testing.T, l *lab.Lab) stalls {
 //   - client-first, 100 ports toward each of 3 backends: every port is
 //     free again one takeover guard after its close, so the capacity is a
 //     rate (300 per guard), and twice that rate is offered for 10 s;
-//   - server-first, the same ports: each is held for the backend's
+//   - server-first, the same ports, from a client without TCP timestamps
+//     (net.ipv4.tcp_timestamps=0: XLB reuses a held port only for a SYN
+//     with timestamps, issue 36): each is held for the backend's
 //     TIME_WAIT, far longer than the run, so the capacity of a 5 s run is
 //     the 300 ports themselves, and twice that many connections are
 //     offered over the run.
@@ -252,6 +311,7 @@ func TestCapacityChurnOverload(t *testing.T) {
 	})
 	t.Run("server-first", func(t *testing.T) {
 		l := startChurn(t, c)
+		withoutTimestamps(t, l.Client())
 		d := 5 * time.Second
 		ports := c.portsPerBackend() * len(l.Backends)
 		if maintenance.SNATHold <= d {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -148,3 +149,23 @@ func New(t testing.TB, opts Options) *Lab {
 // with Host.Command keep their namespace alive (nameless) until they exit:
 // stop them first.
 func (l *Lab) Close() error { return l.net.Close() }
+
+// AddClientAddresses gives the first client n further addresses on its
+// eth0, testnet.ClientExtraIP(0 … n-1) (1 ≤ n ≤
+// testnet.MaxClientExtraIPs), and returns them: one namespace whose
+// connections leave from n client addresses (loadgen.Config.Sources),
+// each with TCP timestamps of its own, as from n clients. They go with
+// the lab.
+func (l *Lab) AddClientAddresses(n int) ([]netip.Addr, error) {
+	if n < 1 || n > testnet.MaxClientExtraIPs {
+		return nil, fmt.Errorf("lab: %d client addresses, want 1…%d", n, testnet.MaxClientExtraIPs)
+	}
+	addrs := make([]netip.Addr, n)
+	for i := range addrs {
+		addrs[i] = testnet.ClientExtraIP(i)
+		if err := l.Client().AddAddress("eth0", netip.PrefixFrom(addrs[i], testnet.FrontNet.Bits())); err != nil {
+			return nil, err
+		}
+	}
+	return addrs, nil
+}

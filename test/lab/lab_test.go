@@ -325,3 +325,13 @@ func TestCommandRunsInNamespace(t *testing.T) {
 		t.Errorf("xlb's /proc/self/net/dev:\n%s", out)
 	}
 }
+
+// AddClientAddresses refuses a count outside 1…testnet.MaxClientExtraIPs
+// before it touches the lab.
+func TestAddClientAddressesBounds(t *testing.T) {
+	for _, n := range []int{0, -1, testnet.MaxClientExtraIPs + 1} {
+		if _, err := (&Lab{}).AddClientAddresses(n); err == nil {
+			t.Errorf("AddClientAddresses(%d) accepted", n)
+		}
+	}
+}

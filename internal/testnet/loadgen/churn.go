@@ -10,7 +10,10 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/internal/testnet"
 )
@@ -62,6 +65,17 @@ type Config struct {
 	// Target is the address every connection goes to (a listen address of
 	// XLB, a backend, a NAT address), serving testnet.Respond.
 	Target netip.AddrPort
+	// Sources are the client addresses connections leave from, in turn:
+	// connection n of the run (over all workers) from Sources[n %
+	// len(Sources)], its port chosen by the kernel at connect as without
+	// them (IP_BIND_ADDRESS_NO_PORT, so net.ipv4.tcp_tw_reuse and the
+	// whole port range apply per destination). Each must be an address of
+	// the namespace (lab.Lab's AddClientAddresses). Linux gives each
+	// (source, destination) address pair a TCP timestamp offset of its
+	// own, so several sources are several clients whose timestamps are
+	// unrelated (issue 36). Empty: the kernel's choice, the namespace's
+	// address toward Target.
+	Sources []netip.Addr
 	// Workers is the number of connections in flight at once, each a loop
 	// of its own (0: DefaultWorkers). Without Rate the workers run as
 	// fast as the path allows: the lab's full rate, which differs from
@@ -103,6 +117,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Rate < 0 {
 		return c, fmt.Errorf("loadgen: rate %v/s", c.Rate)
 	}
+	for _, a := range c.Sources {
+		if !a.Is4() && !a.Is6() || a.Is4() != c.Target.Addr().Is4() {
+			return c, fmt.Errorf("loadgen: source %v for target %v", a, c.Target)
+		}
+	}
 	if c.Window <= 0 {
 		c.Window = DefaultWindow
 	}
@@ -133,9 +152,10 @@ func Run(ctx context.Context, h *testnet.Host, cfg Config) (*Result, error) {
 	ws := make([]*worker, cfg.Workers)
 	errs := make([]error, cfg.Workers)
 	sched := &schedule{start: start, rate: cfg.Rate}
+	src := &sources{addrs: cfg.Sources}
 	var wg sync.WaitGroup
 	for i := range ws {
-		ws[i] = &worker{cfg: cfg, start: start, sched: sched}
+		ws[i] = &worker{cfg: cfg, start: start, sched: sched, src: src}
 		wg.Go(func() {
 			errs[i] = h.Do(func() error { ws[i].loop(ctx, deadline); return nil })
 		})
@@ -173,11 +193,41 @@ func (s *schedule) next() time.Time {
 	}
 }
 
+// sources hands out Config.Sources in turn, one per connection.
+type sources struct {
+	addrs []netip.Addr
+	n     atomic.Uint64
+}
+
+// next is the source address of the caller's next connection (nil
+// without Sources: the kernel chooses).
+func (s *sources) next() *net.TCPAddr {
+	if len(s.addrs) == 0 {
+		return nil
+	}
+	a := s.addrs[(s.n.Add(1)-1)%uint64(len(s.addrs))]
+	return &net.TCPAddr{IP: a.AsSlice()}
+}
+
+// bindNoPort sets IP_BIND_ADDRESS_NO_PORT on a socket about to be bound
+// to a source address: the bind takes the address only, and connect
+// picks the port for the 4-tuple, as it does for an unbound socket.
+func bindNoPort(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
 // worker is one loop of connections; its records are merged at the end.
 type worker struct {
 	cfg   Config
 	start time.Time
 	sched *schedule
+	src   *sources
 
 	windows   []int           // completions per window since start
 	connects  []time.Duration // connect time of each established connection
@@ -190,6 +240,9 @@ type worker struct {
 // in the namespace (testnet.Host.Do), where its sockets are created.
 func (w *worker) loop(ctx context.Context, deadline time.Time) {
 	d := net.Dialer{Timeout: w.cfg.ConnectTimeout}
+	if len(w.cfg.Sources) > 0 {
+		d.Control = bindNoPort
+	}
 	target := w.cfg.Target.String()
 	req := w.cfg.Close.request()
 	buf := make([]byte, 2*len(testnet.RespondReply))
@@ -205,6 +258,9 @@ func (w *worker) loop(ctx context.Context, deadline time.Time) {
 				case <-time.After(d):
 				}
 			}
+		}
+		if a := w.src.next(); a != nil {
+			d.LocalAddr = a
 		}
 		t0 := time.Now()
 		c, err := d.DialContext(ctx, "tcp", target)

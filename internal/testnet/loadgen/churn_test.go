@@ -126,3 +126,48 @@ func TestRunRefusesNegativeRate(t *testing.T) {
 		t.Fatal("a negative rate was accepted")
 	}
 }
+
+// With Sources, connection n leaves from Sources[n % len(Sources)]: the
+// server sees every source, each as often as the others within one.
+func TestRunSources(t *testing.T) {
+	client, srv := pair(t)
+	var srcs []netip.Addr
+	for i := range 4 {
+		a := testnet.ClientExtraIP(i)
+		if err := client.AddAddress("eth0", netip.PrefixFrom(a, 24)); err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, a)
+	}
+	r, err := Run(context.Background(), client, Config{
+		Target: netip.AddrPortFrom(testnet.OneArmBackendIP(0), 8080), Sources: srcs,
+		Workers: 4, Duration: 2 * time.Second, Window: time.Second, Rate: 200, Close: ServerFirst,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(r)
+	if r.Failed() != 0 || r.Completed == 0 {
+		t.Fatalf("%d completed, failures: %s %v", r.Completed, r.FailureSummary(), r.Errors)
+	}
+	st, err := srv.WaitCompleted(context.Background(), r.Completed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := r.Completed, 0
+	for _, a := range srcs {
+		lo, hi = min(lo, st.Remotes[a]), max(hi, st.Remotes[a])
+	}
+	if len(st.Remotes) != len(srcs) || hi-lo > 1 {
+		t.Fatalf("the server saw %v over %d connections, want each of %v, as often as the others within one", st.Remotes, r.Completed, srcs)
+	}
+}
+
+// A source of the other address family than the target is refused.
+func TestRunRefusesSourceOfOtherFamily(t *testing.T) {
+	_, err := Run(context.Background(), nil, Config{Target: netip.MustParseAddrPort("192.0.2.31:8080"), Duration: time.Second,
+		Sources: []netip.Addr{netip.MustParseAddr("2001:db8::1")}})
+	if err == nil {
+		t.Fatal("an IPv6 source for an IPv4 target was accepted")
+	}
+}

@@ -120,8 +120,12 @@ func (r *Result) String() string {
 	for i, x := range rates {
 		ws[i] = fmt.Sprintf("%.0f", x)
 	}
-	return fmt.Sprintf("%v to %v, %d workers, %s, %v: %d connections (achieved %.0f/s); per %v window /s: [%s]; connect %v; refused connects %v; failures: %s",
-		r.Config.Close, r.Config.Target, r.Config.Workers, r.Offered(), r.Elapsed.Round(time.Millisecond), r.Completed, r.Rate(),
+	from := ""
+	if n := len(r.Config.Sources); n > 0 {
+		from = fmt.Sprintf(" from %d source addresses", n)
+	}
+	return fmt.Sprintf("%v to %v%s, %d workers, %s, %v: %d connections (achieved %.0f/s); per %v window /s: [%s]; connect %v; refused connects %v; failures: %s",
+		r.Config.Close, r.Config.Target, from, r.Config.Workers, r.Offered(), r.Elapsed.Round(time.Millisecond), r.Completed, r.Rate(),
 		r.Config.Window, strings.Join(ws, " "), r.Connects, r.RefusedIn, r.FailureSummary())
 }
 

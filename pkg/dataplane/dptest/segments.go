@@ -1,6 +1,11 @@
 package dptest
 
-import "net/netip"
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/google/gopacket/layers"
+)
 
 // Client is a client-side endpoint: its address and port.
 func Client(port uint16) netip.AddrPort { return netip.AddrPortFrom(ClientIP, port) }
@@ -50,4 +55,62 @@ func ttlOf(s Segment) uint8 {
 		return 64
 	}
 	return s.TTL
+}
+
+// timestamps is the data of s's timestamp option (TSval, TSecr), or nil.
+func (s Segment) timestamps() []byte {
+	for _, o := range s.Options {
+		if o.OptionType == layers.TCPOptionKindTimestamps && len(o.OptionData) == 8 {
+			return o.OptionData
+		}
+	}
+	return nil
+}
+
+// HasTimestamps reports whether s carries the timestamp option.
+func (s Segment) HasTimestamps() bool { return s.timestamps() != nil }
+
+// Timestamps are s's TSval and TSecr; ok is false without the option.
+func (s Segment) Timestamps() (val, ecr uint32, ok bool) {
+	d := s.timestamps()
+	if d == nil {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint32(d[:4]), binary.BigEndian.Uint32(d[4:]), true
+}
+
+// WithTimestamps is s with its timestamp option's TSval and TSecr set to
+// val and ecr (every other option as it was); s unchanged when it has no
+// timestamp option.
+func (s Segment) WithTimestamps(val, ecr uint32) Segment {
+	if s.timestamps() == nil {
+		return s
+	}
+	opts := make([]layers.TCPOption, len(s.Options))
+	copy(opts, s.Options)
+	for i, o := range opts {
+		if o.OptionType == layers.TCPOptionKindTimestamps && len(o.OptionData) == 8 {
+			d := make([]byte, 8)
+			binary.BigEndian.PutUint32(d[:4], val)
+			binary.BigEndian.PutUint32(d[4:], ecr)
+			opts[i].OptionData = d
+			break
+		}
+	}
+	s.Options = opts
+	return s
+}
+
+// ShiftTimestamps is s as XLB rewrites it for a pair of timestamp offset
+// off (bpf/tsopt.h): toward the backend its TSval plus off, toward the
+// client its TSecr minus off, modulo 2^32.
+func (s Segment) ShiftTimestamps(off uint32, towardBackend bool) Segment {
+	val, ecr, ok := s.Timestamps()
+	if !ok {
+		return s
+	}
+	if towardBackend {
+		return s.WithTimestamps(val+off, ecr)
+	}
+	return s.WithTimestamps(val, ecr-off)
 }

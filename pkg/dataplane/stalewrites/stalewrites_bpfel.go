@@ -42,6 +42,8 @@ type staleWritesFlowValue struct {
 	Wscale     uint8
 	Pad        uint8
 	SynUs      uint32
+	TsOff      uint32
+	Pad2       uint32
 }
 
 type staleWritesStaleResult uint32

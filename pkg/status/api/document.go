@@ -290,6 +290,7 @@ type Counters struct {
 	RSTInexactTotal          uint64     `json:"rst_inexact_total"`          // RSTs forwarded, the pair kept: in the window, not exact (RFC 5961 §3)
 	PairGoneInFlightTotal    uint64     `json:"pair_gone_in_flight_total"`  // packets dropped: another CPU replaced or reaped their pair while they were rewritten
 	SNATTakeoversTotal       uint64     `json:"snat_takeovers_total"`       // SNAT ports taken over from a terminal pair the backend holds no TIME_WAIT for
+	SNATTimewaitReusesTotal  uint64     `json:"snat_timewait_reuses_total"` // SNAT ports held for a backend's TIME_WAIT that a SYN with timestamps took (RFC 6191)
 	SNATFallbacksTotal       uint64     `json:"snat_fallbacks_total"`       // SYNs sent to the next routable backend: the first one's ports ran out
 	HoldDropsTotal           uint64     `json:"hold_drops_total"`           // packets dropped on a port held for its backend's TIME_WAIT
 	ICMPToClientTotal        uint64     `json:"icmp_to_client_total"`       // ICMP errors about a pair translated toward the client
@@ -429,6 +430,12 @@ type Backend struct {
 	ReceivedBytesTotal         uint64 `json:"received_bytes_total"`
 	SentPacketsTotal           uint64 `json:"sent_packets_total"`
 	ReceivedPacketsTotal       uint64 `json:"received_packets_total"`
+	// Timestamps is whether the backend's last SYN-ACK to a client SYN
+	// with TCP timestamps carried them: yes, no (its
+	// net.ipv4.tcp_timestamps is 0) or unknown (none seen yet). XLB
+	// rewrites the timestamps of a pair toward the backend only when
+	// both SYNs carried them (issue 36).
+	Timestamps Timestamps `json:"timestamps"`
 }
 
 // BackendHealth is a backend's active health checks (DESIGN §6b).

@@ -18,6 +18,11 @@ type (
 	// HealthResult is the outcome of one active health check (DESIGN
 	// §6b).
 	HealthResult string
+	// Timestamps is what the data path last saw of a backend's TCP
+	// timestamps (issue 36; dataplane.TimestampState): the document's
+	// backends[].timestamps and the state label of
+	// xlb_backend_tcp_timestamps.
+	Timestamps string
 	// Reason is why the instance is not ready: the body of a 503 from
 	// /readyz and the document's readiness.reason (DESIGN §3), decided by
 	// snapshot.Snapshot.Readiness. The strings are stable; orchestrators
@@ -53,6 +58,14 @@ const (
 const (
 	HealthCheckOK   HealthResult = "ok"
 	HealthCheckFail HealthResult = "fail"
+)
+
+// Backend timestamp states (Backend.Timestamps): whether the backend's
+// last SYN-ACK to a client SYN with TCP timestamps carried them.
+const (
+	TimestampsYes     Timestamps = "yes"     // it did: timestamps are negotiated and rewritten on its pairs
+	TimestampsNo      Timestamps = "no"      // it did not (net.ipv4.tcp_timestamps=0): its pairs keep their timestamps unrewritten
+	TimestampsUnknown Timestamps = "unknown" // no such SYN-ACK seen since the data path's state began
 )
 
 // Readiness reasons, in the order Snapshot.Readiness checks them.
@@ -137,3 +150,10 @@ func BackendStates() []BackendState {
 
 // HealthResults returns both health check results in order.
 func HealthResults() []HealthResult { return []HealthResult{HealthCheckOK, HealthCheckFail} }
+
+// TimestampStates returns every backend timestamp state in order of
+// precedence: when two listed backends share a name, the series under
+// that name shows the earlier state.
+func TimestampStates() []Timestamps {
+	return []Timestamps{TimestampsNo, TimestampsYes, TimestampsUnknown}
+}

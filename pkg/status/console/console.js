@@ -179,7 +179,8 @@ function renderConnections(d) {
     ["Orphaned", c.orphaned_total],
     ["Embryonic expired", c.embryonic_expired_total],
     ["Flow map", fm.entries + " / " + fm.capacity + " entries (" + pct + ")"],
-    ["SNAT ports", "taken over " + k.snat_takeovers_total + ", fallbacks " + k.snat_fallbacks_total +
+    ["SNAT ports", "taken over " + k.snat_takeovers_total + ", reused from TIME_WAIT " + k.snat_timewait_reuses_total +
+      ", fallbacks " + k.snat_fallbacks_total +
       ", held-port drops " + k.hold_drops_total],
     ["Dropped", "out-of-window RSTs " + k.rst_out_of_window_total + ", TTL ≤ 1 " + k.ttl_exceeded_total],
     ["Inexact RSTs", k.rst_inexact_total + " (in the window, not exact: forwarded, the pair kept)"],
