@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
 )
@@ -51,7 +52,7 @@ var peers = []peer{
 	{name: "iptables", about: "the kernel's NAT in the balancer namespace as kube-proxy sets it up: nf_conntrack DNAT to a random endpoint and MASQUERADE", needs: []need{{"iptables-restore", "iptables"}}, start: startIptables},
 	{name: "haproxy", socketsPerPair: 2, about: "HAProxy in TCP mode, round robin, a thread per CPU", needs: []need{{"haproxy", "haproxy"}}, start: startHAProxy},
 	{name: "xlb-native", about: "the xlb daemon, xdp_mode native, 8 SNAT addresses", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "native") }},
-	{name: defaultPeer, newConnsOnly: true, about: fmt.Sprintf("the xlb daemon, xdp_mode native, with the snat section of the packages' /etc/xlb/xlb.yaml (packaging/xlb.yaml: one address, ip auto, ports 40000-59999), so each port toward a backend that closed first is held %v (maintenance.SNATHold, issue 36); it differs from xlb-native in its SNAT space only and runs the new-connection loads only", maintenance.SNATHold), start: startXLBDefault},
+	{name: defaultPeer, newConnsOnly: true, about: fmt.Sprintf("the xlb daemon, xdp_mode native, with the snat section of the packages' /etc/xlb/xlb.yaml (packaging/xlb.yaml: one address, ip auto, ports 40000-59999): a port toward a backend that closed first is held %v (maintenance.SNATHold) unless the pair negotiated TCP timestamps, when a client SYN with timestamps reuses it %v after the old pair's last packet (dataplane.SNATReuseGuard, issue 36); it differs from xlb-native in its SNAT space only and runs the new-connection loads only", maintenance.SNATHold, dataplane.SNATReuseGuard), start: startXLBDefault},
 	{name: "xlb-generic", about: "the xlb daemon, xdp_mode generic (the kernel's generic XDP)", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "generic") }},
 	{name: baselinePeer, about: "the xlb daemon of -baseline, an earlier build (its version above), xdp_mode native: the before of the change, measured in the same run", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) {
 		return startXLBBinary(e, l, e.opts.Baseline, "native")

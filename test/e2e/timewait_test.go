@@ -10,7 +10,6 @@ import (
 
 	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/internal/testnet/loadgen"
-	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/test/lab"
 )
 
@@ -247,30 +246,4 @@ func TestTimewaitReuseEightClientsFullRate(t *testing.T) {
 	if xlb.Rate() < nat.Rate() {
 		t.Errorf("XLB completed %.0f/s, iptables %.0f/s in the same run; want XLB at least iptables' rate", xlb.Rate(), nat.Rate())
 	}
-}
-
-// What XLB sustains today in issue 36's shape: 120 s of server-first
-// churn from 8 client addresses through one SNAT address with 20,000
-// ports toward each of 3 backends, offered at 70 % of what the hold
-// allows (ports x backends per maintenance.SNATHold, 600/s). Each
-// backend's cursor wraps around its ports within the run, but a port
-// comes back only after the hold, when its backend's TIME_WAIT is gone,
-// so the clients' unrelated timestamps never meet a TIME_WAIT: nothing
-// refused, TcpExtPAWSTimewait +0, no connect over 900 ms, every 10 s
-// window at least 0.8 x the first. It checks the harness of
-// TestTimewaitReuseEightClients and documents today's capacity.
-func TestCapacityChurnServerFirstEightClients(t *testing.T) {
-	share := offeredShare(t)
-	d := 120 * time.Second
-	c := timewaitCapacity
-	capRate := c.rate(loadgen.ServerFirst, churnBackends)
-	offered := share * capRate
-	perBackend := offered * d.Seconds() / churnBackends
-	t.Logf("SNAT space: %d ports per backend x %d backends, each held %v after a server-first close: capacity %.0f new connections/s; offered %.2f x = %.0f/s for %v from %d client addresses (%.0f connections per backend)",
-		c.portsPerBackend(), churnBackends, maintenance.SNATHold, capRate, share, offered, d, timewaitClients, perBackend)
-	if perBackend <= float64(c.portsPerBackend()) && share == noRefusalShare {
-		t.Fatalf("%.0f connections per backend do not wrap its %d ports: no port is handed out again", perBackend, c.portsPerBackend())
-	}
-	r := timewaitChurn(t, startTimewaitLab(t, c), offered, d)
-	assertTimewaitRun(t, r, d)
 }
