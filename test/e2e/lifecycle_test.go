@@ -277,11 +277,20 @@ func drain(t *testing.T, x *inprocXLB, want maintenance.Closed, opened uint64) {
 	// closed pair's stays scheduled until then and is dropped) and a
 	// close, and a hold for each pair the backend closed first (its
 	// reverse entry kept the SNAT port after the time-wait, until
-	// maintenance.SNATHold), each read or counted as lost (the walk
-	// removes the pairs of lost ones), and no time-wait or hold left.
-	if ev := s.CloseEvents; ev.Read+ev.Lost != s.Opened+s.Closed.Total()+s.Closed.BackendFIN || ev.TimeWaitScheduled != 0 || ev.HoldScheduled != 0 {
-		t.Fatalf("close events %+v: want read + lost = %d opens + %d closures + %d holds and no time-wait or hold scheduled",
-			ev, s.Opened, s.Closed.Total(), s.Closed.BackendFIN)
+	// maintenance.SNATHold) unless a new pair took its port over by
+	// timestamp reuse while it was still in time-wait, which ends it
+	// without a hold (issue 36; the runs are far shorter than the
+	// time-wait, so every reuse took such a pair), each read or counted
+	// as lost (the walk removes the pairs of lost ones), and no time-wait
+	// or hold left.
+	reuses := s.Counters.SNATTimewaitReuses
+	if reuses > s.Closed.BackendFIN {
+		t.Fatalf("%d timestamp reuses, more than the %d pairs the backend closed first", reuses, s.Closed.BackendFIN)
+	}
+	holds := s.Closed.BackendFIN - reuses
+	if ev := s.CloseEvents; ev.Read+ev.Lost != s.Opened+s.Closed.Total()+holds || ev.TimeWaitScheduled != 0 || ev.HoldScheduled != 0 {
+		t.Fatalf("close events %+v: want read + lost = %d opens + %d closures + %d holds (%d backend-first closes, %d of their ports reused) and no time-wait or hold scheduled",
+			ev, s.Opened, s.Closed.Total(), holds, s.Closed.BackendFIN, reuses)
 	}
 	if s.CloseEvents.Lost != 0 {
 		t.Logf("%d close events lost (the walk removed their pairs)", s.CloseEvents.Lost)
