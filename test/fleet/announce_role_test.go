@@ -1,17 +1,12 @@
 package fleet
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -66,10 +61,6 @@ func (s *fakeStatus) count() int {
 func runAnnounced(t *testing.T, url string, vars map[string]any) (string, error) {
 	t.Helper()
 	requireTools(t, "ansible-playbook")
-	dir, err := AnsibleDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	all := map[string]any{
 		"xlb_admin_url":      url,
 		"xlb_admin_username": AdminUser,
@@ -78,30 +69,7 @@ func runAnnounced(t *testing.T, url string, vars map[string]any) (string, error)
 	for k, v := range vars {
 		all[k] = v
 	}
-	b, err := json.Marshal(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := filepath.Join(t.TempDir(), "vars.json")
-	if err := os.WriteFile(extra, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	playbook, err := filepath.Abs(filepath.Join("testdata", "announced.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "ansible-playbook", playbook, "-i", "localhost,", "-e", "@"+extra)
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(os.Environ()),
-		"ANSIBLE_CONFIG="+filepath.Join(dir, "ansible.cfg"),
-		"ANSIBLE_ROLES_PATH="+filepath.Join(dir, "roles"),
-		"ANSIBLE_NOCOLOR=1",
-		"ANSIBLE_LOCALHOST_WARNING=0",
-	)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return runTestPlaybook(t, "announced.yml", t.TempDir(), all)
 }
 
 // TestRoleWaitsForAnnouncement: with xlb_bgp, the role's wait after a

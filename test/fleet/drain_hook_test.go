@@ -105,6 +105,14 @@ func TestDrainHookUsesTheSocket(t *testing.T) {
 func runDrainHook(t *testing.T, vars map[string]any) (string, error) {
 	t.Helper()
 	requireTools(t, "ansible-playbook")
+	return runTestPlaybook(t, "drain_hook.yml", t.TempDir(), vars)
+}
+
+// runTestPlaybook runs testdata/name on the controller (localhost, the
+// repository's ansible.cfg and roles) with vars as extra variables,
+// written to work/vars.json, and returns its output.
+func runTestPlaybook(t *testing.T, name, work string, vars map[string]any) (string, error) {
+	t.Helper()
 	dir, err := AnsibleDir()
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +121,11 @@ func runDrainHook(t *testing.T, vars map[string]any) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra := filepath.Join(t.TempDir(), "vars.json")
+	extra := filepath.Join(work, "vars.json")
 	if err := os.WriteFile(extra, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	playbook, err := filepath.Abs(filepath.Join("testdata", "drain_hook.yml"))
+	playbook, err := filepath.Abs(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

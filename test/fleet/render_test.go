@@ -1,15 +1,12 @@
 package fleet
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xlbproject/xlb/pkg/envfile"
 	"github.com/xlbproject/xlb/test/xlbproc"
@@ -36,10 +33,6 @@ var trickyValues = []string{
 // and the directory holding the rendered env and xlb.yaml.
 func renderRole(t *testing.T, xlb string, vars map[string]any) (string, string, error) {
 	t.Helper()
-	dir, err := AnsibleDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	work := t.TempDir()
 	out := filepath.Join(work, "rendered")
 	if err := os.Mkdir(out, 0o700); err != nil {
@@ -49,30 +42,8 @@ func renderRole(t *testing.T, xlb string, vars map[string]any) (string, string, 
 	for k, v := range vars {
 		all[k] = v
 	}
-	b, err := json.Marshal(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := filepath.Join(work, "vars.json")
-	if err := os.WriteFile(extra, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	playbook, err := filepath.Abs(filepath.Join("testdata", "render.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "ansible-playbook", playbook, "-i", "localhost,", "-e", "@"+extra)
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(os.Environ()),
-		"ANSIBLE_CONFIG="+filepath.Join(dir, "ansible.cfg"),
-		"ANSIBLE_ROLES_PATH="+filepath.Join(dir, "roles"),
-		"ANSIBLE_NOCOLOR=1",
-		"ANSIBLE_LOCALHOST_WARNING=0",
-	)
-	o, err := cmd.CombinedOutput()
-	return string(o), out, err
+	o, err := runTestPlaybook(t, "render.yml", work, all)
+	return o, out, err
 }
 
 // buildXLB builds the daemon (or takes XLB_BINARY) for the role's check.
