@@ -46,6 +46,32 @@ func echoLine(t *testing.T, r *bufio.Reader, c net.Conn, msg string) {
 	}
 }
 
+// crashWithConnection opens a connection to the lab's VIP through in and
+// echoes a line, then ends in as a crash does (Abandon: nothing undone, as
+// after SIGKILL) and checks that the connection still echoes with no xlb
+// running and that the program is still attached. It returns the
+// connection, closed when the test ends, and its reader.
+func crashWithConnection(t *testing.T, l *lab.Lab, in *Instance) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := l.Client().Dial(ctx, net.JoinHostPort(l.XLB.IP().String(), "80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	r := bufio.NewReader(conn)
+	echoLine(t, r, conn, "before the crash")
+	if err := l.XLB.Do(in.Abandon); err != nil { // the crash
+		t.Fatal(err)
+	}
+	echoLine(t, r, conn, "while no xlb runs")
+	if !readHost(t, l).attached {
+		t.Fatal("the program was detached when its process ended")
+	}
+	return conn, r
+}
+
 // A crash (the process ends without undoing anything, as after SIGKILL)
 // leaves the program attached through its pinned link and the maps
 // pinned: an established connection keeps working with no process at
@@ -64,24 +90,7 @@ func TestStartAdoptsPinnedStateAfterACrash(t *testing.T) {
 	if got := first.DP.Adoption().Start; got != api.StartFresh {
 		t.Fatalf("first start: %s, want %s", got, api.StartFresh)
 	}
-	vip := net.JoinHostPort(l.XLB.IP().String(), "80")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := l.Client().Dial(ctx, vip)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := bufio.NewReader(conn)
-	echoLine(t, r, conn, "before the crash")
-
-	if err := l.XLB.Do(first.Abandon); err != nil { // the crash
-		t.Fatal(err)
-	}
-	echoLine(t, r, conn, "while no xlb runs")
-	if !readHost(t, l).attached {
-		t.Fatal("the program was detached when its process ended")
-	}
+	conn, r := crashWithConnection(t, l, first)
 
 	second, err := startPinned(l, c, dir)
 	if err != nil {
@@ -97,7 +106,9 @@ func TestStartAdoptsPinnedStateAfterACrash(t *testing.T) {
 		}
 	}
 	echoLine(t, r, conn, "after the adoption")
-	fresh, err := l.Client().Dial(ctx, vip)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fresh, err := l.Client().Dial(ctx, net.JoinHostPort(l.XLB.IP().String(), "80"))
 	if err != nil {
 		t.Fatalf("a new connection after the adoption: %v", err)
 	}

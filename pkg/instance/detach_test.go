@@ -1,11 +1,9 @@
 package instance
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,23 +53,7 @@ func TestDetachAfterACrash(t *testing.T) {
 				t.Fatalf("the refused Detach changed the host: %+v, was %+v", got, running)
 			}
 
-			vip := net.JoinHostPort(l.XLB.IP().String(), "80")
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			conn, err := l.Client().Dial(ctx, vip)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			r := bufio.NewReader(conn)
-			echoLine(t, r, conn, "before the crash")
-			if err := l.XLB.Do(in.Abandon); err != nil { // the crash
-				t.Fatal(err)
-			}
-			echoLine(t, r, conn, "while no xlb runs")
-			if !readHost(t, l).attached {
-				t.Fatal("the program was detached when its process ended")
-			}
+			conn, r := crashWithConnection(t, l, in)
 
 			var d Detached
 			if err := l.XLB.Do(func() error { d, err = Detach(cfg.StateDir, dir); return err }); err != nil {
