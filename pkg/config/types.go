@@ -13,6 +13,18 @@ type Config struct {
 	// YAML "name"; default "xlb" (DESIGN §1).
 	Name string
 
+	// Form is the file's shape: the top-level form (one service) or a
+	// services: list (DESIGN §9).
+	Form Form
+
+	// Services are the balanced services, in the file's order; at least
+	// one after Parse. In the top-level form it is the one service the
+	// top-level fields below describe, named after Name. Consumers read
+	// Services (or ServiceList); the top-level Listen, Proto, Ports,
+	// Provider and HealthCheck are set only in the top-level form, for
+	// printing that form back.
+	Services []Service
+
 	// Listen is the virtual address clients connect to. YAML "listen":
 	// "auto" or {ip: A.B.C.D}; default auto (DESIGN §1).
 	Listen Listen

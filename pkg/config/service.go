@@ -1,0 +1,70 @@
+package config
+
+// Service is one balanced service (DESIGN §9): a listen address, a
+// protocol and its port mappings, with its own backends, scheduler and
+// health check. A file gives either the top-level form of DESIGN §1
+// (one service, named after Config.Name) or a `services:` list, never
+// both; after Parse, Config.Services holds one entry per service in the
+// file's order either way.
+type Service struct {
+	// Name is unique in the file, [a-z0-9][a-z0-9_-]{0,31}: the `service`
+	// label in metrics and the key a reload matches services by. In the
+	// top-level form it is Config.Name.
+	Name string
+
+	// Listen is the service's address (DESIGN §9): an address of this
+	// host or one routed to it; auto for at most one service.
+	Listen Listen
+
+	// Proto is "tcp" ("udp" is refused until issue 31).
+	Proto string
+
+	// Ports are the service's 1..MaxPortMappings port mappings, local
+	// ports unique within the service; (Listen, Proto, LocalPort) is
+	// unique across services.
+	Ports []PortMapping
+
+	// Scheduler picks a backend for a new connection: "round_robin" (the
+	// default, the seed's rule). Others are refused until issue 30.
+	Scheduler string
+
+	// Provider is the source of the service's backends.
+	Provider Provider
+
+	// HealthCheck is the active health check of the service's backends;
+	// nil: none.
+	HealthCheck *HealthCheck
+}
+
+// Form is the shape of the file a Config came from.
+type Form int
+
+const (
+	// FormTopLevel is DESIGN §1's form: listen, proto, ports, provider
+	// and health_check at the top level, one service named after name.
+	FormTopLevel Form = iota
+	// FormServices is DESIGN §9's form: a `services:` list.
+	FormServices
+)
+
+// ServiceList returns c.Services, or, for a Config built by hand without
+// them (tests), the one service its top-level fields describe.
+func (c *Config) ServiceList() []Service {
+	if len(c.Services) > 0 {
+		return c.Services
+	}
+	return []Service{{
+		Name:        c.Name,
+		Listen:      c.Listen,
+		Proto:       c.Proto,
+		Ports:       c.Ports,
+		Scheduler:   SchedulerRoundRobin,
+		Provider:    c.Provider,
+		HealthCheck: c.HealthCheck,
+	}}
+}
+
+// Schedulers (DESIGN §9 scheduler).
+const (
+	SchedulerRoundRobin = "round_robin"
+)
