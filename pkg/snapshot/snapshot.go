@@ -97,6 +97,12 @@ type Snapshot struct {
 	ProviderStale bool
 	Backends      []backend.Status
 
+	// Services are every service in the data path, serving ones in the
+	// config's order, then draining ones (DESIGN §9). Listen, Ports,
+	// Provider* and Backends above repeat the only service's while there
+	// is exactly one (schema 1 of the status API).
+	Services []Service
+
 	Config configwatch.State
 
 	// Upgrades is how this process came to own the data path and how the
