@@ -70,8 +70,12 @@ enum xlb_limits {
 	XLB_DIRS = 2,                /* flow directions (enum xlb_dir) */
 	XLB_ENTRIES_PER_PAIR = XLB_DIRS, /* flow entries per connection pair: one per direction */
 	XLB_XDP_ACTIONS = XDP_REDIRECT + 1, /* XDP verdicts (the kernel's enum xdp_action), counted at enum xlb_counter 0.. */
-	XLB_MAX_PORTS = 8,           /* port mappings per listen address (DESIGN §1) */
-	XLB_MAX_BACKENDS = 1024,     /* backend ids 0..1023; routable set size limit */
+	XLB_MAX_PORTS = 8,           /* port mappings per service (DESIGN §1, §9) */
+	XLB_MAX_SERVICES = 256,      /* services, serving and draining (DESIGN §9): service ids 0..255 in flow_value.service_id */
+	XLB_MAX_LISTENS = XLB_MAX_SERVICES * XLB_MAX_PORTS, /* (address, proto, port) keys of xlb_listen */
+	XLB_SERVICE_NAME_LEN = 32,   /* a service's name, at most (DESIGN §9 name syntax) */
+	XLB_MAX_BACKENDS = 1024,     /* backend ids 0..1023, one per backend address: SNAT port spaces; routable set size limit */
+	XLB_MAX_MEMBERS = 1024,      /* member ids 0..1023, one per (service, backend address): the per-backend counter cells, i.e. backends of all services together */
 	XLB_MAX_INTERFACES = 64,     /* egress interfaces the redirect map (xlb_tx_ports) holds */
 	XLB_DEFAULT_MAX_CONNECTIONS = 262144, /* flow_table.max_connections default; XLB_ENTRIES_PER_PAIR flow entries each */
 	XLB_MAX_SNAT_IPS = 8,        /* SNAT addresses (snat.ip list) */

@@ -9,6 +9,15 @@ const (
 	MaxBackends = uint32(xlbXlbLimitsXLB_MAX_BACKENDS)
 	// MaxPorts is the number of port mappings per listen address (DESIGN §1).
 	MaxPorts = int(xlbXlbLimitsXLB_MAX_PORTS)
+	// MaxServices is the number of services, serving and draining
+	// together, the data path can hold (DESIGN §9).
+	MaxServices = int(xlbXlbLimitsXLB_MAX_SERVICES)
+	// MaxMembers is the number of (service, backend address) members,
+	// the backends of all services together: the per-backend counter
+	// cells.
+	MaxMembers = int(xlbXlbLimitsXLB_MAX_MEMBERS)
+	// ServiceNameLen is the longest service name, in bytes.
+	ServiceNameLen = int(xlbXlbLimitsXLB_SERVICE_NAME_LEN)
 	// MaxInterfaces is the number of egress interfaces the redirect map
 	// holds: the interfaces one instance attaches to.
 	MaxInterfaces = int(xlbXlbLimitsXLB_MAX_INTERFACES)

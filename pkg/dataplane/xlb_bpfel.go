@@ -346,7 +346,11 @@ const (
 	xlbXlbLimitsXLB_ENTRIES_PER_PAIR        xlbXlbLimits = 2
 	xlbXlbLimitsXLB_XDP_ACTIONS             xlbXlbLimits = 5
 	xlbXlbLimitsXLB_MAX_PORTS               xlbXlbLimits = 8
+	xlbXlbLimitsXLB_MAX_SERVICES            xlbXlbLimits = 256
+	xlbXlbLimitsXLB_MAX_LISTENS             xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_SERVICE_NAME_LEN        xlbXlbLimits = 32
 	xlbXlbLimitsXLB_MAX_BACKENDS            xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_MAX_MEMBERS             xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64
 	xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS xlbXlbLimits = 262144
 	xlbXlbLimitsXLB_MAX_SNAT_IPS            xlbXlbLimits = 8
