@@ -35,10 +35,25 @@ type Adoption struct {
 	// Pairs is the connection pairs (forward entries) in the adopted or
 	// migrated flow map.
 	Pairs int
-	// Backends maps every backend id that an adopted pair or the pinned
+	// Backends maps every backend id that an adopted pair or a pinned
 	// routable set references to its IPv4 address (a pair's from its
 	// recipe; the routable set's where both name one). nil when fresh.
 	Backends map[uint32]netip.Addr
+	// Members maps every member id that an adopted pair or a pinned
+	// routable set references to its service, backend id and address
+	// (as Backends). nil when fresh.
+	Members map[uint32]Member
+	// Services are the pinned services, serving and draining, by id
+	// (Services). nil when fresh.
+	Services []ServiceRef
+}
+
+// Member is a (service, backend address) as the data path knows it: the
+// owner of a member id's counter cells.
+type Member struct {
+	Service uint16     // service id
+	Backend uint32     // backend id
+	IP      netip.Addr // the backend's address
 }
 
 // Adoption reports how Load took the data path.
@@ -47,6 +62,8 @@ func (d *Dataplane) Adoption() Adoption {
 	defer d.mu.Unlock()
 	a := d.adoption
 	a.Backends = maps.Clone(a.Backends)
+	a.Members = maps.Clone(a.Members)
+	a.Services = slices.Clone(a.Services)
 	return a
 }
 
@@ -241,11 +258,13 @@ func kernelNeighbours(ifindex int) ([]neighbour, error) {
 	return out, nil
 }
 
-// countAdopted fills Adoption.Pairs and Backends with one pass over the
-// flow map's forward entries and the active routable set.
+// countAdopted fills Adoption.Pairs, Backends, Members and Services with
+// one pass over the flow map's forward entries, the services and their
+// active routable sets.
 func (d *Dataplane) countAdopted() error {
 	ad := &d.adoption
 	ad.Backends = map[uint32]netip.Addr{}
+	ad.Members = map[uint32]Member{}
 	w := d.NewFlowWalk(rawChunk)
 	for end := false; !end; {
 		n, e, err := w.Next()
@@ -255,17 +274,32 @@ func (d *Dataplane) countAdopted() error {
 		end = e
 		for i := range n {
 			if w.Keys[i].Direction() == DirClient {
+				v := &w.Values[i]
 				ad.Pairs++
-				ad.Backends[uint32(w.Values[i].BackendId)] = w.Values[i].NewDst().Addr()
+				ad.Backends[uint32(v.BackendId)] = v.NewDst().Addr()
+				ad.Members[uint32(v.MemberId)] = Member{Service: v.ServiceId, Backend: uint32(v.BackendId), IP: v.NewDst().Addr()}
 			}
 		}
 	}
-	var set xlbBackendSet
-	if err := d.objs.XlbBackendSets.Lookup(d.cfg.ActiveSet, &set); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("dataplane: read the pinned routable set: %w", err)
+	recs, err := d.readServicesLocked()
+	if err != nil {
+		return err
 	}
-	for _, e := range set.Entries[:min(set.Count, MaxBackends)] {
-		ad.Backends[uint32(e.Id)] = addrFromBE32(e.IpBe)
+	ad.Services = []ServiceRef{}
+	for id := range recs {
+		r := &recs[id]
+		if ServiceState(r.State) == ServiceFree {
+			continue
+		}
+		ad.Services = append(ad.Services, serviceRef(uint16(id), r))
+		var set xlbBackendSet
+		if err := d.objs.XlbBackendSets.Lookup(uint32(id)*2+uint32(r.ActiveSet&1), &set); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("dataplane: read the pinned routable set of service %d: %w", id, err)
+		}
+		for _, b := range setRefs(&set) {
+			ad.Backends[b.ID] = b.IP
+			ad.Members[b.Member] = Member{Service: uint16(id), Backend: b.ID, IP: b.IP}
+		}
 	}
 	return nil
 }

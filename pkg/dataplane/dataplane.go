@@ -74,8 +74,12 @@ type Options struct {
 type Dataplane struct {
 	objs xlbObjects
 
-	mu       sync.Mutex
-	cfg      xlbXlbConfig
+	mu  sync.Mutex
+	cfg xlbXlbConfig
+	// svcs are the service records as this process last wrote them
+	// (Configure, SetRoutable, FreeService); nil before its first write.
+	// Reclaim writes them back with cfg.
+	svcs     *[MaxServices]xlbService
 	clockMu  sync.Mutex
 	attached map[string]*Attachment
 	features Features          // guarded by mu

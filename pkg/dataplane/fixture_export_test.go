@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 )
@@ -195,5 +196,29 @@ func (d *Dataplane) FixtureReload(s Settings) error {
 	d.mu.Lock()
 	d.snatSpace = s.Space()
 	d.mu.Unlock()
-	return d.Configure(s)
+	_, err := d.Configure(s)
+	return err
+}
+
+// OneService is the services of settings that balance one service, as
+// layouts 2 to 8 did: named DefaultTestService, on listen with ports.
+func OneService(listen netip.Addr, ports []PortMap) []ServiceSettings {
+	return []ServiceSettings{{Name: DefaultTestService, Listen: listen, Proto: ProtoTCP, Ports: ports}}
+}
+
+// DefaultTestService is OneService's name (the config's default name).
+const DefaultTestService = "xlb"
+
+// Listen is the listen address of s's first service.
+func (s Settings) Listen() netip.Addr { return s.Services[0].Listen }
+
+// Ports are the port mappings of s's first service.
+func (s Settings) Ports() []PortMap { return s.Services[0].Ports }
+
+// WithPorts is s with its first service's port mappings replaced (the
+// services copied, s's left as they are).
+func (s Settings) WithPorts(ports []PortMap) Settings {
+	s.Services = append([]ServiceSettings(nil), s.Services...)
+	s.Services[0].Ports = ports
+	return s
 }

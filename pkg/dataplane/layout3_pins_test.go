@@ -17,6 +17,9 @@ import (
 func layout3Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 	t.Helper()
 	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
+		if !reshapeLayout8(name, ms) {
+			return false
+		}
 		switch name {
 		case xlbMapXlbHandshake, xlbMapXlbBackendTs:
 			return false // new in layout 4 or 8
@@ -43,7 +46,7 @@ func asValue3(v FlowValue) []byte {
 }
 
 // asSet3 is s as layout 3 stored it: 32-bit ids, no ports.
-func asSet3(s xlbBackendSet) backendSet3 {
+func asSet3(s backendSet8) backendSet3 {
 	o := backendSet3{Count: s.Count, Pad: s.Pad}
 	for i, r := range s.Entries {
 		o.Entries[i] = backendRef3{IpBe: r.IpBe, Id: uint32(r.Id)}
@@ -93,7 +96,7 @@ func DowngradeToLayout3(t testing.TB, dir string) {
 	}
 	sets := open(mapPath(dir, xlbMapXlbBackendSets))
 	for slot := range uint32(2) {
-		var s xlbBackendSet
+		var s backendSet8
 		if err := sets.Lookup(slot, &s); err != nil {
 			t.Fatal(err)
 		}

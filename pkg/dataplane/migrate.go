@@ -89,6 +89,7 @@ var layoutSteps = map[uint32]layoutStep{
 	5: layout5Step, // migrate_layout5.go
 	6: layout6Step, // migrate_layout6.go
 	7: layout7Step, // migrate_layout7.go
+	8: layout8Step, // migrate_layout8.go
 }
 
 // layout is what a migration copies into: the version, the steps that
@@ -109,8 +110,9 @@ type merger func(m *migration, name string) error
 // flow map what the old program did since the last copy (mergeFlows:
 // created, replaced and deleted entries, merged close flags and
 // last_seen), adds what the old program counted meanwhile to every
-// counter (the handshake histograms included), and moves the round-robin position, generation and SNAT
-// cursors on by as much as the old program moved them. The close event
+// counter (the handshake histograms included), and moves the round-robin
+// positions, generation and SNAT cursors on by as much as the old program
+// moved them. The close event
 // queues are not merged: events posted to the old ones after the copy are
 // lost, and the maintenance walk finds those pairs instead.
 func currentLayout() layout {
@@ -124,10 +126,11 @@ func currentLayout() layout {
 			xlbMapXlbPairEvents:   addDeltas(8, 0),
 			xlbMapXlbReaped:       addDeltas(8, 0),
 			xlbMapXlbHandshake:    addDeltas(8, 0),
-			xlbMapXlbShared:       addDeltas(8, 2), // rr and generation; the clock fields are the clock's
+			xlbMapXlbShared:       addDeltas(8, 1), // the generation; the clock fields are the clock's
+			xlbMapXlbRr:           addDeltas(8, 0),
 			xlbMapXlbSnatCursors:  addDeltas(4, 0),
 		},
-		refresh: []string{xlbMapXlbCfg, xlbMapXlbBackendSets},
+		refresh: []string{xlbMapXlbCfg, xlbMapXlbBackendSets, xlbMapXlbServices, xlbMapXlbListen},
 	}
 }
 

@@ -73,7 +73,7 @@ func configFrom2(_, old []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layout 2 config: %w", err)
 	}
-	n := xlbXlbConfig{ListenIpBe: c.ListenIpBe, SnatPortLo: c.SnatPortLo, SnatPortHi: c.SnatPortHi,
+	n := config8{ListenIpBe: c.ListenIpBe, SnatPortLo: c.SnatPortLo, SnatPortHi: c.SnatPortHi,
 		Nports: c.Nports, Flags: c.Flags, ActiveSet: c.ActiveSet}
 	if c.SnatPortLo != 0 && c.SnatPortHi >= c.SnatPortLo {
 		n.SnatWords = SNATSpace{PortLo: c.SnatPortLo, PortHi: c.SnatPortHi}.words()
@@ -84,7 +84,7 @@ func configFrom2(_, old []byte) ([]byte, error) {
 	if c.SnatIpBe != 0 {
 		n.Nsnat, n.SnatIpsBe[0] = 1, c.SnatIpBe
 	}
-	return toBytes(&n)[:config5Size], nil // layout 3's config: layout 6's without its tail
+	return toBytes(&n)[:config5Size], nil // layout 3's config: layout 8's without its tail
 }
 
 // prepareFlowsFrom2 makes one pass's flow converter: it reads each

@@ -84,10 +84,11 @@ func l2Pair(i int) []Layout2Entry {
 }
 
 // l2Settings are the layout 2 state's settings.
-var l2Settings = Settings{Listen: l2Listen, SNAT: []netip.Addr{l2Listen}, SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi,
-	Ports: []PortMap{{Local: 80, Remote: 8080}}}
+var l2Settings = Settings{SNAT: []netip.Addr{l2Listen}, SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi,
+	Services: OneService(l2Listen, []PortMap{{Local: 80, Remote: 8080}})}
 
-// wantLayout3 is what entry e of layout 2 must become.
+// wantLayout3 is what entry e of layout 2 must become (through layout 3
+// to this one).
 func wantLayout3(e Layout2Entry) FlowValue {
 	v := e.Value
 	v.Flags &= layout2FlagBits
@@ -95,6 +96,7 @@ func wantLayout3(e Layout2Entry) FlowValue {
 		v.Flags |= FlagSYNACK | FlagEstablished
 	}
 	v.Nexthop, v.TrackSeq, v.TrackWin, v.Wscale, v.Pad = 0, 0, 0, WScaleUnknown, 0
+	v.MemberId = v.BackendId // layout 9: the member id of the one service
 	return v
 }
 
@@ -173,13 +175,11 @@ func testMigrateFromLayout2(t *testing.T, batch bool) {
 	if err := d.objs.XlbCfg.Lookup(uint32(0), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := xlbXlbConfig{ListenIpBe: be32(l2Listen), SnatPortLo: 40000, SnatPortHi: 40999, Nports: 1, ActiveSet: 1, Nsnat: 1, SnatWords: 16}
-	want.Ports[0] = xlbPortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
-	want.SnatIpsBe[0] = be32(l2Listen)
-	if cfg != want {
-		t.Errorf("config: %+v, want %+v", cfg, want)
-	}
-	for _, name := range []string{xlbMapXlbCounters, xlbMapXlbReaped, xlbMapXlbSnatCursors, xlbMapXlbBackendStats, xlbMapXlbPairEvents, xlbMapXlbShared} {
+	old := config8{ListenIpBe: be32(l2Listen), SnatPortLo: 40000, SnatPortHi: 40999, Nports: 1, ActiveSet: 1, Nsnat: 1, SnatWords: 16}
+	old.Ports[0] = xlbPortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
+	old.SnatIpsBe[0] = be32(l2Listen)
+	checkMigratedConfig(t, d, old)
+	for _, name := range []string{xlbMapXlbCounters, xlbMapXlbReaped, xlbMapXlbSnatCursors, xlbMapXlbBackendStats, xlbMapXlbPairEvents} {
 		srcE, dstE := entriesOf(t, src[name]), entriesOf(t, d.mapsByName()[name])
 		for k, v := range srcE {
 			if !bytes.Equal(dstE[k], v) {
@@ -187,6 +187,7 @@ func testMigrateFromLayout2(t *testing.T, batch bool) {
 			}
 		}
 	}
+	checkMigratedState(t, d, src[xlbMapXlbShared])
 	checkTakenPorts(t, d, entries)
 
 	// The old program runs on: a new pair, a close, a count.

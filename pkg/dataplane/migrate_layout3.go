@@ -55,12 +55,12 @@ func backendSetFrom3(_, old []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layout 3 routable set: %w", err)
 	}
-	n := xlbBackendSet{Count: o.Count, Pad: o.Pad}
+	n := backendSet8{Count: o.Count, Pad: o.Pad}
 	for i, r := range o.Entries {
 		if i < int(o.Count) && r.Id >= MaxBackends {
 			return nil, fmt.Errorf("layout 3 routable set: entry %d has backend id %d, beyond %d", i, r.Id, MaxBackends-1)
 		}
-		n.Entries[i] = xlbBackendRef{IpBe: r.IpBe, Id: uint16(r.Id)}
+		n.Entries[i] = backendRef8{IpBe: r.IpBe, Id: uint16(r.Id)}
 	}
 	return toBytes(&n), nil
 }

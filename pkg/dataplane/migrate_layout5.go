@@ -39,15 +39,15 @@ var layout5Step = layoutStep{From: 5, Maps: map[string]entryConverter{
 }}
 
 // config5Size is the bytes of layouts 3 to 5's struct xlb_config: layout
-// 6's up to snat_reuse_ticks, its first new field.
-const config5Size = int(unsafe.Offsetof(xlbXlbConfig{}.SnatReuseTicks))
+// 6's (config8) up to snat_reuse_ticks, its first new field.
+const config5Size = int(unsafe.Offsetof(config8{}.SnatReuseTicks))
 
 // configFrom5 is layout 5's config with layout 6's new fields zeroed.
 func configFrom5(_, old []byte) ([]byte, error) {
 	if len(old) != config5Size {
 		return nil, fmt.Errorf("layout 5 config: %d bytes, want %d", len(old), config5Size)
 	}
-	out := make([]byte, unsafe.Sizeof(xlbXlbConfig{}))
+	out := make([]byte, config8Size)
 	copy(out, old)
 	return out, nil
 }

@@ -84,13 +84,13 @@ func stateMapsShaped(t testing.TB, reshape func(name string, ms *ebpf.MapSpec) b
 // routable sets, SNAT cursors, the round-robin position and generation.
 func fillState(t *testing.T, d *Dataplane, pairs int) {
 	t.Helper()
-	if err := d.Configure(Settings{Listen: netip.MustParseAddr("192.0.2.10"), SNAT: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
-		SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi, Ports: []PortMap{{Local: 80, Remote: 8080}}}); err != nil {
+	if _, err := d.Configure(Settings{SNAT: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi, Services: OneService(netip.MustParseAddr("192.0.2.10"), []PortMap{{Local: 80, Remote: 8080}})}); err != nil {
 		t.Fatal(err)
 	}
-	backends := []BackendRef{{ID: 3, IP: netip.MustParseAddr("192.0.2.33")}, {ID: 7, IP: netip.MustParseAddr("192.0.2.37")}}
+	backends := []BackendRef{{ID: 3, Member: 3, IP: netip.MustParseAddr("192.0.2.33")}, {ID: 7, Member: 7, IP: netip.MustParseAddr("192.0.2.37")}}
 	for _, set := range [][]BackendRef{backends[:1], backends} {
-		if err := d.SetRoutable(set); err != nil {
+		if err := d.SetRoutable(0, set); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,8 +145,11 @@ func fillState(t *testing.T, d *Dataplane, pairs int) {
 	if err := d.objs.XlbShared.Lookup(uint32(0), &st); err != nil {
 		t.Fatal(err)
 	}
-	st.Rr, st.Generation = 41, uint64(pairs)
+	st.Generation = uint64(pairs)
 	if err := d.objs.XlbShared.Update(uint32(0), &st, ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.objs.XlbRr.Update(uint32(0), uint64(41), ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -114,6 +114,9 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbBackendTs:     m.XlbBackendTs,
 		xlbMapXlbSnatTsreuse:   m.XlbSnatTsreuse,
 		xlbMapXlbSnatTsreuseN:  m.XlbSnatTsreuseN,
+		xlbMapXlbServices:      m.XlbServices,
+		xlbMapXlbListen:        m.XlbListen,
+		xlbMapXlbRr:            m.XlbRr,
 	}
 }
 

@@ -235,13 +235,21 @@ func (in *Instance) start(ctx context.Context) error {
 		return err
 	}
 	in.undo = append(in.undo, in.guard.Close)
-	settings := dataplane.Settings{Listen: r.Listen, SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
-	for _, p := range c.Ports {
-		settings.Ports = append(settings.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
+	// One service until the control plane of issue 29 runs one per
+	// config service (its member ids are its backend ids).
+	svc := dataplane.ServiceSettings{Name: c.Name, Listen: r.Listen, Proto: dataplane.ProtoTCP}
+	if svc.Name == "" {
+		svc.Name = config.DefaultName
 	}
-	if err := dp.Configure(settings); err != nil {
+	for _, p := range c.Ports {
+		svc.Ports = append(svc.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
+	}
+	settings := dataplane.Settings{SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi, Services: []dataplane.ServiceSettings{svc}}
+	svcs, err := dp.Configure(settings)
+	if err != nil {
 		return err
 	}
+	pub := onePublisher{dp: dp, svc: svcs[0].ID}
 	// Ports of a retired SNAT range stay reserved until no pair holds
 	// them (ReleaseRetiredSNAT); the predecessor had reserved them.
 	in.journal = j
@@ -295,11 +303,11 @@ func (in *Instance) start(ctx context.Context) error {
 	// its last publication) serves until the provider's first set.
 	var inherited []dataplane.BackendRef
 	if in.adopted {
-		if inherited, err = dp.Routable(); err != nil {
+		if inherited, err = dp.Routable(pub.svc); err != nil {
 			return err
 		}
 	}
-	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{
+	in.Backends = backend.NewManager(prov, in.resolver, pub, backend.Options{
 		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends), Inherited: inherited,
 		HealthCheck: c.HealthCheck, HealthPort: c.Ports[0].RemotePort, HealthSource: r.SNAT[0],
 		Reserved: append([]netip.Addr{r.Listen}, r.SNAT...)})
@@ -504,4 +512,27 @@ func (in *Instance) Stop() error {
 		}
 	})
 	return in.stopErr
+}
+
+// onePublisher publishes the routable set of the one service Start
+// configures, each backend's member id its backend id.
+type onePublisher struct {
+	dp  *dataplane.Dataplane
+	svc uint16
+}
+
+func (p onePublisher) SetRoutable(refs []dataplane.BackendRef) error {
+	out := make([]dataplane.BackendRef, len(refs))
+	for i, r := range refs {
+		r.Member = r.ID
+		out[i] = r
+	}
+	return p.dp.SetRoutable(p.svc, out)
+}
+
+func (p onePublisher) ResetBackend(id uint32) error {
+	if err := p.dp.ResetBackend(id); err != nil {
+		return err
+	}
+	return p.dp.ResetMember(id)
 }
