@@ -163,8 +163,9 @@ func (v *validator) acrossServices() {
 				}
 				key := listenKey{s.Listen.IP, s.Proto, pm.LocalPort}
 				if o, dup := listens[key]; dup && o[0] != r.i {
-					v.errorf(childPath(indexPath(r.field("ports"), k), "local_port"), "%s %s/%d is also %s.local_port of %s; a listen address, proto and local_port belong to one service",
-						s.Listen.IP, s.Proto, pm.LocalPort, indexPath(v.svcs[o[0]].field("ports"), o[1]), v.svcs[o[0]].describe())
+					other := v.svcs[o[0]]
+					v.errorf(childPath(indexPath(r.field("ports"), k), "local_port"), "%s %s/%d is also %s.local_port (service %q); a listen address, proto and local_port belong to one service",
+						s.Listen.IP, s.Proto, pm.LocalPort, indexPath(other.field("ports"), o[1]), other.s.Name)
 				} else if !dup {
 					listens[key] = [2]int{r.i, k}
 				}

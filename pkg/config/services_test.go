@@ -106,7 +106,7 @@ func TestServicesRules(t *testing.T) {
 			service("name: api", "listen: auto", "ports: [{local_port: 443}]", "provider: {static: {backends: [{ip: 198.51.100.12}]}}"),
 			`t.yaml:7: services[1].listen: at most one service may listen on auto; services[0] (web) does`},
 		{"duplicate address, proto and local_port", webService + api("name: api", "listen: {ip: 192.0.2.10}", "ports: [{local_port: 443}, {local_port: 80}]", apiRest[2]),
-			`t.yaml:8: services[1].ports[1].local_port: 192.0.2.10 tcp/80 is also services[0].ports[0].local_port of services[0] (web); a listen address, proto and local_port belong to one service`},
+			`t.yaml:8: services[1].ports[1].local_port: 192.0.2.10 tcp/80 is also services[0].ports[0].local_port (service "web"); a listen address, proto and local_port belong to one service`},
 		{"ports per service", webService + api("name: api", apiRest[0], strings.TrimSuffix(ninePorts(), "\n"), apiRest[2]),
 			`t.yaml:8: services[1].ports: at most 8 port mappings are supported, got 9`},
 		{"duplicate local_port in a service", webService + api("name: api", apiRest[0], "ports: [{local_port: 443}, {local_port: 443}]", apiRest[2]),
