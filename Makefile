@@ -59,8 +59,9 @@ deps:
 # Compile bpf/*.c with clang through bpf2go: every go:generate directive
 # under pkg/dataplane (the XDP program; pkg/dataplane/floor, the benchmark
 # floor), then write pkg/limits from the program's enum xlb_limits
-# (internal/genlimits).
-GENERATED := ':(glob)pkg/dataplane/**/*_bpfel.go' ':(glob)pkg/dataplane/**/*_bpfel.o' ':(glob)pkg/limits/*_gen.go'
+# (internal/genlimits) and pkg/dataplane/pins' declarations of the pinned
+# structs (internal/gentypes).
+GENERATED := ':(glob)pkg/dataplane/**/*_bpfel.go' ':(glob)pkg/dataplane/**/*_bpfel.o' ':(glob)pkg/dataplane/**/*_gen.go' ':(glob)pkg/limits/*_gen.go'
 
 generate: deps
 	cd pkg/dataplane && $(GO) generate ./...
