@@ -128,7 +128,7 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 	}
 	d.attached[ifname] = a
 	if replaced && d.migration != nil {
-		if err := d.migration.catchUp(); err != nil {
+		if err := d.migration.CatchUp(); err != nil {
 			return nil, fmt.Errorf("dataplane: migrate: the second copy after replacing the program on %s: %w (the pins are not replaced before Pin)", ifname, err)
 		}
 	}
