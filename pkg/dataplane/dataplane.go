@@ -8,7 +8,7 @@
 // adopting its maps when their layout version (bpf/layout.h
 // XLB_LAYOUT_VERSION) and max_connections match, copying them entry by
 // entry into new maps when the layout is older or max_connections differs
-// (migrate.go), refusing pins it cannot read (pins.go) -- and Attach
+// (pkg/dataplane/pins), refusing pins it cannot read (pins.Read) -- and Attach
 // replaces the predecessor's program on each interface in place
 // (link.Update on the pinned bpf_link, or a netlink replace), never
 // detaching it. Pin writes the pins once everything is attached. A process

@@ -114,7 +114,7 @@ func (d *Dataplane) FixtureOnSNATRebuildWalk(f func()) {
 }
 
 // FixtureMigration copies d's flow map into another data path's as a
-// max_connections migration copies its predecessor's (migrate.go): the
+// max_connections migration copies its predecessor's (pkg/dataplane/pins): the
 // first copy at FixtureMigrate, the second at CatchUp, the other data
 // path's SNAT port bitmap rebuilt after each. d's program keeps running
 // on its own maps meanwhile: the predecessor's.
