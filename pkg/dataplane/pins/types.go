@@ -2,8 +2,9 @@ package pins
 
 // The structs of the current layout that this package's API carries, as
 // bpf/layout.h declares them (xlb_types_gen.go). pkg/dataplane has its own
-// declarations of the same structs (bpf2go's); the two convert into each
-// other.
+// declarations of the same structs (bpf2go's, of the same object): Go
+// counts them as other types, so a value crosses as bytes (ToBytes,
+// FromBytes).
 type (
 	// Meta is the pinned metadata record, struct xlb_pin_meta.
 	Meta = xlbXlbPinMeta
