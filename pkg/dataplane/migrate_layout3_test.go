@@ -93,8 +93,8 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mig.derive = d.rebuildSNATPortsLocked
-	if err := mig.copyAll(); err != nil {
+	mig.Derive = d.rebuildSNATPortsLocked
+	if err := mig.CopyAll(); err != nil {
 		t.Fatal(err)
 	}
 	checkFlows(t, d, want)
@@ -142,7 +142,7 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 	for k, v := range putLayout3Pair(t, src[xlbMapXlbFlows], 20) {
 		want[k] = v
 	}
-	if err := mig.catchUp(); err != nil {
+	if err := mig.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
 	checkFlows(t, d, want)
@@ -180,16 +180,6 @@ func checkPairPorts(t *testing.T, d *Dataplane, want map[FlowKey]FlowValue) {
 		entries = append(entries, Layout2Entry{Key: k, Value: v})
 	}
 	checkTakenPorts(t, d, entries)
-}
-
-// A layout 3 routable set naming an id beyond the data path's is refused,
-// never truncated into another backend's id.
-func TestLayout3SetWithABadID(t *testing.T) {
-	s := backendSet3{Count: 1}
-	s.Entries[0] = backendRef3{IpBe: be32(l2Backends[0]), Id: MaxBackends + 3}
-	if _, err := backendSetFrom3(nil, toBytes(&s)); err == nil || !strings.Contains(err.Error(), "backend id 1027") {
-		t.Fatalf("got %v", err)
-	}
 }
 
 // mapsByName, which pins and migrations go by, names every map of the
