@@ -89,11 +89,11 @@ const (
 	// MaxServices bounds len(services) (DESIGN §9): the data path's
 	// service ids, serving and draining services together
 	// (bpf/layout.h XLB_MAX_SERVICES).
-	MaxServices = dataplane.MaxServices
+	MaxServices = limits.MaxServices
 	// MaxMembers bounds the static backends of all services together:
 	// the data path's member ids, one per (service, backend address)
 	// (bpf/layout.h XLB_MAX_MEMBERS).
-	MaxMembers = dataplane.MaxMembers
+	MaxMembers = limits.MaxMembers
 
 	// MaxInterfaceName is the longest Linux interface name (IFNAMSIZ-1).
 	MaxInterfaceName = 15
