@@ -76,8 +76,8 @@ enum xlb_limits {
 	XLB_SERVICE_NAME_LEN = 32,   /* a service's name, at most (DESIGN §9 name syntax) */
 	XLB_SERVICE_SETS = XLB_MAX_SERVICES * 2, /* xlb_backend_sets slots: each service's routable set, double buffered (slot = service * 2 + struct service active_set) */
 	XLB_LISTEN_FILTER_SHIFT = 12, /* the listen prefilter (struct xlb_config listen_filter) has 1 << this many bits */
-	XLB_LISTEN_FILTER_BITS = 1 << XLB_LISTEN_FILTER_SHIFT,
-	XLB_LISTEN_FILTER_WORDS = XLB_LISTEN_FILTER_BITS / 64,
+	XLB_LISTEN_FILTER_BITS = 1 << XLB_LISTEN_FILTER_SHIFT, /* bits of the listen prefilter: few false positives with XLB_MAX_SERVICES addresses */
+	XLB_LISTEN_FILTER_WORDS = XLB_LISTEN_FILTER_BITS / 64, /* its 64-bit words in struct xlb_config */
 	XLB_LISTEN_HASH_MUL = 0x61C88647, /* the prefilter's multiplicative hash (the kernel's GOLDEN_RATIO_32, include/linux/hash.h) */
 	XLB_MAX_BACKENDS = 1024,     /* backend ids 0..1023, one per backend address: SNAT port spaces; routable set size limit */
 	XLB_MAX_MEMBERS = 1024,      /* member ids 0..1023, one per (service, backend address): the per-backend counter cells, i.e. backends of all services together */

@@ -1,7 +1,11 @@
-// Package config is the xlb.yaml schema of DESIGN §1: decoding with
+// Package config is the xlb.yaml schema of DESIGN §1 and §9: decoding with
 // defaults, validation, the effective config as YAML (for `xlb check`,
 // DESIGN §2) and the diff of two configs (for the reload-required
 // watcher).
+//
+// A file gives DESIGN §1's top-level form, one service named after name,
+// or §9's `services:` list, never both; either way Config.Services holds
+// the services (services.go). Consumers read Config.ServiceList.
 //
 // Parse and Load report every problem at once as Errors, each naming the
 // file, the line and the field path (`xlb.yaml:7: ports[1].local_port:
@@ -12,10 +16,10 @@
 // on the host (listen: auto, snat.ip: auto, the default interface) are
 // resolved by pkg/instance at runtime, which also checks that every
 // explicit snat.ip address is this host's. The limits the data path is
-// built with (port mappings, interfaces, SNAT addresses, the flow table's
-// default size) and the XDP attach modes are pkg/dataplane's constants,
-// the former generated from bpf/layout.h; the orphan and embryonic TTLs'
-// defaults are pkg/maintenance's. This package imports those two for nothing else.
+// built with (port mappings, interfaces, SNAT addresses, backends, the flow
+// table's default size), the XDP attach modes and the orphan and embryonic
+// TTLs' defaults are pkg/limits' constants, the sizes generated from
+// bpf/layout.h; it is the only package of the module this one imports.
 //
 // The optional health_check block (DESIGN §6b) is nil when absent: no
 // active checks. An omitted remote_port is the local_port, except with

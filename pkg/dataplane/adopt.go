@@ -134,25 +134,25 @@ func (d *Dataplane) planLoad(spec *ebpf.CollectionSpec, pins *pinnedState) (load
 	if pins == nil {
 		return p, d.chooseCloseEvents(spec, nil)
 	}
-	if pins.meta.LayoutVersion < layoutVersion {
+	if pins.Meta.LayoutVersion < layoutVersion {
 		p.start = api.StartMigrated
-		for name := range pins.maps {
-			p.sources[name] = pins.take(name)
+		for name := range pins.Maps {
+			p.sources[name] = pins.Take(name)
 		}
 		return p, d.chooseCloseEvents(spec, nil)
 	}
 	p.start = api.StartAdopted
-	if pins.meta.MaxConnections != d.maxConnections {
+	if pins.Meta.MaxConnections != d.maxConnections {
 		p.start = api.StartMigrated
 	}
-	if err := d.chooseCloseEvents(spec, pins.maps[xlbMapXlbCloseRing]); err != nil {
+	if err := d.chooseCloseEvents(spec, pins.Maps[xlbMapXlbCloseRing]); err != nil {
 		return p, err
 	}
 	for _, name := range stateMaps(spec) {
-		m := pins.take(name)
+		m := pins.Take(name)
 		if m == nil {
 			p.close()
-			return p, fmt.Errorf("dataplane: state_dir %s: map %s is not pinned (%s) although the metadata record is of this layout (%d): the pins are incomplete, or this build added a map without bumping XLB_LAYOUT_VERSION; the pins are left as they are", pins.dir, name, mapPath(pins.dir, name), layoutVersion)
+			return p, fmt.Errorf("dataplane: state_dir %s: map %s is not pinned (%s) although the metadata record is of this layout (%d): the pins are incomplete, or this build added a map without bumping XLB_LAYOUT_VERSION; the pins are left as they are", pins.Dir, name, mapPath(pins.Dir, name), layoutVersion)
 		}
 		ms := spec.Maps[name]
 		if name == xlbMapXlbSnatPorts && m.MaxEntries() != ms.MaxEntries {
@@ -169,7 +169,7 @@ func (d *Dataplane) planLoad(spec *ebpf.CollectionSpec, pins *pinnedState) (load
 		}
 		if err := ms.Compatible(m); err != nil {
 			p.close()
-			return p, fmt.Errorf("dataplane: state_dir %s: pinned map %s does not match this build's although both are layout %d (%w): a layout change without a bump of XLB_LAYOUT_VERSION; refusing to re-create it empty. The pins are left as they are", pins.dir, name, layoutVersion, err)
+			return p, fmt.Errorf("dataplane: state_dir %s: pinned map %s does not match this build's although both are layout %d (%w): a layout change without a bump of XLB_LAYOUT_VERSION; refusing to re-create it empty. The pins are left as they are", pins.Dir, name, layoutVersion, err)
 		}
 	}
 	return p, nil
@@ -200,13 +200,13 @@ func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 	if pins == nil {
 		return nil
 	}
-	from := pins.meta.LayoutVersion
+	from := pins.Meta.LayoutVersion
 	if len(p.sources) > 0 || p.newSNATPorts {
 		mig, err := newMigration(currentLayout(), from, p.sources, d.mapsByName(), d.featureOn(FeatureBatchOps), d.migrationHost())
 		if err == nil {
-			mig.derive = d.rebuildSNATPortsLocked
-			if err = mig.copyAll(); err != nil {
-				mig.close()
+			mig.Derive = d.rebuildSNATPortsLocked
+			if err = mig.CopyAll(); err != nil {
+				mig.Close()
 			}
 		} else {
 			for _, m := range p.sources {
@@ -215,7 +215,7 @@ func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 		}
 		if err != nil {
 			return fmt.Errorf("dataplane: state_dir %s: migrate the pins of layout %d, max_connections %d to layout %d, max_connections %d: %w; the pins are left as they are",
-				pins.dir, from, pins.meta.MaxConnections, layoutVersion, d.maxConnections, err)
+				pins.Dir, from, pins.Meta.MaxConnections, layoutVersion, d.maxConnections, err)
 		}
 		d.migration = mig
 	}
@@ -224,20 +224,21 @@ func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 		return fmt.Errorf("dataplane: read the pinned config: %w", err)
 	}
 	shutdown := uint32(xlbXlbCfgFlagsXLB_CFG_SHUTDOWN)
-	d.adoption.FromLayout, d.adoption.FromMaxConnections = from, pins.meta.MaxConnections
-	d.adoption.OwnerPID, d.adoption.ShutdownFlag = pins.meta.OwnerPid, d.cfg.Flags&shutdown != 0
-	d.prevCounts = [2]uint64{pins.meta.HotUpgradesOk, pins.meta.HotUpgradesFailed}
+	d.adoption.FromLayout, d.adoption.FromMaxConnections = from, pins.Meta.MaxConnections
+	d.adoption.OwnerPID, d.adoption.ShutdownFlag = pins.Meta.OwnerPid, d.cfg.Flags&shutdown != 0
+	d.prevCounts = [2]uint64{pins.Meta.HotUpgradesOk, pins.Meta.HotUpgradesFailed}
 	d.cfg.Flags &^= shutdown
 	return d.countAdopted()
 }
 
 // migrationHost is the host as converters see it: the kernel's neighbour
-// table in the caller's network namespace, and the data path's clock.
+// table in the caller's network namespace, the data path's clock and its
+// next-hop slots.
 func (d *Dataplane) migrationHost() migrationHost {
 	return migrationHost{Neighbours: kernelNeighbours, Now: func() (uint32, error) {
 		j, err := d.KernelNow()
 		return j.Low32(), err
-	}}
+	}, ClaimNextHop: claimNextHopOf}
 }
 
 // kernelNeighbours lists the IPv4 neighbours of ifindex that hold an
@@ -315,7 +316,7 @@ func (d *Dataplane) syncPinnedConfigLocked() error {
 		return nil
 	}
 	if d.migration != nil {
-		if err := d.migration.refresh(); err != nil {
+		if err := d.migration.Refresh(); err != nil {
 			return fmt.Errorf("dataplane: copy the config again from the pins: %w", err)
 		}
 	}

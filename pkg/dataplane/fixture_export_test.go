@@ -115,7 +115,7 @@ func (d *Dataplane) FixtureOnSNATRebuildWalk(f func()) {
 }
 
 // FixtureMigration copies d's flow map into another data path's as a
-// max_connections migration copies its predecessor's (migrate.go): the
+// max_connections migration copies its predecessor's (pkg/dataplane/pins): the
 // first copy at FixtureMigrate, the second at CatchUp, the other data
 // path's SNAT port bitmap rebuilt after each. d's program keeps running
 // on its own maps meanwhile: the predecessor's.
@@ -139,9 +139,9 @@ func (d *Dataplane) FixtureMigrate(to *Dataplane) (*FixtureMigration, error) {
 		src.Close()
 		return nil, err
 	}
-	mig.derive = to.rebuildSNATPortsLocked
-	if err := mig.copyAll(); err != nil {
-		mig.close()
+	mig.Derive = to.rebuildSNATPortsLocked
+	if err := mig.CopyAll(); err != nil {
+		mig.Close()
 		return nil, err
 	}
 	return &FixtureMigration{to: to, m: mig}, nil
@@ -151,11 +151,11 @@ func (d *Dataplane) FixtureMigrate(to *Dataplane) (*FixtureMigration, error) {
 func (f *FixtureMigration) CatchUp() error {
 	f.to.mu.Lock()
 	defer f.to.mu.Unlock()
-	return f.m.catchUp()
+	return f.m.CatchUp()
 }
 
 // Close releases the migration's source map.
-func (f *FixtureMigration) Close() error { return f.m.close() }
+func (f *FixtureMigration) Close() error { return f.m.Close() }
 
 // FixtureSetSNATPortBit sets (or clears) the bit of port toward backend id
 // for SNAT address number addr, as an allocation claims it (snat.h).

@@ -79,12 +79,12 @@ func DowngradeToLayout3(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	old := layout3Maps(t, flows.MaxEntries()/EntriesPerPair)[xlbMapXlbFlows]
-	for i := range r.len() {
-		v, err := fromBytes[flowValue6](r.value(i, 0)) // layout 6's order (DowngradeToLayout4)
+	for i := range r.Len() {
+		v, err := fromBytes[flowValue6](r.Value(i, 0)) // layout 6's order (DowngradeToLayout4)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := old.Update(r.key(i), toBytes(&v)[:flowValue3Size], ebpf.UpdateNoExist); err != nil {
+		if err := old.Update(r.Key(i), toBytes(&v)[:flowValue3Size], ebpf.UpdateNoExist); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,12 +88,12 @@ func DowngradeToLayout5(t testing.TB, dir string, synTime uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range r.len() {
-		k, err := fromBytes[FlowKey](r.key(i))
+	for i := range r.Len() {
+		k, err := fromBytes[FlowKey](r.Key(i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := fromBytes[flowValue6](r.value(i, 0))
+		v, err := fromBytes[flowValue6](r.Value(i, 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,12 +63,12 @@ func DowngradeToLayout7(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	const tsFlags = uint32(xlbXlbFlowFlagsXLB_F_TS | xlbXlbFlowFlagsXLB_F_TS_SYN)
-	for i := range r.len() {
+	for i := range r.Len() {
 		var v FlowValue
-		decodeFlowValue(r.value(i, 0), &v)
+		decodeFlowValue(r.Value(i, 0), &v)
 		v.Flags &^= tsFlags
 		o := asFlowValue7(v)
-		if err := old[xlbMapXlbFlows].Update(r.key(i), toBytes(&o), ebpf.UpdateNoExist); err != nil {
+		if err := old[xlbMapXlbFlows].Update(r.Key(i), toBytes(&o), ebpf.UpdateNoExist); err != nil {
 			t.Fatal(err)
 		}
 	}

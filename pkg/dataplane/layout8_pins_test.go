@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/dataplane/pins"
 )
 
 // Pins of layout 8 (issue 36, commit d3e22cc), for the migration tests:
@@ -75,14 +77,14 @@ func DowngradeToLayout8(t testing.TB, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range r.len() {
+	for i := range r.Len() {
 		var v FlowValue
-		decodeFlowValue(r.value(i, 0), &v)
+		decodeFlowValue(r.Value(i, 0), &v)
 		if v.ServiceId != 0 || v.MemberId != v.BackendId {
-			t.Fatalf("flow %x: service %d, member %d of backend id %d: layout 8 had one service, member ids its backend ids", r.key(i), v.ServiceId, v.MemberId, v.BackendId)
+			t.Fatalf("flow %x: service %d, member %d of backend id %d: layout 8 had one service, member ids its backend ids", r.Key(i), v.ServiceId, v.MemberId, v.BackendId)
 		}
 		v.MemberId = 0
-		if err := flows.Update(r.key(i), toBytes(&v), ebpf.UpdateExist); err != nil {
+		if err := flows.Update(r.Key(i), toBytes(&v), ebpf.UpdateExist); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -96,8 +98,15 @@ func DowngradeToLayout8(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	c := config8{ListenIpBe: be32(recordAddr(&svc)), SnatPortLo: cfg.SnatPortLo, SnatPortHi: cfg.SnatPortHi, Nports: uint32(svc.Nports),
-		Ports: svc.Ports, Flags: cfg.Flags, ActiveSet: uint32(svc.ActiveSet), Nsnat: cfg.Nsnat, SnatWords: cfg.SnatWords,
-		SnatIpsBe: cfg.SnatIpsBe, SnatReuseTicks: cfg.SnatReuseTicks, Nretired: cfg.Nretired, Retired: cfg.Retired}
+		Flags: cfg.Flags, ActiveSet: uint32(svc.ActiveSet), Nsnat: cfg.Nsnat, SnatWords: cfg.SnatWords,
+		SnatIpsBe: cfg.SnatIpsBe, SnatReuseTicks: cfg.SnatReuseTicks, Nretired: cfg.Nretired}
+	var err2 error
+	if c.Ports, err2 = fromBytes[[MaxPorts]pins.PortMap](toBytes(&svc.Ports)); err2 != nil {
+		t.Fatal(err2)
+	}
+	if c.Retired, err2 = fromBytes[[MaxRetiredSNAT]pins.SNATRetired](toBytes(&cfg.Retired)); err2 != nil {
+		t.Fatal(err2)
+	}
 	if err := old[xlbMapXlbCfg].Update(uint32(0), toBytes(&c), ebpf.UpdateExist); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/dataplane/pins"
 )
 
 // l3Pair is pair i of the layout 3 state: client port 30000+i to backend
@@ -61,7 +63,7 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 	src := layout3Maps(t, 64)
 	cfg := config8{ListenIpBe: be32(l2Listen), SnatPortLo: migrateSNAT.PortLo, SnatPortHi: migrateSNAT.PortHi, Nports: 1,
 		ActiveSet: 1, Nsnat: 1, SnatWords: migrateSNAT.words()}
-	cfg.Ports[0] = xlbPortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
+	cfg.Ports[0] = pins.PortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
 	cfg.SnatIpsBe[0] = be32(l2Listen)
 	if err := src[xlbMapXlbCfg].Update(uint32(0), toBytes(&cfg)[:config5Size], ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
@@ -94,8 +96,8 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mig.derive = d.rebuildSNATPortsLocked
-	if err := mig.copyAll(); err != nil {
+	mig.Derive = d.rebuildSNATPortsLocked
+	if err := mig.CopyAll(); err != nil {
 		t.Fatal(err)
 	}
 	checkFlows(t, d, want)
@@ -139,7 +141,7 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 		v.MemberId = v.BackendId
 		want[k] = v
 	}
-	if err := mig.catchUp(); err != nil {
+	if err := mig.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
 	checkFlows(t, d, want)
@@ -177,16 +179,6 @@ func checkPairPorts(t *testing.T, d *Dataplane, want map[FlowKey]FlowValue) {
 		entries = append(entries, Layout2Entry{Key: k, Value: v})
 	}
 	checkTakenPorts(t, d, entries)
-}
-
-// A layout 3 routable set naming an id beyond the data path's is refused,
-// never truncated into another backend's id.
-func TestLayout3SetWithABadID(t *testing.T) {
-	s := backendSet3{Count: 1}
-	s.Entries[0] = backendRef3{IpBe: be32(l2Backends[0]), Id: MaxBackends + 3}
-	if _, err := backendSetFrom3(nil, toBytes(&s)); err == nil || !strings.Contains(err.Error(), "backend id 1027") {
-		t.Fatalf("got %v", err)
-	}
 }
 
 // mapsByName, which pins and migrations go by, names every map of the

@@ -16,8 +16,16 @@ func checkMigratedConfig(t *testing.T, d *Dataplane, old config8) {
 	if err := d.objs.XlbCfg.Lookup(uint32(0), &cfg); err != nil {
 		t.Fatal(err)
 	}
+	retired, err := fromBytes[[MaxRetiredSNAT]xlbSnatRetired](toBytes(&old.Retired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := fromBytes[[MaxPorts]xlbPortMap](toBytes(&old.Ports))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := xlbXlbConfig{SnatPortLo: old.SnatPortLo, SnatPortHi: old.SnatPortHi, Flags: old.Flags, Nsnat: old.Nsnat,
-		SnatWords: old.SnatWords, SnatIpsBe: old.SnatIpsBe, SnatReuseTicks: old.SnatReuseTicks, Nretired: old.Nretired, Retired: old.Retired}
+		SnatWords: old.SnatWords, SnatIpsBe: old.SnatIpsBe, SnatReuseTicks: old.SnatReuseTicks, Nretired: old.Nretired, Retired: retired}
 	b := listenBit(addrFromBE32(old.ListenIpBe))
 	want.ListenFilter[b/64] = 1 << (b % 64)
 	if cfg != want {
@@ -28,13 +36,13 @@ func checkMigratedConfig(t *testing.T, d *Dataplane, old config8) {
 		t.Fatal(err)
 	}
 	wantSvc := xlbService{State: uint8(ServiceServing), ActiveSet: uint8(old.ActiveSet), Proto: ipprotoTCP, Family: afInet,
-		Nports: uint8(old.Nports), Flags: serviceMigratedFlag, Ports: old.Ports}
+		Nports: uint8(old.Nports), Flags: serviceMigratedFlag, Ports: ports}
 	a := addrFromBE32(old.ListenIpBe).As4()
 	copy(wantSvc.Addr[:], a[:])
 	if svc != wantSvc {
 		t.Errorf("service 0: %+v, want %+v", svc, wantSvc)
 	}
-	for _, p := range old.Ports[:old.Nports] {
+	for _, p := range ports[:old.Nports] {
 		var v xlbListenValue
 		k := xlbListenKey{AddrBe: old.ListenIpBe, PortBe: p.LocalPortBe, Proto: ipprotoTCP}
 		if err := d.objs.XlbListen.Lookup(&k, &v); err != nil {

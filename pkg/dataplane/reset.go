@@ -93,7 +93,7 @@ func zeroCells(m *ebpf.Map, first, n uint32, batch bool) error {
 	r := newRawEntries(4, int(m.ValueSize()), ncpu)
 	zero := make([]byte, int(m.ValueSize())*ncpu)
 	for k := first; k < first+n && k < m.MaxEntries(); k++ {
-		r.add(toBytes(&k), zero)
+		r.Add(toBytes(&k), zero)
 	}
 	return writeEntries(m, r, batch)
 }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/dataplane/pins"
 )
 
 // Services (layout 9; DESIGN §9). A service is a listen address, a
@@ -239,11 +241,8 @@ func serviceRef(id uint16, r *xlbService) ServiceRef {
 }
 
 // listenBit is the listen prefilter's bit of addr (bpf/listen.h
-// listen_bit): the top XLB_LISTEN_FILTER_SHIFT bits of the address, as
-// the CPU loads its network-order bytes, times XLB_LISTEN_HASH_MUL.
-func listenBit(addr netip.Addr) uint32 {
-	return be32(addr) * uint32(xlbXlbLimitsXLB_LISTEN_HASH_MUL) >> (32 - uint32(xlbXlbLimitsXLB_LISTEN_FILTER_SHIFT))
-}
+// listen_bit; pins.ListenBit, which the migration from layout 8 uses too).
+func listenBit(addr netip.Addr) uint32 { return pins.ListenBit(be32(addr)) }
 
 // listenFilter is the prefilter of recs: a bit for the address of every
 // service that is not free.

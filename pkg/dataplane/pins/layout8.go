@@ -1,12 +1,15 @@
-package dataplane
+package pins
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"structs"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/limits"
 )
 
 // The step from layout 8 (issue 36: timestamps rewritten toward backends;
@@ -39,49 +42,49 @@ import (
 //   - xlb_services, xlb_listen and xlb_rr are new (above).
 //   - the per-backend counter maps keep their cells (member id = backend
 //     id); everything else is unchanged.
-var layout8Step = layoutStep{From: 8, Maps: map[string]entryConverter{
+var layout8Step = Step{From: 8, Maps: map[string]Converter{
 	xlbMapXlbFlows:       {Value: flowFrom8},
 	xlbMapXlbCfg:         {Prepare: prepareConfigFrom8},
 	xlbMapXlbBackendSets: {Value: backendSetFrom8},
 	xlbMapXlbShared:      {Prepare: prepareStateFrom8},
 }}
 
-// config8 is layouts 6 to 8's struct xlb_config (228 bytes).
-type config8 struct {
+// Config8 is layouts 6 to 8's struct xlb_config (228 bytes).
+type Config8 struct {
 	_              structs.HostLayout
 	ListenIpBe     uint32
 	SnatPortLo     uint16
 	SnatPortHi     uint16
 	Nports         uint32
-	Ports          [MaxPorts]xlbPortMap
+	Ports          [limits.MaxPorts]xlbPortMap
 	Flags          uint32
 	ActiveSet      uint32
 	Nsnat          uint32
 	SnatWords      uint32
-	SnatIpsBe      [MaxSNATAddrs]uint32
+	SnatIpsBe      [limits.MaxSNATIPs]uint32
 	SnatReuseTicks uint32
 	Nretired       uint32
-	Retired        [MaxRetiredSNAT]xlbSnatRetired
+	Retired        [limits.MaxSNATRetired]xlbSnatRetired
 }
 
-// backendRef8 is layouts 4 to 8's struct backend_ref.
-type backendRef8 struct {
+// BackendRef8 is layouts 4 to 8's struct backend_ref.
+type BackendRef8 struct {
 	_      structs.HostLayout
 	IpBe   uint32
 	Id     uint16
 	PortBe uint16
 }
 
-// backendSet8 is layouts 4 to 8's struct backend_set.
-type backendSet8 struct {
+// BackendSet8 is layouts 4 to 8's struct backend_set.
+type BackendSet8 struct {
 	_       structs.HostLayout
 	Count   uint32
 	Pad     uint32
-	Entries [MaxBackends]backendRef8
+	Entries [limits.MaxBackends]BackendRef8
 }
 
-// state8 is layouts 2 to 8's struct xlb_state.
-type state8 struct {
+// State8 is layouts 2 to 8's struct xlb_state.
+type State8 struct {
 	_            structs.HostLayout
 	Rr           uint64
 	Generation   uint64
@@ -89,23 +92,23 @@ type state8 struct {
 	ClockNs      uint64
 }
 
-// config8Size is the bytes of config8.
-const config8Size = int(unsafe.Sizeof(config8{}))
+// Config8Size is the bytes of Config8.
+const Config8Size = int(unsafe.Sizeof(Config8{}))
 
 // flowFrom8 gives a layout 8 flow entry its member id (its backend id)
 // and service 0.
 func flowFrom8(_, old []byte) ([]byte, error) {
-	v, err := fromBytes[FlowValue](old) // layout 8's value has layout 9's size, pad2 zero
+	v, err := FromBytes[FlowValue](old) // layout 8's value has layout 9's size, pad2 zero
 	if err != nil {
 		return nil, fmt.Errorf("layout 8 flow value: %w", err)
 	}
 	v.MemberId, v.ServiceId = v.BackendId, 0
-	return toBytes(&v), nil
+	return ToBytes(&v), nil
 }
 
 // configFrom8Value is layout 8's config c in layout 9, and service 0's
 // record.
-func configFrom8Value(c config8) (xlbXlbConfig, xlbService) {
+func configFrom8Value(c Config8) (xlbXlbConfig, xlbService) {
 	n := xlbXlbConfig{SnatPortLo: c.SnatPortLo, SnatPortHi: c.SnatPortHi, Flags: c.Flags, Nsnat: c.Nsnat,
 		SnatWords: c.SnatWords, SnatIpsBe: c.SnatIpsBe, SnatReuseTicks: c.SnatReuseTicks, Nretired: c.Nretired,
 		Retired: c.Retired}
@@ -113,32 +116,30 @@ func configFrom8Value(c config8) (xlbXlbConfig, xlbService) {
 	if c.ListenIpBe == 0 || c.Nports == 0 {
 		return n, svc // never configured: no service
 	}
-	svc = xlbService{State: uint8(ServiceServing), ActiveSet: uint8(c.ActiveSet & 1), Proto: ipprotoTCP, Family: afInet,
-		Scheduler: schedulerRoundRobinID, Nports: uint8(min(c.Nports, uint32(MaxPorts))), Flags: serviceMigratedFlag,
+	svc = xlbService{State: uint8(xlbXlbServiceStateXLB_SVC_SERVING), ActiveSet: uint8(c.ActiveSet & 1), Proto: ipprotoTCP, Family: afInet,
+		Scheduler: uint8(xlbXlbSchedulerXLB_SCHED_ROUND_ROBIN), Nports: uint8(min(c.Nports, uint32(limits.MaxPorts))), Flags: uint16(xlbXlbServiceFlagsXLB_SVC_MIGRATED),
 		Ports: c.Ports}
-	a := addrFromBE32(c.ListenIpBe).As4()
-	copy(svc.Addr[:], a[:])
-	var recs [MaxServices]xlbService
-	recs[0] = svc
-	n.ListenFilter = listenFilter(&recs)
+	binary.NativeEndian.PutUint32(svc.Addr[:4], c.ListenIpBe)
+	b := ListenBit(c.ListenIpBe)
+	n.ListenFilter[b/64] |= 1 << (b % 64)
 	return n, svc
 }
 
 // prepareConfigFrom8 makes one pass's config converter: it converts the
 // config and writes service 0's record and listen keys into the new maps
 // (each pass again: the predecessor may have published since).
-func prepareConfigFrom8(c *passContext) (entryConverter, error) {
+func prepareConfigFrom8(c *PassContext) (Converter, error) {
 	services, listen := c.Dst[xlbMapXlbServices], c.Dst[xlbMapXlbListen]
 	if services == nil || listen == nil {
-		return entryConverter{}, errors.New("the new maps have no xlb_services and xlb_listen for layout 8's service")
+		return Converter{}, errors.New("the new maps have no xlb_services and xlb_listen for layout 8's service")
 	}
-	return entryConverter{Value: func(_, old []byte) ([]byte, error) {
-		o, err := fromBytes[config8](old)
+	return Converter{Value: func(_, old []byte) ([]byte, error) {
+		o, err := FromBytes[Config8](old)
 		if err != nil {
 			return nil, fmt.Errorf("layout 8 config: %w", err)
 		}
 		n, svc := configFrom8Value(o)
-		if svc.State != uint8(ServiceFree) {
+		if svc.State != uint8(xlbXlbServiceStateXLB_SVC_FREE) {
 			if err := services.Update(uint32(0), &svc, ebpf.UpdateAny); err != nil {
 				return nil, fmt.Errorf("write service 0: %w", err)
 			}
@@ -146,18 +147,18 @@ func prepareConfigFrom8(c *passContext) (entryConverter, error) {
 				k := xlbListenKey{AddrBe: o.ListenIpBe, PortBe: p.LocalPortBe, Proto: ipprotoTCP}
 				v := xlbListenValue{Service: 0, RemotePortBe: p.RemotePortBe}
 				if err := listen.Update(&k, &v, ebpf.UpdateAny); err != nil {
-					return nil, fmt.Errorf("write listen key of port %d: %w", portFromBE16(p.LocalPortBe), err)
+					return nil, fmt.Errorf("write listen key of port %d: %w", binary.BigEndian.Uint16(binary.NativeEndian.AppendUint16(nil, p.LocalPortBe)), err)
 				}
 			}
 		}
-		return toBytes(&n), nil
+		return ToBytes(&n), nil
 	}}, nil
 }
 
 // backendSetFrom8 gives every ref of a layout 8 routable set its member id
 // (its backend id).
 func backendSetFrom8(_, old []byte) ([]byte, error) {
-	o, err := fromBytes[backendSet8](old)
+	o, err := FromBytes[BackendSet8](old)
 	if err != nil {
 		return nil, fmt.Errorf("layout 8 routable set: %w", err)
 	}
@@ -165,20 +166,20 @@ func backendSetFrom8(_, old []byte) ([]byte, error) {
 	for i, r := range o.Entries {
 		n.Entries[i] = xlbBackendRef{IpBe: r.IpBe, Id: r.Id, PortBe: r.PortBe, Member: r.Id}
 	}
-	return toBytes(&n), nil
+	return ToBytes(&n), nil
 }
 
 // prepareStateFrom8 makes one pass's converter of xlb_shared: the state
 // without rr, whose value moves service 0's position in the new xlb_rr
 // on to it when it is further on (the old program's SYNs since the last
 // pass; the new program's own are kept).
-func prepareStateFrom8(c *passContext) (entryConverter, error) {
+func prepareStateFrom8(c *PassContext) (Converter, error) {
 	rr := c.Dst[xlbMapXlbRr]
 	if rr == nil {
-		return entryConverter{}, errors.New("the new maps have no xlb_rr for layout 8's round-robin position")
+		return Converter{}, errors.New("the new maps have no xlb_rr for layout 8's round-robin position")
 	}
-	return entryConverter{Value: func(_, old []byte) ([]byte, error) {
-		o, err := fromBytes[state8](old)
+	return Converter{Value: func(_, old []byte) ([]byte, error) {
+		o, err := FromBytes[State8](old)
 		if err != nil {
 			return nil, fmt.Errorf("layout 8 shared state: %w", err)
 		}
@@ -192,6 +193,20 @@ func prepareStateFrom8(c *passContext) (entryConverter, error) {
 			}
 		}
 		n := xlbXlbState{Generation: o.Generation, ClockJiffies: o.ClockJiffies, ClockNs: o.ClockNs}
-		return toBytes(&n), nil
+		return ToBytes(&n), nil
 	}}, nil
+}
+
+// Fixed values of struct service in layout 9.
+const (
+	ipprotoTCP = 6 // IPPROTO_TCP
+	afInet     = 2 // AF_INET
+)
+
+// ListenBit is the listen prefilter's bit of the IPv4 address addrBe, as
+// the CPU loads its network-order bytes (bpf/listen.h listen_bit): its
+// top XLB_LISTEN_FILTER_SHIFT bits after multiplying by
+// XLB_LISTEN_HASH_MUL.
+func ListenBit(addrBe uint32) uint32 {
+	return addrBe * uint32(xlbXlbLimitsXLB_LISTEN_HASH_MUL) >> (32 - uint32(xlbXlbLimitsXLB_LISTEN_FILTER_SHIFT))
 }
