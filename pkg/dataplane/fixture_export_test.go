@@ -222,3 +222,10 @@ func (s Settings) WithPorts(ports []PortMap) Settings {
 	s.Services[0].Ports = ports
 	return s
 }
+
+// FixtureRoundRobin is service svc's round-robin position (xlb_rr).
+func (d *Dataplane) FixtureRoundRobin(svc uint16) (uint64, error) {
+	var rr uint64
+	err := d.objs.XlbRr.Lookup(uint32(svc), &rr)
+	return rr, err
+}

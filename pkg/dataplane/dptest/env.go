@@ -44,9 +44,9 @@ type Options struct {
 	ExtraSNAT []netip.Addr
 	// Services default to one: DefaultService on ListenIP with Ports and
 	// every backend (the instance's own, as the daemon configures it).
-	// With more, the Env configures them after the instance started
-	// (the first keeps the instance's service id) and publishes each
-	// one's backends.
+	// The Env configures them after the instance started (the first
+	// keeps the instance's service id: the instance is named after it)
+	// and publishes each one's backends.
 	Services []Service
 }
 
@@ -134,6 +134,9 @@ func NewEnv(t testing.TB, o Options) *Env {
 	// permanent neighbours. Then discovery stops: the fixtures own the
 	// routable set, ids 0..n-1 in Options.Backends order.
 	cfg := config.Default()
+	if o.Services[0].Name != "" {
+		cfg.Name = o.Services[0].Name // the instance's service is the first one
+	}
 	cfg.Listen = config.Listen{IP: ListenIP}
 	cfg.SNAT = config.SNAT{IPs: e.SNATs, PortLo: o.SNATPortLo, PortHi: o.SNATPortHi}
 	cfg.Interfaces = []string{e.Front.Name, e.Back.Name}
