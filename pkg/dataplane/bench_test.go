@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 	"github.com/xlbproject/xlb/pkg/dataplane/floor"
@@ -29,17 +30,52 @@ type benchEnv struct {
 	e      *dt.Env
 	floor  *floor.Floor
 	null   *ebpf.Program
-	toBack []byte // client data frame of the established pair
-	toCli  []byte // backend data frame of the established pair
+	dst    netip.AddrPort // the measured service's address and port
+	toBack []byte         // client data frame of the established pair
+	toCli  []byte         // backend data frame of the established pair
 }
 
 func newBenchEnv(b *testing.B, maxConn uint32) *benchEnv {
 	b.Helper()
-	e := dt.NewEnv(b, dt.Options{MaxConnections: maxConn, SNATPortLo: 1024, SNATPortHi: 65535})
-	be := netip.AddrPortFrom(dt.OneArmBackends[0], 8080)
+	return newBenchEnvServices(b, maxConn, 0, 0)
+}
+
+// Many services (issue 29): 64 services of 16 backends each, on 16
+// addresses with 4 ports each; the measured one is in the middle.
+const (
+	benchServices        = 64
+	benchServiceBackends = 16
+	benchServicePorts    = 4
+	benchMeasured        = 37
+)
+
+// newBenchEnvServices is newBenchEnv with services services of backends
+// backends each (0: the fixtures' one service), all of them over the
+// same backend addresses (a member id each), on testnet.XLBExtraIP
+// addresses with benchServicePorts ports each. The measured pair is of
+// service benchMeasured.
+func newBenchEnvServices(b *testing.B, maxConn uint32, services, backends int) *benchEnv {
+	b.Helper()
+	o := dt.Options{MaxConnections: maxConn, SNATPortLo: 1024, SNATPortHi: 65535}
+	dst := netip.AddrPortFrom(dt.ListenIP, 80)
+	if services > 0 {
+		for i := range backends {
+			o.Backends = append(o.Backends, testnet.OneArmBackendIP(i))
+		}
+		for i := range services {
+			addr, port := testnet.XLBExtraIP(i/benchServicePorts), uint16(80+i%benchServicePorts)
+			o.Services = append(o.Services, dt.Service{Name: fmt.Sprintf("s%d", i), Listen: addr,
+				Ports: []dataplane.PortMap{{Local: port, Remote: 8080}}})
+			if i == benchMeasured {
+				dst = netip.AddrPortFrom(addr, port)
+			}
+		}
+	}
+	e := dt.NewEnv(b, o)
+	be := netip.AddrPortFrom(e.Backends[0], 8080)
 	// A whole handshake: the pair is established, as a real flow's is
 	// (an embryonic pair takes the handshake's slower path per packet).
-	e.MustRun(b, synFrom(e, cli, 80).Frame(), e.Front, dt.XDPTX)
+	e.MustRun(b, benchSYN(e, cli, dst).Frame(), e.Front, dt.XDPTX)
 	var snat uint16
 	for k := range e.Flows(b) {
 		if k.Direction() == dataplane.DirBackend {
@@ -47,7 +83,7 @@ func newBenchEnv(b *testing.B, maxConn uint32) *benchEnv {
 		}
 	}
 	e.MustRun(b, e.FromBackend(be, snat, dt.SYN|dt.ACK, 5000, 1001, nil).Frame(), e.BackendIface(), dt.XDPTX)
-	e.MustRun(b, e.FromClient(cli, 80, dt.ACK, 1001, 5001, nil).Frame(), e.Front, dt.XDPTX)
+	e.MustRun(b, benchSeg(e, cli, dst, dt.ACK, 1001, 5001, nil).Frame(), e.Front, dt.XDPTX)
 	f, err := floor.Load()
 	if err != nil {
 		b.Fatal(err)
@@ -71,10 +107,24 @@ func newBenchEnv(b *testing.B, maxConn uint32) *benchEnv {
 	}
 	data := make([]byte, 1400)
 	return &benchEnv{
-		e: e, floor: f, null: null,
-		toBack: e.FromClient(cli, 80, dt.ACK|dt.PSH, 1001, 5001, data).Frame(),
+		e: e, floor: f, null: null, dst: dst,
+		toBack: benchSeg(e, cli, dst, dt.ACK|dt.PSH, 1001, 5001, data).Frame(),
 		toCli:  e.FromBackend(be, snat, dt.ACK|dt.PSH, 5001, 2401, data).Frame(),
 	}
+}
+
+// benchSeg is a segment from client c to the service address dst.
+func benchSeg(e *dt.Env, c, dst netip.AddrPort, flags uint8, seq, ack uint32, data []byte) dt.Segment {
+	s := e.FromClient(c, dst.Port(), flags, seq, ack, data)
+	s.Dst = dst
+	return s
+}
+
+// benchSYN is synFrom toward the service address dst.
+func benchSYN(e *dt.Env, c, dst netip.AddrPort) dt.Segment {
+	s := synFrom(e, c, dst.Port())
+	s.Dst = dst
+	return s
 }
 
 // attachDirect attaches each of progs (generic mode) to a veth of its own
@@ -187,17 +237,46 @@ func BenchmarkEstablishedBackendToClient(b *testing.B) {
 	be.run(b, func(int) []byte { return be.toCli }, be.toCli, be.e.BackendIface())
 }
 
+// BenchmarkEstablishedClientToBackend64Services is
+// BenchmarkEstablishedClientToBackend with 64 services of 16 backends
+// each (issue 29: aim at most 1.1 times the one-service figure).
+func BenchmarkEstablishedClientToBackend64Services(b *testing.B) {
+	be := newBenchEnvServices(b, 1024, benchServices, benchServiceBackends)
+	be.run(b, func(int) []byte { return be.toBack }, be.toBack, be.e.Front)
+}
+
+// BenchmarkEstablishedBackendToClient64Services: the same for the backend's direction.
+func BenchmarkEstablishedBackendToClient64Services(b *testing.B) {
+	be := newBenchEnvServices(b, 1024, benchServices, benchServiceBackends)
+	be.run(b, func(int) []byte { return be.toCli }, be.toCli, be.e.BackendIface())
+}
+
 // BenchmarkNewConnectionSYN: every XLB run is a SYN from a fresh client
 // address and port, so every run creates a pair (round robin, SNAT probe,
 // two inserts, two FIB lookups). The floor runs its established frame.
 func BenchmarkNewConnectionSYN(b *testing.B) {
-	const maxPairs = 150000 // 3 backends x 64,512 SNAT ports bound the distinct pairs
-	be := newBenchEnv(b, maxPairs+16)
+	benchNewConnections(b, newBenchEnv(b, benchMaxPairs+16))
+}
+
+// BenchmarkNewConnectionSYN64Services is BenchmarkNewConnectionSYN with
+// 64 services of 16 backends each, the SYNs to one of them.
+func BenchmarkNewConnectionSYN64Services(b *testing.B) {
+	benchNewConnections(b, newBenchEnvServices(b, benchMaxPairs+16, benchServices, benchServiceBackends))
+}
+
+// benchMaxPairs bounds the distinct pairs of the SYN benchmarks (3
+// backends x 64,512 SNAT ports).
+const benchMaxPairs = 150000
+
+// benchNewConnections runs the SYNs of fresh client addresses and ports
+// to be's service.
+func benchNewConnections(b *testing.B, be *benchEnv) {
+	const maxPairs = benchMaxPairs
 	n := min(b.N, maxPairs)
 	frames := make([][]byte, n)
 	for i := range frames {
 		c := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i%100)}), uint16(1024+i/100))
-		frames[i] = synFrom(be.e, c, 80).Frame()
+		frames[i] = benchSYN(be.e, c, be.dst).Frame()
 	}
 	if b.N > maxPairs {
 		b.Fatalf("run with -benchtime up to %dx", maxPairs)

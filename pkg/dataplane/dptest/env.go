@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -252,6 +253,13 @@ func (e *Env) buildNet(ns netns.NsHandle, extraSNAT []netip.Addr) error {
 		return Iface{Name: name, Index: idx.A, IP: ip, MAC: MAC(ip)}, nil
 	}
 	front := append([]netip.Addr{ClientIP, Client2IP}, OneArmBackends...)
+	if e.SNAT != BackIP {
+		for _, b := range e.Backends { // Options.Backends beyond the default three
+			if !slices.Contains(front, b) {
+				front = append(front, b)
+			}
+		}
+	}
 	if e.Front, err = mk("xf0", "xf1", ListenIP, front); err != nil {
 		return err
 	}
