@@ -80,9 +80,10 @@ type Counters struct {
 	// or gone stale (a route or neighbour change) and that looked their
 	// next hop up again.
 	NextHopRefreshes uint64
-	// NotOurs counts frames the data path would have balanced (to the
-	// listen address's mapped ports or a SNAT address's port range, or
-	// an ICMP error about a pair) that were addressed to another MAC
+	// NotOurs counts frames the data path would have looked at (to a
+	// service's listen address, any port: the listen prefilter knows
+	// addresses only; to a SNAT address's port range; or an ICMP error
+	// about a pair) that were addressed to another MAC
 	// than the ingress interface's, or to a group address: another
 	// host's frames a switch or bridge flooded to this port. They pass
 	// to the kernel untouched, which drops them (bpf/ours.h).
@@ -91,10 +92,10 @@ type Counters struct {
 	// fragments (MF set, offset 0), rewritten as any segment, and later
 	// ones that followed their first fragment (bpf/frag.h).
 	FragsForwarded uint64
-	// FragsPassed counts IPv4 TCP fragments to the listen address or a
-	// SNAT address passed to the kernel untouched: a first fragment of
-	// no pair or of a SYN (fragments never create a pair), a later one
-	// whose first fragment was not forwarded in the last
+	// FragsPassed counts IPv4 TCP fragments to a service's listen
+	// address or a SNAT address passed to the kernel untouched: a first
+	// fragment of no pair or of a SYN (fragments never create a pair), a
+	// later one whose first fragment was not forwarded in the last
 	// XLB_FRAG_TTL_MS, or whose pair is gone.
 	FragsPassed uint64
 	// IPOptionsForwarded counts segments of a pair with IPv4 options

@@ -9,7 +9,7 @@ const (
 	// MaxBackends is the number of backend ids (0..MaxBackends-1) and the
 	// largest routable set the data path accepts.
 	MaxBackends = uint32(limits.MaxBackends)
-	// MaxPorts is the number of port mappings per listen address (DESIGN §1).
+	// MaxPorts is the number of port mappings per service (DESIGN §1, §9).
 	MaxPorts = int(limits.MaxPorts)
 	// MaxServices is the number of services, serving and draining
 	// together, the data path can hold (DESIGN §9).
