@@ -417,7 +417,12 @@ _Static_assert(sizeof(struct snat_retired) == 8, "struct snat_retired has no imp
  * (listen.h: the address times XLB_LISTEN_HASH_MUL, its top
  * XLB_LISTEN_FILTER_SHIFT bits) is set for the listen address of every
  * service that is not XLB_SVC_FREE, serving or draining, so that a
- * removed service's pairs keep flowing. A packet to an address whose bit
+ * removed service's pairs keep flowing. Bits are only ever added while
+ * the pinned config lives (pkg/dataplane Configure ORs the services' bits
+ * into the previous filter; freeing a service clears none): a service
+ * that keeps its name and id but moves to another address keeps its
+ * pairs to the former one, and a former address costs its packets one
+ * flow-map miss, nothing else. A packet to an address whose bit
  * is clear is no client's of XLB; one whose bit is set is looked up in
  * the flow map, and a SYN of no pair in xlb_listen (a false positive
  * costs that lookup). 512 bytes: 4096 bits keep false positives below 7 %

@@ -18,7 +18,9 @@ import (
 // id*2+1), its position in xlb_rr, and flow entries' ServiceId. Configure
 // assigns the ids by name; xlb_listen maps each (address, protocol, local
 // port) of a serving service to its id, and the listen prefilter of the
-// config holds a bit for every serving or draining service's address.
+// config holds a bit for every serving or draining service's address and
+// for every address an earlier Configure gave one (bits are only added:
+// a service that moves to another address keeps its pairs to the former).
 
 // ServiceState is a service record's state (bpf/layout.h enum
 // xlb_service_state).
@@ -244,9 +246,11 @@ func serviceRef(id uint16, r *xlbService) ServiceRef {
 // listen_bit; pins.ListenBit, which the migration from layout 8 uses too).
 func listenBit(addr netip.Addr) uint32 { return pins.ListenBit(be32(addr)) }
 
-// listenFilter is the prefilter of recs: a bit for the address of every
-// service that is not free.
-func listenFilter(recs *[MaxServices]xlbService) (f [xlbXlbLimitsXLB_LISTEN_FILTER_WORDS]uint64) {
+// listenFilter is the prefilter of recs added to prev: a bit for the
+// address of every service that is not free, and every bit prev has (a
+// pair may still be bound for an address a service left).
+func listenFilter(prev [xlbXlbLimitsXLB_LISTEN_FILTER_WORDS]uint64, recs *[MaxServices]xlbService) (f [xlbXlbLimitsXLB_LISTEN_FILTER_WORDS]uint64) {
+	f = prev
 	for id := range recs {
 		if ServiceState(recs[id].State) == ServiceFree {
 			continue
@@ -361,8 +365,8 @@ func (d *Dataplane) Services() ([]ServiceRef, error) {
 }
 
 // FreeService frees the id of a draining service (DESIGN §9): its record,
-// both routable sets and its round-robin position are zeroed and its
-// address leaves the prefilter unless another service has it. The caller
+// both routable sets and its round-robin position are zeroed (its
+// address keeps its prefilter bit: bits are only added). The caller
 // guarantees that no pair of the service lives (a pair's ServiceId then
 // names a free id, or the next service given it). Errors: an id out of
 // range or of a service that is not draining, a map write.
@@ -385,11 +389,6 @@ func (d *Dataplane) FreeService(id uint16) error {
 	old := recs
 	recs[id] = xlbService{}
 	if err := d.writeServicesLocked(&old, &recs); err != nil {
-		return err
-	}
-	c := d.cfg
-	c.ListenFilter = listenFilter(&recs)
-	if err := d.writeConfigLocked(c); err != nil {
 		return err
 	}
 	var empty xlbBackendSet

@@ -347,3 +347,37 @@ func TestServicesRoundRobinPerService(t *testing.T) {
 		t.Fatalf("backend ids in SYN order: a %v, b %v; want %v each", got["a"], got["b"], want)
 	}
 }
+
+// A service that keeps its name but moves to another address keeps its
+// pairs to the former one (the prefilter's bits are only added): they
+// forward both ways, while a new SYN to the former address passes
+// untouched and one to the new address is balanced on the same id.
+func TestServicesMovedAddressKeepsPairs(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Services: []dt.Service{
+		{Name: "a", Ports: []dataplane.PortMap{{Local: 80, Remote: 8080}}, Backends: []int{0}},
+		{Name: "b", Listen: secondListen, Ports: []dataplane.PortMap{{Local: 80, Remote: 8080}}, Backends: []int{1}},
+	}})
+	b := e.ServiceID(t, "b")
+	oldDst := netip.AddrPortFrom(secondListen, 80)
+	kb := dialService(t, e, 33000, oldDst)
+	kb.reply(dt.SYN|dt.ACK, 5000, 1001, nil)
+	kb.send(dt.ACK, 1001, 5001, nil)
+
+	moved := testnet.XLBExtraIP(1)
+	s := e.Settings
+	s.Services = slices.Clone(s.Services)
+	s.Services[1].Listen = moved
+	refs, err := e.DP.Configure(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 2 || refs[1].ID != b || refs[1].State != dataplane.ServiceServing || refs[1].Listen != moved {
+		t.Fatalf("Configure with b moved: %+v, want b serving on %s with id %d", refs, moved, b)
+	}
+	kb.send(dt.ACK|dt.PSH, 1001, 5001, []byte("GET / HTTP/1.0\r\n\r\n"))
+	kb.reply(dt.ACK|dt.PSH, 5001, 1019, []byte("HTTP/1.0 200 OK\r\n\r\n"))
+	k := &svcConn{t: t, e: e, c: dt.Client(33001), dst: oldDst}
+	passesUntouched(t, e, "a new SYN to b's former address", k.syn())
+	kn := dialService(t, e, 33002, netip.AddrPortFrom(moved, 80))
+	kn.wantService(b, e.Routable[1])
+}

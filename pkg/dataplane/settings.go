@@ -168,7 +168,7 @@ func (d *Dataplane) Configure(s Settings) ([]ServiceRef, error) {
 	c.SnatPortLo = s.SNATPortLo
 	c.SnatPortHi = s.SNATPortHi
 	c.SnatReuseTicks = uint32(guard)
-	c.ListenFilter = listenFilter(&recs)
+	c.ListenFilter = listenFilter(prev.ListenFilter, &recs)
 	// SNAT addresses and ports the previous config handed out stay
 	// recognised while live pairs may hold them (snatretired.go)
 	retired, err := retire(&prev, &c)
