@@ -101,7 +101,7 @@ enum xlb_limits {
 	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
 	XLB_SNAT_SYNC_BATCH = 1024,  /* requests per run of the SNAT bitmap sync (struct snat_sync_batch) */
 	XLB_NEXTHOP_BATCH = 1024,    /* next-hop requests per run of xlb_nexthop_ctl */
-	XLB_PAIR_EVENTS = 4,         /* counters per member id in xlb_pair_events (enum xlb_pair_event) */
+	XLB_PAIR_EVENTS = 8,         /* counters per member id in xlb_pair_events (enum xlb_pair_event; room for 8) */
 	XLB_REAPED_REASONS = 8,      /* counters per member id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
 	/* cells of the per-backend counter maps (counters.h backend_cell), by member id (layout 9) */
 	XLB_BACKEND_STATS_SLOTS = XLB_MAX_MEMBERS * XLB_DIRS, /* one per member id and enum xlb_dir */
@@ -562,16 +562,23 @@ struct backend_stats {
 
 /*
  * Per-backend pair events the data path counts, one per-CPU counter per
- * (member id, event) at member id * XLB_PAIR_EVENTS + event.
+ * (member id, event) at member id * XLB_PAIR_EVENTS + event. A closure
+ * is counted once, by its kind and initiator (the instance's
+ * XLB_C_CLOSED_* split, per member since layout 9 so that a service's
+ * closures by initiator are the sum of its members': DESIGN §9). Layout
+ * 8's cells had 4 events, the closures not split: its closures became
+ * the client-initiated cells (pins/layout8.go).
  */
 enum xlb_pair_event {
-	XLB_PAIR_CLOSED_FIN = 0,   /* became terminal with both FINs */
-	XLB_PAIR_CLOSED_RST = 1,   /* became terminal with a RST */
+	XLB_PAIR_CLOSED_FIN = 0,   /* became terminal with both FINs, the client's first */
+	XLB_PAIR_CLOSED_RST = 1,   /* became terminal with the client's RST */
 	XLB_PAIR_REPLACED_FIN = 2, /* a time-wait pair removed by a new SYN on its tuple, or by a takeover of its SNAT port */
 	XLB_PAIR_REPLACED_RST = 3, /* a reset pair removed the same ways */
+	XLB_PAIR_CLOSED_FIN_BACKEND = 4, /* became terminal with both FINs, the backend's first */
+	XLB_PAIR_CLOSED_RST_BACKEND = 5, /* became terminal with the backend's RST */
 };
 
-_Static_assert(XLB_PAIR_REPLACED_RST < XLB_PAIR_EVENTS, "XLB_PAIR_EVENTS counts every enum xlb_pair_event");
+_Static_assert(XLB_PAIR_CLOSED_RST_BACKEND < XLB_PAIR_EVENTS, "XLB_PAIR_EVENTS counts every enum xlb_pair_event");
 
 /*
  * Pairs the reaper removed, per member id and reason: the xlb_reaped array

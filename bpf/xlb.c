@@ -387,11 +387,11 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 		return;
 	if (rst) {
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_CLIENT_RST : XLB_C_CLOSED_BACKEND_RST);
-		count_pair_event(ids_member(ids), XLB_PAIR_CLOSED_RST);
+		count_pair_event(ids_member(ids), dir == XLB_DIR_CLIENT ? XLB_PAIR_CLOSED_RST : XLB_PAIR_CLOSED_RST_BACKEND);
 	} else {
 		/* second FIN: the other side initiated */
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
-		count_pair_event(ids_member(ids), XLB_PAIR_CLOSED_FIN);
+		count_pair_event(ids_member(ids), dir == XLB_DIR_CLIENT ? XLB_PAIR_CLOSED_FIN_BACKEND : XLB_PAIR_CLOSED_FIN);
 	}
 	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, fwd))) &&
 	    flow_set(rev, gen, XLB_F_PORT_FREED) != FLOW_GONE)

@@ -159,8 +159,13 @@ type BackendStats struct {
 	Opened          uint64 // pairs created toward this backend
 	ClosedFIN       uint64 // pairs that became terminal with both FINs
 	ClosedRST       uint64 // pairs that became terminal with a RST
-	ReplacedFIN     uint64 // time-wait pairs a new SYN on their tuple removed
-	ReplacedRST     uint64 // reset pairs a new SYN on their tuple removed
+	// ClosedFINByBackend and ClosedRSTByBackend are the closures of
+	// ClosedFIN and ClosedRST the backend initiated (its FIN first, its
+	// RST); the rest the client did.
+	ClosedFINByBackend uint64
+	ClosedRSTByBackend uint64
+	ReplacedFIN        uint64 // time-wait pairs a new SYN on their tuple removed
+	ReplacedRST        uint64 // reset pairs a new SYN on their tuple removed
 }
 
 // AllBackendStats reads the counters of every member id (a service's
@@ -200,8 +205,10 @@ func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
 	}
 	for id := range out {
 		base := id * int(xlbXlbLimitsXLB_PAIR_EVENTS)
-		out[id].ClosedFIN = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_FIN))
-		out[id].ClosedRST = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_RST))
+		out[id].ClosedFINByBackend = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_FIN_BACKEND))
+		out[id].ClosedRSTByBackend = sum(base + int(xlbXlbPairEventXLB_PAIR_CLOSED_RST_BACKEND))
+		out[id].ClosedFIN = sum(base+int(xlbXlbPairEventXLB_PAIR_CLOSED_FIN)) + out[id].ClosedFINByBackend
+		out[id].ClosedRST = sum(base+int(xlbXlbPairEventXLB_PAIR_CLOSED_RST)) + out[id].ClosedRSTByBackend
 		out[id].ReplacedFIN = sum(base + int(xlbXlbPairEventXLB_PAIR_REPLACED_FIN))
 		out[id].ReplacedRST = sum(base + int(xlbXlbPairEventXLB_PAIR_REPLACED_RST))
 	}

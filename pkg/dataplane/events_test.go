@@ -589,7 +589,10 @@ func TestCloseQueueAcrossCPUs(t *testing.T) {
 }
 
 // closeCounts is the part of BackendStats the close path keeps.
-type closeCounts struct{ Opened, ClosedFIN, ClosedRST, ReplacedFIN, ReplacedRST uint64 }
+type closeCounts struct {
+	Opened, ClosedFIN, ClosedRST, ReplacedFIN, ReplacedRST uint64
+	ClosedFINByBackend, ClosedRSTByBackend                 uint64
+}
 
 func closeCountsOf(t *testing.T, e *dt.Env) []closeCounts {
 	t.Helper()
@@ -602,7 +605,7 @@ func closeCountsOf(t *testing.T, e *dt.Env) []closeCounts {
 	}
 	out := make([]closeCounts, len(all))
 	for i, s := range all {
-		out[i] = closeCounts{s.Opened, s.ClosedFIN, s.ClosedRST, s.ReplacedFIN, s.ReplacedRST}
+		out[i] = closeCounts{s.Opened, s.ClosedFIN, s.ClosedRST, s.ReplacedFIN, s.ReplacedRST, s.ClosedFINByBackend, s.ClosedRSTByBackend}
 	}
 	return out
 }
@@ -618,7 +621,9 @@ func wantCloseCounts(t *testing.T, e *dt.Env, want map[int]closeCounts) {
 }
 
 // Per-backend close counts: each pair counts once, when it becomes
-// terminal, under its backend and its kind; a SYN replacing a terminal pair
+// terminal, under its backend (member), its kind and its initiator (the
+// backend's first FIN or its RST also count as the backend's: DESIGN §9,
+// a service's closures by initiator); a SYN replacing a terminal pair
 // counts under the old pair's backend and kind. Both batch and per-key reads.
 func TestBackendCloseCounts(t *testing.T) {
 	for _, disable := range [][]dataplane.Feature{nil, {dataplane.FeatureBatchOps}} {
@@ -643,7 +648,7 @@ func TestBackendCloseCounts(t *testing.T) {
 			b.backend(t, dt.RST)
 			b.backend(t, dt.RST)
 			b.client(t, dt.RST|dt.ACK)
-			want[1] = closeCounts{Opened: 1, ClosedRST: 1}
+			want[1] = closeCounts{Opened: 1, ClosedRST: 1, ClosedRSTByBackend: 1}
 			wantCloseCounts(t, e, want)
 
 			c.client(t, dt.FIN|dt.ACK) // half close: nothing
@@ -656,7 +661,7 @@ func TestBackendCloseCounts(t *testing.T) {
 			b.dial(t, 90000, 70000)
 			e.MustRun(t, synFrom(e, c.c, 80).Frame(), e.Front, dt.XDPTX)
 			want[0] = closeCounts{Opened: 2, ClosedFIN: 1, ReplacedFIN: 1}
-			want[1] = closeCounts{Opened: 2, ClosedRST: 1, ReplacedRST: 1}
+			want[1] = closeCounts{Opened: 2, ClosedRST: 1, ReplacedRST: 1, ClosedRSTByBackend: 1}
 			wantCloseCounts(t, e, want)
 			if n := e.Counters(t); n.PairsReplaced != 2 || n.SYNReused != 1 {
 				t.Fatalf("replaced %d reused %d, want 2 and 1", n.PairsReplaced, n.SYNReused)
@@ -672,6 +677,16 @@ func TestBackendCloseCounts(t *testing.T) {
 			e.MustRun(t, synFrom(e, a.c, 80).Frame(), e.Front, dt.XDPTX)
 			want[0] = closeCounts{Opened: 2, ClosedFIN: 1, ClosedRST: 1, ReplacedFIN: 1, ReplacedRST: 1}
 			want[2] = closeCounts{Opened: 2, ClosedFIN: 1} // round robin: the sixth pair
+			wantCloseCounts(t, e, want)
+
+			// The seventh pair (backend 0) ends with the backend's FIN first.
+			x := open(t, e, 33003)
+			if x.id() != 0 {
+				t.Fatalf("the seventh pair's backend %d, want 0", x.id())
+			}
+			x.backend(t, dt.FIN|dt.ACK)
+			x.client(t, dt.FIN|dt.ACK)
+			want[0] = closeCounts{Opened: 3, ClosedFIN: 2, ClosedRST: 1, ReplacedFIN: 1, ReplacedRST: 1, ClosedFINByBackend: 1}
 			wantCloseCounts(t, e, want)
 		})
 	}

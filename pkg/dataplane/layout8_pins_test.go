@@ -31,6 +31,8 @@ func reshapeLayout8(name string, ms *ebpf.MapSpec) bool {
 		ms.ValueSize, ms.MaxEntries = uint32(unsafe.Sizeof(backendSet8{})), 2
 	case xlbMapXlbShared:
 		ms.ValueSize = uint32(unsafe.Sizeof(state8{}))
+	case xlbMapXlbPairEvents:
+		ms.MaxEntries = MaxBackends * pins.PairEvents8
 	}
 	return true
 }
@@ -40,7 +42,7 @@ func reshapeLayout8(name string, ms *ebpf.MapSpec) bool {
 // its backend ids), into what the issue-36 build of d3e22cc (layout 8)
 // pins for the same state: flow values without member and service ids,
 // the config of service 0's address, ports and active set, its two
-// routable sets, the shared state with service 0's round-robin position,
+// routable sets, 4 pair events per backend id (closures by kind only), the shared state with service 0's round-robin position,
 // no xlb_services, xlb_listen or xlb_rr (new maps pinned in place of the
 // changed ones) and a metadata record of layout 8. For the external
 // tests.
@@ -66,7 +68,7 @@ func DowngradeToLayout8(t testing.TB, dir string) {
 	}
 	old := stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
 		switch name {
-		case xlbMapXlbCfg, xlbMapXlbBackendSets, xlbMapXlbShared:
+		case xlbMapXlbCfg, xlbMapXlbBackendSets, xlbMapXlbShared, xlbMapXlbPairEvents:
 			return reshapeLayout8(name, ms)
 		}
 		return false
@@ -141,6 +143,31 @@ func DowngradeToLayout8(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	repin(xlbMapXlbShared, old[xlbMapXlbShared])
+
+	// pair events: 4 per backend id, the closures not split by initiator
+	events := open(xlbMapXlbPairEvents)
+	pairEvents := uint32(xlbXlbLimitsXLB_PAIR_EVENTS)
+	for b := range MaxBackends {
+		for e := range uint32(pins.PairEvents8) {
+			var cell []uint64
+			if err := events.Lookup(b*pairEvents+e, &cell); err != nil {
+				t.Fatal(err)
+			}
+			if e <= uint32(xlbXlbPairEventXLB_PAIR_CLOSED_RST) { // the backend's closures of the same kind join the client's
+				var byBackend []uint64
+				if err := events.Lookup(b*pairEvents+e+uint32(xlbXlbPairEventXLB_PAIR_CLOSED_FIN_BACKEND), &byBackend); err != nil {
+					t.Fatal(err)
+				}
+				for cpu := range cell {
+					cell[cpu] += byBackend[cpu]
+				}
+			}
+			if err := old[xlbMapXlbPairEvents].Update(b*pins.PairEvents8+e, cell, ebpf.UpdateExist); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	repin(xlbMapXlbPairEvents, old[xlbMapXlbPairEvents])
 
 	for _, name := range []string{xlbMapXlbServices, xlbMapXlbListen, xlbMapXlbRr} {
 		if err := os.Remove(mapPath(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -71,14 +71,14 @@ const (
 	SNATSyncBatch = 1024
 	// NextHopBatch is XLB_NEXTHOP_BATCH: next-hop requests per run of xlb_nexthop_ctl
 	NextHopBatch = 1024
-	// PairEvents is XLB_PAIR_EVENTS: counters per member id in xlb_pair_events (enum xlb_pair_event)
-	PairEvents = 4
+	// PairEvents is XLB_PAIR_EVENTS: counters per member id in xlb_pair_events (enum xlb_pair_event; room for 8)
+	PairEvents = 8
 	// ReapedReasons is XLB_REAPED_REASONS: counters per member id in xlb_reaped (enum xlb_reaped_reason; room for 8)
 	ReapedReasons = 8
 	// BackendStatsSlots is XLB_BACKEND_STATS_SLOTS: one per member id and enum xlb_dir
 	BackendStatsSlots = 2048
 	// PairEventCells is XLB_PAIR_EVENT_CELLS
-	PairEventCells = 4096
+	PairEventCells = 8192
 	// ReapedCells is XLB_REAPED_CELLS
 	ReapedCells = 8192
 	// HSBounds is XLB_HS_BOUNDS: upper bounds of the handshake histogram's buckets (XLB_HS_BOUNDS_US)

@@ -41,13 +41,31 @@ import (
 //     further on).
 //   - xlb_services, xlb_listen and xlb_rr are new (above).
 //   - the per-backend counter maps keep their cells (member id = backend
-//     id); everything else is unchanged.
+//     id). xlb_pair_events has 8 cells per member instead of 4 (closures
+//     split by initiator): cell e of backend b moves from b*4+e to b*8+e,
+//     so layout 8's closures count as the client's (pairEventFrom8).
+//     Everything else is unchanged.
 var layout8Step = Step{From: 8, Maps: map[string]Converter{
 	xlbMapXlbFlows:       {Value: flowFrom8},
 	xlbMapXlbCfg:         {Prepare: prepareConfigFrom8},
 	xlbMapXlbBackendSets: {Value: backendSetFrom8},
 	xlbMapXlbShared:      {Prepare: prepareStateFrom8},
+	xlbMapXlbPairEvents:  {Key: pairEventFrom8},
 }}
+
+// PairEvents8 is layouts 4 to 8's pair events per backend id.
+const PairEvents8 = 4
+
+// pairEventFrom8 moves a pair-event cell of layout 8 (PairEvents8 per
+// backend id) to layout 9's place of the same event (limits.PairEvents
+// per member id; member id = backend id).
+func pairEventFrom8(old []byte) ([]byte, error) {
+	if len(old) != 4 {
+		return nil, fmt.Errorf("pair event key of %d bytes, want 4", len(old))
+	}
+	k := binary.NativeEndian.Uint32(old)
+	return binary.NativeEndian.AppendUint32(nil, k/PairEvents8*uint32(limits.PairEvents)+k%PairEvents8), nil
+}
 
 // Config8 is layouts 6 to 8's struct xlb_config (228 bytes).
 type Config8 struct {

@@ -87,3 +87,25 @@ func TestLayout8BackendSets(t *testing.T) {
 		t.Errorf("layout 8 set of %d bytes, state of %d", unsafe.Sizeof(BackendSet8{}), unsafe.Sizeof(State8{}))
 	}
 }
+
+// Layout 8's 4 pair events per backend id move to the same events of
+// layout 9's 8 per member id (member id = backend id): its closures,
+// not split by initiator, count as the client's.
+func TestLayout8PairEvents(t *testing.T) {
+	for _, c := range []struct{ old, want uint32 }{
+		{0, 0}, {1, 1}, {3, 3}, // backend 0
+		{4, 8}, {7, 11}, // backend 1
+		{1023*PairEvents8 + 2, 1023*8 + 2},
+	} {
+		out, err := pairEventFrom8(binary.NativeEndian.AppendUint32(nil, c.old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := binary.NativeEndian.Uint32(out); got != c.want {
+			t.Errorf("cell %d of layout 8 -> %d, want %d", c.old, got, c.want)
+		}
+	}
+	if _, err := pairEventFrom8(make([]byte, 8)); err == nil {
+		t.Error("an 8-byte key was converted")
+	}
+}

@@ -342,10 +342,10 @@ const (
 	xlbXlbLimitsXLB_REAP_BATCH              xlbXlbLimits = 2048
 	xlbXlbLimitsXLB_SNAT_SYNC_BATCH         xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_NEXTHOP_BATCH           xlbXlbLimits = 1024
-	xlbXlbLimitsXLB_PAIR_EVENTS             xlbXlbLimits = 4
+	xlbXlbLimitsXLB_PAIR_EVENTS             xlbXlbLimits = 8
 	xlbXlbLimitsXLB_REAPED_REASONS          xlbXlbLimits = 8
 	xlbXlbLimitsXLB_BACKEND_STATS_SLOTS     xlbXlbLimits = 2048
-	xlbXlbLimitsXLB_PAIR_EVENT_CELLS        xlbXlbLimits = 4096
+	xlbXlbLimitsXLB_PAIR_EVENT_CELLS        xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_REAPED_CELLS            xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_HS_BOUNDS               xlbXlbLimits = 16
 	xlbXlbLimitsXLB_HS_CELLS                xlbXlbLimits = 18
