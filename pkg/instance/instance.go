@@ -16,7 +16,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/pkg/backend"
+	k8sprovider "github.com/xlbproject/xlb/pkg/backend/kubernetes"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
@@ -85,7 +85,14 @@ type Instance struct {
 	Config   *config.Config
 	Resolved Resolved             // what the host turned the config's auto values into
 	DP       *dataplane.Dataplane // the loaded and attached data path
-	Backends *backend.Manager     // discovery and the routable set
+	// Services are every service in the data path: the config's, in its
+	// order, then the draining ones a reload removed (DESIGN §9).
+	Services []*Service
+	// Backends is the first service's manager: the only one of a
+	// top-level file.
+	Backends *backend.Manager
+	// Pool hands out every service's backend and member ids.
+	Pool *backend.Pool
 
 	resolver *hostnet.Resolver
 	guard    *hostnet.SysctlGuard
@@ -124,7 +131,7 @@ func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) 
 	if o.JournalDir == "" {
 		o.JournalDir = hostnet.DefaultJournalDir
 	}
-	in := &Instance{Config: c, opts: o, log: o.Log}
+	in := &Instance{Config: c, opts: o, log: o.Log, Pool: backend.NewPool(nil)}
 	if err := in.start(ctx); err != nil {
 		if in.adopted || o.Successor != nil {
 			in.log.Warn("start failed after adopting pinned state: leaving the data path attached and the host settings as they are for the next start")
@@ -141,9 +148,15 @@ func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) 
 
 func (in *Instance) start(ctx context.Context) error {
 	c := in.Config
-	prov, err := newProvider(c, in.log)
-	if err != nil {
-		return err
+	svcs := c.ServiceList()
+	hub := k8sprovider.NewHub()
+	provs := map[string]backend.Provider{}
+	for _, s := range svcs {
+		p, err := newProvider(s, hub, in.log.WithField("service", s.Name))
+		if err != nil {
+			return err
+		}
+		provs[s.Name] = p
 	}
 	r, err := Resolve(c)
 	if err != nil {
@@ -151,6 +164,12 @@ func (in *Instance) start(ctx context.Context) error {
 	}
 	in.Resolved = r
 	in.log.WithFields(logrus.Fields{"listen": r.Listen, "snat": r.SNAT, "interfaces": r.Interfaces}).Info("resolved host settings")
+	for _, s := range r.Services {
+		log := in.log.WithFields(logrus.Fields{"service": s.Name, "listen": s.Listen})
+		if s.Routed() {
+			log.Infof("listen address is not on an ingress interface (%s): the network must route it to this host", s.Where())
+		}
+	}
 
 	var lock *hostnet.NetnsLock
 	if in.opts.Successor != nil {
@@ -235,11 +254,8 @@ func (in *Instance) start(ctx context.Context) error {
 		return err
 	}
 	in.undo = append(in.undo, in.guard.Close)
-	settings := dataplane.Settings{Listen: r.Listen, SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
-	for _, p := range c.Ports {
-		settings.Ports = append(settings.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
-	}
-	if err := dp.Configure(settings); err != nil {
+	placed, err := in.configure(svcs)
+	if err != nil {
 		return err
 	}
 	// Ports of a retired SNAT range stay reserved until no pair holds
@@ -291,18 +307,37 @@ func (in *Instance) start(ctx context.Context) error {
 		in.resolver.Adopt(n.Interface, n.IP)
 	}
 	in.undo = append(in.undo, in.resolver.Cleanup)
-	// The predecessor's routable set (read after Quiesce and Configure:
-	// its last publication) serves until the provider's first set.
-	var inherited []dataplane.BackendRef
-	if in.adopted {
-		if inherited, err = dp.Routable(); err != nil {
-			return err
-		}
+	// Every service gets its manager: the configured ones their
+	// provider, a draining one an empty one (its members depart and show
+	// draining while their pairs live).
+	known := known(c, placed, ad, handed.Backends)
+	reserved := slices.Clone(r.SNAT)
+	for _, rs := range r.Services {
+		reserved = append(reserved, rs.Listen)
 	}
-	in.Backends = backend.NewManager(prov, in.resolver, dp, backend.Options{
-		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends), Inherited: inherited,
-		HealthCheck: c.HealthCheck, HealthPort: c.Ports[0].RemotePort, HealthSource: r.SNAT[0],
-		Reserved: append([]netip.Addr{r.Listen}, r.SNAT...)})
+	for _, ps := range placed {
+		svc := &Service{ID: ps.ID, Name: ps.Name, Draining: ps.Draining, Listen: ps.Listen, Proto: ps.Proto, Ports: ps.Ports}
+		prov := backend.Provider(backend.NewStatic(nil))
+		o := backend.Options{Service: ps.Name, ServiceID: ps.ID, Pool: in.Pool,
+			Log:   in.log.WithFields(logrus.Fields{"component": "backends", "service": ps.Name}),
+			Known: known[ps.Name], HealthSource: r.SNAT[0], Reserved: reserved}
+		if cs := ps.config; cs != nil {
+			svc.Config = cs
+			prov = provs[cs.Name]
+			o.HealthCheck, o.HealthPort = cs.HealthCheck, cs.Ports[0].RemotePort
+		}
+		// The predecessor's routable set (read after Quiesce and
+		// Configure: its last publication) serves until the provider's
+		// first set.
+		if in.adopted && !ps.Draining {
+			if o.Inherited, err = in.routable(ps.ID); err != nil {
+				return err
+			}
+		}
+		svc.Backends = backend.NewManager(prov, in.resolver, dpPublisher{dp}, o)
+		in.Services = append(in.Services, svc)
+	}
+	in.Backends = in.Services[0].Backends
 
 	if err := in.startDiscovery(ctx); err != nil {
 		return err
@@ -333,13 +368,15 @@ func (in *Instance) startDiscovery(ctx context.Context) error {
 		return err
 	}
 	in.cancel = cancel
-	in.wg.Add(3)
-	go func() {
-		defer in.wg.Done()
-		if err := in.Backends.Run(runCtx); err != nil {
-			in.log.WithError(err).Error("backend provider stopped")
-		}
-	}()
+	in.wg.Add(2 + len(in.Services))
+	for _, s := range in.Services {
+		go func() {
+			defer in.wg.Done()
+			if err := s.Backends.Run(runCtx); err != nil {
+				in.log.WithField("service", s.Name).WithError(err).Error("backend provider stopped")
+			}
+		}()
+	}
 	go func() {
 		defer in.wg.Done()
 		<-w.Done()
@@ -351,17 +388,28 @@ func (in *Instance) startDiscovery(ctx context.Context) error {
 	return nil
 }
 
-// known is the backend manager's Options.Known: every backend a running
-// predecessor handed over (ids and names), and every other backend id the
-// adopted pairs reference (after a crash: no names).
-func known(inFlows map[uint32]netip.Addr, handed []backend.Known) []backend.Known {
-	out := slices.Clone(handed)
-	for id, ip := range inFlows {
-		if !slices.ContainsFunc(out, func(k backend.Known) bool { return k.ID == id || k.IP == ip }) {
-			out = append(out, backend.Known{ID: id, IP: ip})
+// known is each service's backend.Options.Known: every backend a running
+// predecessor handed over (service, ids and names), and every other
+// member the adopted pairs and routable sets reference (after a crash:
+// no names). A predecessor of layout 8 names no service: its backends are
+// the migrated service's, their member ids their backend ids.
+func known(c *config.Config, placed []placedService, ad dataplane.Adoption, handed []backend.Known) map[string][]backend.Known {
+	out := map[string][]backend.Known{}
+	migrated := migratedService(c, placed)
+	for _, k := range handed {
+		if k.Service == "" {
+			k.Service, k.Backend = migrated, k.ID
+		}
+		out[k.Service] = append(out[k.Service], k)
+	}
+	for _, k := range adoptedMembers(ad, placed, migrated) {
+		if !slices.ContainsFunc(out[k.Service], func(o backend.Known) bool { return o.ID == k.ID || o.IP == k.IP }) {
+			out[k.Service] = append(out[k.Service], k)
 		}
 	}
-	slices.SortFunc(out, func(a, b backend.Known) int { return cmp.Compare(a.ID, b.ID) })
+	for _, ks := range out {
+		slices.SortFunc(ks, func(a, b backend.Known) int { return cmp.Compare(a.ID, b.ID) })
+	}
 	return out
 }
 
@@ -385,13 +433,15 @@ func (in *Instance) LockFile() *os.File { return in.lock.File() }
 // Reclaim takes the data path back after a failed hand-off: the
 // successor may have replaced the program and rewritten the config map
 // before it failed. It points every interface back at this process's
-// program, rewrites its config and routable set, and restarts discovery.
-// The caller restarts its maintenance loop.
+// program, rewrites its config and every service's routable set, and
+// restarts discovery. The caller restarts its maintenance loop.
 func (in *Instance) Reclaim(ctx context.Context) error {
 	if err := in.DP.Reclaim(); err != nil {
 		return err
 	}
-	in.Backends.Republish()
+	for _, s := range in.Services {
+		s.Backends.Republish()
+	}
 	return in.startDiscovery(ctx)
 }
 
@@ -465,13 +515,15 @@ func (in *Instance) HostSettings() []hostnet.SettingRepairs {
 	return in.guard.Repairs()
 }
 
-// BackendIDs lists the data-path ids of every backend the instance knows
-// (routable, draining or unreachable), for the maintenance loop's
-// per-backend figures (maintenance.Options.BackendIDs).
+// BackendIDs lists the member ids of every backend of every service the
+// instance knows (routable, draining or unreachable), for the
+// maintenance loop's per-backend figures (maintenance.Options.BackendIDs).
 func (in *Instance) BackendIDs() []uint32 {
 	var ids []uint32
-	for _, b := range in.Backends.Snapshot() {
-		ids = append(ids, b.ID)
+	for _, s := range in.Services {
+		for _, b := range s.Backends.Snapshot() {
+			ids = append(ids, b.ID)
+		}
 	}
 	return ids
 }
