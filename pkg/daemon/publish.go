@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/buildinfo"
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
@@ -55,15 +57,14 @@ func (d *runner) publishConfig(st configwatch.State) {
 }
 
 // publishInstance publishes what the instance resolved and attached, and
-// its backends.
+// its services and their backends.
 func (d *runner) publishInstance() {
 	r := d.inst.Resolved
-	ports, snat := slices.Clone(d.cfg.Ports), slices.Clone(r.SNAT)
+	snat := slices.Clone(r.SNAT)
 	d.update(func(s *snapshot.Snapshot) {
-		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, snat, ports, r.Interfaces
+		s.SNAT, s.Interfaces = snat, r.Interfaces
 		s.Attached = d.inst.DP.Attachments()
 		s.Features = d.inst.DP.Features()
-		s.Provider = d.inst.Backends.ProviderName()
 		d.readBackends(s)
 	})
 }
@@ -81,11 +82,7 @@ func (d *runner) onSample(s *maintenance.Sample) {
 			busy = append(busy, b.ID)
 		}
 	}
-	d.inst.Backends.NotePairs(s.Time, busy)
-	provErr := ""
-	if err := d.inst.Backends.ProviderError(); err != nil {
-		provErr = err.Error()
-	}
+	d.inst.Pool.NotePairs(s.Time, busy)
 	var settings []snapshot.HostSetting
 	for _, r := range d.inst.HostSettings() {
 		settings = append(settings, snapshot.HostSetting{Name: r.Setting, Repairs: r.Repairs})
@@ -93,7 +90,7 @@ func (d *runner) onSample(s *maintenance.Sample) {
 	retired := d.inst.DP.RetiredSNAT()
 	d.update(func(snap *snapshot.Snapshot) {
 		snap.AddSample(s)
-		snap.ProviderError, snap.HostSettings = provErr, settings
+		snap.HostSettings = settings
 		snap.RetiredSNAT = retired
 		d.readBackends(snap)
 	})
@@ -102,15 +99,40 @@ func (d *runner) onSample(s *maintenance.Sample) {
 	}
 }
 
-// publishBackends publishes the backend manager's current view.
+// publishBackends publishes the backend managers' current view.
 func (d *runner) publishBackends() { d.update(d.readBackends) }
 
-// readBackends reads the backend manager's view into s. It runs inside
-// update, under the store's lock, so two publications never land in the
-// opposite order of their reads (a sample must not put back a state a
-// health check's transition already replaced).
+// readBackends reads every service and its backend manager's view into s
+// (DESIGN §9), and, while the instance has exactly one service, the
+// one-service fields of status schema 1. It runs inside update, under
+// the store's lock, so two publications never land in the opposite order
+// of their reads (a sample must not put back a state a health check's
+// transition already replaced).
 func (d *runner) readBackends(s *snapshot.Snapshot) {
-	s.Backends, s.ProviderSynced, s.ProviderStale = d.inst.Backends.Snapshot(), d.inst.Backends.EverSynced(), d.inst.Backends.Stale()
+	svcs := make([]snapshot.Service, 0, len(d.inst.Services))
+	for _, is := range d.inst.Services {
+		m := is.Backends
+		ss := snapshot.Service{ID: is.ID, Name: is.Name, State: snapshot.ServiceServing, Listen: is.Listen,
+			Proto: is.Proto, Ports: slices.Clone(is.Ports), Scheduler: config.SchedulerRoundRobin,
+			Provider: m.ProviderName(), ProviderSynced: m.EverSynced(), ProviderStale: m.Stale(), Backends: m.Snapshot()}
+		if is.Draining {
+			ss.State = snapshot.ServiceDraining
+		}
+		if is.Config != nil && is.Config.Scheduler != "" {
+			ss.Scheduler = is.Config.Scheduler
+		}
+		if err := m.ProviderError(); err != nil {
+			ss.ProviderError = err.Error()
+		}
+		svcs = append(svcs, ss)
+	}
+	s.Services = svcs
+	s.Listen, s.Ports, s.Provider, s.ProviderError, s.ProviderSynced, s.ProviderStale, s.Backends = netip.Addr{}, nil, "", "", false, false, nil
+	if len(svcs) == 1 {
+		o := svcs[0]
+		s.Listen, s.Ports, s.Provider, s.ProviderError, s.ProviderSynced, s.ProviderStale, s.Backends =
+			o.Listen, o.Ports, o.Provider, o.ProviderError, o.ProviderSynced, o.ProviderStale, o.Backends
+	}
 }
 
 // publishCounters reads the data path's counters into the snapshot, which
