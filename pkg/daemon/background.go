@@ -18,7 +18,7 @@ func (d *runner) startMaintenance() error {
 		EmbryonicTTL: d.cfg.FlowTable.EmbryonicTTL,
 		NextHopGC:    d.inst.NextHopGC,
 		Interval:     interval,
-		BackendIDs:   d.inst.BackendIDs,
+		Members:      d.inst.Members,
 		OnSample:     d.onSample,
 		Log:          d.log.WithField("component", "maintenance"),
 

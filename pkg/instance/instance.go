@@ -29,6 +29,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
@@ -515,17 +516,17 @@ func (in *Instance) HostSettings() []hostnet.SettingRepairs {
 	return in.guard.Repairs()
 }
 
-// BackendIDs lists the member ids of every backend of every service the
-// instance knows (routable, draining or unreachable), for the
-// maintenance loop's per-backend figures (maintenance.Options.BackendIDs).
-func (in *Instance) BackendIDs() []uint32 {
-	var ids []uint32
+// Members lists the member and backend ids of every backend of every
+// service the instance knows (routable, draining or unreachable), for
+// the maintenance loop's per-backend figures (maintenance.Options.Members).
+func (in *Instance) Members() []maintenance.Member {
+	var out []maintenance.Member
 	for _, s := range in.Services {
 		for _, b := range s.Backends.Snapshot() {
-			ids = append(ids, b.ID)
+			out = append(out, maintenance.Member{ID: b.ID, Backend: b.Backend})
 		}
 	}
-	return ids
+	return out
 }
 
 // StopDiscovery stops the backend provider and resolution loop, the
