@@ -54,7 +54,7 @@ var targetLabels = []string{"instance", "job"}
 // versions), so no fixed list of values exists for them; the values of the
 // other labels are a closed set the scrape shows whole.
 var freeLabels = map[string]bool{
-	"backend": true, "peer": true, "interface": true, "name": true,
+	"backend": true, "service": true, "peer": true, "interface": true, "name": true,
 	"version": true, "revision": true, "branch": true, "goversion": true,
 	"goos": true, "goarch": true, "tags": true,
 	"instance": true, "job": true, "le": true,

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,17 +12,22 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/hostnet"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/pkg/weblisten"
 )
 
 var checkAbout = fmt.Sprintf(`Validates FILE (or standard input, "-"), prints the effective config (defaults
 filled in) on stdout and exits 0, or prints every error with its file, line and
-field on stderr and exits 1. Warnings go to stderr either way.
+field on stderr and exits 1. Warnings go to stderr either way. After the config,
+comments list each service's address on this host: an address of which
+interface (lo for a fleet VIP), what auto resolves to, or an address the host
+does not hold, which the network must route here.
 
 It checks what xlb's start checks, the data path's limits among them: at most
-%d backends, %d port mappings and %d flow_table.max_connections; ports
-1-65535; numbers too large for 64 bits are reported as such. It warns about
+%d services, %d backends of all services, %d backends and %d port mappings
+per service, %d flow_table.max_connections; ports 1-65535; numbers too large
+for 64 bits are reported as such. It warns about
 what the packaged unit would trip over: an admin or metrics port below 1024
 (the unit has no CAP_NET_BIND_SERVICE), a state_dir outside a BPF filesystem
 and outside /sys/fs/bpf, a bgp.router_id that is a service address.
@@ -32,7 +38,7 @@ for several, later files overriding earlier ones. Then the check fails, as the
 daemon's start would, when admin.auth is set without XLB_ADMIN_PASSWORD, when a
 BGP peer's password_env is empty or unset, or when XLB_DISABLE_FEATURES names
 an unknown feature; lines systemd would ignore are warnings. Without
---env-file the environment is not checked.`, config.MaxBackends, config.MaxPortMappings, config.MaxFlowConnections)
+--env-file the environment is not checked.`, config.MaxServices, config.MaxMembers, config.MaxBackends, config.MaxPortMappings, config.MaxFlowConnections)
 
 // stdinSource names standard input in messages ("stdin:7: ports: ...").
 const stdinSource = "stdin"
@@ -104,7 +110,58 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	stdout.Write(out)
+	io.WriteString(stdout, serviceAddresses(cfg, hostAddrs))
 	return 0
+}
+
+// addressBook is what check asks the host about its addresses: the
+// answers of pkg/hostnet, which resolves `listen: auto` at the start;
+// tests give their own.
+type addressBook interface {
+	// DefaultRouteIPv4 is `listen: auto`: the primary IPv4 address of
+	// the default route's interface, and that interface.
+	DefaultRouteIPv4() (netip.Addr, string, error)
+	// InterfaceOf names the interface that holds an address; an error
+	// when none does.
+	InterfaceOf(netip.Addr) (string, error)
+}
+
+type hostnetAddrs struct{}
+
+func (hostnetAddrs) DefaultRouteIPv4() (netip.Addr, string, error) { return hostnet.DefaultRouteIPv4() }
+func (hostnetAddrs) InterfaceOf(a netip.Addr) (string, error)      { return hostnet.InterfaceOf(a) }
+
+// hostAddrs answers for this host (its network namespace).
+var hostAddrs addressBook = hostnetAddrs{}
+
+// serviceAddresses lists each service's effective address on this host
+// as YAML comments that follow the effective config (DESIGN §9, issue 29
+// item 8): an address of an interface (the ingress one, or lo for a
+// fleet VIP), what auto resolves to, or an address this host does not
+// hold, which the network must route here. It is information, not a
+// check: the start resolves the addresses again.
+func serviceAddresses(cfg *config.Config, book addressBook) string {
+	var b strings.Builder
+	b.WriteString("# The services' addresses on this host (xlb check resolves them; the start resolves them again):\n")
+	for _, s := range cfg.ServiceList() {
+		fmt.Fprintf(&b, "#   %s: %s\n", s.Name, effectiveAddress(s.Listen, book))
+	}
+	return b.String()
+}
+
+// effectiveAddress describes one listen address on this host.
+func effectiveAddress(l config.Listen, book addressBook) string {
+	if l.Auto {
+		ip, ifname, err := book.DefaultRouteIPv4()
+		if err != nil {
+			return "auto, unresolved: " + err.Error()
+		}
+		return fmt.Sprintf("auto = %s, the primary IPv4 address of %s (the default route's interface)", ip, ifname)
+	}
+	if ifname, err := book.InterfaceOf(l.IP); err == nil {
+		return fmt.Sprintf("%s, an address of %s", l.IP, ifname)
+	}
+	return fmt.Sprintf("%s, not an address of this host: must be routed here", l.IP)
 }
 
 // readConfig reads the config at path, standard input for "-", and the

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,6 +279,67 @@ func TestCheckUnitWarnings(t *testing.T) {
 				if !strings.HasPrefix(lines[i], w) {
 					t.Errorf("warning %d:\n%s\nwant it to start\n%s", i, lines[i], w)
 				}
+			}
+		})
+	}
+}
+
+// fakeAddrs is a host with eth0 (192.0.2.2, the default route) and a
+// fleet VIP on lo.
+type fakeAddrs struct{ noDefault bool }
+
+func (f fakeAddrs) DefaultRouteIPv4() (netip.Addr, string, error) {
+	if f.noDefault {
+		return netip.Addr{}, "", errors.New("listen: auto needs an IPv4 default route, and there is none")
+	}
+	return netip.MustParseAddr("192.0.2.2"), "eth0", nil
+}
+
+func (fakeAddrs) InterfaceOf(a netip.Addr) (string, error) {
+	switch a.String() {
+	case "192.0.2.2":
+		return "eth0", nil
+	case "203.0.113.7":
+		return "lo", nil
+	}
+	return "", fmt.Errorf("no interface holds %s", a)
+}
+
+// TestCheckServiceAddresses (issue 29 item 8): after the effective config,
+// xlb check lists each service's address on this host as comments: an
+// address of which interface, lo included, what auto resolves to, or an
+// address routed here.
+func TestCheckServiceAddresses(t *testing.T) {
+	defer func(b addressBook) { hostAddrs = b }(hostAddrs)
+	const services = `services:
+  - {name: web, listen: {ip: 192.0.2.2}, ports: [{local_port: 80}], provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+  - {name: vip, listen: {ip: 203.0.113.7}, ports: [{local_port: 80}], provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+  - {name: routed, listen: {ip: 198.51.100.80}, ports: [{local_port: 80}], provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+  - {name: any, listen: auto, ports: [{local_port: 443}], provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+`
+	const head = "# The services' addresses on this host (xlb check resolves them; the start resolves them again):\n"
+	for _, tc := range []struct {
+		name, yaml string
+		book       fakeAddrs
+		want       string
+	}{
+		{"services", services, fakeAddrs{}, head +
+			"#   web: 192.0.2.2, an address of eth0\n" +
+			"#   vip: 203.0.113.7, an address of lo\n" +
+			"#   routed: 198.51.100.80, not an address of this host: must be routed here\n" +
+			"#   any: auto = 192.0.2.2, the primary IPv4 address of eth0 (the default route's interface)\n"},
+		{"top-level form", minimal, fakeAddrs{}, head +
+			"#   xlb: auto = 192.0.2.2, the primary IPv4 address of eth0 (the default route's interface)\n"},
+		{"no default route", minimal, fakeAddrs{noDefault: true}, head +
+			"#   xlb: auto, unresolved: listen: auto needs an IPv4 default route, and there is none\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hostAddrs = tc.book
+			var out, errs bytes.Buffer
+			code := check([]string{"-"}, strings.NewReader(tc.yaml), &out, &errs)
+			config, comments, found := strings.Cut(out.String(), head)
+			if code != 0 || !found || head+comments != tc.want || !strings.Contains(config, "local_port: ") {
+				t.Errorf("exit %d, stderr %q, stdout\n%s\nwant the config, then\n%s", code, errs.String(), out.String(), tc.want)
 			}
 		})
 	}

@@ -130,14 +130,19 @@ func (c *client) drain(ctx context.Context, on bool) (api.DrainState, error) {
 	return st, nil
 }
 
-// decode parses a status document of the schema version xlbctl knows.
+// decode parses a status document of a schema version xlbctl knows (1
+// or 2); a version 1 document's one service is filled in from its
+// top-level fields (schema1Services), so renderers read Services alone.
 func decode(body []byte) (*api.Document, error) {
 	var d api.Document
 	if err := json.Unmarshal(body, &d); err != nil {
 		return nil, fmt.Errorf("decode status document: %w", err)
 	}
-	if d.SchemaVersion != api.SchemaVersion {
-		return nil, fmt.Errorf("status document schema_version %d; this xlbctl reads %d", d.SchemaVersion, api.SchemaVersion)
+	if d.SchemaVersion < oldestSchema || d.SchemaVersion > api.SchemaVersion {
+		return nil, fmt.Errorf("status document schema_version %d; this xlbctl reads %d to %d", d.SchemaVersion, oldestSchema, api.SchemaVersion)
+	}
+	if d.SchemaVersion == 1 {
+		d.Services = schema1Services(&d)
 	}
 	return &d, nil
 }

@@ -19,6 +19,7 @@ type options struct {
 	socket     string // --socket: the admin unix socket
 	config     string
 	user       string
+	service    string // --service: show this service alone
 	json       bool
 	bytes      bool
 	timeout    time.Duration
@@ -41,6 +42,7 @@ func flagSet(o *options) *flag.FlagSet {
 		", when it exists and this user may use it; drain and undrain need no credentials there)")
 	fs.StringVar(&o.config, "config", defaultConfig, "xlb.yaml `FILE` to take the admin listener from when neither --admin nor "+envAdminURL+" is set")
 	fs.StringVar(&o.user, "user", "", "HTTP Basic user `NAME` (default: admin.auth.username of --config when the URL came from it); the password is read from "+api.EnvAdminPassword)
+	fs.StringVar(&o.service, "service", "", "status, backends, flows, top: show the service `NAME` alone (its readiness decides status's exit code); an error when the instance has no such service")
 	fs.BoolVar(&o.json, "json", false, "print the status document as the API returns it (status still exits 3 when not ready)")
 	fs.BoolVar(&o.bytes, "bytes", false, "backends, top: exact byte counts and byte rates instead of KiB, MiB, ...")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "timeout of each request")
@@ -59,13 +61,14 @@ Reads the XLB status API (GET /api/v1/status) and renders it for a terminal;
 drain and undrain are the only commands that change the instance.
 
 Commands:
-  status    summary of the instance; exits 0 when ready, 3 when not ready
-  backends  backends in id order: state, connections, bytes, health, and why
-            one is unreachable or unhealthy
-  flows     connection counts by state, initiator and reason, refused SYNs
-            (never addresses)
-  top       status and backends with per-second rates, redrawn in place
-            every --interval until Ctrl-C
+  status    summary of the instance and of each service; exits 0 when
+            ready, 3 when not ready
+  backends  each service's backends in id order: state, connections, bytes,
+            health, and why one is unreachable or unhealthy
+  flows     connection counts by state, initiator and reason, refused SYNs,
+            and each service's counts (never addresses)
+  top       status and each service's backends with per-second rates,
+            redrawn in place every --interval until Ctrl-C
   drain     take the instance out of rotation: readiness answers draining while
             every packet is still forwarded
   undrain   end a drain

@@ -2,7 +2,7 @@
 // reads the status API of one instance and renders it. It never touches
 // BPF maps.
 //
-//	xlbctl [--admin URL] [--socket PATH] [--config FILE] [--user NAME] [--json] [--bytes] [--timeout D] status|backends|flows|top|drain|undrain
+//	xlbctl [--admin URL] [--socket PATH] [--config FILE] [--user NAME] [--service NAME] [--json] [--bytes] [--timeout D] status|backends|flows|top|drain|undrain
 //
 // The admin listener comes from --admin, --socket, XLB_ADMIN_URL or the
 // admin section of xlb.yaml (its unix socket when this user may use it,
@@ -13,10 +13,16 @@
 // readiness "draining" (or stop), while it keeps forwarding every packet
 // (DESIGN §6a).
 //
+// status, backends, flows and top show every service of the instance
+// (DESIGN §9) grouped, or with --service NAME that one alone. xlbctl reads
+// status documents of schema versions 1 (one service, a daemon before
+// services) and 2.
+//
 // Exit codes follow xlb's (cmd/xlb): 0 ok; 1 any error (connection, HTTP,
-// decoding, an unreadable xlb.yaml); 2 usage; and 3 the instance is not
-// ready (status only; 3 as `systemctl is-active` and LSB status actions
-// answer for a service that is not running).
+// decoding, an unreadable xlb.yaml, a --service the instance does not
+// have); 2 usage; and 3 the instance (with --service, that service) is
+// not ready (status only; 3 as `systemctl is-active` and LSB status
+// actions answer for a service that is not running).
 package main
 
 import (
@@ -98,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if o.json {
+	if o.json && o.service == "" {
 		if _, err := stdout.Write(body); err != nil {
 			return fail(stderr, err)
 		}
@@ -115,11 +121,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if err := render(stdout, d, u); err != nil {
+	if err := selectService(d, o.service); err != nil {
+		return fail(stderr, err)
+	}
+	ready := d.Readiness
+	if o.service != "" {
+		ready = d.Services[0].Readiness
+	}
+	if o.json {
+		// The document as the API returned it; --service only checks the
+		// name and picks the readiness of the exit code.
+		if _, err := stdout.Write(body); err != nil {
+			return fail(stderr, err)
+		}
+	} else if err := render(stdout, d, u); err != nil {
 		return fail(stderr, err)
 	}
 	if cmd == "status" {
-		return readyCode(d.Readiness)
+		return readyCode(ready)
 	}
 	return exitOK
 }

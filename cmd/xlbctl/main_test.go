@@ -67,7 +67,9 @@ func TestExitCodes(t *testing.T) {
 	notReadySrv := serve(t, 200, notReadyBody(t))
 	unavailable := serve(t, 503, []byte("shutting_down"))
 	broken := serve(t, 200, []byte("{not json"))
-	future := serve(t, 200, []byte(`{"schema_version": 2}`))
+	future := serve(t, 200, []byte(`{"schema_version": 3}`))
+	_, servicesBody := recordedServices(t)
+	services := serve(t, 200, servicesBody)
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
 
@@ -87,7 +89,15 @@ func TestExitCodes(t *testing.T) {
 		{"host:port without scheme", []string{"--admin", strings.TrimPrefix(ready.URL, "http://"), "status"}, 0, readGolden(t, "status"), ""},
 		{"HTTP 503", []string{"--admin", unavailable.URL, "status"}, 1, "", "503 Service Unavailable: shutting_down"},
 		{"not JSON", []string{"--admin", broken.URL, "status"}, 1, "", "decode status document"},
-		{"unknown schema", []string{"--admin", future.URL, "backends"}, 1, "", "schema_version 2"},
+		{"unknown schema", []string{"--admin", future.URL, "backends"}, 1, "", "schema_version 3; this xlbctl reads 1 to 2"},
+		{"services", []string{"--admin", services.URL, "status"}, 0, readGolden(t, "status_services"), ""},
+		{"services: backends", []string{"--admin", services.URL, "backends"}, 0, readGolden(t, "backends_services"), ""},
+		{"--service", []string{"--admin", services.URL, "backends", "--service", "api"}, 0, readGolden(t, "backends_service_api"), ""},
+		{"--service of the one service", []string{"--admin", ready.URL, "--service", "web-lb", "status"}, 0, readGolden(t, "status"), ""},
+		{"--service of a removed service: not ready", []string{"--admin", services.URL, "--service", "old", "status"}, 3, "", ""},
+		{"--service with --json", []string{"--admin", services.URL, "--service", "old", "--json", "status"}, 3, string(servicesBody), ""},
+		{"--service unknown", []string{"--admin", services.URL, "--service", "nope", "flows"}, 1, "", "--service nope: the instance has no such service (its services: web, api, old)"},
+		{"--service unknown with --json", []string{"--admin", services.URL, "--service", "nope", "--json", "status"}, 1, "", "--service nope"},
 		{"connection refused", []string{"--admin", dead.URL, "status"}, 1, "", "connection refused"},
 		{"wrong path prefix", []string{"--admin", ready.URL + "/nope", "status"}, 1, "", "404"},
 		{"backends --bytes", []string{"--admin", ready.URL, "backends", "--bytes"}, 0, readGolden(t, "backends_bytes"), ""},
@@ -156,10 +166,10 @@ func TestJSONPassThrough(t *testing.T) {
 		t.Errorf("not ready status --json: exit %d, verbatim %v", code, out == string(nr))
 	}
 	// An unknown schema is still passed through (only rendering needs it).
-	future := []byte(`{"schema_version": 2, "readiness": {"ready": true}}`)
+	future := []byte(`{"schema_version": 3, "readiness": {"ready": true}}`)
 	ts = serve(t, 200, future)
 	if code, out, _ := runCLI(t, nil, "--json", "--admin", ts.URL, "status"); code != 0 || out != string(future) {
-		t.Errorf("schema 2 --json: exit %d, output %q", code, out)
+		t.Errorf("schema 3 --json: exit %d, output %q", code, out)
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
 // renderStatus writes the `xlbctl status` summary: one "Key:<tab>value"
-// line per item, aligned.
+// line per item, aligned; each service's (DESIGN §9) in a block of
+// indented lines after its "Service:" line, then the instance's.
 func renderStatus(w io.Writer, d *api.Document) error {
 	t := newTable(w)
 	row := func(k, format string, a ...any) { fmt.Fprintf(t, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
@@ -38,17 +39,24 @@ func renderStatus(w io.Writer, d *api.Document) error {
 		}
 	}
 	row("Uptime", "%s", uptime(d.UptimeSeconds))
-	row("Listen", "%s", listen(d.Listen))
+	for _, svc := range d.Services {
+		row("Service", "%s: %s", orDash(svc.Name), serviceState(svc))
+		row("  Listen", "%s", serviceListen(svc))
+		row("  Connections", "%s", serviceConnections(svc.Connections))
+		row("  Backends", "%s", backendCounts(svc.Backends))
+		row("  Provider", "%s", provider(svc.Provider))
+	}
+	if len(d.Services) == 0 {
+		row("Service", "none yet")
+	}
 	row("SNAT", "%s", snat(d.SNAT))
 	row("XDP", "%s", attachments(d.Dataplane))
 	row("Kernel", "%s", kernelFeatures(d.Dataplane.Features))
 	fm := d.Dataplane.FlowMap
 	row("Flow map", "%d / %d entries (%s)", fm.Entries, fm.Capacity, percent(fm.Entries, fm.Capacity))
 	c := d.Connections
-	row("Connections", "active %d, timewait %d, opened %d, closed %d, orphaned %d",
+	row("Connections", "active %d, timewait %d, opened %d, closed %d, orphaned %d (every service)",
 		c.Active, c.TimeWait, c.OpenedTotal, c.ClosedTotal, c.OrphanedTotal)
-	row("Backends", "%s", backendCounts(d.Backends))
-	row("Provider", "%s", provider(d.Provider))
 	if d.BGP != nil {
 		row("BGP", "%s", bgpLine(d.BGP))
 	}
@@ -61,22 +69,32 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	return t.Flush()
 }
 
-// renderBackends writes the `xlbctl backends` table, in the document's
-// (id) order; the last column, REASON, says why a backend is unreachable
-// or unhealthy ("-" otherwise). Bytes as u writes them.
+// renderBackends writes the `xlbctl backends` tables, one per service
+// after its header line, in the document's (id) order; the last column,
+// REASON, says why a backend is unreachable or unhealthy ("-"
+// otherwise). Bytes as u writes them.
 func renderBackends(w io.Writer, d *api.Document, u units) error {
-	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH\tREASON")
-	for _, b := range d.Backends {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
-			yesNo(b.AvailableForNewConnections), b.ActiveConnections, b.OpenedTotal,
-			u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), healthCell(b.Health, b.Reason), orDash(b.Reason))
+	for i, svc := range d.Services {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, serviceHeader(svc))
+		t := newTable(w)
+		fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH\tREASON")
+		for _, b := range svc.Backends {
+			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
+				yesNo(b.AvailableForNewConnections), b.ActiveConnections, b.OpenedTotal,
+				u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), healthCell(b.Health, b.Reason), orDash(b.Reason))
+		}
+		if err := t.Flush(); err != nil {
+			return err
+		}
+		if len(svc.Backends) == 0 {
+			fmt.Fprintln(w, "(no backends)")
+		}
 	}
-	if err := t.Flush(); err != nil {
-		return err
-	}
-	if len(d.Backends) == 0 {
-		_, err := fmt.Fprintln(w, "(no backends)")
+	if len(d.Services) == 0 {
+		_, err := fmt.Fprintln(w, "(no services yet)")
 		return err
 	}
 	return nil
@@ -121,7 +139,8 @@ func healthCell(h *api.BackendHealth, reason string) string {
 
 // renderFlows writes the `xlbctl flows` counts: flow map fill, pair
 // states, opened/closed by initiator and reason, orphans, repairs and
-// refused SYNs. Counts only, never a connection's addresses.
+// refused SYNs, then each service's connection counts (DESIGN §9).
+// Counts only, never a connection's addresses.
 func renderFlows(w io.Writer, d *api.Document) error {
 	t := newTable(w)
 	row := func(k, format string, a ...any) { fmt.Fprintf(t, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
@@ -160,6 +179,21 @@ func renderFlows(w io.Writer, d *api.Document) error {
 	fmt.Fprintf(t, "client\t%d\t%d\t%d\n", by.ClientFIN, by.ClientRST, by.ClientFIN+by.ClientRST)
 	fmt.Fprintf(t, "backend\t%d\t%d\t%d\n", by.BackendFIN, by.BackendRST, by.BackendFIN+by.BackendRST)
 	fmt.Fprintf(t, "total\t%d\t%d\t%d\n", by.ClientFIN+by.BackendFIN, by.ClientRST+by.BackendRST, c.ClosedTotal)
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(d.Services) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t = newTable(w)
+	fmt.Fprintln(t, "SERVICE\tSTATE\tACTIVE\tTIMEWAIT\tOPENED\tCLOSED\tCLIENT FIN\tCLIENT RST\tBACKEND FIN\tBACKEND RST\tORPHANED\tEMBRYONIC EXPIRED")
+	for _, svc := range d.Services {
+		sc, by := svc.Connections, svc.Connections.ClosedBy
+		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", orDash(svc.Name), svc.State,
+			sc.Active, sc.TimeWait, sc.OpenedTotal, sc.ClosedTotal, by.ClientFIN, by.ClientRST, by.BackendFIN, by.BackendRST,
+			sc.OrphanedTotal, sc.EmbryonicExpiredTotal)
+	}
 	return t.Flush()
 }
 

@@ -14,11 +14,28 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // recorded is testdata/status.json: the document pkg/status serves for its
-// test fixture (a copy of pkg/status/testdata/document.json): 3 routable
-// backends, one draining, one unreachable.
+// test fixture (a copy of pkg/status/testdata/document.json): one service,
+// 3 routable backends, one draining, one unreachable. The test helpers
+// below edit its schema 1 fields and rebuild its one service from them
+// (schema1Services).
 func recorded(t *testing.T) (*api.Document, []byte) {
 	t.Helper()
-	body, err := os.ReadFile(filepath.Join("testdata", "status.json"))
+	return recordedFile(t, "status.json")
+}
+
+// recordedServices is testdata/status_services.json, the document
+// pkg/status serves for its three-service fixture (a copy of
+// pkg/status/testdata/document_services.json): web, api (a kubernetes
+// provider in error, one backend unreachable) and old, removed by a
+// reload, draining.
+func recordedServices(t *testing.T) (*api.Document, []byte) {
+	t.Helper()
+	return recordedFile(t, "status_services.json")
+}
+
+func recordedFile(t *testing.T, name string) (*api.Document, []byte) {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +57,7 @@ func drained(t *testing.T) *api.Document {
 	d.Drain = &api.Drain{SinceUnixMs: d.GeneratedAtUnixMs - 754_000, By: "unix socket uid 0 pid 4242", Restored: true}
 	d.Readiness = api.Readiness{Ready: false, Reason: "draining"}
 	d.BGP.Announced = []string{}
+	d.Services = schema1Services(d)
 	return d
 }
 
@@ -70,6 +88,7 @@ func notReady(t *testing.T) *api.Document {
 		Name: "pinning", State: string(api.FeatureRefused), Detail: "mount bpffs at /sys/fs/bpf: operation not permitted", Path: string(api.PathUnpinned),
 	})
 	d.Upgrades = api.Upgrades{Start: api.StartFresh}
+	d.Services = schema1Services(d)
 	return d
 }
 
@@ -114,6 +133,32 @@ func earlier(t *testing.T) *api.Document {
 		}
 	}
 	d.Backends = bs
+	d.Services = schema1Services(d)
+	return d
+}
+
+// earlierServices is the three-service document one sample (2 s)
+// before, for top's rates: web's and api's routable backends opened 10
+// connections each since, sending 10 kB and receiving 100 kB each.
+func earlierServices(t *testing.T) *api.Document {
+	d, _ := recordedServices(t)
+	at := *d.Dataplane.SampledAtUnixMs - 2000
+	d.Dataplane.SampledAtUnixMs = &at
+	d.Connections.OpenedTotal -= 20
+	d.Connections.ClosedTotal -= 15
+	svcs := append([]api.Service{}, d.Services...)
+	for i := range svcs {
+		bs := append([]api.Backend{}, svcs[i].Backends...)
+		for j := range bs {
+			if bs[j].State == "routable" {
+				bs[j].OpenedTotal -= 10
+				bs[j].SentBytesTotal -= 10_000
+				bs[j].ReceivedBytesTotal -= 100_000
+			}
+		}
+		svcs[i].Backends = bs
+	}
+	d.Services = svcs
 	return d
 }
 
@@ -136,6 +181,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestGolden(t *testing.T) {
 	doc, _ := recorded(t)
+	services, _ := recordedServices(t)
 	cases := []struct {
 		name   string
 		render func(*bytes.Buffer) error
@@ -155,6 +201,17 @@ func TestGolden(t *testing.T) {
 		{"status_handing_over", func(b *bytes.Buffer) error { return renderStatus(b, handingOver(t)) }},
 		{"status_drained", func(b *bytes.Buffer) error { return renderStatus(b, drained(t)) }},
 		{"status_withdrawing", func(b *bytes.Buffer) error { return renderStatus(b, withdrawing(t)) }},
+		{"status_services", func(b *bytes.Buffer) error { return renderStatus(b, services) }},
+		{"backends_services", func(b *bytes.Buffer) error { return renderBackends(b, services, units{}) }},
+		{"backends_service_api", func(b *bytes.Buffer) error {
+			d, _ := recordedServices(t)
+			if err := selectService(d, "api"); err != nil {
+				return err
+			}
+			return renderBackends(b, d, units{})
+		}},
+		{"flows_services", func(b *bytes.Buffer) error { return renderFlows(b, services) }},
+		{"top_services", func(b *bytes.Buffer) error { return renderTop(b, earlierServices(t), services, units{}) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -225,6 +282,70 @@ func TestRecordedIsServed(t *testing.T) {
 	var d api.Document
 	if err := dec.Decode(&d); err != nil {
 		t.Errorf("decode with DisallowUnknownFields: %v", err)
+	}
+	servedServices, err := os.ReadFile(filepath.Join("..", "..", "pkg", "status", "testdata", "document_services.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join("testdata", "status_services.json")
+	if *update {
+		if err := os.WriteFile(path, servedServices, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, body := recordedServices(t); !bytes.Equal(body, servedServices) {
+		t.Errorf("%s differs from pkg/status/testdata/document_services.json; run go test -update here", path)
+	}
+}
+
+// TestSchema1: a schema version 1 document (a daemon before services)
+// renders as the same document of schema 2 does: its one service comes
+// from the top-level fields.
+func TestSchema1(t *testing.T) {
+	_, body := recorded(t)
+	var v map[string]any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatal(err)
+	}
+	v["schema_version"] = 1
+	delete(v, "services")
+	old, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, err := decode(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, _ := recorded(t)
+	for name, render := range renderers {
+		var b1, b2 bytes.Buffer
+		if err := render(&b1, d1, units{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := render(&b2, d2, units{}); err != nil {
+			t.Fatal(err)
+		}
+		if b1.String() != b2.String() {
+			t.Errorf("%s of schema 1:\n%s\nof schema 2:\n%s", name, b1.String(), b2.String())
+		}
+	}
+}
+
+// TestSelectService: --service keeps the one service; an unknown name is
+// an error that lists the instance's services.
+func TestSelectService(t *testing.T) {
+	d, _ := recordedServices(t)
+	if err := selectService(d, "api"); err != nil || len(d.Services) != 1 || d.Services[0].Name != "api" {
+		t.Errorf("select api: %v, %+v", err, d.Services)
+	}
+	d, _ = recordedServices(t)
+	err := selectService(d, "nope")
+	if err == nil || err.Error() != "--service nope: the instance has no such service (its services: web, api, old)" {
+		t.Errorf("select nope: %v", err)
+	}
+	if err := selectService(d, ""); err != nil || len(d.Services) != 3 {
+		t.Errorf("no --service: %v, %d services", err, len(d.Services))
 	}
 }
 

@@ -23,6 +23,11 @@ func runTop(ctx context.Context, c *client, o options, u units, stdout, stderr i
 	defer tick.Stop()
 	for n := 1; ; n++ {
 		body, d, err := c.get(ctx)
+		if err == nil {
+			if serr := selectService(d, o.service); serr != nil {
+				return fail(stderr, serr)
+			}
+		}
 		lastErr = err
 		var frame bytes.Buffer
 		switch {

@@ -49,31 +49,35 @@ func computeRates(prev, cur *api.Document) rates {
 		refused: float64(cr-pr) / dt,
 	}
 	before := map[uint32]api.Backend{}
-	for _, b := range prev.Backends {
-		before[b.ID] = b
+	for _, svc := range prev.Services {
+		for _, b := range svc.Backends {
+			before[b.ID] = b
+		}
 	}
-	for _, b := range cur.Backends {
-		p, found := before[b.ID]
-		if !found || p.IP != b.IP || b.OpenedTotal < p.OpenedTotal ||
-			b.SentBytesTotal < p.SentBytesTotal || b.ReceivedBytesTotal < p.ReceivedBytesTotal {
-			continue // new, reused id or reset counters: no rate
+	for _, svc := range cur.Services {
+		for _, b := range svc.Backends {
+			p, found := before[b.ID]
+			if !found || p.IP != b.IP || b.OpenedTotal < p.OpenedTotal ||
+				b.SentBytesTotal < p.SentBytesTotal || b.ReceivedBytesTotal < p.ReceivedBytesTotal {
+				continue // new, reused id or reset counters: no rate
+			}
+			br := backendRates{
+				opened:   float64(b.OpenedTotal-p.OpenedTotal) / dt,
+				sent:     float64(b.SentBytesTotal-p.SentBytesTotal) / dt,
+				received: float64(b.ReceivedBytesTotal-p.ReceivedBytesTotal) / dt,
+			}
+			r.backends[b.ID] = br
+			r.sent += br.sent
+			r.received += br.received
 		}
-		br := backendRates{
-			opened:   float64(b.OpenedTotal-p.OpenedTotal) / dt,
-			sent:     float64(b.SentBytesTotal-p.SentBytesTotal) / dt,
-			received: float64(b.ReceivedBytesTotal-p.ReceivedBytesTotal) / dt,
-		}
-		r.backends[b.ID] = br
-		r.sent += br.sent
-		r.received += br.received
 	}
 	return r
 }
 
 // renderTop writes one `xlbctl top` frame (without the cursor movement
 // and clock line, which the loop adds): the status summary, the rates and
-// the backends table with per-second rates and the REASON column; bytes
-// as u writes them.
+// each service's backends table with per-second rates and the REASON
+// column; bytes as u writes them.
 func renderTop(w io.Writer, prev, cur *api.Document, u units) error {
 	if err := renderStatus(w, cur); err != nil {
 		return err
@@ -86,14 +90,23 @@ func renderTop(w io.Writer, prev, cur *api.Document, u units) error {
 	} else {
 		fmt.Fprint(w, "\nRates: - (waiting for the next sample)\n\n")
 	}
-	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tCONN/S\tSENT/S\tRECV/S\tOPENED\tSENT\tRECEIVED\tREASON")
-	for _, b := range cur.Backends {
-		br, ok := r.backends[b.ID]
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
-			yesNo(b.AvailableForNewConnections), b.ActiveConnections,
-			countRate(br.opened, ok), u.rate(br.sent, ok), u.rate(br.received, ok),
-			b.OpenedTotal, u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), orDash(b.Reason))
+	for i, svc := range cur.Services {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, serviceHeader(svc))
+		t := newTable(w)
+		fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tCONN/S\tSENT/S\tRECV/S\tOPENED\tSENT\tRECEIVED\tREASON")
+		for _, b := range svc.Backends {
+			br, ok := r.backends[b.ID]
+			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
+				yesNo(b.AvailableForNewConnections), b.ActiveConnections,
+				countRate(br.opened, ok), u.rate(br.sent, ok), u.rate(br.received, ok),
+				b.OpenedTotal, u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), orDash(b.Reason))
+		}
+		if err := t.Flush(); err != nil {
+			return err
+		}
 	}
-	return t.Flush()
+	return nil
 }

@@ -43,7 +43,7 @@ func TestBird(t *testing.T) {
 			t.Errorf("the session went down with the withdrawal: %s", ss.Out)
 		}
 		if st := s.Status(); len(st.Announced) != 0 || st.Peers[0].State != Established {
-			t.Errorf("Status after SetAnnounce(false) = %+v, want established and nothing announced", st)
+			t.Errorf("Status after announcing nothing = %+v, want established and nothing announced", st)
 		}
 
 		setAnnounce(t, s, true) // undrained
@@ -55,7 +55,7 @@ func TestBird(t *testing.T) {
 		b.WaitRoute(t, vip, false)
 		setAnnounce(t, s, true)
 		if st := s.Status(); len(st.Announced) != 0 {
-			t.Errorf("Status after Withdraw and SetAnnounce(true) = %+v, want nothing announced", st)
+			t.Errorf("Status after Withdraw and announcing everything = %+v, want nothing announced", st)
 		}
 
 		if err := s.Stop(false); err != nil {
@@ -65,6 +65,36 @@ func TestBird(t *testing.T) {
 			ss := b.Session(birdPeer)
 			return ss.State != birdtest.Established && !ss.GracefulRestart, ss.Out
 		})
+	})
+
+	// Two services' addresses (issue 29 item 5): the verdict withdraws
+	// one, bird drops that /32 only and keeps the other on the same
+	// session; announcing it again brings it back.
+	t.Run("one of two addresses withdrawn", func(t *testing.T) {
+		o := labOptions(9, 120)
+		o.Prefixes = []netip.Prefix{vip, vip2}
+		b, s := lab.announcing(t, "", o)
+		b.WaitRoute(t, vip2, true)
+		if err := s.SetAnnounced([]netip.Prefix{vip2}); err != nil {
+			t.Fatal(err)
+		}
+		b.WaitRoute(t, vip, false)
+		if r := b.Route(vip2); !r.Present || r.NextHop != labSelf.String() {
+			t.Errorf("%s left bird's table with %s:\n%s", vip2, vip, r.Out)
+		}
+		if ss := b.Session(birdPeer); ss.State != birdtest.Established {
+			t.Errorf("the session went down with the withdrawal: %s", ss.Out)
+		}
+		if st := s.Status(); !reflect.DeepEqual(st.Announced, []netip.Prefix{vip2}) || !s.WithdrawnAt().IsZero() {
+			t.Errorf("Status %+v, WithdrawnAt %v; want %s announced and no withdrawal time", st, s.WithdrawnAt(), vip2)
+		}
+		if err := s.SetAnnounced([]netip.Prefix{vip2, vip}); err != nil {
+			t.Fatal(err)
+		}
+		b.WaitRoute(t, vip, true)
+		if st := s.Status(); !reflect.DeepEqual(st.Announced, []netip.Prefix{vip, vip2}) {
+			t.Errorf("Status %+v, want both announced in Options.Prefixes' order", st)
+		}
 	})
 
 	// An unplanned Stop with the route announced: bird drops it at once

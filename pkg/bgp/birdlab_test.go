@@ -127,9 +127,14 @@ func (l *birdLab) announcing(t *testing.T, password string, o Options) (*birdtes
 	return b, s
 }
 
+// setAnnounce announces every prefix of s (on) or none.
 func setAnnounce(t *testing.T, s *Speaker, on bool) {
 	t.Helper()
-	if err := s.SetAnnounce(on); err != nil {
+	var prefixes []netip.Prefix
+	if on {
+		prefixes = s.o.Prefixes
+	}
+	if err := s.SetAnnounced(prefixes); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -43,7 +43,7 @@ func crashHelper(restartSecs string) int {
 		err = s.Start(context.Background())
 	}
 	if err == nil {
-		err = s.SetAnnounce(true)
+		err = s.SetAnnounced(o.Prefixes)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -30,9 +30,10 @@ type Options struct {
 	// (NextHop of Config.Peers[0]), which differs from host to host, unlike
 	// the shared listen address (issue 28).
 	RouterID netip.Addr
-	// Prefixes are the IPv4 prefixes announced while the verdict is on:
-	// the listen address /32 when Config.AnnounceListen, then
-	// Config.Announce. At least one.
+	// Prefixes are the IPv4 prefixes this speaker may announce, each while
+	// the verdict (SetAnnounced) names it: every service's address /32
+	// when Config.AnnounceListen, then Config.Announce (DESIGN §9). At
+	// least one, each once.
 	Prefixes []netip.Prefix
 	// NextHop returns this host's own IPv4 address toward peer (never
 	// the shared listen address). Each session is opened from that
@@ -52,7 +53,7 @@ type Options struct {
 
 // Speaker is the embedded BGP speaker of one XLB instance. Its methods are
 // safe for concurrent use. Life cycle: New, Start, then any number of
-// SetAnnounce (the daemon's verdict), Withdraw first thing in shutdown,
+// SetAnnounced (the daemon's verdict), Withdraw first thing in shutdown,
 // and Stop once.
 type Speaker struct {
 	o         Options
@@ -69,14 +70,18 @@ type Speaker struct {
 	locals map[netip.Addr]netip.Addr
 	// routerID is Options.RouterID, or the auto one Start resolved.
 	routerID netip.Addr
-	// verdict is the last SetAnnounce; decided says SetAnnounce was
-	// called at all; withdrawn is set by Withdraw and never cleared.
-	verdict, decided, withdrawn bool
-	// announced says the paths are in GoBGP's table; sessions that the
-	// peers were added (at the first verdict).
-	announced, sessions bool
-	// withdrawnAt is when the paths last left GoBGP's table (zero: never
-	// announced, or announced now).
+	// verdict is the last SetAnnounced, in Options.Prefixes' order;
+	// decided says SetAnnounced was called at all; withdrawn is set by
+	// Withdraw and never cleared.
+	verdict            []netip.Prefix
+	decided, withdrawn bool
+	// announced are the prefixes whose paths are in GoBGP's table, in
+	// Options.Prefixes' order; sessions says the peers were added (at the
+	// first verdict).
+	announced []netip.Prefix
+	sessions  bool
+	// withdrawnAt is when the last announced path left GoBGP's table
+	// (zero: never announced, or some announced now).
 	withdrawnAt time.Time
 }
 
@@ -88,7 +93,7 @@ const MaxPasswordLen = 80
 // fails when a peer names a password_env whose variable is empty or
 // longer than MaxPasswordLen (issue 15: startup fails), when RouterID is
 // set and not a usable IPv4 address, when there is no prefix or a prefix is not
-// IPv4, or when there is no peer.
+// IPv4 or given twice, or when there is no peer.
 func New(o Options) (*Speaker, error) {
 	if o.Log == nil {
 		o.Log = logrus.StandardLogger()
@@ -109,9 +114,12 @@ func New(o Options) (*Speaker, error) {
 	case len(c.Peers) == 0:
 		return nil, errors.New("bgp: no peer")
 	}
-	for _, p := range o.Prefixes {
+	for i, p := range o.Prefixes {
 		if !p.IsValid() || !p.Addr().Is4() {
 			return nil, fmt.Errorf("bgp: prefix %v: want an IPv4 prefix", p)
+		}
+		if slices.Contains(o.Prefixes[:i], p) {
+			return nil, fmt.Errorf("bgp: prefix %v given twice", p)
 		}
 	}
 	passwords := map[netip.Addr]string{}
@@ -135,7 +143,7 @@ func New(o Options) (*Speaker, error) {
 // peers) and resolves each peer's local address with Options.NextHop, the
 // first peer's being the router id when Options.RouterID is auto. It
 // opens no session and announces nothing: the sessions open at the first
-// SetAnnounce, so that the first End-of-RIB a peer receives already
+// SetAnnounced, so that the first End-of-RIB a peer receives already
 // carries the verdict (a peer drops a predecessor's stale routes at
 // End-of-RIB, RFC 4724; an early, empty one would take the VIP off the
 // router during a hot upgrade). ctx bounds the start only. Start fails
@@ -206,20 +214,40 @@ func (s *Speaker) localAddresses() (map[netip.Addr]netip.Addr, error) {
 	return locals, nil
 }
 
-// SetAnnounce sets the daemon's verdict, Want(ready, drained,
-// shuttingDown): on announces the prefixes to every established peer (and
-// to each peer once its session is established), off withdraws them. The
-// first call opens the sessions. After Withdraw the prefixes stay
-// withdrawn whatever the verdict. It fails before Start, after Stop, or
-// when GoBGP refuses the paths.
-func (s *Speaker) SetAnnounce(on bool) error {
+// SetAnnounced sets the daemon's verdict, Announce(...): the prefixes,
+// of Options.Prefixes, to announce now. Each one in the set is announced
+// to every established peer (and to each peer once its session is
+// established); each one not in it is withdrawn, the others untouched
+// (DESIGN §9: a service that loses its last backend withdraws only its
+// own address). An empty set withdraws everything. The first call opens
+// the sessions. After Withdraw nothing is announced whatever the verdict.
+// It fails before Start, after Stop, for a prefix not in Options.Prefixes,
+// or when GoBGP refuses the paths.
+func (s *Speaker) SetAnnounced(prefixes []netip.Prefix) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.running(); err != nil {
 		return err
 	}
-	s.verdict, s.decided = on, true
+	for _, p := range prefixes {
+		if !slices.Contains(s.o.Prefixes, p) {
+			return fmt.Errorf("bgp: %s is not one of the speaker's prefixes %v", p, s.o.Prefixes)
+		}
+	}
+	s.verdict, s.decided = s.ordered(prefixes), true
 	return s.apply()
+}
+
+// ordered returns the prefixes of Options.Prefixes that are in set, in
+// Options.Prefixes' order.
+func (s *Speaker) ordered(set []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s.o.Prefixes {
+		if slices.Contains(set, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Withdraw withdraws the prefixes from every peer for good: the first
@@ -235,9 +263,9 @@ func (s *Speaker) Withdraw() error {
 	return s.apply()
 }
 
-// WithdrawnAt is when the prefixes last left the peers' view: the
-// UPDATE withdrawing them was handed to every established session at
-// that time. Zero while they are announced or when they never were; a
+// WithdrawnAt is when the last announced prefix left the peers' view:
+// the UPDATE withdrawing it was handed to every established session at
+// that time. Zero while some prefix is announced or when none ever was; a
 // stop waits bgp.withdraw_delay_secs from it before its RST window.
 func (s *Speaker) WithdrawnAt() time.Time {
 	s.mu.Lock()
@@ -255,23 +283,39 @@ func (s *Speaker) running() error {
 	return nil
 }
 
-// apply brings GoBGP's table in line with verdict and withdrawn, then
-// opens the sessions once a verdict exists.
+// apply brings GoBGP's table in line with verdict and withdrawn,
+// withdrawing before announcing, then opens the sessions once a verdict
+// exists.
 func (s *Speaker) apply() error {
-	want := s.verdict && !s.withdrawn
-	switch {
-	case want && !s.announced:
-		if err := s.addPaths(); err != nil {
+	var want []netip.Prefix
+	if !s.withdrawn {
+		want = s.verdict
+	}
+	var add, del []netip.Prefix
+	for _, p := range s.o.Prefixes {
+		switch w, a := slices.Contains(want, p), slices.Contains(s.announced, p); {
+		case w && !a:
+			add = append(add, p)
+		case !w && a:
+			del = append(del, p)
+		}
+	}
+	if len(del) > 0 {
+		if err := s.deletePaths(del); err != nil {
 			return err
 		}
-		s.announced, s.withdrawnAt = true, time.Time{}
-		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp routes announced")
-	case !want && s.announced:
-		if err := s.deletePaths(); err != nil {
+		s.announced = slices.DeleteFunc(s.announced, func(p netip.Prefix) bool { return slices.Contains(del, p) })
+		if len(s.announced) == 0 {
+			s.withdrawnAt = time.Now()
+		}
+		s.log.WithFields(logrus.Fields{"prefixes": del, "announced": s.announced}).Info("bgp routes withdrawn")
+	}
+	if len(add) > 0 {
+		if err := s.addPaths(add); err != nil {
 			return err
 		}
-		s.announced, s.withdrawnAt = false, time.Now()
-		s.log.WithField("prefixes", s.o.Prefixes).Info("bgp routes withdrawn")
+		s.announced, s.withdrawnAt = s.ordered(append(slices.Clone(s.announced), add...)), time.Time{}
+		s.log.WithFields(logrus.Fields{"prefixes": add, "announced": s.announced}).Info("bgp routes announced")
 	}
 	if s.decided && !s.sessions {
 		if err := s.addPeers(); err != nil {

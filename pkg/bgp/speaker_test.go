@@ -18,6 +18,7 @@ import (
 
 var (
 	vip  = netip.MustParsePrefix("192.0.2.10/32")
+	vip2 = netip.MustParsePrefix("192.0.2.11/32") // a second service's address
 	peer = netip.MustParseAddr("198.51.100.254")
 	self = netip.MustParseAddr("198.51.100.253")
 )
@@ -56,6 +57,7 @@ func TestNewRefuses(t *testing.T) {
 		{"IPv6 router id", func(o *Options) { o.RouterID = netip.MustParseAddr("2001:db8::1") }, "bgp: router id 2001:db8::1: want an IPv4 address other than 0.0.0.0"},
 		{"no prefix", func(o *Options) { o.Prefixes = nil }, "bgp: no prefix to announce"},
 		{"IPv6 prefix", func(o *Options) { o.Prefixes = []netip.Prefix{netip.MustParsePrefix("2001:db8::/64")} }, "bgp: prefix 2001:db8::/64: want an IPv4 prefix"},
+		{"a prefix twice", func(o *Options) { o.Prefixes = []netip.Prefix{vip, vip} }, "bgp: prefix 192.0.2.10/32 given twice"},
 		{"no peer", func(o *Options) { o.Config.Peers = nil }, "bgp: no peer"},
 	}
 	for _, tt := range tests {
@@ -185,8 +187,8 @@ func TestStartRefusesNextHop(t *testing.T) {
 			if err := s.Start(context.Background()); err == nil || err.Error() != tt.want {
 				t.Errorf("Start: error %v, want %q", err, tt.want)
 			}
-			if err := s.SetAnnounce(true); err == nil {
-				t.Errorf("SetAnnounce after a failed Start: no error")
+			if err := s.SetAnnounced(o.Prefixes); err == nil {
+				t.Errorf("SetAnnounced after a failed Start: no error")
 			}
 		})
 	}
@@ -204,8 +206,8 @@ func TestLifeCycle(t *testing.T) {
 	if got := s.Status(); !reflect.DeepEqual(got, idle) {
 		t.Errorf("Status before Start = %+v, want %+v", got, idle)
 	}
-	if err := s.SetAnnounce(true); err == nil || err.Error() != "bgp: speaker not started" {
-		t.Errorf("SetAnnounce before Start: %v", err)
+	if err := s.SetAnnounced([]netip.Prefix{vip}); err == nil || err.Error() != "bgp: speaker not started" {
+		t.Errorf("SetAnnounced before Start: %v", err)
 	}
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -216,7 +218,10 @@ func TestLifeCycle(t *testing.T) {
 	if got := s.Status(); !reflect.DeepEqual(got, idle) {
 		t.Errorf("Status before the first verdict = %+v, want %+v", got, idle)
 	}
-	if err := s.SetAnnounce(true); err != nil {
+	if err := s.SetAnnounced([]netip.Prefix{netip.MustParsePrefix("192.0.2.99/32")}); err == nil || err.Error() != "bgp: 192.0.2.99/32 is not one of the speaker's prefixes [192.0.2.10/32]" {
+		t.Errorf("SetAnnounced of a prefix not in Options.Prefixes: %v", err)
+	}
+	if err := s.SetAnnounced([]netip.Prefix{vip}); err != nil {
 		t.Fatal(err)
 	}
 	st := s.Status()
@@ -226,8 +231,8 @@ func TestLifeCycle(t *testing.T) {
 	if err := s.Withdraw(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetAnnounce(true); err != nil || s.announced {
-		t.Errorf("SetAnnounce(true) after Withdraw: error %v, announced %v; want withdrawn for good", err, s.announced)
+	if err := s.SetAnnounced([]netip.Prefix{vip}); err != nil || len(s.announced) != 0 {
+		t.Errorf("SetAnnounced after Withdraw: error %v, announced %v; want withdrawn for good", err, s.announced)
 	}
 	if err := s.Stop(false); err != nil {
 		t.Fatal(err)
@@ -235,8 +240,8 @@ func TestLifeCycle(t *testing.T) {
 	if err := s.Stop(true); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
-	if err := s.SetAnnounce(true); err == nil || err.Error() != "bgp: speaker stopped" {
-		t.Errorf("SetAnnounce after Stop: %v", err)
+	if err := s.SetAnnounced([]netip.Prefix{vip}); err == nil || err.Error() != "bgp: speaker stopped" {
+		t.Errorf("SetAnnounced after Stop: %v", err)
 	}
 	if got := s.Status(); !reflect.DeepEqual(got, idle) {
 		t.Errorf("Status after Stop = %+v, want %+v", got, idle)

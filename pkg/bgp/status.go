@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +16,9 @@ type Status struct {
 	// Peers are the configured peers, in config order.
 	Peers []PeerStatus
 	// Announced are the prefixes this speaker announces to at least one
-	// established peer (Routes); empty while the verdict is off, after
-	// Withdraw or Stop, and while no session is established.
+	// established peer (Routes), in Options.Prefixes' order; empty while
+	// the verdict announces nothing, after Withdraw or Stop, and while no
+	// session is established.
 	Announced []netip.Prefix
 }
 
@@ -44,7 +46,11 @@ const statusTimeout = 2 * time.Second
 // fails: a peer GoBGP cannot report on (not started, stopped) is idle.
 func (s *Speaker) Status() Status {
 	s.mu.Lock()
-	srv, live, announced := s.srv, s.sessions && !s.stopped, s.announced && !s.stopped
+	srv, live := s.srv, s.sessions && !s.stopped
+	var announced []netip.Prefix
+	if !s.stopped {
+		announced = slices.Clone(s.announced)
+	}
 	s.mu.Unlock()
 	known := map[netip.Addr]*api.Peer{}
 	if live {
@@ -73,7 +79,7 @@ func (s *Speaker) Status() Status {
 	}
 	seen := map[netip.Prefix]bool{}
 	for _, c := range s.o.Config.Peers {
-		for _, p := range Routes(announced, s.o.Prefixes, states)[c.Address] {
+		for _, p := range Routes(announced, states)[c.Address] {
 			if !seen[p] {
 				seen[p] = true
 				st.Announced = append(st.Announced, p)

@@ -228,11 +228,12 @@ func (d *decoder) decodeBGPPeers(n *yaml.Node, path string) []BGPPeer {
 }
 
 // bgp: local_asn set; router_id IPv4 and not 0.0.0.0, and a warning when
-// it is a service address (the listen address or an announced /32, which
+// it is a service address (a listen address or an announced /32, which
 // the fleet's hosts share; RFC 6286 wants it unique); "listen" and an
-// explicit prefix equal to the listen address /32 not both; 1..MaxBGPPeers
-// peers with a usable IPv4 address (not the listen address), unique, an
-// asn, and a POSIX name in password_env (DESIGN §6a, issue 15).
+// explicit prefix equal to a listen address /32 not both; 1..MaxBGPPeers
+// peers with a usable IPv4 address (no listen address), unique, an asn,
+// and a POSIX name in password_env (DESIGN §6a, §9, issue 15). "Listen
+// address" is every service's.
 func (v *validator) bgp() {
 	const path = "bgp"
 	b := v.c.BGP
@@ -246,15 +247,18 @@ func (v *validator) bgp() {
 			v.errorf(p, `must be "auto" or an IPv4 address, got %s`, id)
 		case id.IsUnspecified():
 			v.errorf(p, "must not be 0.0.0.0 (RFC 6286: a non-zero identifier)")
-		case !v.c.Listen.Auto && id == v.c.Listen.IP:
+		case v.serviceAddress(id) >= 0:
 			v.warnf(p, "%s is the listen address, which every host announcing this service shares; RFC 6286 wants the router id unique in the AS: use this host's own address, or auto (its address toward the first peer)", id)
 		case slices.Contains(b.Announce, netip.PrefixFrom(id, 32)):
 			v.warnf(p, "%s is an announced service address, which every host announcing it shares; RFC 6286 wants the router id unique in the AS: use this host's own address, or auto (its address toward the first peer)", id)
 		}
 	}
-	if l := v.c.Listen; b.AnnounceListen && !l.Auto && l.IP.IsValid() {
-		if i := slices.Index(b.Announce, netip.PrefixFrom(l.IP, 32)); i >= 0 {
-			v.errorf(childPath(path, "announce"), `"listen" and %s both announce the listen address; keep one`, b.Announce[i])
+	if b.AnnounceListen {
+		for _, pfx := range b.Announce {
+			if pfx.Bits() == 32 && v.serviceAddress(pfx.Addr()) >= 0 {
+				v.errorf(childPath(path, "announce"), `"listen" and %s both announce the listen address; keep one`, pfx)
+				break
+			}
 		}
 	}
 	v.bgpPeers(b.Peers)
@@ -276,7 +280,7 @@ func (v *validator) bgpPeers(peers []BGPPeer) {
 		p := indexPath(path, i)
 		if ap := childPath(p, "address"); v.required(ap) && v.unicastIPv4(ap, peer.Address) {
 			switch j, dup := first[peer.Address]; {
-			case !v.c.Listen.Auto && peer.Address == v.c.Listen.IP:
+			case v.serviceAddress(peer.Address) >= 0:
 				v.errorf(ap, "must not be the listen address %s", peer.Address)
 			case dup:
 				v.errorf(ap, "duplicate peer %s (also %s)", peer.Address, indexPath(path, j))
@@ -334,4 +338,15 @@ func (m *marshaler) bgp(b *BGP) *yaml.Node {
 		"announce", announce,
 		"peers", peers,
 		"withdraw_delay_secs", m.seconds("bgp.withdraw_delay_secs", b.WithdrawDelay))
+}
+
+// serviceAddress returns the index of the service whose explicit listen
+// address is a, or -1.
+func (v *validator) serviceAddress(a netip.Addr) int {
+	for _, r := range v.svcs {
+		if !r.s.Listen.Auto && r.s.Listen.IP.IsValid() && r.s.Listen.IP == a {
+			return r.i
+		}
+	}
+	return -1
 }

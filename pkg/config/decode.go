@@ -49,8 +49,9 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 			}
 		}},
 		{"bgp", func(n *yaml.Node, p string) { c.BGP = d.decodeBGP(n, p) }},
+		{"services", func(n *yaml.Node, p string) { c.Services = d.decodeServices(n, p) }},
 	})
-	d.defaultRemotePorts(c)
+	d.settleForm(c)
 }
 
 // into returns a decode function storing a string field in dst.
@@ -90,16 +91,17 @@ func (d *decoder) decodePorts(n *yaml.Node, path string) []PortMapping {
 }
 
 // defaultRemotePorts applies the rule for an omitted remote_port (issue
-// 14): with provider.kubernetes it stays 0, each backend's port from its
+// 14) to the ports of the service at prefix ("" for the top-level form):
+// with provider.kubernetes it stays 0, each backend's port from its
 // EndpointSlice (provider.kubernetes.port_name); otherwise it is the
 // local_port (DESIGN §1).
-func (d *decoder) defaultRemotePorts(c *Config) {
-	if c.Provider.Kubernetes != nil {
+func (d *decoder) defaultRemotePorts(prefix string, ports []PortMapping, pr Provider) {
+	if pr.Kubernetes != nil {
 		return
 	}
-	for i := range c.Ports {
-		if !d.set[childPath(indexPath("ports", i), "remote_port")] {
-			c.Ports[i].RemotePort = c.Ports[i].LocalPort
+	for i := range ports {
+		if !d.set[childPath(indexPath(childPath(prefix, "ports"), i), "remote_port")] {
+			ports[i].RemotePort = ports[i].LocalPort
 		}
 	}
 }
@@ -134,6 +136,7 @@ func (d *decoder) decodeBackends(n *yaml.Node, path string) []Backend {
 		d.mapping(it, p, []field{
 			{"name", d.into(&b.Name)},
 			{"ip", func(n *yaml.Node, p string) { b.IP, _ = d.addr(n, p) }},
+			{"weight", d.refuse(refusedWeight)},
 		})
 		if !d.set[childPath(p, "name")] && b.IP.IsValid() {
 			b.Name = b.IP.String()

@@ -87,6 +87,15 @@ const (
 	// (bpf/layout.h XLB_MAX_BACKENDS).
 	MaxBackends = int(dataplane.MaxBackends)
 
+	// MaxServices bounds len(services) (DESIGN §9): the data path's
+	// service ids, serving and draining services together
+	// (bpf/layout.h XLB_MAX_SERVICES).
+	MaxServices = dataplane.MaxServices
+	// MaxMembers bounds the static backends of all services together:
+	// the data path's member ids, one per (service, backend address)
+	// (bpf/layout.h XLB_MAX_MEMBERS).
+	MaxMembers = dataplane.MaxMembers
+
 	// MaxInterfaceName is the longest Linux interface name (IFNAMSIZ-1).
 	MaxInterfaceName = 15
 	// MaxInterfaces bounds len(interfaces): the data path's redirect map

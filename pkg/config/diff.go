@@ -30,12 +30,17 @@ var keyEqual = map[string]func(a, b *Config) bool{
 	"bgp":              func(a, b *Config) bool { return bgpEqual(a.BGP, b.BGP) },
 }
 
-// Diff returns the sorted top-level YAML keys whose effective
-// values differ between a and b, e.g. ["ports", "provider"]; nil when the
-// configs are equal. A nil config compares as Default(). A running instance
-// applies none of these until `systemctl reload xlb` (a hot upgrade,
-// DESIGN §6); the file watcher names them in its "reload required"
-// warning and in the status API (DESIGN §1).
+// Diff returns the sorted keys whose effective values differ between a
+// and b, e.g. ["ports", "provider"]; nil when the configs are equal. A nil
+// config compares as Default(). Two files of the top-level form differ in
+// top-level keys. When either lists services (DESIGN §9), the services are
+// matched by name, as a reload matches them: the per-instance keys (and
+// name) as above, "services[web]" for a service only one of them has, and
+// "services[web].ports" for a key of a service both have (its order in
+// the list does not count). A running instance applies none of these
+// until `systemctl reload xlb` (a hot upgrade, DESIGN §6); the file
+// watcher names them in its "reload required" warning and in the status
+// API (DESIGN §1).
 func Diff(a, b *Config) []string {
 	if a == nil {
 		a = Default()
@@ -44,13 +49,73 @@ func Diff(a, b *Config) []string {
 		b = Default()
 	}
 	var keys []string
-	for _, k := range topLevelKeys {
-		if !keyEqual[k](a, b) {
-			keys = append(keys, k)
+	if a.Form != FormServices && b.Form != FormServices {
+		for _, k := range topLevelKeys {
+			if !keyEqual[k](a, b) {
+				keys = append(keys, k)
+			}
 		}
+	} else {
+		for _, k := range append([]string{"name"}, instanceKeys...) {
+			if !keyEqual[k](a, b) {
+				keys = append(keys, k)
+			}
+		}
+		keys = append(keys, diffServices(a.ServiceList(), b.ServiceList())...)
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// serviceKeyEqual compares one key of two services (serviceKeys but
+// name, by which they were matched).
+var serviceKeyEqual = map[string]func(a, b *Service) bool{
+	"listen":       func(a, b *Service) bool { return a.Listen == b.Listen },
+	"proto":        func(a, b *Service) bool { return a.Proto == b.Proto },
+	"ports":        func(a, b *Service) bool { return slices.Equal(a.Ports, b.Ports) },
+	"scheduler":    func(a, b *Service) bool { return a.Scheduler == b.Scheduler },
+	"provider":     func(a, b *Service) bool { return providerEqual(a.Provider, b.Provider) },
+	"health_check": func(a, b *Service) bool { return healthCheckEqual(a.HealthCheck, b.HealthCheck) },
+}
+
+// diffServices names the services only one list has, "services[NAME]",
+// and the differing keys of those both have, "services[NAME].KEY".
+func diffServices(a, b []Service) []string {
+	byName := func(ss []Service) map[string]*Service {
+		m := make(map[string]*Service, len(ss))
+		for i := range ss {
+			m[ss[i].Name] = &ss[i]
+		}
+		return m
+	}
+	am, bm := byName(a), byName(b)
+	var keys []string
+	for name, as := range am {
+		bs, ok := bm[name]
+		if !ok {
+			keys = append(keys, serviceKey(name, ""))
+			continue
+		}
+		for _, k := range serviceKeys[1:] {
+			if !serviceKeyEqual[k](as, bs) {
+				keys = append(keys, serviceKey(name, k))
+			}
+		}
+	}
+	for name := range bm {
+		if _, ok := am[name]; !ok {
+			keys = append(keys, serviceKey(name, ""))
+		}
+	}
+	return keys
+}
+
+// serviceKey is "services[NAME]" or "services[NAME].KEY".
+func serviceKey(name, key string) string {
+	if key == "" {
+		return "services[" + name + "]"
+	}
+	return "services[" + name + "]." + key
 }
 
 func providerEqual(a, b Provider) bool {

@@ -1,7 +1,11 @@
-// Package config is the xlb.yaml schema of DESIGN §1: decoding with
+// Package config is the xlb.yaml schema of DESIGN §1 and §9: decoding with
 // defaults, validation, the effective config as YAML (for `xlb check`,
 // DESIGN §2) and the diff of two configs (for the reload-required
 // watcher).
+//
+// A file gives DESIGN §1's top-level form, one service named after name,
+// or §9's `services:` list, never both; either way Config.Services holds
+// the services (services.go). Consumers read Config.ServiceList.
 //
 // Parse and Load report every problem at once as Errors, each naming the
 // file, the line and the field path (`xlb.yaml:7: ports[1].local_port:

@@ -46,6 +46,7 @@ func TestExampleFile(t *testing.T) {
 			Peers:         []BGPPeer{{ip("192.0.2.1"), 64513, 1179, "XLB_BGP_PASSWORD"}, {ip("192.0.2.2"), 64513, 179, ""}},
 			WithdrawDelay: 10 * time.Second},
 	}
+	want.Services = want.ServiceList()
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load(example) =\n%+v\nwant\n%+v", c, want)
 	}

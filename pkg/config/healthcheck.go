@@ -124,9 +124,7 @@ func (d *decoder) decodeHealthCheck(n *yaml.Node, path string) *HealthCheck {
 // healthCheck: a known type; path and expect_status only with http; a
 // path that can be sent as an HTTP request target; the timeout at most the
 // interval (one check in flight per backend, DESIGN §6b).
-func (v *validator) healthCheck() {
-	const path = "health_check"
-	hc := v.c.HealthCheck
+func (v *validator) healthCheck(path string, hc *HealthCheck) {
 	if hc == nil || v.failed(path) {
 		return
 	}
@@ -168,12 +166,12 @@ func healthCheckEqual(a, b *HealthCheck) bool {
 
 // healthCheck renders the block with every field, path and expect_status
 // only for http (where they apply).
-func (m *marshaler) healthCheck(hc *HealthCheck) *yaml.Node {
+func (m *marshaler) healthCheck(path string, hc *HealthCheck) *yaml.Node {
 	n := mapNode(
 		"type", str(hc.Type),
 		"port", integer(hc.Port),
-		"interval_ms", m.millis("health_check.interval_ms", hc.Interval),
-		"timeout_ms", m.millis("health_check.timeout_ms", hc.Timeout),
+		"interval_ms", m.millis(childPath(path, "interval_ms"), hc.Interval),
+		"timeout_ms", m.millis(childPath(path, "timeout_ms"), hc.Timeout),
 		"rise", integer(int64(hc.Rise)),
 		"fall", integer(int64(hc.Fall)))
 	if hc.Type == HealthCheckHTTP {

@@ -11,6 +11,7 @@ import (
 )
 
 // Marshal renders the effective config as YAML in the schema of DESIGN §1,
+// in the file's form (the top-level form, or DESIGN §9's services:),
 // every field present with its value or default, keys in DESIGN order; it
 // is what `xlb check --config F` prints (DESIGN §2). Parsing the output of
 // a Config that Parse returned yields an equal Config. It fails only for a
@@ -44,15 +45,24 @@ func (m *marshaler) fail(format string, args ...any) {
 }
 
 func (m *marshaler) config(c *Config) *yaml.Node {
-	root := mapNode(
-		"name", str(c.Name),
-		"listen", m.listen(c.Listen),
-		"proto", str(c.Proto),
-		"mode", str(c.Mode),
-		"ports", m.ports(c.Ports),
-		"provider", m.provider(c.Provider))
-	if c.HealthCheck != nil {
-		root.Content = append(root.Content, str("health_check"), m.healthCheck(c.HealthCheck))
+	var root *yaml.Node
+	if c.Form == FormServices {
+		seq := &yaml.Node{Kind: yaml.SequenceNode}
+		for i := range c.Services {
+			seq.Content = append(seq.Content, m.service(indexPath("services", i), &c.Services[i]))
+		}
+		root = mapNode("name", str(c.Name), "services", seq, "mode", str(c.Mode))
+	} else {
+		root = mapNode(
+			"name", str(c.Name),
+			"listen", m.listen("", c.Listen),
+			"proto", str(c.Proto),
+			"mode", str(c.Mode),
+			"ports", m.ports(c.Ports),
+			"provider", m.provider("", c.Provider))
+		if c.HealthCheck != nil {
+			root.Content = append(root.Content, str("health_check"), m.healthCheck("health_check", c.HealthCheck))
+		}
 	}
 	root.Content = append(root.Content, mapNode(
 		"orphan_ttl_secs", m.seconds("orphan_ttl_secs", c.OrphanTTL),
@@ -77,11 +87,29 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 	return root
 }
 
-func (m *marshaler) listen(l Listen) *yaml.Node {
+// service renders one service of the services form (DESIGN §9), keys in
+// serviceKeys' order; path names it in errors.
+func (m *marshaler) service(path string, s *Service) *yaml.Node {
+	n := mapNode(
+		"name", str(s.Name),
+		"listen", m.listen(path, s.Listen),
+		"proto", str(s.Proto),
+		"ports", m.ports(s.Ports),
+		"scheduler", str(s.Scheduler),
+		"provider", m.provider(path, s.Provider))
+	if s.HealthCheck != nil {
+		n.Content = append(n.Content, str("health_check"), m.healthCheck(childPath(path, "health_check"), s.HealthCheck))
+	}
+	return n
+}
+
+// listen renders the listen field of the service at prefix ("" for the
+// top-level form).
+func (m *marshaler) listen(prefix string, l Listen) *yaml.Node {
 	if l.Auto {
 		return str("auto")
 	}
-	return mapNode("ip", m.addr("listen.ip", l.IP))
+	return mapNode("ip", m.addr(childPath(prefix, "listen.ip"), l.IP))
 }
 
 func (m *marshaler) ports(ps []PortMapping) *yaml.Node {
@@ -96,14 +124,14 @@ func (m *marshaler) ports(ps []PortMapping) *yaml.Node {
 	return seq
 }
 
-func (m *marshaler) provider(p Provider) *yaml.Node {
+func (m *marshaler) provider(prefix string, p Provider) *yaml.Node {
 	n := mapNode()
 	if s := p.Static; s != nil {
 		seq := &yaml.Node{Kind: yaml.SequenceNode}
 		for i, b := range s.Backends {
 			seq.Content = append(seq.Content, mapNode(
 				"name", str(b.Name),
-				"ip", m.addr(fmt.Sprintf("provider.static.backends[%d].ip", i), b.IP)))
+				"ip", m.addr(childPath(prefix, fmt.Sprintf("provider.static.backends[%d].ip", i)), b.IP)))
 		}
 		n.Content = append(n.Content, str("static"), mapNode("backends", seq))
 	}

@@ -18,6 +18,7 @@ func TestDefaults(t *testing.T) {
 	want.Provider = Provider{Static: &StaticProvider{Backends: []Backend{
 		{Name: "198.51.100.11", IP: netip.MustParseAddr("198.51.100.11")},
 	}}}
+	want.Services = want.ServiceList()
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Parse(minimal) =\n%+v\nwant\n%+v", c, want)
 	}
@@ -111,13 +112,13 @@ func TestUnknownFields(t *testing.T) {
 		{"top level, prefix of a known field", minimal + "listen_port: 80\n",
 			`t.yaml:7: unknown field "listen_port" (did you mean "listen"?)`},
 		{"top level, unrelated", minimal + "backends: []\n",
-			`t.yaml:7: unknown field "backends" (valid fields: name, listen, proto, mode, ports, provider, health_check, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp)`},
+			`t.yaml:7: unknown field "backends" (valid fields: name, listen, proto, mode, ports, provider, health_check, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`},
 		{"in ports[]", "ports:\n  - local_port: 80\n  - local_port: 81\n    listen_port: 82\n" + backendsOnly,
 			`t.yaml:4: ports[1]: unknown field "listen_port" (valid fields: local_port, remote_port)`},
 		{"in provider", "ports:\n  - local_port: 80\nprovider:\n  static:\n    backends: [{ip: 10.0.0.1}]\n  consul: {}\n",
 			`t.yaml:6: provider: unknown field "consul" (valid fields: static, kubernetes)`},
-		{"in provider.static.backends[]", "ports:\n  - local_port: 80\nprovider:\n  static:\n    backends:\n      - ip: 10.0.0.1\n      - ip: 10.0.0.2\n        weight: 2\n",
-			`t.yaml:8: provider.static.backends[1]: unknown field "weight" (valid fields: name, ip)`},
+		{"in provider.static.backends[]", "ports:\n  - local_port: 80\nprovider:\n  static:\n    backends:\n      - ip: 10.0.0.1\n      - ip: 10.0.0.2\n        port: 2\n",
+			`t.yaml:8: provider.static.backends[1]: unknown field "port" (valid fields: name, ip, weight)`},
 		{"in admin.auth", minimal + "admin:\n  auth:\n    username: ops\n    password: secret\n",
 			`t.yaml:10: admin.auth: unknown field "password" (valid fields: username)`},
 		{"in provider.kubernetes", "ports:\n  - local_port: 80\nprovider:\n  kubernetes:\n    namespace: default\n    service: web\n    namspace: x\n",
@@ -178,10 +179,10 @@ typo: 1
 		`t.yaml:3: ports[0].local_port: must be between 1 and 65535, got 0`,
 		`t.yaml:5: ports[1].remote_port: must be an integer, got string "eighty"`,
 		`t.yaml:9: provider.static.backends[0].ip: must not be a loopback address, got 127.0.0.1`,
-		`t.yaml:11: provider.static.backends[1]: unknown field "wieght" (valid fields: name, ip)`,
+		`t.yaml:11: provider.static.backends[1]: unknown field "wieght" (did you mean "weight"?)`,
 		`t.yaml:13: admin.port: must be between 1 and 65535, got 0`,
 		`t.yaml:14: xdp_mode: must be one of auto, native, generic; got "fast"`,
-		`t.yaml:15: unknown field "typo" (valid fields: name, listen, proto, mode, ports, provider, health_check, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp)`,
+		`t.yaml:15: unknown field "typo" (valid fields: name, listen, proto, mode, ports, provider, health_check, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`,
 	}
 	if err == nil {
 		t.Fatal("Parse: no error")

@@ -11,18 +11,26 @@ import (
 	"unicode"
 )
 
-// validate applies the semantic rules of DESIGN §1 to a decoded config.
-// Values that failed to decode are left zero (or at their default) and are
-// skipped here, so one mistake yields one error. d.set tells a field that
-// is missing from one that is present but wrong.
+// validate applies the semantic rules of DESIGN §1 and §9 to a decoded
+// config. Values that failed to decode are left zero (or at their default)
+// and are skipped here, so one mistake yields one error. d.set tells a
+// field that is missing from one that is present but wrong.
 func validate(c *Config, d *decoder) {
 	v := &validator{decoder: d, c: c}
 	v.name()
-	v.listen()
-	v.protoAndMode()
-	v.ports()
-	v.provider()
-	v.healthCheck()
+	v.form()
+	for i := range c.Services {
+		v.svcs = append(v.svcs, svcRef{i: i, path: v.servicePath(i), s: &c.Services[i]})
+	}
+	for i := range v.svcs {
+		v.svcs[i].usable = v.service(v.svcs[i])
+	}
+	v.acrossServices()
+	v.implemented("mode", c.Mode, ModeNAT, ModeDSR)
+	for _, r := range v.svcs {
+		v.provider(r)
+		v.healthCheck(childPath(r.path, "health_check"), r.s.HealthCheck)
+	}
 	v.admin()
 	v.listeners()
 	v.webConfigFiles()
@@ -37,6 +45,44 @@ func validate(c *Config, d *decoder) {
 type validator struct {
 	*decoder
 	c *Config
+	// svcs are the services, each with its field path.
+	svcs []svcRef
+}
+
+// svcRef is one service and the path of its fields: "" in the top-level
+// form (its messages name "ports[0]", as before DESIGN §9), "services[i]"
+// in the services form.
+type svcRef struct {
+	i    int
+	path string
+	s    *Service
+	// usable says whether the listen address is usable (auto, or an
+	// explicit address that passed its checks): rules that compare
+	// with it run only then.
+	usable bool
+}
+
+// servicePath is the field path prefix of service i.
+func (v *validator) servicePath(i int) string {
+	if v.c.Form == FormTopLevel {
+		return ""
+	}
+	return indexPath("services", i)
+}
+
+// field is the path of a service's field.
+func (r svcRef) field(name string) string { return childPath(r.path, name) }
+
+// describe names a service for a message about another one: its path,
+// and its name when it has one.
+func (r svcRef) describe() string {
+	if r.path == "" {
+		return "the top-level service"
+	}
+	if r.s.Name == "" {
+		return r.path
+	}
+	return r.path + " (" + r.s.Name + ")"
 }
 
 // required says whether the field at path (a "parent.field" path) has a
@@ -71,12 +117,17 @@ func (v *validator) label(path, s string) {
 	}
 }
 
-// listen: an explicit address is a usable IPv4 unicast address.
-func (v *validator) listen() {
-	if v.c.Listen.Auto || !v.required("listen.ip") {
-		return
+// listen: an explicit address is a usable IPv4 unicast address; in the
+// services form each service names one (no default). It returns whether
+// the address is usable: auto, or explicit and valid.
+func (v *validator) listen(r svcRef) bool {
+	if v.c.Form == FormServices && !v.required(r.field("listen")) {
+		return false
 	}
-	v.unicastIPv4("listen.ip", v.c.Listen.IP)
+	if r.s.Listen.Auto {
+		return true
+	}
+	return v.required(r.field("listen.ip")) && v.unicastIPv4(r.field("listen.ip"), r.s.Listen.IP)
 }
 
 // unicastIPv4 checks an address the data path sends to or from: IPv4 (IPv6
@@ -104,10 +155,38 @@ func (v *validator) unicastIPv4(path string, a netip.Addr) bool {
 	return false
 }
 
-// protoAndMode: only tcp and nat are implemented (DESIGN §1).
-func (v *validator) protoAndMode() {
-	v.implemented("proto", v.c.Proto, ProtoTCP, ProtoUDP)
-	v.implemented("mode", v.c.Mode, ModeNAT, ModeDSR)
+// service checks one service's own fields and reports whether its listen
+// address is usable: listen, proto (only tcp is implemented, DESIGN §1),
+// ports, and the scheduler (only round_robin, until issue 30).
+func (v *validator) service(r svcRef) bool {
+	if v.c.Form == FormServices {
+		v.serviceName(r)
+	}
+	usable := v.listen(r)
+	v.implemented(r.field("proto"), r.s.Proto, ProtoTCP, ProtoUDP)
+	v.ports(r)
+	if p := r.field("scheduler"); !v.failed(p) {
+		switch r.s.Scheduler {
+		case SchedulerRoundRobin:
+		case SchedulerWeightedRoundRobin, SchedulerMaglev:
+			v.errorf(p, "%s is not implemented yet; only %s is supported", r.s.Scheduler, SchedulerRoundRobin)
+		default:
+			v.errorf(p, "must be %q, got %q", SchedulerRoundRobin, r.s.Scheduler)
+		}
+	}
+	return usable
+}
+
+// serviceName: a listed service's name is present and of DESIGN §9's
+// syntax; uniqueness is checked across services.
+func (v *validator) serviceName(r svcRef) {
+	p := r.field("name")
+	if !v.required(p) {
+		return
+	}
+	if !serviceName.MatchString(r.s.Name) {
+		v.errorf(p, "must be 1-32 lowercase letters, digits, '_' or '-', the first a letter or digit, got %q", r.s.Name)
+	}
 }
 
 // implemented checks an enumerated field whose schema names two values of
@@ -124,25 +203,26 @@ func (v *validator) implemented(path, got, done, planned string) {
 
 // ports: MinPortMappings..MaxPortMappings mappings, local_port present and unique (DESIGN §1). Port
 // ranges were checked while decoding.
-func (v *validator) ports() {
-	if !v.required("ports") {
+func (v *validator) ports(r svcRef) {
+	path := r.field("ports")
+	if !v.required(path) {
 		return
 	}
-	n := len(v.c.Ports)
+	n := len(r.s.Ports)
 	switch {
 	case n < MinPortMappings:
-		v.errorf("ports", "at least %d port mapping is required", MinPortMappings)
+		v.errorf(path, "at least %d port mapping is required", MinPortMappings)
 	case n > MaxPortMappings:
-		v.errorf("ports", "at most %d port mappings are supported, got %d", MaxPortMappings, n)
+		v.errorf(path, "at most %d port mappings are supported, got %d", MaxPortMappings, n)
 	}
 	first := map[uint16]int{}
-	for i, pm := range v.c.Ports {
-		p := indexPath("ports", i)
+	for i, pm := range r.s.Ports {
+		p := indexPath(path, i)
 		if !v.required(childPath(p, "local_port")) || pm.LocalPort == 0 {
 			continue
 		}
 		if j, dup := first[pm.LocalPort]; dup {
-			v.errorf(childPath(p, "local_port"), "duplicate local_port %d (also ports[%d])", pm.LocalPort, j)
+			v.errorf(childPath(p, "local_port"), "duplicate local_port %d (also %s)", pm.LocalPort, indexPath(path, j))
 			continue
 		}
 		first[pm.LocalPort] = i
@@ -150,29 +230,31 @@ func (v *validator) ports() {
 }
 
 // provider: exactly one provider (DESIGN §1).
-func (v *validator) provider() {
-	if !v.required("provider") {
+func (v *validator) provider(r svcRef) {
+	path := r.field("provider")
+	if !v.required(path) {
 		return
 	}
-	pr := v.c.Provider
+	pr := r.s.Provider
 	switch {
 	case pr.Static == nil && pr.Kubernetes == nil:
-		v.errorf("provider", `must set exactly one of "static" or "kubernetes"`)
+		v.errorf(path, `must set exactly one of "static" or "kubernetes"`)
 	case pr.Static != nil && pr.Kubernetes != nil:
-		v.errorf("provider", `must set exactly one of "static" or "kubernetes", not both`)
+		v.errorf(path, `must set exactly one of "static" or "kubernetes", not both`)
 	}
 	if pr.Static != nil {
-		v.static(pr.Static)
+		v.static(r, pr.Static)
 	}
 	if pr.Kubernetes != nil {
-		v.kubernetes(pr.Kubernetes)
+		v.kubernetes(childPath(path, "kubernetes"), pr.Kubernetes)
 	}
 }
 
-// static: 1..MaxBackends backends; IPs usable IPv4, not the listen address,
+// static: 1..MaxBackends backends; IPs of the service's listen family
+// (DESIGN §9: no NAT46/64), usable IPv4, no service's listen address,
 // unique; names non-empty and unique (DESIGN §1).
-func (v *validator) static(s *StaticProvider) {
-	const path = "provider.static.backends"
+func (v *validator) static(r svcRef, s *StaticProvider) {
+	path := r.field("provider.static.backends")
 	if v.failed(path) {
 		return
 	}
@@ -186,12 +268,10 @@ func (v *validator) static(s *StaticProvider) {
 	names := map[string]int{}
 	for i, b := range s.Backends {
 		p := indexPath(path, i)
-		if v.required(childPath(p, "ip")) && v.unicastIPv4(childPath(p, "ip"), b.IP) {
-			if !v.c.Listen.Auto && b.IP == v.c.Listen.IP {
-				v.errorf(childPath(p, "ip"), "must not be the listen address %s", b.IP)
-			}
+		if ip := childPath(p, "ip"); v.required(ip) && v.backendFamily(r, ip, b.IP) && v.unicastIPv4(ip, b.IP) {
+			v.notAListenAddress(r, ip, b.IP)
 			if j, dup := ips[b.IP]; dup {
-				v.errorf(childPath(p, "ip"), "duplicate ip %s (also %s)", b.IP, indexPath(path, j))
+				v.errorf(ip, "duplicate ip %s (also %s)", b.IP, indexPath(path, j))
 			} else {
 				ips[b.IP] = i
 			}
@@ -216,6 +296,44 @@ func (v *validator) static(s *StaticProvider) {
 	}
 }
 
+// backendFamily: a backend is of its service's listen family (DESIGN §9:
+// no NAT46/64); auto is IPv4. It says whether to go on checking the
+// address: not when the family differs (reported) or when the listen
+// address itself is refused (its error is the service's one line).
+func (v *validator) backendFamily(r svcRef, path string, a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	if !r.usable {
+		l := r.s.Listen
+		return l.Auto || !l.IP.IsValid() || !l.IP.Is6() || l.IP.Is4In6()
+	}
+	if a.Is6() && !a.Is4In6() {
+		listen := "auto"
+		if !r.s.Listen.Auto {
+			listen = r.s.Listen.IP.String()
+		}
+		v.errorf(path, "%s is IPv6 and the listen address (%s) IPv4: a service's backends are of its listen family (no NAT64)", a, listen)
+		return false
+	}
+	return true
+}
+
+// notAListenAddress: a backend is no service's listen address.
+func (v *validator) notAListenAddress(r svcRef, path string, a netip.Addr) {
+	for _, o := range v.svcs {
+		if !o.usable || o.s.Listen.Auto || o.s.Listen.IP != a {
+			continue
+		}
+		if o.i == r.i {
+			v.errorf(path, "must not be the listen address %s", a)
+		} else {
+			v.errorf(path, "must not be the listen address %s of %s", a, o.describe())
+		}
+		return
+	}
+}
+
 var (
 	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	dns1035Label = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
@@ -224,8 +342,7 @@ var (
 // kubernetes: namespace is a DNS-1123 label and service a DNS-1035 label,
 // as Kubernetes itself requires; port_name is empty or a DNS-1123 label
 // (a Service port name); kubeconfig is optional.
-func (v *validator) kubernetes(k *KubernetesProvider) {
-	const path = "provider.kubernetes"
+func (v *validator) kubernetes(path string, k *KubernetesProvider) {
 	const dns1123 = "DNS-1123 label (1-63 lowercase letters, digits or '-'; first and last a letter or digit)"
 	check := func(field, value, kind string, re *regexp.Regexp) {
 		p := childPath(path, field)
@@ -303,13 +420,15 @@ func (v *validator) listeners() {
 		path string
 		Listener
 	}{{"admin", Listener{Address: a.Address, Port: a.Port}}, {"metrics", m}} {
-		onListen := l.Address.IsUnspecified() || (!v.c.Listen.Auto && l.Address == v.c.Listen.IP)
-		if !onListen {
-			continue
-		}
-		for i, pm := range v.c.Ports {
-			if pm.LocalPort == l.Port {
-				v.errorf(childPath(l.path, "port"), "%d is also ports[%d].local_port on the listen address; XDP would take these packets before the %s listener sees them", l.Port, i, l.path)
+		for _, r := range v.svcs {
+			onListen := l.Address.IsUnspecified() || (!r.s.Listen.Auto && l.Address == r.s.Listen.IP)
+			if !onListen {
+				continue
+			}
+			for i, pm := range r.s.Ports {
+				if pm.LocalPort == l.Port {
+					v.errorf(childPath(l.path, "port"), "%d is also %s.local_port on the listen address; XDP would take these packets before the %s listener sees them", l.Port, indexPath(r.field("ports"), i), l.path)
+				}
 			}
 		}
 	}
@@ -375,8 +494,9 @@ func (v *validator) xdpMode() {
 }
 
 // snat: explicit addresses are 1..MaxSNATAddrs distinct usable IPv4
-// unicast addresses (issue 13). A local_port must not fall inside
-// port_range when a SNAT address may be the listen address: explicitly
+// unicast addresses (issue 13). A local_port of any service must not fall
+// inside port_range when a SNAT address may be that service's listen
+// address: explicitly
 // equal, or either of them auto (the simplest safe rule, since auto is
 // only resolved at runtime). There a packet to that port could be a
 // client's or a backend's reply, and the data path could not tell the
@@ -386,14 +506,19 @@ func (v *validator) snat() {
 	if !s.Auto && (!v.required("snat.ip") || !v.snatAddrs(s.IPs)) {
 		return
 	}
-	mayShare := s.Auto || v.c.Listen.Auto || slices.Contains(s.IPs, v.c.Listen.IP)
-	if !mayShare || v.failed("snat.port_range") {
+	if v.failed("snat.port_range") {
 		return
 	}
-	for i, pm := range v.c.Ports {
-		if pm.LocalPort >= s.PortLo && pm.LocalPort <= s.PortHi {
-			v.errorf(childPath(indexPath("ports", i), "local_port"), "%d is inside snat.port_range %d-%d%s; the data path could not tell client packets from backend replies",
-				pm.LocalPort, s.PortLo, s.PortHi, sharedWhy(s.Auto, v.c.Listen.Auto, slices.Index(s.IPs, v.c.Listen.IP), len(s.IPs)))
+	for _, r := range v.svcs {
+		l := r.s.Listen
+		if !s.Auto && !l.Auto && !slices.Contains(s.IPs, l.IP) {
+			continue
+		}
+		for i, pm := range r.s.Ports {
+			if pm.LocalPort >= s.PortLo && pm.LocalPort <= s.PortHi {
+				v.errorf(childPath(indexPath(r.field("ports"), i), "local_port"), "%d is inside snat.port_range %d-%d%s; the data path could not tell client packets from backend replies",
+					pm.LocalPort, s.PortLo, s.PortHi, sharedWhy(s.Auto, l.Auto, slices.Index(s.IPs, l.IP), len(s.IPs)))
+			}
 		}
 	}
 }

@@ -19,8 +19,9 @@ type State struct {
 	// Path is the config file's path as the daemon was given it.
 	Path string
 	// ReloadRequired is true when the file on disk is valid and differs
-	// from the loaded config; ChangedKeys names the differing top-level
-	// keys (config.Diff). A reload (SIGUSR2 hand-off, DESIGN §6) applies
+	// from the loaded config; ChangedKeys names the differing keys
+	// (config.Diff): top-level keys, and with a services: list
+	// "services[NAME]" or "services[NAME].KEY" (issue 29). A reload (SIGUSR2 hand-off, DESIGN §6) applies
 	// it without losing a connection.
 	ReloadRequired bool
 	ChangedKeys    []string

@@ -318,3 +318,28 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 	wantReload(t, h.next(), "ports")
 	h.logged(logrus.WarnLevel, "xlb.yaml changed on disk (keys: ports)")
 }
+
+// TestServicesNamedInKeys (issue 29): with a services: list the changed
+// keys name each service by its name, as a reload matches them: a key of
+// a service both files have, a service only one has.
+func TestServicesNamedInKeys(t *testing.T) {
+	const services = `services:
+  - name: web
+    listen: {ip: 192.0.2.10}
+    ports: [{local_port: 80, remote_port: 8080}]
+    provider: {static: {backends: [{ip: 198.51.100.11}]}}
+  - name: api
+    listen: {ip: 192.0.2.11}
+    ports: [{local_port: 443}]
+    provider: {static: {backends: [{ip: 198.51.100.12}]}}
+`
+	path := filepath.Join(t.TempDir(), "xlb.yaml")
+	writeInPlace(t, path, services)
+	h := startAt(t, path)
+	writeInPlace(t, path, strings.Replace(services, "remote_port: 8080", "remote_port: 8081", 1))
+	wantReload(t, h.next(), "services[web].ports")
+	h.logged(logrus.WarnLevel, "xlb.yaml changed on disk (keys: services[web].ports)")
+	writeInPlace(t, path, strings.Replace(services, "name: api", "name: admin", 1)+"shutdown_timeout: 5\n")
+	wantReload(t, h.next(), "services[admin]", "services[api]", "shutdown_timeout")
+	h.logged(logrus.WarnLevel, "(keys: services[admin], services[api], shutdown_timeout)")
+}

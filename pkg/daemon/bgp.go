@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/bgp"
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -22,18 +24,23 @@ const bgpVerdictPeriod = 200 * time.Millisecond
 // snapshot (a GoBGP round trip each).
 const bgpStatusPeriod = time.Second
 
-// announcer runs the embedded BGP speaker for the daemon (DESIGN §6a):
-// the speaker announces while the instance is ready, not drained and not
-// shutting down (bgp.Want on the latest snapshot), withdraws first thing
-// in a shutdown, and stops without a NOTIFICATION after a hand-off so the
-// peers keep the route for the successor (graceful restart). Without a
+// announcer runs the embedded BGP speaker for the daemon (DESIGN §6a,
+// §9): the speaker announces each service's address while a service on
+// it is ready, and nothing while the instance is drained or shutting down
+// (bgp.Announce on the latest snapshot), withdraws first thing in a
+// shutdown, and stops without a NOTIFICATION after a hand-off so the
+// peers keep the routes for the successor (graceful restart). Without a
 // bgp section every method does nothing.
 type announcer struct {
 	speaker *bgp.Speaker
-	log     logrus.FieldLogger
-	kick    chan struct{}
-	cancel  context.CancelFunc
-	done    sync.WaitGroup
+	// prefixes are the speaker's (bgp.Options.Prefixes); services is the
+	// announce rule's per-service input.
+	prefixes []netip.Prefix
+	services bgpServiceInput
+	log      logrus.FieldLogger
+	kick     chan struct{}
+	cancel   context.CancelFunc
+	done     sync.WaitGroup
 
 	// mu orders the verdicts against Withdraw and Stop: after either,
 	// no verdict reaches the speaker.
@@ -46,8 +53,9 @@ type announcer struct {
 }
 
 // startBGP creates and starts the speaker when the config has a bgp
-// section: the prefixes are the listen address /32 (announce: [listen])
-// and the configured ones, the router id the configured one or, auto,
+// section: the prefixes are every service's address /32 (announce:
+// [listen]) and the configured ones (bgpPrefixes), the router id the
+// configured one or, auto,
 // this host's own address toward the first peer (bgp.Options.RouterID;
 // the listen address, shared by the fleet, would break RFC 6286's
 // uniqueness). No session opens until the first verdict (runBGP). An error
@@ -59,12 +67,8 @@ func (d *runner) startBGP(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	listen := d.inst.Resolved.Listen
-	var prefixes []netip.Prefix
-	if c.AnnounceListen {
-		prefixes = append(prefixes, netip.PrefixFrom(listen, listen.BitLen()))
-	}
-	prefixes = append(prefixes, c.Announce...)
+	addrs, services := d.bgpServiceSources()
+	prefixes := bgpPrefixes(c, addrs)
 	s, err := bgp.New(bgp.Options{Config: *c, RouterID: c.RouterID, Prefixes: prefixes, Log: d.log.WithField("component", "bgp")})
 	if err != nil {
 		return err
@@ -72,7 +76,7 @@ func (d *runner) startBGP(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	d.bgp.Store(&announcer{speaker: s, log: d.log, kick: make(chan struct{}, 1)})
+	d.bgp.Store(&announcer{speaker: s, prefixes: prefixes, services: services, log: d.log, kick: make(chan struct{}, 1)})
 	d.publishBGP(s.Status())
 	return nil
 }
@@ -93,10 +97,11 @@ func (d *runner) runBGP() {
 		defer a.done.Done()
 		verdict := time.NewTicker(bgpVerdictPeriod)
 		defer verdict.Stop()
-		last, decided := false, false
+		var last []netip.Prefix
+		decided := false
 		for {
-			want := d.bgpWant()
-			if !decided || want != last {
+			want := bgpVerdict(d.store.Load(), time.Now(), a.prefixes, a.services)
+			if !decided || !slices.Equal(want, last) {
 				if a.setAnnounce(want) {
 					last, decided = want, true
 					// status shows the change at once, not at the next
@@ -127,11 +132,52 @@ func (d *runner) runBGP() {
 	}()
 }
 
-// bgpWant is the announce verdict on the latest snapshot.
-func (d *runner) bgpWant() bool {
-	s := d.store.Load()
-	ready, _ := s.Readiness(time.Now())
-	return bgp.Want(ready, s.Drained, s.Lifecycle == api.ShuttingDown)
+// bgpServiceInput is the announce rule's per-service input (DESIGN §9,
+// issue 29 item 5): each serving service's listen address and whether
+// that service is ready on the snapshot s at now (its own readiness,
+// instance-wide reasons included). A service on the address of another
+// keeps it announced while either is ready (bgp.Announce).
+type bgpServiceInput func(s *snapshot.Snapshot, now time.Time) []bgp.ServiceReadiness
+
+// bgpServiceSources returns the services' addresses the speaker may
+// announce (fixed for this process: a reload is a new process) and the
+// per-service input of its verdict. This instance runs one service, at
+// the resolved listen address, whose readiness is the instance's
+// (snapshot.Readiness), as a file of the top-level form describes.
+func (d *runner) bgpServiceSources() ([]netip.Addr, bgpServiceInput) {
+	listen, name := d.inst.Resolved.Listen, d.cfg.Name
+	return []netip.Addr{listen}, func(s *snapshot.Snapshot, now time.Time) []bgp.ServiceReadiness {
+		ready, _ := s.Readiness(now)
+		return []bgp.ServiceReadiness{{Name: name, Address: listen, Ready: ready}}
+	}
+}
+
+// bgpPrefixes are the speaker's prefixes (bgp.Options.Prefixes): each
+// service address once, as a /32 (a /128 for IPv6), when announce lists
+// "listen", then the configured prefixes (config validation keeps them
+// apart from the service addresses).
+func bgpPrefixes(c *config.BGP, addrs []netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	if c.AnnounceListen {
+		for _, a := range addrs {
+			if p := netip.PrefixFrom(a, a.BitLen()); !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	for _, p := range c.Announce {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// bgpVerdict is the announce verdict on the snapshot s at now: the
+// prefixes to announce (bgp.Announce), nothing while drained or shutting
+// down.
+func bgpVerdict(s *snapshot.Snapshot, now time.Time, prefixes []netip.Prefix, services bgpServiceInput) []netip.Prefix {
+	return bgp.Announce(s.Drained, s.Lifecycle == api.ShuttingDown, prefixes, services(s, now))
 }
 
 // reevaluateBGP re-evaluates the verdict now (after a drain or undrain).
@@ -146,16 +192,16 @@ func (d *runner) reevaluateBGP() {
 	}
 }
 
-// setAnnounce hands a verdict to the speaker unless it is withdrawn or
-// stopped; it reports whether the speaker took it (a failure is logged
-// and retried with the next evaluation).
-func (a *announcer) setAnnounce(on bool) bool {
+// setAnnounce hands a verdict, the prefixes to announce, to the speaker
+// unless it is withdrawn or stopped; it reports whether the speaker took
+// it (a failure is logged and retried with the next evaluation).
+func (a *announcer) setAnnounce(prefixes []netip.Prefix) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return true
 	}
-	if err := a.speaker.SetAnnounce(on); err != nil {
+	if err := a.speaker.SetAnnounced(prefixes); err != nil {
 		a.log.WithError(err).Warn("bgp: set the announce verdict")
 		return false
 	}

@@ -12,11 +12,14 @@ import (
 // with Snapshot.BackendState's rules; DESIGN §3) and each listed backend's
 // traffic (from the maintenance sample).
 //
-// The backend label is the backend's name. Backends that share a name (a
-// departed backend still draining and its successor under the same name)
-// are summed into one series; ids seen in the flow map that the backend
-// manager does not know have no name and are left out. Without perBackend
-// (config metrics.per_backend: false) only xlb_backends is exported.
+// Every series has the service label (DESIGN §9): the counts of
+// xlb_backends are per service, and a backend that serves two services
+// has a series in each. The backend label is the backend's name. Within a
+// service, backends that share a name (a departed backend still draining
+// and its successor under the same name) are summed into one series; ids
+// seen in the flow map that no backend manager knows have no name and are
+// left out. Without perBackend (config metrics.per_backend: false) only
+// xlb_backends is exported.
 type backendsCollector struct {
 	descs
 
@@ -37,10 +40,10 @@ type backendSeries struct {
 
 func newBackendsCollector(perBackend bool) *backendsCollector {
 	c := &backendsCollector{perBackend: perBackend}
-	c.count = c.add("xlb_backends", "Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs), unreachable (discovered but without a route or neighbour: no new connections). A backend can count in more than one state.", "state")
-	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, unhealthy, draining, unreachable), 0 for the others.", "backend", "state")
-	c.timestamps = c.add("xlb_backend_tcp_timestamps", "Whether the backend's last SYN-ACK to a client SYN with TCP timestamps carried them, as of the latest maintenance cycle: 1 for the current state (yes; no: its net.ipv4.tcp_timestamps is 0, so XLB leaves its pairs' timestamps as they are; unknown: none seen yet), 0 for the others.", "backend", "state")
-	c.checks = c.add("xlb_backend_health_checks_total", "Active health checks of the backend by result (ok, fail) since it was discovered; only with health_check configured.", "backend", "result")
+	c.count = c.add("xlb_backends", "Backends of the service by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs), unreachable (discovered but without a route or neighbour: no new connections). A backend can count in more than one state.", "service", "state")
+	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, unhealthy, draining, unreachable), 0 for the others.", "service", "backend", "state")
+	c.timestamps = c.add("xlb_backend_tcp_timestamps", "Whether the backend's last SYN-ACK to a client SYN with TCP timestamps carried them, as of the latest maintenance cycle: 1 for the current state (yes; no: its net.ipv4.tcp_timestamps is 0, so XLB leaves its pairs' timestamps as they are; unknown: none seen yet), 0 for the others.", "service", "backend", "state")
+	c.checks = c.add("xlb_backend_health_checks_total", "Active health checks of the backend by result (ok, fail) since it was discovered; only with health_check configured.", "service", "backend", "result")
 	type B = maintenance.BackendSample
 	for _, s := range []struct {
 		name, help string
@@ -62,7 +65,7 @@ func newBackendsCollector(perBackend bool) *backendsCollector {
 		{"xlb_backend_received_packets_total", "Packets forwarded from the backend to clients, as of the latest maintenance cycle.",
 			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.ReceivedPackets }},
 	} {
-		c.traffic = append(c.traffic, backendSeries{desc: c.add(s.name, s.help, "backend"), typ: s.typ, value: s.value})
+		c.traffic = append(c.traffic, backendSeries{desc: c.add(s.name, s.help, "service", "backend"), typ: s.typ, value: s.value})
 	}
 	return c
 }
@@ -99,10 +102,18 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 	if s == nil {
 		return errNoData
 	}
+	for _, svc := range s.ServiceList() {
+		c.service(s, svc, ch)
+	}
+	return nil
+}
+
+// service sends one service's series.
+func (c *backendsCollector) service(s *snapshot.Snapshot, svc snapshot.Service, ch chan<- prometheus.Metric) {
 	var discovered, routable, unhealthy, draining, unreachable int
 	var names []string
 	byName := map[string]*backendTotals{}
-	for _, b := range s.Backends {
+	for _, b := range svc.Backends {
 		if b.Discovered {
 			discovered++
 		}
@@ -139,34 +150,34 @@ func (c *backendsCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.Me
 			}
 		}
 	}
-	gauge(ch, c.count, float64(discovered), "discovered")
-	gauge(ch, c.count, float64(routable), string(api.Routable))
-	gauge(ch, c.count, float64(unhealthy), string(api.Unhealthy))
-	gauge(ch, c.count, float64(draining), string(api.Draining))
-	gauge(ch, c.count, float64(unreachable), string(api.Unreachable))
+	sv := svc.Name
+	gauge(ch, c.count, float64(discovered), sv, "discovered")
+	gauge(ch, c.count, float64(routable), sv, string(api.Routable))
+	gauge(ch, c.count, float64(unhealthy), sv, string(api.Unhealthy))
+	gauge(ch, c.count, float64(draining), sv, string(api.Draining))
+	gauge(ch, c.count, float64(unreachable), sv, string(api.Unreachable))
 	if !c.perBackend {
-		return nil
+		return
 	}
 	for _, name := range names {
 		t := byName[name]
 		for _, st := range api.BackendStates() {
-			gauge(ch, c.state, boolValue(t.state == st), name, string(st))
+			gauge(ch, c.state, boolValue(t.state == st), sv, name, string(st))
 		}
 		if t.checked {
-			ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(t.ok), name, string(api.HealthCheckOK))
-			ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(t.failed), name, string(api.HealthCheckFail))
+			ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(t.ok), sv, name, string(api.HealthCheckOK))
+			ch <- prometheus.MustNewConstMetric(c.checks, prometheus.CounterValue, float64(t.failed), sv, name, string(api.HealthCheckFail))
 		}
 		if s.Sample == nil {
 			continue
 		}
 		for _, series := range c.traffic {
-			ch <- prometheus.MustNewConstMetric(series.desc, series.typ, float64(series.value(&t.sum)), name)
+			ch <- prometheus.MustNewConstMetric(series.desc, series.typ, float64(series.value(&t.sum)), sv, name)
 		}
 		for _, ts := range api.TimestampStates() {
-			gauge(ch, c.timestamps, boolValue(t.timestamps == ts), name, string(ts))
+			gauge(ch, c.timestamps, boolValue(t.timestamps == ts), sv, name, string(ts))
 		}
 	}
-	return nil
 }
 
 // tsRank orders timestamp states by precedence (lower wins;

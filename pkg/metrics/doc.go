@@ -98,23 +98,27 @@
 // snapshot is published but before the first maintenance sample, what the
 // instance already knows is exported (xlb_service_info,
 // xlb_lifecycle_state, xlb_ready, xlb_xdp_attached, xlb_config_*,
-// xlb_hot_upgrades_total, xlb_adopted_connection_pairs,
-// xlb_backend_provider_stale, xlb_backends and
+// xlb_hot_upgrades_total, xlb_adopted_connection_pairs, xlb_service_ready,
+// xlb_service_state, xlb_backend_provider_stale, xlb_backends and
 // xlb_backend_state); the sample-derived series and the
 // data-path counters, which the first cycle reads, are absent rather than
 // zero, so a dashboard does not mistake "not measured yet" for "no
 // connections".
 //
-// Labels are bounded: backend is the backend's configured (or discovered)
-// name, interface an XDP interface name, state one of the words of
+// Labels are bounded: service is a service's name from xlb.yaml (DESIGN
+// §9: every per-connection and per-backend series has it, and the
+// per-service ones, xlb_service_ready, xlb_service_state and
+// xlb_backend_provider_stale; the instance-wide ones have none; a
+// top-level file's one service is named after the instance's name),
+// backend is the backend's configured (or discovered) name, interface an XDP interface name, state one of the words of
 // pkg/status/api; no label ever carries a client address. A backend whose
 // configured name was left out of xlb.yaml is named by its IP
 // (pkg/config), which is a backend address, not a client's.
 //
-// Each backend name has its own series (docs/observability.md counts
-// them): xlb_backend_state, xlb_backend_tcp_timestamps, the traffic
+// Each backend name has its own series in each service that lists it
+// (docs/observability.md counts them): xlb_backend_state, xlb_backend_tcp_timestamps, the traffic
 // series, the handshake histogram, and with health checks their counts.
 // Options.OmitPerBackend (config metrics.per_backend: false; issue 28
-// item 9) leaves all of them out; xlb_backends and the instance's
+// item 9) leaves all of them out; xlb_backends and the services'
 // connection series stay.
 package metrics

@@ -7,7 +7,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/snapshot"
 )
 
-// handshakeCollector exports xlb_backend_handshake_seconds{backend}, the
+// handshakeCollector exports xlb_backend_handshake_seconds{service,backend}, the
 // data path's passive handshake latency (issue 14): per backend, the time
 // from the SYN XLB forwarded to the backend's first SYN-ACK of the pair,
 // as a histogram with the data path's buckets (dataplane.HandshakeBuckets:
@@ -17,10 +17,11 @@ import (
 // exported ones). The data path counts every handshake per
 // CPU; the maintenance sample carries each backend id's sums
 // (maintenance.BackendSample.Handshake), so a scrape shows the latest
-// cycle's. As for the other per-backend series (backends.go), the backend
-// label is the backend's name: backends that share one (a departed
-// backend still draining and its successor) are summed, and ids the
-// backend manager does not list are left out. A listed backend without a
+// cycle's. As for the other per-backend series (backends.go), the series
+// has the service label and the backend label is the backend's name:
+// within a service, backends that share one (a departed backend still
+// draining and its successor) are summed, and ids no backend manager
+// lists are left out. A listed backend without a
 // handshake has an empty histogram. Without perBackend (config
 // metrics.per_backend: false) nothing is exported.
 type handshakeCollector struct {
@@ -46,7 +47,7 @@ var handshakeBounds = func() []int {
 
 func newHandshakeCollector(perBackend bool) *handshakeCollector {
 	c := &handshakeCollector{perBackend: perBackend}
-	c.seconds = c.add("xlb_backend_handshake_seconds", "Time from the SYN XLB forwarded to the backend to the backend's first SYN-ACK, per connection, as the data path saw them pass (a retransmitted SYN keeps the first one's time; a backend slow to accept shows here before it fails), as of the latest maintenance cycle.", "backend")
+	c.seconds = c.add("xlb_backend_handshake_seconds", "Time from the SYN XLB forwarded to the backend to the backend's first SYN-ACK, per connection, as the data path saw them pass (a retransmitted SYN keeps the first one's time; a backend slow to accept shows here before it fails), as of the latest maintenance cycle.", "service", "backend")
 	return c
 }
 
@@ -58,25 +59,27 @@ func (c *handshakeCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.M
 	if !c.perBackend {
 		return nil
 	}
-	var names []string
-	byName := map[string]*dataplane.Histogram{}
-	for _, b := range s.Backends {
-		if _, listed := s.BackendState(b); !listed {
-			continue
+	for _, svc := range s.ServiceList() {
+		var names []string
+		byName := map[string]*dataplane.Histogram{}
+		for _, b := range svc.Backends {
+			if _, listed := s.BackendState(b); !listed {
+				continue
+			}
+			h := byName[b.Name]
+			if h == nil {
+				h = &dataplane.Histogram{}
+				byName[b.Name] = h
+				names = append(names, b.Name)
+			}
+			if bs, found := s.Sample.Backend(b.ID); found {
+				h.Add(bs.Handshake)
+			}
 		}
-		h := byName[b.Name]
-		if h == nil {
-			h = &dataplane.Histogram{}
-			byName[b.Name] = h
-			names = append(names, b.Name)
+		for _, name := range names {
+			h := byName[name]
+			ch <- prometheus.MustNewConstHistogram(c.seconds, h.Count, h.Sum.Seconds(), cumulative(h), svc.Name, name)
 		}
-		if bs, found := s.Sample.Backend(b.ID); found {
-			h.Add(bs.Handshake)
-		}
-	}
-	for _, name := range names {
-		h := byName[name]
-		ch <- prometheus.MustNewConstHistogram(c.seconds, h.Count, h.Sum.Seconds(), cumulative(h), name)
 	}
 	return nil
 }

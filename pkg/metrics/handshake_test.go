@@ -34,6 +34,7 @@ func TestHandshakeHistogram(t *testing.T) {
 	ip := netip.MustParseAddr
 	last := dataplane.HandshakeBounds
 	snap := &snapshot.Snapshot{
+		Name: "web-lb",
 		Sample: &maintenance.Sample{Backends: []maintenance.BackendSample{
 			{ID: 0, Handshake: handshakes(1500*time.Microsecond, 0, 0, 4)},
 			{ID: 1, Active: 1, Handshake: handshakes(5*time.Second, last)},
@@ -72,7 +73,7 @@ func TestHandshakeHistogram(t *testing.T) {
 		t.Errorf("%d series, want %d (%v)", len(f.GetMetric()), len(want), f.GetMetric())
 	}
 	for name, w := range want {
-		m, ok := find(fams, "xlb_backend_handshake_seconds", map[string]string{"backend": name})
+		m, ok := find(fams, "xlb_backend_handshake_seconds", map[string]string{"service": "web-lb", "backend": name})
 		if !ok {
 			t.Errorf("backend %s: no series", name)
 			continue

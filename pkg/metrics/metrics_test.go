@@ -25,18 +25,18 @@ var designMetrics = []struct {
 	labels []string
 }{
 	{"xlb_build_info", dto.MetricType_GAUGE, []string{"branch", "goarch", "goos", "goversion", "revision", "tags", "version"}},
-	{"xlb_connections_active", dto.MetricType_GAUGE, nil},
-	{"xlb_connections_timewait", dto.MetricType_GAUGE, nil},
-	{"xlb_connections_opened_total", dto.MetricType_COUNTER, nil},
-	{"xlb_connections_closed_total", dto.MetricType_COUNTER, []string{"initiator", "reason"}},
-	{"xlb_connections_orphaned_total", dto.MetricType_COUNTER, nil},
-	{"xlb_backends", dto.MetricType_GAUGE, []string{"state"}},
-	{"xlb_backend_connections_active", dto.MetricType_GAUGE, []string{"backend"}},
-	{"xlb_backend_connections_opened_total", dto.MetricType_COUNTER, []string{"backend"}},
-	{"xlb_backend_sent_bytes_total", dto.MetricType_COUNTER, []string{"backend"}},
-	{"xlb_backend_received_bytes_total", dto.MetricType_COUNTER, []string{"backend"}},
-	{"xlb_backend_sent_packets_total", dto.MetricType_COUNTER, []string{"backend"}},
-	{"xlb_backend_received_packets_total", dto.MetricType_COUNTER, []string{"backend"}},
+	{"xlb_connections_active", dto.MetricType_GAUGE, []string{"service"}},
+	{"xlb_connections_timewait", dto.MetricType_GAUGE, []string{"service"}},
+	{"xlb_connections_opened_total", dto.MetricType_COUNTER, []string{"service"}},
+	{"xlb_connections_closed_total", dto.MetricType_COUNTER, []string{"initiator", "reason", "service"}},
+	{"xlb_connections_orphaned_total", dto.MetricType_COUNTER, []string{"service"}},
+	{"xlb_backends", dto.MetricType_GAUGE, []string{"service", "state"}},
+	{"xlb_backend_connections_active", dto.MetricType_GAUGE, []string{"backend", "service"}},
+	{"xlb_backend_connections_opened_total", dto.MetricType_COUNTER, []string{"backend", "service"}},
+	{"xlb_backend_sent_bytes_total", dto.MetricType_COUNTER, []string{"backend", "service"}},
+	{"xlb_backend_received_bytes_total", dto.MetricType_COUNTER, []string{"backend", "service"}},
+	{"xlb_backend_sent_packets_total", dto.MetricType_COUNTER, []string{"backend", "service"}},
+	{"xlb_backend_received_packets_total", dto.MetricType_COUNTER, []string{"backend", "service"}},
 	{"xlb_flow_map_entries", dto.MetricType_GAUGE, nil},
 	{"xlb_flow_map_capacity", dto.MetricType_GAUGE, nil},
 	{"xlb_flow_pair_invariant_violations_total", dto.MetricType_COUNTER, nil},
@@ -57,7 +57,7 @@ var designMetrics = []struct {
 	{"xlb_hot_upgrades_total", dto.MetricType_COUNTER, []string{"result"}},
 	{"xlb_adopted_connection_pairs", dto.MetricType_GAUGE, nil},
 	// Capacity and hostile traffic (DESIGN §6b, issue 13).
-	{"xlb_connections_embryonic_expired_total", dto.MetricType_COUNTER, nil},
+	{"xlb_connections_embryonic_expired_total", dto.MetricType_COUNTER, []string{"service"}},
 	{"xlb_rst_out_of_window_total", dto.MetricType_COUNTER, nil},
 	{"xlb_rst_inexact_total", dto.MetricType_COUNTER, nil},
 	{"xlb_pair_gone_in_flight_total", dto.MetricType_COUNTER, nil},
@@ -78,6 +78,9 @@ var designMetrics = []struct {
 	{"xlb_maintenance_embryonic_scheduled", dto.MetricType_GAUGE, nil},
 	{"xlb_maintenance_hold_scheduled", dto.MetricType_GAUGE, nil},
 	{"xlb_close_events_unscheduled_total", dto.MetricType_COUNTER, nil},
+	// Services (DESIGN §9).
+	{"xlb_service_ready", dto.MetricType_GAUGE, []string{"service"}},
+	{"xlb_service_state", dto.MetricType_GAUGE, []string{"service", "state"}},
 }
 
 func TestScrapeHasEveryDesignMetric(t *testing.T) {
@@ -124,14 +127,18 @@ func TestScrapeHasEveryDesignMetric(t *testing.T) {
 		{"xlb_host_setting_repairs_total", "setting", []string{"net.ipv4.conf.lo.forwarding", "net.ipv4.ip_local_reserved_ports"}},
 	} {
 		for _, v := range c.values {
-			if _, ok := find(fams, c.name, map[string]string{c.label: v}); !ok {
+			l := map[string]string{c.label: v}
+			if strings.HasPrefix(c.name, "xlb_backends") {
+				l["service"] = "web-lb"
+			}
+			if _, ok := find(fams, c.name, l); !ok {
 				t.Errorf("%s{%s=%q} missing", c.name, c.label, v)
 			}
 		}
 	}
 	for _, initiator := range []string{"client", "backend"} {
 		for _, reason := range []string{"fin", "rst"} {
-			if _, ok := find(fams, "xlb_connections_closed_total", map[string]string{"initiator": initiator, "reason": reason}); !ok {
+			if _, ok := find(fams, "xlb_connections_closed_total", map[string]string{"service": "web-lb", "initiator": initiator, "reason": reason}); !ok {
 				t.Errorf("xlb_connections_closed_total{initiator=%q,reason=%q} missing", initiator, reason)
 			}
 		}
@@ -158,15 +165,15 @@ func TestValuesMatchSnapshot(t *testing.T) {
 		}
 	}
 	// From the maintenance sample.
-	check("xlb_connections_active", nil, float64(x.Active))
-	check("xlb_connections_timewait", nil, float64(x.TimeWait))
-	check("xlb_connections_opened_total", nil, float64(x.Opened))
-	check("xlb_connections_closed_total", L{"initiator": "client", "reason": "fin"}, float64(x.Closed.ClientFIN))
-	check("xlb_connections_closed_total", L{"initiator": "backend", "reason": "fin"}, float64(x.Closed.BackendFIN))
-	check("xlb_connections_closed_total", L{"initiator": "client", "reason": "rst"}, float64(x.Closed.ClientRST))
-	check("xlb_connections_closed_total", L{"initiator": "backend", "reason": "rst"}, float64(x.Closed.BackendRST))
-	check("xlb_connections_orphaned_total", nil, float64(x.Orphaned))
-	check("xlb_connections_embryonic_expired_total", nil, float64(x.EmbryonicExpired))
+	check("xlb_connections_active", L{"service": "web-lb"}, float64(x.Active))
+	check("xlb_connections_timewait", L{"service": "web-lb"}, float64(x.TimeWait))
+	check("xlb_connections_opened_total", L{"service": "web-lb"}, float64(x.Opened))
+	check("xlb_connections_closed_total", L{"service": "web-lb", "initiator": "client", "reason": "fin"}, float64(x.Closed.ClientFIN))
+	check("xlb_connections_closed_total", L{"service": "web-lb", "initiator": "backend", "reason": "fin"}, float64(x.Closed.BackendFIN))
+	check("xlb_connections_closed_total", L{"service": "web-lb", "initiator": "client", "reason": "rst"}, float64(x.Closed.ClientRST))
+	check("xlb_connections_closed_total", L{"service": "web-lb", "initiator": "backend", "reason": "rst"}, float64(x.Closed.BackendRST))
+	check("xlb_connections_orphaned_total", L{"service": "web-lb"}, float64(x.Orphaned))
+	check("xlb_connections_embryonic_expired_total", L{"service": "web-lb"}, float64(x.EmbryonicExpired))
 	check("xlb_flow_map_entries", nil, float64(x.FlowEntries))
 	check("xlb_flow_map_capacity", nil, float64(x.FlowCapacity))
 	check("xlb_maintenance_sample_age_seconds", nil, 2)
@@ -181,13 +188,13 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_maintenance_hold_scheduled", nil, float64(x.CloseEvents.HoldScheduled))
 	check("xlb_close_events_unscheduled_total", nil, float64(x.CloseEvents.Unscheduled))
 	// Backends: four listed (backend-4 departed and idle is not).
-	check("xlb_backends", L{"state": "discovered"}, 3)
-	check("xlb_backends", L{"state": "routable"}, 1)
-	check("xlb_backends", L{"state": "unhealthy"}, 1)
-	check("xlb_backends", L{"state": "draining"}, 1)
+	check("xlb_backends", L{"service": "web-lb", "state": "discovered"}, 3)
+	check("xlb_backends", L{"service": "web-lb", "state": "routable"}, 1)
+	check("xlb_backends", L{"service": "web-lb", "state": "unhealthy"}, 1)
+	check("xlb_backends", L{"service": "web-lb", "state": "draining"}, 1)
 	for i, name := range []string{"backend-1", "backend-2", "backend-3"} {
 		bs := x.Backends[i]
-		b := L{"backend": name}
+		b := L{"service": "web-lb", "backend": name}
 		check("xlb_backend_connections_active", b, float64(bs.Active))
 		check("xlb_backend_connections_timewait", b, float64(bs.TimeWait))
 		check("xlb_backend_connections_opened_total", b, float64(bs.Stats.Opened))
@@ -197,25 +204,25 @@ func TestValuesMatchSnapshot(t *testing.T) {
 		check("xlb_backend_received_packets_total", b, float64(bs.Stats.ReceivedPackets))
 		state, _ := snap.BackendState(snap.Backends[i])
 		for _, st := range []string{"routable", "unhealthy", "draining", "unreachable"} {
-			check("xlb_backend_state", L{"backend": name, "state": st}, boolValue(st == string(state)))
+			check("xlb_backend_state", L{"service": "web-lb", "backend": name, "state": st}, boolValue(st == string(state)))
 		}
 	}
-	check("xlb_backend_state", L{"backend": "backend-5", "state": "unhealthy"}, 1)
+	check("xlb_backend_state", L{"service": "web-lb", "backend": "backend-5", "state": "unhealthy"}, 1)
 	// TCP timestamps: one series per state, 1 for the backend's.
 	for name, want := range map[string]string{"backend-1": "yes", "backend-2": "no", "backend-3": "unknown"} {
 		for _, st := range []string{"yes", "no", "unknown"} {
-			check("xlb_backend_tcp_timestamps", L{"backend": name, "state": st}, boolValue(st == want))
+			check("xlb_backend_tcp_timestamps", L{"service": "web-lb", "backend": name, "state": st}, boolValue(st == want))
 		}
 	}
 	// Health checks: the backends that have them, by result.
-	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "ok"}, 40)
-	check("xlb_backend_health_checks_total", L{"backend": "backend-1", "result": "fail"}, 1)
-	check("xlb_backend_health_checks_total", L{"backend": "backend-5", "result": "ok"}, 7)
-	check("xlb_backend_health_checks_total", L{"backend": "backend-5", "result": "fail"}, 3)
-	if _, ok := find(fams, "xlb_backend_health_checks_total", L{"backend": "backend-2", "result": "ok"}); ok {
+	check("xlb_backend_health_checks_total", L{"service": "web-lb", "backend": "backend-1", "result": "ok"}, 40)
+	check("xlb_backend_health_checks_total", L{"service": "web-lb", "backend": "backend-1", "result": "fail"}, 1)
+	check("xlb_backend_health_checks_total", L{"service": "web-lb", "backend": "backend-5", "result": "ok"}, 7)
+	check("xlb_backend_health_checks_total", L{"service": "web-lb", "backend": "backend-5", "result": "fail"}, 3)
+	if _, ok := find(fams, "xlb_backend_health_checks_total", L{"service": "web-lb", "backend": "backend-2", "result": "ok"}); ok {
 		t.Errorf("backend-2 (no health checks) exports xlb_backend_health_checks_total")
 	}
-	if _, ok := find(fams, "xlb_backend_connections_active", L{"backend": "backend-4"}); ok {
+	if _, ok := find(fams, "xlb_backend_connections_active", L{"service": "web-lb", "backend": "backend-4"}); ok {
 		t.Errorf("backend-4 (departed, no pairs) is exported")
 	}
 	// From the latest counter read (Snapshot.Counters), not the sample's copy.
@@ -262,7 +269,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_lifecycle_state", L{"state": "shutting_down"}, 0)
 	// Drain and the BGP speaker (snapshot.Drained, snapshot.BGP).
 	check("xlb_drained", nil, 0)
-	check("xlb_backend_provider_stale", nil, 0)
+	check("xlb_backend_provider_stale", L{"service": "web-lb"}, 0)
 	check("xlb_bgp_peer_up", L{"peer": "203.0.113.1"}, 1)
 	check("xlb_bgp_peer_up", L{"peer": "203.0.113.2"}, 0)
 	check("xlb_bgp_announced_routes", nil, 1)
@@ -283,19 +290,19 @@ func TestExpositionText(t *testing.T) {
 	store.Publish(fixtureSnapshot())
 	srv, _ := testServer(t, &store)
 	want := `
-# HELP xlb_backends Backends by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs), unreachable (discovered but without a route or neighbour: no new connections). A backend can count in more than one state.
+# HELP xlb_backends Backends of the service by state: discovered (currently listed by the provider), routable (discovered and eligible for new connections), unhealthy (discovered but failing its active health checks: no new connections, its connections untouched), draining (no longer routable but still owning connection pairs), unreachable (discovered but without a route or neighbour: no new connections). A backend can count in more than one state.
 # TYPE xlb_backends gauge
-xlb_backends{state="discovered"} 3
-xlb_backends{state="draining"} 1
-xlb_backends{state="routable"} 1
-xlb_backends{state="unhealthy"} 1
-xlb_backends{state="unreachable"} 1
-# HELP xlb_connections_closed_total Connections closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.
+xlb_backends{service="web-lb",state="discovered"} 3
+xlb_backends{service="web-lb",state="draining"} 1
+xlb_backends{service="web-lb",state="routable"} 1
+xlb_backends{service="web-lb",state="unhealthy"} 1
+xlb_backends{service="web-lb",state="unreachable"} 1
+# HELP xlb_connections_closed_total Connections of the service closed, counted once by the data path at the packet that makes the pair terminal (the second FIN or a RST), by who closed first (client or backend) and how (fin or rst), as of the latest maintenance cycle. Orphan removals are not included.
 # TYPE xlb_connections_closed_total counter
-xlb_connections_closed_total{initiator="backend",reason="fin"} 15
-xlb_connections_closed_total{initiator="backend",reason="rst"} 17
-xlb_connections_closed_total{initiator="client",reason="fin"} 14
-xlb_connections_closed_total{initiator="client",reason="rst"} 16
+xlb_connections_closed_total{initiator="backend",reason="fin",service="web-lb"} 15
+xlb_connections_closed_total{initiator="backend",reason="rst",service="web-lb"} 17
+xlb_connections_closed_total{initiator="client",reason="fin",service="web-lb"} 14
+xlb_connections_closed_total{initiator="client",reason="rst",service="web-lb"} 16
 # HELP xlb_close_events_lost_total Close events that never reached the maintenance loop: the ring buffer was full (counted since the flow map was created) or a per-CPU queue slot was overwritten before it was read (since this process started its maintenance loop). The walk removes those pairs instead, at most one pass late.
 # TYPE xlb_close_events_lost_total counter
 xlb_close_events_lost_total 23
@@ -339,12 +346,12 @@ xlb_maintenance_failing 1
 # HELP xlb_maintenance_cycles_total Successful maintenance cycles since this process started its maintenance loop.
 # TYPE xlb_maintenance_cycles_total counter
 xlb_maintenance_cycles_total 42
-# HELP xlb_ready 1 when /readyz answers 200, 0 otherwise (the reason is in /readyz and the status API).
+# HELP xlb_ready 1 when /readyz answers 200 (every service is ready), 0 otherwise (the reason is in /readyz and the status API).
 # TYPE xlb_ready gauge
 xlb_ready 1
-# HELP xlb_connections_active Connections open or half-closed (neither both FINs nor a RST seen yet), as of the latest maintenance cycle.
+# HELP xlb_connections_active Connections of the service open or half-closed (neither both FINs nor a RST seen yet), as of the latest maintenance cycle.
 # TYPE xlb_connections_active gauge
-xlb_connections_active 7
+xlb_connections_active{service="web-lb"} 7
 `
 	if err := testutil.GatherAndCompare(srv.reg, strings.NewReader(want),
 		"xlb_maintenance_errors_total", "xlb_maintenance_failing", "xlb_maintenance_cycles_total", "xlb_ready", "xlb_connections_active"); err != nil {

@@ -95,12 +95,13 @@ func TestPerBackendSwitch(t *testing.T) {
 		{"xlb_connections_timewait", "xlb_backend_connections_timewait", nil},
 		{"xlb_connections_opened_total", "xlb_backend_connections_opened_total", nil},
 	} {
-		if tot, s := value(t, on, c.total, nil), sum(c.perBackend, nil); tot != s {
+		svc := map[string]string{"service": "web-lb"}
+		if tot, s := value(t, on, c.total, svc), sum(c.perBackend, svc); tot != s {
 			t.Errorf("%s %v, but the sum of %s is %v", c.total, tot, c.perBackend, s)
 		}
 	}
 	for _, st := range api.BackendStates() {
-		l := map[string]string{"state": string(st)}
+		l := map[string]string{"service": "web-lb", "state": string(st)}
 		if tot, s := value(t, on, "xlb_backends", l), sum("xlb_backend_state", l); tot != s {
 			t.Errorf("xlb_backends{state=%q} %v, but %v backends have xlb_backend_state{state=%q} 1", st, tot, s, st)
 		}

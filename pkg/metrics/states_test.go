@@ -51,9 +51,9 @@ func TestBeforeFirstSample(t *testing.T) {
 		{"xlb_config_reload_required", nil, 0},
 		{"xlb_ready", nil, 0},
 		{"xlb_lifecycle_state", L{"state": "starting"}, 1},
-		{"xlb_backends", L{"state": "routable"}, 1},
-		{"xlb_backends", L{"state": "draining"}, 0}, // no sample: no pairs known
-		{"xlb_backend_state", L{"backend": "backend-2", "state": "unreachable"}, 1},
+		{"xlb_backends", L{"service": "web-lb", "state": "routable"}, 1},
+		{"xlb_backends", L{"service": "web-lb", "state": "draining"}, 0}, // no sample: no pairs known
+		{"xlb_backend_state", L{"service": "web-lb", "backend": "backend-2", "state": "unreachable"}, 1},
 		{"xlb_snat_port_exhausted_total", nil, float64(liveCounters.SNATExhausted)},
 		{"xlb_flow_pair_invariant_violations_total", nil, float64(liveCounters.InvariantViolations)},
 	} {
@@ -215,7 +215,7 @@ func TestBackendsSharingANameAreSummed(t *testing.T) {
 	store.Publish(snap)
 	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	b := map[string]string{"backend": "backend-1"}
+	b := map[string]string{"service": "web-lb", "backend": "backend-1"}
 	x := snap.Sample
 	if got, want := value(t, fams, "xlb_backend_connections_active", b), float64(x.Backends[0].Active+x.Backends[2].Active); got != want {
 		t.Errorf("active = %v, want %v", got, want)
@@ -223,7 +223,7 @@ func TestBackendsSharingANameAreSummed(t *testing.T) {
 	if got, want := value(t, fams, "xlb_backend_sent_bytes_total", b), float64(x.Backends[0].Stats.SentBytes+x.Backends[2].Stats.SentBytes); got != want {
 		t.Errorf("sent bytes = %v, want %v", got, want)
 	}
-	if got := value(t, fams, "xlb_backend_state", map[string]string{"backend": "backend-1", "state": "routable"}); got != 1 {
+	if got := value(t, fams, "xlb_backend_state", map[string]string{"service": "web-lb", "backend": "backend-1", "state": "routable"}); got != 1 {
 		t.Errorf("state routable = %v, want 1 (routable wins over draining)", got)
 	}
 	if n := len(fams["xlb_backend_connections_active"].GetMetric()); n != 3 {
@@ -277,7 +277,7 @@ func TestProviderStaleGauge(t *testing.T) {
 	store.Publish(snap)
 	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	if got := value(t, fams, "xlb_backend_provider_stale", nil); got != 1 {
+	if got := value(t, fams, "xlb_backend_provider_stale", map[string]string{"service": "web-lb"}); got != 1 {
 		t.Errorf("xlb_backend_provider_stale = %v, want 1", got)
 	}
 	if got := value(t, fams, "xlb_ready", nil); got != 1 {

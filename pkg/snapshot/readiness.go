@@ -38,24 +38,27 @@ func (s *Snapshot) SampleStale(now time.Time) bool {
 	return s.Sample != nil && s.SampleAge(now) > s.StaleAfter()
 }
 
-// Routable counts discovered backends the data path may pick.
+// Routable counts the discovered backends the data path may pick, over
+// every service (ServiceList).
 func (s *Snapshot) Routable() int {
 	n := 0
-	for _, b := range s.Backends {
-		if b.Discovered && b.State == backend.Routable {
-			n++
-		}
+	for _, svc := range s.ServiceList() {
+		n += svc.Routable()
 	}
 	return n
 }
 
 // Readiness decides /readyz: ready, or the first reason that applies in
 // this order: shutting_down, starting, draining, awaiting_dataplane_sample,
-// dataplane_sample_stale, backend_provider_unhealthy (the provider never
-// synced and there is no inherited set: ProviderStale counts as synced),
-// no_routable_backends,
-// fib_lookup_failing (SYNs keep being dropped for lack of a next hop and
-// no pair is created: FIBHistory.Failing).
+// dataplane_sample_stale (instance-wide, bare); then each serving
+// service's own reason, backend_provider_unhealthy (the provider never
+// synced and there is no inherited set: ProviderStale counts as synced)
+// or no_routable_backends, as "service NAME: REASON" joined by "; "
+// (DESIGN §9; bare for a top-level file's one service, as before
+// services); then fib_lookup_failing (SYNs keep being dropped for lack of
+// a next hop and no pair is created: FIBHistory.Failing; instance-wide,
+// bare). A draining service (removed by a reload) does not count: it takes
+// no new connections. ServiceReadiness answers for one service.
 // An instance handing over (hot upgrade) is still serving, so it stays
 // ready; its maintenance loop is stopped on purpose meanwhile, so its
 // samples are not judged stale.
@@ -69,25 +72,35 @@ func (s *Snapshot) Routable() int {
 // xlb_maintenance_errors_total instead. dataplane_sample_stale means
 // samples stopped: the loop stopped or a cycle hangs.
 func (s *Snapshot) Readiness(now time.Time) (bool, api.Reason) {
-	switch {
-	case s.Lifecycle == api.ShuttingDown:
-		return false, api.ReasonShuttingDown
-	case s.Lifecycle != api.Running && s.Lifecycle != api.HandingOver:
-		return false, api.ReasonStarting
-	case s.Drained:
-		return false, api.ReasonDraining
-	case s.Sample == nil:
-		return false, api.ReasonAwaitingDataplaneSample
-	case s.Lifecycle == api.Running && s.SampleStale(now):
-		return false, api.ReasonDataplaneSampleStale
-	case !s.ProviderSynced && !s.ProviderStale:
-		return false, api.ReasonBackendProviderUnhealthy
-	case s.Routable() == 0:
-		return false, api.ReasonNoRoutableBackends
-	case s.FIB.Failing():
+	if r := s.instanceReason(now); r != "" {
+		return false, r
+	}
+	if r := s.serviceReasons(); r != "" {
+		return false, r
+	}
+	if s.FIB.Failing() {
 		return false, api.ReasonFIBLookupFailing
 	}
 	return true, ""
+}
+
+// instanceReason is the first instance-wide reason that applies before
+// the services' own: shutting_down, starting, draining,
+// awaiting_dataplane_sample, dataplane_sample_stale; "" when none does.
+func (s *Snapshot) instanceReason(now time.Time) api.Reason {
+	switch {
+	case s.Lifecycle == api.ShuttingDown:
+		return api.ReasonShuttingDown
+	case s.Lifecycle != api.Running && s.Lifecycle != api.HandingOver:
+		return api.ReasonStarting
+	case s.Drained:
+		return api.ReasonDraining
+	case s.Sample == nil:
+		return api.ReasonAwaitingDataplaneSample
+	case s.Lifecycle == api.Running && s.SampleStale(now):
+		return api.ReasonDataplaneSampleStale
+	}
+	return ""
 }
 
 // BackendState is the state the status API and the metrics report for a

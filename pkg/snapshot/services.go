@@ -2,21 +2,27 @@ package snapshot
 
 import (
 	"net/netip"
+	"strings"
+	"time"
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/maintenance"
+	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
-// ServiceState is a service's place in the data path (DESIGN §9).
-type ServiceState string
+// ServiceState is a service's place in the data path (DESIGN §9): the
+// status API's services[].state and the state label of
+// xlb_service_state.
+type ServiceState = api.ServiceState
 
 const (
 	// ServiceServing: in the config; new connections to it are balanced.
-	ServiceServing ServiceState = "serving"
+	ServiceServing = api.ServiceServing
 	// ServiceDraining: removed by a reload (or a config a restart no
 	// longer has) while pairs of it live: those keep flowing until they
 	// end, new connections to it pass to the kernel.
-	ServiceDraining ServiceState = "draining"
+	ServiceDraining = api.ServiceDraining
 )
 
 // Service is one service as the daemon last published it (DESIGN §9).
@@ -36,6 +42,178 @@ type Service struct {
 
 	// Backends are the service's backends; backend.Status.ID is the
 	// member id (per service and backend address) that keys the
-	// per-backend counters.
+	// per-backend counters and the maintenance sample's
+	// BackendSample.ID.
 	Backends []backend.Status
+
+	// Counts are the service's connection counters as of Snapshot.Sample
+	// (the daemon sets them with each sample; zero before the first).
+	// The gauges (active, timewait) are summed from the members' samples
+	// instead (Snapshot.ServiceConnections).
+	Counts ServiceCounts
+}
+
+// ServiceCounts are one service's connection counters, by the DESIGN §4
+// counting rule, since the service took its id. They never decrease while
+// the service keeps its id: a member that departs and is forgotten keeps
+// its share in them (they are counters for Prometheus,
+// xlb_connections_*_total{service}).
+type ServiceCounts struct {
+	// Opened counts the pairs the data path created for the service.
+	Opened uint64
+	// Closed counts its connections closed by initiator and reason,
+	// once each, when the data path saw them become terminal.
+	Closed maintenance.Closed
+	// Orphaned and EmbryonicExpired count the reaper's removals of its
+	// idle pairs and of its pairs whose handshake never completed.
+	Orphaned         uint64
+	EmbryonicExpired uint64
+}
+
+// ServiceConnections are one service's connection figures as of the
+// snapshot's sample: the gauges summed over the service's members'
+// samples, the counters from Service.Counts.
+type ServiceConnections struct {
+	Active   uint64 // open or half-closed pairs
+	TimeWait uint64 // both FINs seen, waiting out the time-wait
+	ServiceCounts
+}
+
+// ServiceList returns the services: Services, or, for a snapshot that has
+// none (built by a test, or by a daemon before issue 29), the one service
+// its top-level fields describe, named after the instance, serving. It is
+// empty before the instance is up (no listen address, provider or
+// backend published yet).
+func (s *Snapshot) ServiceList() []Service {
+	if len(s.Services) > 0 {
+		return s.Services
+	}
+	if !s.Listen.IsValid() && s.Provider == "" && len(s.Backends) == 0 && !s.ProviderSynced && !s.ProviderStale {
+		return nil
+	}
+	one := Service{
+		Name: s.Name, State: ServiceServing, Listen: s.Listen, Proto: "tcp", Ports: s.Ports,
+		Scheduler: config.SchedulerRoundRobin, Provider: s.Provider, ProviderError: s.ProviderError,
+		ProviderSynced: s.ProviderSynced, ProviderStale: s.ProviderStale, Backends: s.Backends,
+	}
+	if smp := s.Sample; smp != nil {
+		one.Counts = ServiceCounts{Opened: smp.Opened, Closed: smp.Closed, Orphaned: smp.Orphaned, EmbryonicExpired: smp.EmbryonicExpired}
+	}
+	return []Service{one}
+}
+
+// LookupService returns the service called name (ServiceList).
+func (s *Snapshot) LookupService(name string) (Service, bool) {
+	for _, svc := range s.ServiceList() {
+		if svc.Name == name {
+			return svc, true
+		}
+	}
+	return Service{}, false
+}
+
+// ServiceConnections sums the service's gauges over its members' samples
+// (each listed backend's BackendSample, by member id) and adds its
+// counters; all zero before the first sample.
+func (s *Snapshot) ServiceConnections(svc Service) ServiceConnections {
+	out := ServiceConnections{ServiceCounts: svc.Counts}
+	if s.Sample == nil {
+		return ServiceConnections{}
+	}
+	for _, b := range svc.Backends {
+		if bs, found := s.Sample.Backend(b.ID); found {
+			out.Active += bs.Active
+			out.TimeWait += bs.TimeWait
+		}
+	}
+	return out
+}
+
+// Routable counts the service's discovered backends the data path may
+// pick.
+func (svc Service) Routable() int {
+	n := 0
+	for _, b := range svc.Backends {
+		if b.Discovered && b.State == backend.Routable {
+			n++
+		}
+	}
+	return n
+}
+
+// reason is the service's own readiness reason ("" when it has none):
+// removed for a draining service, then backend_provider_unhealthy (the
+// provider never synced and there is no inherited set) and
+// no_routable_backends.
+func (svc Service) reason() api.Reason {
+	switch {
+	case svc.State == ServiceDraining:
+		return api.ReasonRemoved
+	case !svc.ProviderSynced && !svc.ProviderStale:
+		return api.ReasonBackendProviderUnhealthy
+	case svc.Routable() == 0:
+		return api.ReasonNoRoutableBackends
+	}
+	return ""
+}
+
+// ServiceReadiness decides readiness for the service called name
+// (/readyz?service=NAME): the instance-wide reasons first (shutting_down,
+// starting, draining, awaiting_dataplane_sample, dataplane_sample_stale:
+// Readiness), then the service's own (removed for a service a reload
+// removed, backend_provider_unhealthy, no_routable_backends), then
+// fib_lookup_failing, which is instance-wide. ok is false when no service
+// has that name. The reason is bare, never prefixed with the name.
+func (s *Snapshot) ServiceReadiness(name string, now time.Time) (ready bool, reason api.Reason, ok bool) {
+	svc, ok := s.LookupService(name)
+	if !ok {
+		return false, "", false
+	}
+	if r := s.instanceReason(now); r != "" {
+		return false, r, true
+	}
+	if r := svc.reason(); r != "" {
+		return false, r, true
+	}
+	if s.FIB.Failing() {
+		return false, api.ReasonFIBLookupFailing, true
+	}
+	return true, "", true
+}
+
+// ServiceReady reports whether the service called name is ready
+// (ServiceReadiness): false for an unknown or removed service. The BGP
+// speaker announces a service's address while some service on it is
+// ready (DESIGN §9).
+func (s *Snapshot) ServiceReady(name string, now time.Time) bool {
+	ready, _, _ := s.ServiceReadiness(name, now)
+	return ready
+}
+
+// serviceReasons are the serving services' own reasons, in service
+// order, each "service NAME: REASON", joined by "; " (DESIGN §9); the
+// bare reason for a top-level file's one service, as before services
+// (issue 29). "" when every serving service has none; no_routable_backends
+// when there is no service at all.
+func (s *Snapshot) serviceReasons() api.Reason {
+	svcs := s.ServiceList()
+	var serving []Service
+	for _, svc := range svcs {
+		if svc.State != ServiceDraining {
+			serving = append(serving, svc)
+		}
+	}
+	if len(serving) == 0 {
+		return api.ReasonNoRoutableBackends
+	}
+	if s.Form == config.FormTopLevel && len(serving) == 1 {
+		return serving[0].reason()
+	}
+	var parts []string
+	for _, svc := range serving {
+		if r := svc.reason(); r != "" {
+			parts = append(parts, "service "+svc.Name+": "+string(r))
+		}
+	}
+	return api.Reason(strings.Join(parts, "; "))
 }

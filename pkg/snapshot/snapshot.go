@@ -100,8 +100,13 @@ type Snapshot struct {
 	// Services are every service in the data path, serving ones in the
 	// config's order, then draining ones (DESIGN §9). Listen, Ports,
 	// Provider* and Backends above repeat the only service's while there
-	// is exactly one (schema 1 of the status API).
+	// is exactly one (schema 1 of the status API). Readers use
+	// ServiceList, which stands in for an empty Services.
 	Services []Service
+	// Form is the config file's form: a top-level file's one service
+	// answers /readyz with a bare reason, as before services; a
+	// services: file names the service (Readiness).
+	Form config.Form
 
 	Config configwatch.State
 

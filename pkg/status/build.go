@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -33,10 +34,10 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 		BGP:               buildBGP(s.BGP, now),
 		Dataplane:         buildDataplane(s, now),
 		Maintenance:       buildMaintenance(s),
-		Listen:            api.Listen{IP: addrString(s.Listen), Ports: make([]api.PortMap, 0, len(s.Ports))},
+		Listen:            api.Listen{Ports: []api.PortMap{}},
 		SNAT:              buildSNAT(s),
-		Provider:          api.Provider{Name: s.Provider, Healthy: s.ProviderError == "", Error: s.ProviderError, Synced: s.ProviderSynced, Stale: s.ProviderStale},
-		Backends:          buildBackends(s),
+		Backends:          []api.Backend{},
+		Services:          buildServices(s, now),
 		Config: api.Config{
 			Path:           s.Config.Path,
 			ReloadRequired: s.Config.ReloadRequired,
@@ -75,8 +76,10 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 			d.Shutdown.DeadlineUnixMs = s.ShutdownDeadline.UnixMilli()
 		}
 	}
-	for _, p := range s.Ports {
-		d.Listen.Ports = append(d.Listen.Ports, api.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort})
+	// Schema version 1's fields: the only service's.
+	if len(d.Services) == 1 {
+		one := d.Services[0]
+		d.Listen, d.Provider, d.Backends = one.Listen, one.Provider, one.Backends
 	}
 	if smp := s.Sample; smp != nil {
 		d.Connections = api.Connections{
@@ -216,12 +219,49 @@ func buildMaintenance(s *snapshot.Snapshot) api.Maintenance {
 	return out
 }
 
-// buildBackends lists the snapshot's backends in id order, omitting those
-// BackendState does not list (departed, no pairs left).
-func buildBackends(s *snapshot.Snapshot) []api.Backend {
-	out := make([]api.Backend, 0, len(s.Backends))
+// buildServices lists the services (snapshot.Snapshot.ServiceList), each
+// with its readiness, connections and backends.
+func buildServices(s *snapshot.Snapshot, now time.Time) []api.Service {
+	svcs := s.ServiceList()
+	out := make([]api.Service, 0, len(svcs))
+	for _, svc := range svcs {
+		ready, reason, _ := s.ServiceReadiness(svc.Name, now)
+		e := api.Service{
+			ID:        svc.ID,
+			Name:      svc.Name,
+			State:     svc.State,
+			Listen:    api.Listen{IP: addrString(svc.Listen), Ports: make([]api.PortMap, 0, len(svc.Ports))},
+			Proto:     svc.Proto,
+			Scheduler: svc.Scheduler,
+			Readiness: api.Readiness{Ready: ready, Reason: reason},
+			Provider: api.Provider{Name: svc.Provider, Healthy: svc.ProviderError == "", Error: svc.ProviderError,
+				Synced: svc.ProviderSynced, Stale: svc.ProviderStale},
+			Backends: buildBackends(s, svc.Backends),
+		}
+		for _, p := range svc.Ports {
+			e.Listen.Ports = append(e.Listen.Ports, api.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort})
+		}
+		c := s.ServiceConnections(svc)
+		e.Connections = api.ServiceConnections{
+			Active:                c.Active,
+			TimeWait:              c.TimeWait,
+			OpenedTotal:           c.Opened,
+			ClosedTotal:           c.Closed.Total(),
+			ClosedBy:              api.ClosedBy(c.Closed),
+			OrphanedTotal:         c.Orphaned,
+			EmbryonicExpiredTotal: c.EmbryonicExpired,
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// buildBackends lists backends in id order, omitting those BackendState
+// does not list (departed, no pairs left).
+func buildBackends(s *snapshot.Snapshot, backends []backend.Status) []api.Backend {
+	out := make([]api.Backend, 0, len(backends))
 	shutting := s.Lifecycle == api.ShuttingDown
-	for _, b := range s.Backends {
+	for _, b := range backends {
 		state, ok := s.BackendState(b)
 		if !ok {
 			continue

@@ -10,8 +10,8 @@ import (
 )
 
 // TestConsoleStateClasses: the console's STATE_CLASS table (the one place
-// console.js names states, pkg/status/api) gives every lifecycle and
-// backend state a class, so none shows as "bad" by omission.
+// console.js names states, pkg/status/api) gives every lifecycle, backend
+// and service state a class, so none shows as "bad" by omission.
 func TestConsoleStateClasses(t *testing.T) {
 	src, err := consoleFiles.ReadFile("console/console.js")
 	if err != nil {
@@ -31,6 +31,9 @@ func TestConsoleStateClasses(t *testing.T) {
 	}
 	for _, b := range api.BackendStates() {
 		names = append(names, string(b))
+	}
+	for _, st := range api.ServiceStates() {
+		names = append(names, string(st))
 	}
 	for _, n := range names {
 		if c, ok := classes[n]; !ok || (c != "ok" && c != "warn" && c != "bad") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -27,7 +28,7 @@ func i64(v int64) *int64 { return &v }
 func TestDocumentValues(t *testing.T) {
 	got := Build(fixture(), fixedNow)
 	want := api.Document{
-		SchemaVersion:     1,
+		SchemaVersion:     2,
 		Name:              "web-lb",
 		Version:           "v0.4.0",
 		Revision:          "3f2c9e1a7b",
@@ -118,6 +119,15 @@ func TestDocumentValues(t *testing.T) {
 			{Name: "net.ipv4.ip_local_reserved_ports", RepairsTotal: 0},
 		},
 	}
+	// The one service repeats schema 1's fields; its connections are the
+	// instance's, less the instance-only figures.
+	want.Services = []api.Service{{
+		Name: "web-lb", State: "serving", Listen: want.Listen, Proto: "tcp", Scheduler: "round_robin",
+		Readiness: want.Readiness, Provider: want.Provider, Backends: want.Backends,
+		Connections: api.ServiceConnections{Active: 27, TimeWait: 2, OpenedTotal: 1234, ClosedTotal: 1204,
+			ClosedBy:      api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
+			OrphanedTotal: 3, EmbryonicExpiredTotal: 11},
+	}}
 	if !reflect.DeepEqual(got, want) {
 		g, _ := json.MarshalIndent(got, "", "  ")
 		w, _ := json.MarshalIndent(want, "", "  ")
@@ -241,6 +251,15 @@ var designFields = []string{
 	"maintenance.close_events.embryonic_scheduled", "maintenance.close_events.hold_scheduled",
 	"maintenance.close_events.unscheduled_total",
 	"host_settings.[].name", "host_settings.[].repairs_total",
+	// DESIGN §9 (schema version 2).
+	"services.[].id", "services.[].name", "services.[].state", "services.[].listen.ip",
+	"services.[].listen.ports.[].local_port", "services.[].listen.ports.[].remote_port",
+	"services.[].proto", "services.[].scheduler", "services.[].readiness.ready", "services.[].readiness.reason",
+	"services.[].connections.active", "services.[].connections.timewait", "services.[].connections.opened_total",
+	"services.[].connections.closed_total", "services.[].connections.closed_by.client_fin",
+	"services.[].connections.orphaned_total", "services.[].connections.embryonic_expired_total",
+	"services.[].provider.name", "services.[].provider.healthy", "services.[].backends.[].name",
+	"services.[].backends.[].state", "services.[].backends.[].active_connections",
 }
 
 func lookup(v any, path string) (any, bool) {
@@ -288,7 +307,7 @@ func TestDocumentFieldsPresent(t *testing.T) {
 			t.Errorf("field %s missing", f)
 		}
 	}
-	if sv, _ := lookup(v, "schema_version"); sv != float64(1) {
+	if sv, _ := lookup(v, "schema_version"); sv != float64(2) {
 		t.Errorf("schema_version = %v", sv)
 	}
 
@@ -315,29 +334,98 @@ func TestDocumentFieldsPresent(t *testing.T) {
 	if err := json.Unmarshal([]byte(do(t, ts, "GET", "/api/v1/status").body), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Lifecycle != "starting" || doc.Readiness.Reason != "starting" || doc.Backends == nil || doc.Listen.Ports == nil ||
+	if doc.Lifecycle != "starting" || doc.Readiness.Reason != "starting" || doc.Backends == nil || doc.Listen.Ports == nil || doc.Services == nil ||
 		doc.SNAT.IPs == nil || doc.SNAT.Retired == nil || doc.HostSettings == nil {
 		t.Errorf("nothing published: %+v", doc)
 	}
 }
 
-// TestDocumentGolden pins the JSON encoding of the fixture; run with
-// -update to rewrite testdata/document.json (xlbctl's testdata/status.json
-// is a copy of it).
+// TestDocumentGolden pins the JSON encoding of the fixture and of its
+// three-service twin; run with -update to rewrite testdata/document.json
+// and testdata/document_services.json (xlbctl's testdata/status.json and
+// status_services.json are copies of them).
 func TestDocumentGolden(t *testing.T) {
-	ts := newTestServer(t, fixture(), "", "")
-	got := []byte(do(t, ts, "GET", "/api/v1/status").body)
-	path := filepath.Join("testdata", "document.json")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+	for file, snap := range map[string]*snapshot.Snapshot{
+		"document.json":          fixture(),
+		"document_services.json": fixtureServices(),
+	} {
+		ts := newTestServer(t, snap, "", "")
+		got := []byte(do(t, ts, "GET", "/api/v1/status").body)
+		path := filepath.Join("testdata", file)
+		if *update {
+			if err := os.WriteFile(path, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("document differs from %s (run go test -update):\n%s", path, got)
+		}
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestDocumentServices: each service carries its own listen address,
+// readiness, connections (its members' sums and its counters) and
+// backends; a removed service is listed draining, not ready (removed);
+// with several services schema 1's one-service fields are empty while the
+// instance's connections stay the totals, which the services add up to.
+func TestDocumentServices(t *testing.T) {
+	d := Build(fixtureServices(), fixedNow)
+	if !d.Readiness.Ready {
+		t.Errorf("readiness %+v, want ready (the removed service does not count)", d.Readiness)
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("document differs from %s (run go test -update):\n%s", path, got)
+	if d.Listen.IP != "" || len(d.Listen.Ports) != 0 || len(d.Backends) != 0 || d.Provider.Name != "" {
+		t.Errorf("several services: listen %+v, provider %+v, %d backends; want schema 1's fields empty", d.Listen, d.Provider, len(d.Backends))
+	}
+	type row struct {
+		name, state, ip string
+		ready           bool
+		reason          api.Reason
+		backends        []string
+		conns           api.ServiceConnections
+	}
+	var got []row
+	var sum api.ServiceConnections
+	for _, svc := range d.Services {
+		r := row{name: svc.Name, state: string(svc.State), ip: svc.Listen.IP, ready: svc.Readiness.Ready, reason: svc.Readiness.Reason, conns: svc.Connections}
+		for _, b := range svc.Backends {
+			r.backends = append(r.backends, fmt.Sprintf("%d %s %s", b.ID, b.Name, b.State))
+		}
+		got = append(got, r)
+		c := svc.Connections
+		sum.Active += c.Active
+		sum.TimeWait += c.TimeWait
+		sum.OpenedTotal += c.OpenedTotal
+		sum.ClosedTotal += c.ClosedTotal
+		sum.OrphanedTotal += c.OrphanedTotal
+		sum.EmbryonicExpiredTotal += c.EmbryonicExpiredTotal
+	}
+	want := []row{
+		{"web", "serving", "192.0.2.10", true, "",
+			[]string{"1 backend-1 routable", "2 backend-2 routable", "3 backend-3 routable", "4 backend-old draining", "5 backend-5 unreachable", "7 backend-sick unhealthy"},
+			api.ServiceConnections{Active: 27, TimeWait: 2, OpenedTotal: 1234, ClosedTotal: 1204,
+				ClosedBy: api.ClosedBy{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14}, OrphanedTotal: 3, EmbryonicExpiredTotal: 11}},
+		{"api", "serving", "192.0.2.11", true, "",
+			[]string{"8 api-1 routable", "9 api-2 unreachable"},
+			api.ServiceConnections{Active: 4, TimeWait: 1, OpenedTotal: 66, ClosedTotal: 52,
+				ClosedBy: api.ClosedBy{ClientFIN: 40, BackendFIN: 8, ClientRST: 3, BackendRST: 1}, OrphanedTotal: 1}},
+		{"old", "draining", "192.0.2.12", false, "removed",
+			[]string{"10 mail-1 draining"},
+			api.ServiceConnections{Active: 1, OpenedTotal: 10, ClosedTotal: 13,
+				ClosedBy: api.ClosedBy{ClientFIN: 10, BackendFIN: 2, ClientRST: 1}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("services\n got %+v\nwant %+v", got, want)
+	}
+	c := d.Connections
+	if sum.Active != c.Active || sum.TimeWait != c.TimeWait || sum.OpenedTotal != c.OpenedTotal || sum.ClosedTotal != c.ClosedTotal ||
+		sum.OrphanedTotal != c.OrphanedTotal || sum.EmbryonicExpiredTotal != c.EmbryonicExpiredTotal {
+		t.Errorf("services add up to %+v, instance connections %+v", sum, c)
+	}
+	if k8s := d.Services[1]; k8s.Provider.Healthy || k8s.Provider.Error == "" || k8s.Provider.Name != "kubernetes" {
+		t.Errorf("api provider %+v, want kubernetes, unhealthy with its error", k8s.Provider)
 	}
 }

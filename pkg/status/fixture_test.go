@@ -137,3 +137,57 @@ func clone(f func(*snapshot.Snapshot)) *snapshot.Snapshot {
 	f(s)
 	return s
 }
+
+// fixtureServices is the fixture's twin with three services (DESIGN §9):
+// web (the fixture's listen address, ports and backends), api on another
+// address whose backend api-1 shares web's backend-1's address (one
+// backend id, two member ids), and old, which a reload removed and whose
+// last backend drains. The instance totals are the sums of the services'.
+func fixtureServices() *snapshot.Snapshot {
+	ip := netip.MustParseAddr
+	s := fixture()
+	s.Form = config.FormServices
+	smp := *s.Sample
+	smp.Backends = append(append([]maintenance.BackendSample{}, smp.Backends...),
+		maintenance.BackendSample{ID: 8, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 300, SentBytes: 24000, ReceivedPackets: 500, ReceivedBytes: 700000, Opened: 60}, Timestamps: dataplane.TimestampsYes},
+		maintenance.BackendSample{ID: 9, Active: 0, Stats: dataplane.BackendStats{SentPackets: 40, SentBytes: 3000, ReceivedPackets: 50, ReceivedBytes: 9000, Opened: 6}},
+		maintenance.BackendSample{ID: 10, Active: 1, Stats: dataplane.BackendStats{SentPackets: 70, SentBytes: 5000, ReceivedPackets: 90, ReceivedBytes: 80000, Opened: 10}},
+	)
+	smp.Active += 5
+	smp.TimeWait++
+	smp.Opened += 76
+	smp.Closed = maintenance.Closed{ClientFIN: 1050, BackendFIN: 160, ClientRST: 44, BackendRST: 15}
+	smp.Orphaned += 1
+	s.Sample = &smp
+	web := snapshot.Service{
+		ID: 0, Name: "web", State: snapshot.ServiceServing, Listen: s.Listen, Proto: "tcp", Ports: s.Ports,
+		Scheduler: config.SchedulerRoundRobin, Provider: "static", ProviderSynced: true, Backends: s.Backends,
+		Counts: snapshot.ServiceCounts{Opened: 1234, Closed: maintenance.Closed{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
+			Orphaned: 3, EmbryonicExpired: 11},
+	}
+	api := snapshot.Service{
+		ID: 1, Name: "api", State: snapshot.ServiceServing, Listen: ip("192.0.2.11"), Proto: "tcp",
+		Ports:     []config.PortMapping{{LocalPort: 8080, RemotePort: 9090}},
+		Scheduler: config.SchedulerRoundRobin, Provider: "kubernetes", ProviderSynced: true,
+		ProviderError: "kubernetes: watch: connection refused",
+		Backends: []backend.Status{
+			{ID: 8, Name: "api-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
+			{ID: 9, Name: "api-2", IP: ip("198.51.100.21"), State: backend.Unreachable, Reason: "no route to 198.51.100.21", Discovered: true},
+		},
+		Counts: snapshot.ServiceCounts{Opened: 66, Closed: maintenance.Closed{ClientFIN: 40, BackendFIN: 8, ClientRST: 3, BackendRST: 1}, Orphaned: 1},
+	}
+	old := snapshot.Service{
+		ID: 2, Name: "old", State: snapshot.ServiceDraining, Listen: ip("192.0.2.12"), Proto: "tcp",
+		Ports:     []config.PortMapping{{LocalPort: 25, RemotePort: 2525}},
+		Scheduler: config.SchedulerRoundRobin, Provider: "static", ProviderSynced: true,
+		Backends: []backend.Status{
+			{ID: 10, Name: "mail-1", IP: ip("198.51.100.31"), State: backend.Departed},
+		},
+		Counts: snapshot.ServiceCounts{Opened: 10, Closed: maintenance.Closed{ClientFIN: 10, BackendFIN: 2, ClientRST: 1}},
+	}
+	s.Services = []snapshot.Service{web, api, old}
+	// The daemon fills schema 1's one-service fields only for one service.
+	s.Listen, s.Ports, s.Backends, s.Provider = netip.Addr{}, nil, nil, ""
+	s.BGP.Announced = []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32"), netip.MustParsePrefix("192.0.2.11/32")}
+	return s
+}

@@ -3,6 +3,7 @@ package status
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/sirupsen/logrus"
 
@@ -50,15 +51,31 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeText(w, http.StatusOK, "ok")
 }
 
-// readyz answers 200 "ready", or 503 with exactly one stable reason
-// (snapshot.Snapshot.Readiness; "starting" before the first publish).
+// readyz answers 200 "ready", or 503 with the stable reason
+// (snapshot.Snapshot.Readiness; "starting" before the first publish): one
+// bare word for an instance-wide reason, else each unready service's as
+// "service NAME: REASON" joined by "; " (DESIGN §9). With ?service=NAME
+// it answers for that service alone (snapshot.Snapshot.ServiceReadiness,
+// a bare reason), 404 when no service has that name.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	snap := s.opts.Store.Load()
+	name, one := r.URL.Query()["service"]
 	if snap == nil {
 		writeText(w, http.StatusServiceUnavailable, string(api.ReasonStarting))
 		return
 	}
-	if ready, reason := snap.Readiness(s.opts.Now()); !ready {
+	var ready bool
+	var reason api.Reason
+	if one {
+		var known bool
+		if ready, reason, known = snap.ServiceReadiness(name[0], s.opts.Now()); !known {
+			writeText(w, http.StatusNotFound, "no service "+strconv.Quote(name[0]))
+			return
+		}
+	} else {
+		ready, reason = snap.Readiness(s.opts.Now())
+	}
+	if !ready {
 		writeText(w, http.StatusServiceUnavailable, string(reason))
 		return
 	}

@@ -144,3 +144,125 @@ func fibReads(created ...uint64) func(*snapshot.Snapshot) {
 		}
 	}
 }
+
+// TestReadyzServices: with several services /readyz is 200 when every
+// serving service is ready; an instance-wide reason is answered bare (the
+// Ansible role compares the body with draining), the services' own as
+// "service NAME: REASON" joined by "; " (DESIGN §9); a removed (draining)
+// service does not count. /readyz?service=NAME answers for one service
+// with a bare reason, 404 for a name no service has; a top-level file's
+// one service answers by its instance name.
+func TestReadyzServices(t *testing.T) {
+	unroutable := func(svc int) func(*snapshot.Snapshot) {
+		return func(s *snapshot.Snapshot) {
+			svcs := append([]snapshot.Service{}, s.Services...)
+			bs := append([]backend.Status{}, svcs[svc].Backends...)
+			for i := range bs {
+				if bs[i].State == backend.Routable {
+					bs[i].State, bs[i].Reason = backend.Unreachable, "no neighbour"
+				}
+			}
+			svcs[svc].Backends = bs
+			s.Services = svcs
+		}
+	}
+	neverSynced := func(svc int) func(*snapshot.Snapshot) {
+		return func(s *snapshot.Snapshot) {
+			svcs := append([]snapshot.Service{}, s.Services...)
+			svcs[svc].ProviderSynced, svcs[svc].ProviderError = false, "kubernetes: list: forbidden"
+			s.Services = svcs
+		}
+	}
+	edit := func(fs ...func(*snapshot.Snapshot)) *snapshot.Snapshot {
+		s := fixtureServices()
+		for _, f := range fs {
+			f(s)
+		}
+		return s
+	}
+	type probe struct {
+		path string
+		code int
+		body string
+	}
+	cases := []struct {
+		name   string
+		snap   *snapshot.Snapshot
+		probes []probe
+	}{
+		{"every service ready", edit(), []probe{
+			{"/readyz", 200, "ready"},
+			{"/readyz?service=web", 200, "ready"},
+			{"/readyz?service=api", 200, "ready"},
+			{"/readyz?service=old", 503, "removed"},
+			{"/readyz?service=nope", 404, `no service "nope"`},
+			{"/readyz?service=", 404, `no service ""`},
+		}},
+		{"one service without routable backends", edit(unroutable(1)), []probe{
+			{"/readyz", 503, "service api: no_routable_backends"},
+			{"/readyz?service=web", 200, "ready"},
+			{"/readyz?service=api", 503, "no_routable_backends"},
+		}},
+		{"two services unready, in service order", edit(unroutable(1), neverSynced(0)), []probe{
+			{"/readyz", 503, "service web: backend_provider_unhealthy; service api: no_routable_backends"},
+			{"/readyz?service=web", 503, "backend_provider_unhealthy"},
+		}},
+		{"the removed service's last backend does not count", edit(unroutable(2)), []probe{
+			{"/readyz", 200, "ready"},
+		}},
+		{"drained: bare, for every service", edit(unroutable(1), func(s *snapshot.Snapshot) { s.Drained = true }), []probe{
+			{"/readyz", 503, "draining"},
+			{"/readyz?service=web", 503, "draining"},
+			{"/readyz?service=old", 503, "draining"},
+			{"/readyz?service=nope", 404, `no service "nope"`},
+		}},
+		{"shutting down: bare", edit(func(s *snapshot.Snapshot) { s.Lifecycle = api.ShuttingDown }), []probe{
+			{"/readyz", 503, "shutting_down"},
+			{"/readyz?service=api", 503, "shutting_down"},
+		}},
+		{"fib lookups failing: bare, after the services' own", edit(fibReads(0, 0, 0, 0)), []probe{
+			{"/readyz", 503, "fib_lookup_failing"},
+			{"/readyz?service=web", 503, "fib_lookup_failing"},
+		}},
+		{"fib lookups failing and a service unready", edit(fibReads(0, 0, 0, 0), unroutable(0)), []probe{
+			{"/readyz", 503, "service web: no_routable_backends"},
+			{"/readyz?service=api", 503, "fib_lookup_failing"},
+		}},
+		{"a services: file with one service names it", edit(func(s *snapshot.Snapshot) { s.Services = s.Services[:1] }, unroutable(0)), []probe{
+			{"/readyz", 503, "service web: no_routable_backends"},
+		}},
+		{"a top-level file's one service: bare, as before", clone(func(s *snapshot.Snapshot) { s.Backends = nil }), []probe{
+			{"/readyz", 503, "no_routable_backends"},
+			{"/readyz?service=web-lb", 503, "no_routable_backends"},
+			{"/readyz?service=web", 404, `no service "web"`},
+		}},
+		{"nothing published", nil, []probe{
+			{"/readyz?service=web", 503, "starting"},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ts := newTestServer(t, c.snap, "", "")
+			for _, p := range c.probes {
+				if r := do(t, ts, "GET", p.path); r.code != p.code || r.body != p.body {
+					t.Errorf("%s = %d %q, want %d %q", p.path, r.code, r.body, p.code, p.body)
+				}
+			}
+			if c.snap == nil {
+				return
+			}
+			// The document says the same.
+			d := Build(c.snap, fixedNow)
+			want := do(t, ts, "GET", "/readyz")
+			if d.Readiness.Ready != (want.code == 200) || (!d.Readiness.Ready && string(d.Readiness.Reason) != want.body) {
+				t.Errorf("document readiness %+v, /readyz %d %q", d.Readiness, want.code, want.body)
+			}
+			for _, svc := range d.Services {
+				r := do(t, ts, "GET", "/readyz?service="+svc.Name)
+				if svc.Readiness.Ready != (r.code == 200) || (!svc.Readiness.Ready && string(svc.Readiness.Reason) != r.body) {
+					t.Errorf("service %s: document readiness %+v, /readyz?service= %d %q", svc.Name, svc.Readiness, r.code, r.body)
+				}
+			}
+		})
+	}
+}

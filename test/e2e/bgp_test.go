@@ -40,14 +40,20 @@ func bgpLab(t *testing.T) (*lab.Lab, *birdtest.Bird) {
 	t.Helper()
 	birdtest.Require(t)
 	l := greetedLab(t)
+	return l, bgpRouterFor(t, l)
+}
+
+// bgpRouterFor starts bird in l's client namespace, peering with XLB's own
+// address, which it adds.
+func bgpRouterFor(t *testing.T, l *lab.Lab) *birdtest.Bird {
+	t.Helper()
 	if err := l.XLB.AddAddress("eth0", netip.PrefixFrom(bgpOwnIP, 24)); err != nil {
 		t.Fatal(err)
 	}
-	b := birdtest.Start(t, l.Client(), birdtest.Config{
+	return birdtest.Start(t, l.Client(), birdtest.Config{
 		Address: l.Client().IP(), ASN: bgpRouterASN, HoldSecs: 9,
 		Peers: []birdtest.Peer{{Name: bgpRouter, Address: bgpOwnIP, ASN: bgpXLBASN}},
 	})
-	return l, b
 }
 
 // bgpConfig is the lab's config with a bgp block peering with bird.
@@ -134,6 +140,97 @@ func TestBGPAnnounce(t *testing.T) {
 	if s := b.Session(bgpRouter); s.GracefulRestart {
 		t.Errorf("the router waits for a graceful restart after a stop:\n%s", s.Out)
 	}
+}
+
+// TestBGPServices (issue 29 item 5, DESIGN §9): two services on two
+// addresses, each with its own backends, are announced each as its /32;
+// when one loses its last backend (its health checks fail) the router
+// loses that /32 only, the other stays in its table at every sample; the
+// backend's return brings the /32 back.
+func TestBGPServices(t *testing.T) {
+	birdtest.Require(t)
+	l := lab.New(t, lab.Options{Topology: lab.OneArm, EchoPort: -1, SinkPort: -1})
+	servers := make([]*testnet.Server, len(l.Backends))
+	for i, be := range l.Backends {
+		srv, err := be.Serve(":8080", identEcho(byte(i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers[i] = srv
+	}
+	b := bgpRouterFor(t, l)
+	apiIP := testnet.XLBExtraIP(1) // 192.0.2.101, the second service's address
+	if err := l.XLB.AddAddress("eth0", netip.PrefixFrom(apiIP, 24)); err != nil {
+		t.Fatal(err)
+	}
+	web, apiVIP := bgpVIP, netip.PrefixFrom(apiIP, 32)
+	last := len(l.Backends) - 1
+	p := startPinned(t, l, xlbBinary, bgpServicesConfig(l, apiIP, last))
+	b.WaitRoute(t, web, true)
+	b.WaitRoute(t, apiVIP, true)
+	for _, vip := range []netip.Prefix{web, apiVIP} {
+		if r := b.Route(vip); r.NextHop != bgpOwnIP.String() {
+			t.Errorf("%s: next hop %q, want XLB's own address %s:\n%s", vip, r.NextHop, bgpOwnIP, r.Out)
+		}
+	}
+	waitStatus(t, l, "bgp: both services' addresses announced", func(d api.Document) bool {
+		return d.BGP != nil && slices.Equal(d.BGP.Announced, []string{web.String(), apiVIP.String()})
+	})
+
+	// The api service's only backend stops answering: its health checks
+	// fail, the service has no routable backend, and its /32 alone leaves
+	// the router.
+	sampler := b.SampleRoute(web)
+	if err := servers[last].Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitRoute(t, apiVIP, false)
+	waitStatus(t, l, "bgp: only the web service's address announced", func(d api.Document) bool {
+		return d.BGP != nil && slices.Equal(d.BGP.Announced, []string{web.String()})
+	})
+	if n, missing := sampler.Stop(); missing > 0 || n == 0 {
+		t.Errorf("%s was missing from the router in %d of %d samples while the other service lost its backends", web, missing, n)
+	}
+	if s := b.Session(bgpRouter); s.State != birdtest.Established {
+		t.Errorf("the session went down with the withdrawal:\n%s", s.Out)
+	}
+
+	// The backend answers again: the /32 comes back.
+	srv, err := l.Backends[last].Serve(":8080", identEcho(byte(last+1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	b.WaitRoute(t, apiVIP, true)
+	b.WaitRoute(t, web, true)
+	stopXLB(t, l, p)
+}
+
+// bgpServicesConfig is a services-form config of two services: web at the
+// lab's listen address with every backend but the one at index apiBackend,
+// api at apiIP with that one, health-checked so that it loses it as soon
+// as it stops answering; and the bgp block peering with bird.
+func bgpServicesConfig(l *lab.Lab, apiIP netip.Addr, apiBackend int) string {
+	var web, api []string
+	for i, be := range l.Backends {
+		entry := fmt.Sprintf("{name: backend-%d, ip: %s}", i+1, be.IP())
+		if i == apiBackend {
+			api = append(api, entry)
+		} else {
+			web = append(web, entry)
+		}
+	}
+	var c strings.Builder
+	c.WriteString("name: e2e\nservices:\n")
+	fmt.Fprintf(&c, "  - name: web\n    listen: {ip: %s}\n    ports: [{local_port: 80, remote_port: 8080}]\n    provider: {static: {backends: [%s]}}\n",
+		bgpVIP.Addr(), strings.Join(web, ", "))
+	fmt.Fprintf(&c, "  - name: api\n    listen: {ip: %s}\n    ports: [{local_port: 80, remote_port: 8080}]\n    provider: {static: {backends: [%s]}}\n",
+		apiIP, strings.Join(api, ", "))
+	c.WriteString("    health_check: {type: tcp, interval_ms: 200, timeout_ms: 100, rise: 1, fall: 2}\n")
+	fmt.Fprintf(&c, "interfaces: [eth0]\nsnat:\n  ip: %s\n  port_range: \"40000-59999\"\nxdp_mode: native\nflow_table:\n  max_connections: 65536\n", bgpVIP.Addr())
+	fmt.Fprintf(&c, "state_dir: %s\nshutdown_timeout: 1\nadmin:\n  socket: %s\n", stateDir(l), adminSocket(l))
+	c.WriteString(bgpBlock(l, ""))
+	return c.String()
 }
 
 // TestBGPCrashRestart: SIGKILL leaves no NOTIFICATION, so the router keeps

@@ -130,7 +130,7 @@ func TestStatusAndMetrics(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if d.SchemaVersion != 1 || d.Name != "e2e" || d.Lifecycle != "running" || !d.Readiness.Ready || d.Readiness.Reason != "" {
+	if d.SchemaVersion != api.SchemaVersion || d.Name != "e2e" || d.Lifecycle != "running" || !d.Readiness.Ready || d.Readiness.Reason != "" {
 		t.Fatalf("header fields: %+v", d)
 	}
 	if len(d.Dataplane.XDPAttachments) != 1 || d.Dataplane.XDPAttachments[0].Interface != "eth0" || d.Dataplane.XDPAttachments[0].Mode != "native" {

@@ -5,8 +5,11 @@ package api
 
 // SchemaVersion is the version of Document served at /api/v1/status. It
 // changes only when a field is removed or changes meaning; new fields may
-// appear within a version.
-const SchemaVersion = 1
+// appear within a version. Version 2 (issue 29, many services) added
+// services; listen, provider and backends, version 1's one service, are
+// filled only while there is exactly one service, and readiness.reason may
+// name several services.
+const SchemaVersion = 2
 
 // Document is the body of GET /api/v1/status (DESIGN §3), built from one
 // snapshot.Snapshot by Build. xlbctl decodes the same type.
@@ -55,14 +58,23 @@ type Document struct {
 	// data path, top level because it is the daemon's task, not the data
 	// path's: XDP forwards while it fails.
 	Maintenance Maintenance `json:"maintenance"`
-	Listen      Listen      `json:"listen"`
-	SNAT        SNAT        `json:"snat"`
+	// Listen, Provider and Backends are the only service's while there is
+	// exactly one (services[0]'s; schema version 1's fields); with
+	// several, listen.ip and provider.name are "" and the lists empty.
+	Listen Listen `json:"listen"`
+	SNAT   SNAT   `json:"snat"`
+	// Connections are the instance's, every service's pairs together.
 	Connections Connections `json:"connections"`
 	Provider    Provider    `json:"provider"`
 	// Backends are listed in data-path id order (DESIGN §3); a backend
 	// that left discovery stays listed as draining while pairs reference
 	// it and disappears once they are gone.
 	Backends []Backend `json:"backends"`
+	// Services are every service in the data path (DESIGN §9): serving
+	// ones in the config's order, then draining ones (removed by a
+	// reload, their pairs still flowing). Empty before the instance is
+	// up.
+	Services []Service `json:"services"`
 	Config   Config    `json:"config"`
 	// HostSettings are the host settings the instance guards
 	// (net.ipv4.conf.lo.forwarding, net.ipv4.ip_local_reserved_ports) and
@@ -377,6 +389,44 @@ type Connections struct {
 	LoneEntries           uint64 `json:"lone_entries"`
 }
 
+// Service is one service (DESIGN §9): a listen address, a protocol and
+// its port mappings, with its own backends, scheduler and readiness.
+type Service struct {
+	// ID is the data path's service id (0..255), which flow entries
+	// carry; a removed service's id is freed once its pairs are gone.
+	ID   uint16 `json:"id"`
+	Name string `json:"name"`
+	// State is serving, or draining once a reload removed it
+	// (ServiceStates).
+	State     ServiceState `json:"state"`
+	Listen    Listen       `json:"listen"`
+	Proto     string       `json:"proto"`     // tcp
+	Scheduler string       `json:"scheduler"` // round_robin
+	// Readiness is the service's own answer (/readyz?service=NAME): the
+	// instance-wide reasons first, then the service's; the reason is one
+	// bare word, removed for a draining service.
+	Readiness   Readiness          `json:"readiness"`
+	Connections ServiceConnections `json:"connections"`
+	Provider    Provider           `json:"provider"`
+	// Backends are the service's, as the top-level backends (id order;
+	// id is the member id, one per service and backend address).
+	Backends []Backend `json:"backends"`
+}
+
+// ServiceConnections counts one service's connection pairs (DESIGN §4
+// counting rule, as Connections): the gauges are its backends' sums, the
+// counters count since the service took its id and never decrease while
+// it keeps it.
+type ServiceConnections struct {
+	Active                uint64   `json:"active"`
+	TimeWait              uint64   `json:"timewait"`
+	OpenedTotal           uint64   `json:"opened_total"`
+	ClosedTotal           uint64   `json:"closed_total"` // sum of ClosedBy
+	ClosedBy              ClosedBy `json:"closed_by"`
+	OrphanedTotal         uint64   `json:"orphaned_total"`
+	EmbryonicExpiredTotal uint64   `json:"embryonic_expired_total"`
+}
+
 // ClosedBy splits closed connections by initiator and reason.
 type ClosedBy struct {
 	ClientFIN  uint64 `json:"client_fin"`
@@ -405,7 +455,7 @@ type Provider struct {
 // Backend is one backend. Bytes and packets are as forwarded: sent is
 // client→backend, received is backend→client (DESIGN §4).
 type Backend struct {
-	ID   uint32 `json:"id"` // data-path id
+	ID   uint32 `json:"id"` // data-path member id (one per service and backend address)
 	Name string `json:"name"`
 	IP   string `json:"ip"`
 	// State is routable, unhealthy, draining or unreachable

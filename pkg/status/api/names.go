@@ -26,7 +26,11 @@ type (
 	// Reason is why the instance is not ready: the body of a 503 from
 	// /readyz and the document's readiness.reason (DESIGN §3), decided by
 	// snapshot.Snapshot.Readiness. The strings are stable; orchestrators
-	// and scripts match them.
+	// and scripts match them. With several services, the instance's
+	// reason may be several services' own: "service web:
+	// no_routable_backends; service api: backend_provider_unhealthy"
+	// (DESIGN §9); a service's (services[].readiness.reason) is always
+	// one bare word.
 	Reason string
 	// FeatureState is what XLB found for an optional kernel feature: the
 	// document's features[].state (dataplane.FeatureStatus.State).
@@ -35,7 +39,21 @@ type (
 	// document's features[].path, xdp_attachments[].via and
 	// maintenance.close_events.path (dataplane's Path* constants).
 	Path string
+	// ServiceState is a service's place in the data path (DESIGN §9):
+	// the document's services[].state, the state label of
+	// xlb_service_state and snapshot.Service.State.
+	ServiceState string
 )
+
+// Service states.
+const (
+	ServiceServing  ServiceState = "serving"  // in the config: new connections to it are balanced
+	ServiceDraining ServiceState = "draining" // removed by a reload: its pairs flow until they end, new connections to it pass to the kernel
+)
+
+// ServiceStates returns both service states in order (xlb_service_state
+// exports one series for each).
+func ServiceStates() []ServiceState { return []ServiceState{ServiceServing, ServiceDraining} }
 
 // Lifecycle states, in the order the daemon passes through them.
 const (
@@ -82,6 +100,10 @@ const (
 	// seconds), e.g. after something turned net.ipv4.conf.lo.forwarding
 	// off (issue 13).
 	ReasonFIBLookupFailing Reason = "fib_lookup_failing"
+	// ReasonRemoved: a reload removed the service; its connections drain
+	// (services[].readiness and /readyz?service=NAME only: a removed
+	// service does not count in /readyz, DESIGN §9).
+	ReasonRemoved Reason = "removed"
 )
 
 // Feature states.

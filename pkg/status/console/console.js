@@ -3,6 +3,8 @@
 // Rates are computed here, between two documents with different data-path
 // samples (the counters only move when a sample is taken, so the time
 // between the samples is the divisor, not the time between fetches).
+// Services (DESIGN §9) have a table of their own, and the backends table
+// is grouped by service; the header's selector shows one service alone.
 "use strict";
 
 const API = new URL("../api/v1/status", document.baseURI);
@@ -56,6 +58,7 @@ function badge(e, text, cls) { e.textContent = text; e.className = "badge " + cl
 const STATE_CLASS = {
   starting: "warn", running: "ok", handing_over: "warn", shutting_down: "warn",
   routable: "ok", unhealthy: "bad", draining: "warn", unreachable: "bad",
+  serving: "ok",
 };
 
 function stateClass(name) { return STATE_CLASS[name] || "bad"; }
@@ -82,7 +85,8 @@ function ratesBetween(prev, cur) {
   const a = prev && prev.dataplane.sampled_at_unix_ms, b = cur.dataplane.sampled_at_unix_ms;
   if (a === null || a === undefined || b === null || b <= a) return null;
   const dt = (b - a) / 1000;
-  const before = new Map(prev.backends.map(x => [x.id, x]));
+  // Backend ids (member ids) are unique across services.
+  const before = new Map(allBackends(prev).map(x => [x.id, x]));
   return {
     seconds: dt,
     // per is the rate of a counter read as f(document); null after a reset.
@@ -94,6 +98,36 @@ function ratesBetween(prev, cur) {
       return p && p.ip === x.ip && f(x) >= f(p) ? (f(x) - f(p)) / dt : null;
     },
   };
+}
+
+// allBackends are every service's backends.
+function allBackends(d) { return (d.services || []).flatMap(s => s.backends); }
+
+// shown are the services the selector lets through: every one, or the
+// selected one.
+function shown(d) {
+  const want = $("service").value;
+  return (d.services || []).filter(s => !want || s.name === want);
+}
+
+// listenText is a service's address, protocol and port mappings.
+function listenText(s) {
+  const ports = s.listen.ports.map(p => p.local_port + "→" + (p.remote_port || "each backend's port")).join(", ");
+  return s.listen.ip + " " + s.proto + "  " + ports;
+}
+
+// syncSelector lists the document's services in the selector and keeps
+// the selection while the service exists.
+function syncSelector(d) {
+  const sel = $("service"), want = sel.value;
+  const names = (d.services || []).map(s => s.name);
+  const have = [...sel.options].slice(1).map(o => o.value);
+  if (names.join("\n") !== have.join("\n")) {
+    sel.replaceChildren(el("option", "all"));
+    sel.options[0].value = "";
+    for (const n of names) { const o = el("option", n); o.value = n; sel.append(o); }
+  }
+  sel.value = names.includes(want) ? want : "";
 }
 
 // A missing rate view answers null everywhere.
@@ -112,7 +146,6 @@ function healthText(h) {
 
 function renderInstance(d) {
   const dp = d.dataplane;
-  const ports = d.listen.ports.map(p => p.local_port + "→" + (p.remote_port || "each backend's port")).join(", ");
   const xdp = dp.xdp_attachments.map(a => a.interface + " (" + a.mode + ")").join(", ") || "none";
   const cfg = d.config.missing ? "file missing" : d.config.invalid ? "file invalid: " + d.config.invalid
     : d.config.reload_required ? "reload required (systemctl reload xlb): " + d.config.changed_keys.join(", ") : "up to date";
@@ -125,7 +158,7 @@ function renderInstance(d) {
   const m = d.maintenance;
   const rows = [
     ["Uptime", duration(d.uptime_seconds)],
-    ["Listen", d.listen.ip + "  " + ports],
+    ["Services", (d.services || []).map(s => s.name + " (" + listenText(s).trim() + ")").join("; ") || "none yet"],
     ["SNAT", ((d.snat.ips || []).join(", ") || d.snat.ip || "—")
       + ((d.snat.retired || []).length ? "; retired, still held by connections: "
         + d.snat.retired.map(r => r.ip + " " + r.port_range).join(", ") : "")],
@@ -136,8 +169,6 @@ function renderInstance(d) {
       + (d.drain && d.drain.by ? " by " + d.drain.by : "")
       + (d.drain && d.drain.restored ? ", kept from a previous process" : "")
       + ": readiness answers draining; every packet is still forwarded"],
-    ["Provider", d.provider.name + (d.provider.healthy ? "" : " — " + d.provider.error) +
-      (d.provider.stale ? " — stale: serving the previous xlb's routable set until it syncs" : "")],
     ["Sample age", dp.sample_age_ms === null ? "no sample yet" : dp.sample_age_ms + " ms (cycle " + dp.sample_cycle + ")"],
     ["Maintenance", m.failing ? "FAILING " + m.consecutive_failures + " cycles in a row (figures from the last good one): " + m.last_error : "ok"],
     ["Config", cfg],
@@ -157,7 +188,7 @@ function renderInstance(d) {
 }
 
 function renderRates(d, r) {
-  const sum = f => d.backends.reduce((s, x) => s + (r.backend(x, f) || 0), 0);
+  const sum = f => allBackends(d).reduce((s, x) => s + (r.backend(x, f) || 0), 0);
   const known = r !== NO_RATES;
   fill($("rates"), [
     ["New connections", perSecond(r.per(x => x.connections.opened_total)) + " /s", "rate_opened"],
@@ -205,24 +236,65 @@ function renderCounts(tbody, list, d, r, value, alarm) {
   }
 }
 
+// providerText is a service's backend provider and its health.
+function providerText(p) {
+  return p.name + (p.healthy ? "" : " — " + p.error) +
+    (p.stale ? " — stale: serving the previous xlb's routable set until it syncs" : "");
+}
+
+function renderServices(d, r) {
+  const tb = $("services");
+  tb.replaceChildren();
+  const prevOf = name => (x => ((x.services || []).find(s => s.name === name) || { connections: { opened_total: NaN } }).connections.opened_total);
+  for (const s of shown(d)) {
+    const c = s.connections, n = {};
+    for (const b of s.backends) n[b.state] = (n[b.state] || 0) + 1;
+    const tr = el("tr");
+    tr.dataset.service = s.name;
+    const ready = s.state === "draining" ? "— (removed by a reload)" : s.readiness.ready ? "ready" : "not ready: " + s.readiness.reason;
+    const opened = r.per(prevOf(s.name));
+    tr.append(el("td", s.name, "", "name"), el("td", s.state, stateClass(s.state), "state"),
+      el("td", ready, s.readiness.ready || s.state === "draining" ? "" : "bad", "readiness"),
+      el("td", listenText(s)), el("td", c.active, "n", "active"), el("td", c.timewait, "n"),
+      el("td", c.opened_total, "n", "opened_total"), el("td", perSecond(Number.isNaN(opened) ? null : opened), "n"),
+      el("td", c.closed_total, "n"),
+      el("td", Object.entries(n).map(([k, v]) => v + " " + k).join(", ") || "none"),
+      el("td", providerText(s.provider), s.provider.healthy ? "" : "bad"));
+    tb.append(tr);
+  }
+}
+
+// renderBackends fills the backends table, one group of rows per service
+// under a header row.
 function renderBackends(d, r) {
   const tb = $("backends");
   tb.replaceChildren();
-  for (const b of d.backends) {
-    const tr = el("tr");
-    tr.dataset.backend = b.name;
-    tr.append(el("td", b.name, "", "name"), el("td", b.ip, "", "ip"), el("td", b.state, stateClass(b.state), "state"),
-      el("td", b.available_for_new_connections ? "yes" : "no"),
-      el("td", b.active_connections, "n", "active_connections"), el("td", b.timewait_connections, "n"),
-      el("td", b.opened_total, "n", "opened_total"), el("td", perSecond(r.backend(b, x => x.opened_total)), "n"),
-      el("td", bytes(b.sent_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.sent_bytes_total)), "n"),
-      el("td", bytes(b.received_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.received_bytes_total)), "n"),
-      el("td", healthText(b.health), "health" + (b.health && b.health.last_result === "fail" ? " bad" : ""), "health"),
-      el("td", b.reason || "—", "reason" + (b.reason ? " bad" : ""), "reason"));
-    tb.append(tr);
+  for (const s of shown(d)) {
+    const head = el("tr", undefined, "service");
+    const th = el("th", "Service " + s.name + " (" + s.state + "): " + listenText(s));
+    th.colSpan = 14;
+    head.append(th);
+    tb.append(head);
+    for (const b of s.backends) {
+      const tr = el("tr");
+      tr.dataset.backend = b.name;
+      tr.dataset.service = s.name;
+      tr.append(el("td", b.name, "", "name"), el("td", b.ip, "", "ip"), el("td", b.state, stateClass(b.state), "state"),
+        el("td", b.available_for_new_connections ? "yes" : "no"),
+        el("td", b.active_connections, "n", "active_connections"), el("td", b.timewait_connections, "n"),
+        el("td", b.opened_total, "n", "opened_total"), el("td", perSecond(r.backend(b, x => x.opened_total)), "n"),
+        el("td", bytes(b.sent_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.sent_bytes_total)), "n"),
+        el("td", bytes(b.received_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.received_bytes_total)), "n"),
+        el("td", healthText(b.health), "health" + (b.health && b.health.last_result === "fail" ? " bad" : ""), "health"),
+        el("td", b.reason || "—", "reason" + (b.reason ? " bad" : ""), "reason"));
+      tb.append(tr);
+    }
+    if (!s.backends.length) {
+      const td = el("td", "no backends"); td.colSpan = 14; tb.append(el("tr")); tb.lastChild.append(td);
+    }
   }
-  if (!d.backends.length) {
-    const td = el("td", "no backends"); td.colSpan = 14; tb.append(el("tr")); tb.lastChild.append(td);
+  if (!shown(d).length) {
+    const td = el("td", "no services yet"); td.colSpan = 14; tb.append(el("tr")); tb.lastChild.append(td);
   }
 }
 
@@ -232,8 +304,10 @@ function render(d, r) {
   document.title = (d.name || "XLB") + " · XLB";
   badge($("lifecycle"), d.lifecycle, stateClass(d.lifecycle));
   badge($("readiness"), d.readiness.ready ? "ready" : "not ready: " + d.readiness.reason, d.readiness.ready ? "ok" : "bad");
+  syncSelector(d);
   renderInstance(d);
   renderRates(d, r);
+  renderServices(d, r);
   renderConnections(d);
   renderCounts($("refused"), REFUSED, d, r, (x, k) => x.dataplane.counters[k], true);
   renderCounts($("xdp"), VERDICTS, d, r, (x, k) => x.dataplane.counters.xdp_actions[k], false);
@@ -287,5 +361,8 @@ async function poll() {
   render(d, ratesBetween(base, d) || NO_RATES);
   fresh();
 }
+
+// A new selection redraws the last document at once.
+$("service").addEventListener("change", () => { if (last) render(last, ratesBetween(base, last) || NO_RATES); });
 
 poll();

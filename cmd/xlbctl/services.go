@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/status/api"
+)
+
+// oldestSchema is the oldest status document schema xlbctl reads: version
+// 1, a daemon before services (issue 29), describes its one service in
+// the top-level listen, provider and backends.
+const oldestSchema = 1
+
+// schema1Services is the one service a schema version 1 document
+// describes in its top-level fields, as a schema 2 daemon would list it:
+// named after the instance, serving, its readiness and connections the
+// instance's.
+func schema1Services(d *api.Document) []api.Service {
+	c := d.Connections
+	return []api.Service{{
+		Name: d.Name, State: api.ServiceServing, Listen: d.Listen, Proto: "tcp", Scheduler: config.SchedulerRoundRobin,
+		Readiness: d.Readiness, Provider: d.Provider, Backends: d.Backends,
+		Connections: api.ServiceConnections{
+			Active: c.Active, TimeWait: c.TimeWait, OpenedTotal: c.OpenedTotal, ClosedTotal: c.ClosedTotal,
+			ClosedBy: c.ClosedBy, OrphanedTotal: c.OrphanedTotal, EmbryonicExpiredTotal: c.EmbryonicExpiredTotal,
+		},
+	}}
+}
+
+// selectService keeps only the service called name in d.Services
+// (--service); an error naming the instance's services when none has that
+// name. An empty name keeps every service.
+func selectService(d *api.Document, name string) error {
+	if name == "" {
+		return nil
+	}
+	names := make([]string, 0, len(d.Services))
+	for _, svc := range d.Services {
+		if svc.Name == name {
+			d.Services = []api.Service{svc}
+			return nil
+		}
+		names = append(names, svc.Name)
+	}
+	has := "none"
+	if len(names) > 0 {
+		has = strings.Join(names, ", ")
+	}
+	return fmt.Errorf("--service %s: the instance has no such service (its services: %s)", name, has)
+}
+
+// serviceState is a service's state and readiness: "serving, ready",
+// "serving, NOT READY (no_routable_backends)", or for a service a reload
+// removed, "draining: removed by a reload, its connections flow until
+// they end".
+func serviceState(svc api.Service) string {
+	if svc.State == api.ServiceDraining {
+		return "draining: removed by a reload, its connections flow until they end"
+	}
+	return orDash(string(svc.State)) + ", " + readiness(svc.Readiness)
+}
+
+// serviceListen is the service's address, protocol, ports and scheduler:
+// "192.0.2.10 tcp ports 80->8080, 443->8443 (round_robin)".
+func serviceListen(svc api.Service) string {
+	l := listen(svc.Listen)
+	if svc.Proto != "" {
+		if i := strings.Index(l, " ports "); i >= 0 {
+			l = l[:i] + " " + svc.Proto + l[i:]
+		} else {
+			l += " " + svc.Proto
+		}
+	}
+	if svc.Scheduler != "" {
+		l += " (" + svc.Scheduler + ")"
+	}
+	return l
+}
+
+// serviceConnections summarises a service's connection counts.
+func serviceConnections(c api.ServiceConnections) string {
+	return fmt.Sprintf("active %d, timewait %d, opened %d, closed %d, orphaned %d",
+		c.Active, c.TimeWait, c.OpenedTotal, c.ClosedTotal, c.OrphanedTotal)
+}
+
+// serviceHeader introduces a service's table in backends and top:
+// "Service web (serving, ready): 192.0.2.10 tcp ports 80->8080 (round_robin)".
+func serviceHeader(svc api.Service) string {
+	state := string(svc.State)
+	if svc.State != api.ServiceDraining {
+		state += ", " + readiness(svc.Readiness)
+	}
+	return fmt.Sprintf("Service %s (%s): %s", orDash(svc.Name), state, serviceListen(svc))
+}
