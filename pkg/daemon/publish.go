@@ -27,7 +27,7 @@ func (d *runner) publishStarting() {
 	defer d.storeMu.Unlock()
 	d.store.Publish(&snapshot.Snapshot{
 		Name: d.cfg.Name, Version: buildinfo.Version, Revision: buildinfo.Revision,
-		Lifecycle: api.Starting, StartedAt: time.Now(), XDPMode: d.cfg.XDPMode,
+		Lifecycle: api.Starting, StartedAt: time.Now(), XDPMode: d.cfg.XDPMode, Form: d.cfg.Form,
 		Config: configwatch.State{Path: d.o.ConfigPath},
 	})
 }
@@ -125,6 +125,10 @@ func (d *runner) readBackends(s *snapshot.Snapshot) {
 			ss.ProviderError = err.Error()
 		}
 		svcs = append(svcs, ss)
+	}
+	if smp := s.Sample; smp != nil && len(svcs) == 1 {
+		// one service: the instance's counters are its
+		svcs[0].Counts = snapshot.ServiceCounts{Opened: smp.Opened, Closed: smp.Closed, Orphaned: smp.Orphaned, EmbryonicExpired: smp.EmbryonicExpired}
 	}
 	s.Services = svcs
 	s.Listen, s.Ports, s.Provider, s.ProviderError, s.ProviderSynced, s.ProviderStale, s.Backends = netip.Addr{}, nil, "", "", false, false, nil
