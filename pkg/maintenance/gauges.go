@@ -59,6 +59,7 @@ func readGauges(dp *dataplane.Dataplane, want func() []Member) (gauges, error) {
 			Active:    sub(st.Opened, st.ClosedFIN, st.ClosedRST, r.Orphaned, r.LoneActive, r.LoneReverse, r.Embryonic),
 			TimeWait:  sub(st.ClosedFIN, r.TimeWait, st.ReplacedFIN, r.LoneTimeWait),
 			Stats:     st,
+			Reaped:    r,
 			Handshake: handshakes[id],
 		}
 		bid, isListed := listed[uint32(id)]

@@ -209,6 +209,9 @@ type BackendSample struct {
 	// Stats are the backend's data-path counters (packets, bytes, pairs
 	// opened), summed over CPUs.
 	Stats dataplane.BackendStats
+	// Reaped are the reaper's removals of the member's pairs by reason
+	// (orphaned, embryonic, ...), since the member id was last reset.
+	Reaped dataplane.ReapedCounts
 	// Handshake is the backend's handshake latency histogram, summed over
 	// CPUs (dataplane.HandshakeHistograms: buckets not cumulative, bounds
 	// dataplane.HandshakeBuckets), read with Stats.
