@@ -58,8 +58,10 @@ deps:
 
 # Compile bpf/*.c with clang through bpf2go: every go:generate directive
 # under pkg/dataplane (the XDP program; pkg/dataplane/floor, the benchmark
-# floor).
-GENERATED := ':(glob)pkg/dataplane/**/*_bpfel.go' ':(glob)pkg/dataplane/**/*_bpfel.o'
+# floor), then write pkg/limits from the program's enum xlb_limits
+# (internal/genlimits) and pkg/dataplane/pins' declarations of the pinned
+# structs (internal/gentypes).
+GENERATED := ':(glob)pkg/dataplane/**/*_bpfel.go' ':(glob)pkg/dataplane/**/*_bpfel.o' ':(glob)pkg/dataplane/**/*_gen.go' ':(glob)pkg/limits/*_gen.go'
 
 generate: deps
 	cd pkg/dataplane && $(GO) generate ./...
@@ -69,9 +71,9 @@ generate: deps
 check-generated: generate
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		git status --short -- $(GENERATED); \
-		echo "generated BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; \
+		echo "generated BPF objects or limits are stale: run 'make generate' and commit them" >&2; exit 1; \
 	fi
-	@echo "generated BPF objects are current"
+	@echo "generated BPF objects and limits are current"
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_bpfel.go$$')); \

@@ -3,7 +3,9 @@
  * counters.h — what the data path counts: the global counters (enum
  * xlb_counter, one of them per XDP verdict), per-backend traffic and pair
  * events, all per-CPU (pkg/dataplane sums them), and the reaper's
- * removals per backend.
+ * removals per backend. The per-backend cells are a member's (layout 9:
+ * one per service and backend address, flow_value.member_id), not a
+ * backend id's.
  */
 #ifndef XLB_COUNTERS_H
 #define XLB_COUNTERS_H
@@ -29,52 +31,52 @@ static __always_inline int finish(int action)
 }
 
 /*
- * Key of backend id's cell i in a per-backend counter map of cells cells
- * per backend id: xlb_backend_stats (XLB_DIRS, i an enum xlb_dir),
+ * Key of member id's cell i in a per-backend counter map of cells cells
+ * per member id: xlb_backend_stats (XLB_DIRS, i an enum xlb_dir),
  * xlb_pair_events (XLB_PAIR_EVENTS) and xlb_reaped (XLB_REAPED_REASONS).
  */
-static __always_inline __u32 backend_cell(__u16 backend_id, __u32 cells, __u32 i)
+static __always_inline __u32 backend_cell(__u16 member_id, __u32 cells, __u32 i)
 {
-	return (__u32)backend_id * cells + i;
+	return (__u32)member_id * cells + i;
 }
 
-/* Backend id's traffic in direction dir (enum xlb_dir); NULL if out of range. */
-static __always_inline struct backend_stats *backend_traffic(__u16 backend_id, __u32 dir)
+/* Member id's traffic in direction dir (enum xlb_dir); NULL if out of range. */
+static __always_inline struct backend_stats *backend_traffic(__u16 member_id, __u32 dir)
 {
-	__u32 slot = backend_cell(backend_id, XLB_DIRS, dir);
+	__u32 slot = backend_cell(member_id, XLB_DIRS, dir);
 
 	return bpf_map_lookup_elem(&xlb_backend_stats, &slot);
 }
 
-static __always_inline struct backend_stats *client_stats(__u16 backend_id)
+static __always_inline struct backend_stats *client_stats(__u16 member_id)
 {
-	return backend_traffic(backend_id, XLB_DIR_CLIENT);
+	return backend_traffic(member_id, XLB_DIR_CLIENT);
 }
 
 /*
- * Add one to backend id's counter i in map (one __u64 per cell, cells per
- * backend id). Per-CPU maps need nothing more; xlb_reaped is written only
+ * Add one to member id's counter i in map (one __u64 per cell, cells per
+ * member id). Per-CPU maps need nothing more; xlb_reaped is written only
  * by the reaper, whose runs are serialised.
  */
-static __always_inline void count_backend(void *map, __u16 backend_id, __u32 cells, __u32 i)
+static __always_inline void count_backend(void *map, __u16 member_id, __u32 cells, __u32 i)
 {
-	__u32 idx = backend_cell(backend_id, cells, i);
+	__u32 idx = backend_cell(member_id, cells, i);
 	__u64 *c = bpf_map_lookup_elem(map, &idx);
 
 	if (c)
 		*c += 1;
 }
 
-/* Count a pair event (enum xlb_pair_event) for backend id. */
-static __always_inline void count_pair_event(__u16 backend_id, __u32 ev)
+/* Count a pair event (enum xlb_pair_event) for member id. */
+static __always_inline void count_pair_event(__u16 member_id, __u32 ev)
 {
-	count_backend(&xlb_pair_events, backend_id, XLB_PAIR_EVENTS, ev);
+	count_backend(&xlb_pair_events, member_id, XLB_PAIR_EVENTS, ev);
 }
 
-/* Count a pair or entry the reaper removed (enum xlb_reaped_reason). */
-static __always_inline void count_reaped(__u16 backend_id, __u32 reason)
+/* Count a pair or entry the reaper removed (enum xlb_reaped_reason) for member id. */
+static __always_inline void count_reaped(__u16 member_id, __u32 reason)
 {
-	count_backend(&xlb_reaped, backend_id, XLB_REAPED_REASONS, reason);
+	count_backend(&xlb_reaped, member_id, XLB_REAPED_REASONS, reason);
 }
 
 #endif

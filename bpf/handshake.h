@@ -5,7 +5,7 @@
  * creates a pair (layout.h flow_value.syn_us, on the forward entry) and,
  * when the backend's first SYN-ACK of the pair goes through, adds its age
  * to the backend's histogram in xlb_handshake (layout.h enum xlb_hs_cell,
- * per CPU; pkg/dataplane HandshakeHistograms sums the CPUs). A
+ * by member id, per CPU; pkg/dataplane HandshakeHistograms sums the CPUs). A
  * retransmitted SYN keeps the first one's time, so a backend that drops
  * SYNs (a full accept queue) shows the client's retransmission delay; a
  * retransmitted SYN-ACK is not counted again (XLB_F_SYNACK is set once).
@@ -37,10 +37,10 @@ static __always_inline __u32 hs_bucket(__u32 us)
 	return 0 XLB_HS_BOUNDS_US(XLB_HS_ABOVE);
 }
 
-/* Add n to backend id bid's cell of xlb_handshake. */
-static __always_inline void hs_add(__u32 bid, __u32 cell, __u64 n)
+/* Add n to member id mid's cell of xlb_handshake. */
+static __always_inline void hs_add(__u32 mid, __u32 cell, __u64 n)
 {
-	__u32 idx = bid * XLB_HS_CELLS + cell;
+	__u32 idx = mid * XLB_HS_CELLS + cell;
 	__u64 *c = bpf_map_lookup_elem(&xlb_handshake, &idx);
 
 	if (c)
@@ -48,19 +48,19 @@ static __always_inline void hs_add(__u32 bid, __u32 cell, __u64 n)
 }
 
 /*
- * Count the handshake of a pair toward backend id bid whose SYN was
- * stamped syn_us (0: not timed, nothing counted): the caller's SYN-ACK is
- * the pair's first. A global function, checked once by the verifier.
+ * Count the handshake of a pair of member id mid whose SYN was stamped
+ * syn_us (0: not timed, nothing counted): the caller's SYN-ACK is the
+ * pair's first. A global function, checked once by the verifier.
  */
-__noinline int observe_handshake(__u32 bid, __u32 syn_us)
+__noinline int observe_handshake(__u32 mid, __u32 syn_us)
 {
 	__u32 us;
 
-	if (!syn_us || bid >= XLB_MAX_BACKENDS)
+	if (!syn_us || mid >= XLB_MAX_MEMBERS)
 		return 0;
 	us = now_us32() - syn_us;
-	hs_add(bid, hs_bucket(us), 1);
-	hs_add(bid, XLB_HS_SUM_US, us);
+	hs_add(mid, hs_bucket(us), 1);
+	hs_add(mid, XLB_HS_SUM_US, us);
 	return 0;
 }
 

@@ -10,7 +10,7 @@
  *     and ports, its IPv4 checksum and, when the quote reaches it, its TCP
  *     checksum;
  *   - the outer destination becomes that side's peer and the outer source
- *     XLB's address on that side (the listen address toward the client,
+ *     XLB's address on that side (the service's listen address toward the client,
  *     the SNAT address toward the backend), as if XLB relayed it;
  *   - the ICMP checksum follows every changed quoted byte (RFC 1624), the
  *     outer IPv4 checksum the addresses and the TTL (decremented).
@@ -189,20 +189,21 @@ __noinline int icmp_nat(struct xdp_md *ctx)
 		return -1;
 	/*
 	 * The quoted packet is one XLB sent, from the address the ICMP is
-	 * addressed to: toward the client from listen:local_port, or toward
-	 * the backend from a SNAT address and port of the range (or of a
-	 * retired SNAT space: snat.h snat_recognised) -- told apart
-	 * by the port, as xlb_xdp does, since the listen address may also be
-	 * the SNAT address. The entry of the ICMP's own direction has the
-	 * quoted packet's key read backwards.
+	 * addressed to: toward the client from a service's listen address
+	 * and port, or toward the backend from a SNAT address and port of
+	 * the range (or of a retired SNAT space: snat.h snat_recognised) --
+	 * told apart as xlb_xdp does: a SNAT address's port range first,
+	 * then a listen address (the listen prefilter); a listen address
+	 * that is also a SNAT address has no local port in the range. The entry of the ICMP's own
+	 * direction has the quoted packet's key read backwards.
 	 */
 	port = bpf_ntohs(f.ports[0]);
 	if (f.iph->daddr != f.inner->saddr)
 		return -1;
-	if (f.inner->saddr == cfg->listen_ip_be && port_mapping(cfg, f.ports[0]))
-		dir = XLB_DIR_CLIENT;
-	else if (snat_recognised(cfg, f.inner->saddr, port))
+	if (snat_recognised(cfg, f.inner->saddr, port))
 		dir = XLB_DIR_BACKEND;
+	else if (listen_filtered(cfg, f.inner->saddr))
+		dir = XLB_DIR_CLIENT;
 	else
 		return -1;
 	if (!frame_is_ours(ctx, f.eth)) {

@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 8,
+	XLB_LAYOUT_VERSION = 9,
 };
 
 /*
@@ -74,6 +74,11 @@ enum xlb_limits {
 	XLB_MAX_SERVICES = 256,      /* services, serving and draining (DESIGN §9): service ids 0..255 in flow_value.service_id */
 	XLB_MAX_LISTENS = XLB_MAX_SERVICES * XLB_MAX_PORTS, /* (address, proto, port) keys of xlb_listen */
 	XLB_SERVICE_NAME_LEN = 32,   /* a service's name, at most (DESIGN §9 name syntax) */
+	XLB_SERVICE_SETS = XLB_MAX_SERVICES * 2, /* xlb_backend_sets slots: each service's routable set, double buffered (slot = service * 2 + struct service active_set) */
+	XLB_LISTEN_FILTER_SHIFT = 12, /* the listen prefilter (struct xlb_config listen_filter) has 1 << this many bits */
+	XLB_LISTEN_FILTER_BITS = 1 << XLB_LISTEN_FILTER_SHIFT, /* bits of the listen prefilter: few false positives with XLB_MAX_SERVICES addresses */
+	XLB_LISTEN_FILTER_WORDS = XLB_LISTEN_FILTER_BITS / 64, /* its 64-bit words in struct xlb_config */
+	XLB_LISTEN_HASH_MUL = 0x61C88647, /* the prefilter's multiplicative hash (the kernel's GOLDEN_RATIO_32, include/linux/hash.h) */
 	XLB_MAX_BACKENDS = 1024,     /* backend ids 0..1023, one per backend address: SNAT port spaces; routable set size limit */
 	XLB_MAX_MEMBERS = 1024,      /* member ids 0..1023, one per (service, backend address): the per-backend counter cells, i.e. backends of all services together */
 	XLB_MAX_INTERFACES = 64,     /* egress interfaces the redirect map (xlb_tx_ports) holds */
@@ -96,15 +101,15 @@ enum xlb_limits {
 	XLB_REAP_BATCH = 2048,       /* reap requests per run of the reaper */
 	XLB_SNAT_SYNC_BATCH = 1024,  /* requests per run of the SNAT bitmap sync (struct snat_sync_batch) */
 	XLB_NEXTHOP_BATCH = 1024,    /* next-hop requests per run of xlb_nexthop_ctl */
-	XLB_PAIR_EVENTS = 4,         /* counters per backend id in xlb_pair_events (enum xlb_pair_event) */
-	XLB_REAPED_REASONS = 8,      /* counters per backend id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
-	/* cells of the per-backend counter maps (counters.h backend_cell) */
-	XLB_BACKEND_STATS_SLOTS = XLB_MAX_BACKENDS * XLB_DIRS, /* one per backend id and enum xlb_dir */
-	XLB_PAIR_EVENT_CELLS = XLB_MAX_BACKENDS * XLB_PAIR_EVENTS,
-	XLB_REAPED_CELLS = XLB_MAX_BACKENDS * XLB_REAPED_REASONS,
+	XLB_PAIR_EVENTS = 4,         /* counters per member id in xlb_pair_events (enum xlb_pair_event) */
+	XLB_REAPED_REASONS = 8,      /* counters per member id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
+	/* cells of the per-backend counter maps (counters.h backend_cell), by member id (layout 9) */
+	XLB_BACKEND_STATS_SLOTS = XLB_MAX_MEMBERS * XLB_DIRS, /* one per member id and enum xlb_dir */
+	XLB_PAIR_EVENT_CELLS = XLB_MAX_MEMBERS * XLB_PAIR_EVENTS,
+	XLB_REAPED_CELLS = XLB_MAX_MEMBERS * XLB_REAPED_REASONS,
 	XLB_HS_BOUNDS = 16,          /* upper bounds of the handshake histogram's buckets (XLB_HS_BOUNDS_US) */
-	XLB_HS_CELLS = XLB_HS_BOUNDS + 2, /* counters per backend id in xlb_handshake (enum xlb_hs_cell) */
-	XLB_HANDSHAKE_CELLS = XLB_MAX_BACKENDS * XLB_HS_CELLS,
+	XLB_HS_CELLS = XLB_HS_BOUNDS + 2, /* counters per member id in xlb_handshake (enum xlb_hs_cell) */
+	XLB_HANDSHAKE_CELLS = XLB_MAX_MEMBERS * XLB_HS_CELLS,
 	XLB_FRAG_DATAGRAMS = 8192,   /* fragmented datagrams remembered at once (xlb_frags, an LRU hash) */
 	XLB_FRAG_TTL_MS = 1000,      /* a remembered datagram's later fragments follow its first for this long */
 };
@@ -272,7 +277,9 @@ struct flow_value {
 	__u32 syn_us;      /* forward entry: the client's SYN, µs (clock.h now_us32); 0: not timed; then the sender's segment end (above) */
 	/* timestamps (tsopt.h) */
 	__u32 ts_off;      /* the pair's TSval offset toward the backend, the same on both entries; 0 without XLB_F_TS_SYN */
-	__u32 pad2;        /* always zero */
+	/* the pair's service (layout 9; issue 29), the same on both entries */
+	__u16 member_id;   /* the (service, backend address) member: the backend's counter cells (counters.h) */
+	__u16 service_id;  /* the service whose listen address and port the client's SYN reached */
 };
 
 _Static_assert(sizeof(struct flow_value) == 56, "struct flow_value has no implicit padding");
@@ -405,58 +412,139 @@ _Static_assert(sizeof(struct snat_retired) == 8, "struct snat_retired has no imp
  * by a terminal pair whose backend holds TIME_WAIT, or by a XLB_F_HOLD
  * entry. Backend id b's words start at b * nsnat * snat_words, SNAT
  * address a's at a * snat_words within them.
+ *
+ * The listen prefilter (layout 9; DESIGN §9): bit listen_bit(address)
+ * (listen.h: the address times XLB_LISTEN_HASH_MUL, its top
+ * XLB_LISTEN_FILTER_SHIFT bits) is set for the listen address of every
+ * service that is not XLB_SVC_FREE, serving or draining, so that a
+ * removed service's pairs keep flowing. A packet to an address whose bit
+ * is clear is no client's of XLB; one whose bit is set is looked up in
+ * the flow map, and a SYN of no pair in xlb_listen (a false positive
+ * costs that lookup). 512 bytes: 4096 bits keep false positives below 7 %
+ * with 256 addresses.
  */
 struct xlb_config {
-	__be32 listen_ip_be;
 	__u16 snat_port_lo;   /* host order, inclusive */
 	__u16 snat_port_hi;   /* host order, inclusive */
-	__u32 nports;
-	struct port_map ports[XLB_MAX_PORTS];
 	__u32 flags;          /* enum xlb_cfg_flags */
-	__u32 active_set;     /* 0 or 1: which backend_set slot is live */
 	__u32 nsnat;          /* SNAT addresses in snat_ips_be, 1..XLB_MAX_SNAT_IPS */
 	__u32 snat_words;     /* bitmap words per (backend id, SNAT address): ceil(ports in range / 64) */
 	__be32 snat_ips_be[XLB_MAX_SNAT_IPS];
 	__u32 snat_reuse_ticks; /* jiffies: a freed port is taken over no sooner than this after its last backend packet (pkg/dataplane SNATReuseGuard) */
 	__u32 nretired;       /* retired SNAT spaces in retired, 0..XLB_MAX_SNAT_RETIRED */
 	struct snat_retired retired[XLB_MAX_SNAT_RETIRED];
+	__u64 listen_filter[XLB_LISTEN_FILTER_WORDS];
 };
 
-_Static_assert(sizeof(struct xlb_config) == 228, "struct xlb_config has no implicit padding");
+_Static_assert(sizeof(struct xlb_config) == 184 + XLB_LISTEN_FILTER_WORDS * 8, "struct xlb_config has no implicit padding");
 
 /*
  * A routable backend: its address, id (below XLB_MAX_BACKENDS, as
- * flow_value.backend_id) and its own port, which mappings without a
- * remote port use (0: none; userspace never publishes a backend without
- * a port while such a mapping exists). 8 bytes (layout 3 held the id in
- * 32 bits and no port).
+ * flow_value.backend_id: the SNAT port space), its member id in the
+ * service whose set holds it (below XLB_MAX_MEMBERS, as
+ * flow_value.member_id: the counter cells) and its own port, which
+ * mappings without a remote port use (0: none; userspace never publishes
+ * a backend without a port while such a mapping exists). 12 bytes
+ * (layout 3 held the id in 32 bits and no port; layout 9 added member).
  */
 struct backend_ref {
 	__be32 ip_be;
 	__u16 id;
 	__be16 port_be;
+	__u16 member;
+	__u16 pad;         /* always zero (room for a weight) */
 };
 
-_Static_assert(sizeof(struct backend_ref) == 8, "struct backend_ref has no implicit padding");
+_Static_assert(sizeof(struct backend_ref) == 12, "struct backend_ref has no implicit padding");
 
-/* The routable set, double buffered: userspace fills the inactive slot, then flips config.active_set. */
+/*
+ * A service's routable set, double buffered: userspace fills the inactive
+ * slot, then flips the service's active_set (struct service). Slot
+ * service * 2 + set of xlb_backend_sets.
+ */
 struct backend_set {
 	__u32 count;
 	__u32 pad;
 	struct backend_ref entries[XLB_MAX_BACKENDS];
 };
 
-/* Shared mutable state, updated with atomics by the data path. */
+/*
+ * Shared mutable state, updated with atomics by the data path. The
+ * round-robin position is per service since layout 9 (xlb_rr).
+ */
 struct xlb_state {
-	__u64 rr;            /* round-robin position */
 	__u64 generation;    /* last pair generation handed out */
 	__u64 clock_jiffies; /* written by xlb_clock: jiffies ... */
 	__u64 clock_ns;      /* ... and CLOCK_MONOTONIC ns at the same instant */
 };
 
 /*
+ * Services (layout 9; DESIGN §9): what a SYN reaches, its address,
+ * protocol and ports. xlb_listen maps each (address, protocol, local
+ * port) of a XLB_SVC_SERVING service to its id and the mapping's remote
+ * port; only a SYN that has no live pair looks it up. Written by
+ * userspace only (pkg/dataplane Configure), from the SERVING services.
+ * 8 and 4 bytes.
+ */
+struct listen_key {
+	__be32 addr_be;
+	__be16 port_be;    /* the local port */
+	__u8 proto;        /* IPPROTO_TCP */
+	__u8 pad;          /* always zero */
+};
+
+_Static_assert(sizeof(struct listen_key) == 8, "struct listen_key has no implicit padding");
+
+struct listen_value {
+	__u16 service;         /* service id, below XLB_MAX_SERVICES */
+	__be16 remote_port_be; /* the mapping's remote port; 0: each backend's own (struct port_map) */
+};
+
+_Static_assert(sizeof(struct listen_value) == 4, "struct listen_value has no implicit padding");
+
+/* struct service state. */
+enum xlb_service_state {
+	XLB_SVC_FREE = 0,     /* the id is unused */
+	XLB_SVC_SERVING = 1,  /* in xlb_listen: its SYNs create pairs */
+	XLB_SVC_DRAINING = 2, /* removed from the config: not in xlb_listen (its SYNs pass to the kernel), its pairs flow on */
+};
+
+/* struct service flags. */
+enum xlb_service_flags {
+	XLB_SVC_MIGRATED = 1 << 0, /* layout 8's one service, as the migration made it (no name: the successor's config names it) */
+};
+
+/* struct service scheduler. */
+enum xlb_scheduler {
+	XLB_SCHED_ROUND_ROBIN = 0, /* the seed's rule: the next routable backend (xlb_rr) */
+};
+
+/*
+ * A service (xlb_services, XLB_MAX_SERVICES slots by service id): written
+ * by userspace only; the data path reads active_set. A successor or a
+ * restart after a crash learns the ids, names and draining services from
+ * it without the old config. addr holds an IPv4 address in its first 4
+ * bytes (network order), the rest zero. 88 bytes.
+ */
+struct service {
+	__u8 state;        /* enum xlb_service_state */
+	__u8 active_set;   /* 0 or 1: which of the service's two xlb_backend_sets slots is live */
+	__u8 proto;        /* IPPROTO_TCP */
+	__u8 family;       /* AF_INET */
+	__u8 scheduler;    /* enum xlb_scheduler */
+	__u8 nports;       /* mappings in ports, 1..XLB_MAX_PORTS */
+	__u16 flags;       /* enum xlb_service_flags */
+	__u8 addr[16];
+	struct port_map ports[XLB_MAX_PORTS];
+	char name[XLB_SERVICE_NAME_LEN]; /* NUL-padded; empty on a XLB_SVC_MIGRATED record not yet named */
+};
+
+_Static_assert(sizeof(struct service) == 88, "struct service has no implicit padding");
+
+/*
  * Per-backend per-CPU counters, one slot per direction, indexed by
- * backend id * XLB_DIRS + enum xlb_dir (XLB_BACKEND_STATS_SLOTS). The data path
+ * member id * XLB_DIRS + enum xlb_dir (XLB_BACKEND_STATS_SLOTS): a
+ * backend serving two services counts in two members' cells. The data path
  * adds to its direction's slot without branching on the direction: the
  * verifier refuses a pointer offset that depends on the path taken unless
  * the loader holds CAP_PERFMON, and XLB loads with CAP_BPF alone.
@@ -469,7 +557,7 @@ struct backend_stats {
 
 /*
  * Per-backend pair events the data path counts, one per-CPU counter per
- * (backend id, event) at backend id * XLB_PAIR_EVENTS + event.
+ * (member id, event) at member id * XLB_PAIR_EVENTS + event.
  */
 enum xlb_pair_event {
 	XLB_PAIR_CLOSED_FIN = 0,   /* became terminal with both FINs */
@@ -481,8 +569,8 @@ enum xlb_pair_event {
 _Static_assert(XLB_PAIR_REPLACED_RST < XLB_PAIR_EVENTS, "XLB_PAIR_EVENTS counts every enum xlb_pair_event");
 
 /*
- * Pairs the reaper removed, per backend id and reason: the xlb_reaped array
- * holds one counter per (backend id, reason) at backend id *
+ * Pairs the reaper removed, per member id and reason: the xlb_reaped array
+ * holds one counter per (member id, reason) at member id *
  * XLB_REAPED_REASONS + reason, written only by the reaper, whose runs the
  * maintenance loop serialises. (One counter per key, not a struct, for the
  * same reason as backend_stats: no field offset chosen by a branch.) With
@@ -522,7 +610,7 @@ enum xlb_backend_ts_state {
 
 /*
  * The handshake histogram (handshake.h; issue 14 "passive handshake
- * latency"): per backend id and CPU, how long the backend took to answer
+ * latency"): per member id and CPU, how long the backend took to answer
  * the pair's first SYN with its first SYN-ACK, as the data path saw them
  * pass. XLB_HS_BOUNDS_US are the buckets' upper bounds in µs, log-spaced
  * from 50 µs to 3 s: round(50 µs x 60000^(k/15)), k = 0..15, each about
@@ -545,7 +633,7 @@ enum xlb_hs_bound {
 _Static_assert((0 XLB_HS_BOUNDS_US(XLB_HS_BOUND_COUNT)) == XLB_HS_BOUNDS, "XLB_HS_BOUNDS counts XLB_HS_BOUNDS_US");
 
 /*
- * The cells of one backend id in xlb_handshake, at backend id *
+ * The cells of one member id in xlb_handshake, at member id *
  * XLB_HS_CELLS + cell: one counter per bucket, not cumulative (cell k
  * counts the handshakes above bound k-1 up to bound k; cell
  * XLB_HS_BOUNDS those above the last bound), then the sum of every
@@ -740,6 +828,12 @@ struct create_scratch {
 	struct flow_key okey;   /* a takeover's old forward key */
 	__u32 rr;               /* the round-robin position of this SYN */
 	__u32 took_hold;        /* the try's port was held for the backend's TIME_WAIT (snat_take_port, TSREUSE_TAKE) */
+	/* the SYN's service, as xlb_listen named it (xlb.c listen_find) */
+	__u32 service;          /* service id */
+	__u32 set_slot;         /* its live routable set: slot of xlb_backend_sets */
+	__be16 remote_port_be;  /* its mapping's remote port; 0: each backend's own */
+	__u16 pad;
+	__u32 pad2;
 	/*
 	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
 	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has

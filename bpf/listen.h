@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * listen.h — the listen address's port mappings (DESIGN §1 ports): which
- * client packets are XLB's.
+ * listen.h — which client packets are XLB's (layout 9; DESIGN §9): the
+ * listen prefilter over destination addresses (struct xlb_config
+ * listen_filter), which tells the packets of established pairs and SYNs
+ * to a service's address from everything else before the flow lookup,
+ * and xlb_listen, which a SYN of no live pair looks up for its service
+ * (xlb.c listen_find).
  */
 #ifndef XLB_LISTEN_H
 #define XLB_LISTEN_H
@@ -12,35 +16,28 @@
 #include "layout.h"
 
 /*
- * The listen port mapping for dport: its 32-bit word (local port in the
- * low half, remote port in the high half, both network order), or 0 when
- * dport is not mapped. A mapping's local port is never 0, so a match is
- * never 0 even when its remote port is (each backend's own port). Each
- * mapping is read with one 32-bit load (the local port in the low half on
- * this little-endian target) so the result is a value, not a pointer
- * whose offset depends on the matching iteration: without CAP_PERFMON
- * the verifier refuses such an offset.
+ * The prefilter's bit of address addr_be: a multiplicative hash, the top
+ * XLB_LISTEN_FILTER_SHIFT bits of the address (as the CPU loads its
+ * network-order bytes) times XLB_LISTEN_HASH_MUL. pkg/dataplane
+ * listenBit computes the same.
  */
-static __always_inline __u32 port_mapping(struct xlb_config *cfg, __be16 dport)
+static __always_inline __u32 listen_bit(__be32 addr_be)
 {
-	__u32 w;
-	int i;
-
-#pragma unroll
-	for (i = 0; i < XLB_MAX_PORTS; i++) {
-		if (i >= cfg->nports)
-			break;
-		w = *(__u32 *)&cfg->ports[i];
-		if ((__be16)w == dport)
-			return w;
-	}
-	return 0;
+	return ((__u32)addr_be * (__u32)XLB_LISTEN_HASH_MUL) >> (32 - XLB_LISTEN_FILTER_SHIFT);
 }
 
-/* The remote port of a mapping port_mapping found (0: each backend's own). */
-static __always_inline __be16 mapping_remote(__u32 mapping)
+/*
+ * Whether addr_be may be a service's listen address (a serving or
+ * draining one): its prefilter bit is set. The word's index is below
+ * XLB_LISTEN_FILTER_WORDS by construction (a shift of a 32-bit value),
+ * a bounded offset into the config, which the verifier allows without
+ * CAP_PERFMON.
+ */
+static __always_inline int listen_filtered(const struct xlb_config *cfg, __be32 addr_be)
 {
-	return (__be16)(mapping >> 16);
+	__u32 bit = listen_bit(addr_be);
+
+	return (cfg->listen_filter[bit / 64] >> (bit % 64)) & 1;
 }
 
 #endif

@@ -33,13 +33,37 @@ struct {
 	__uint(max_entries, 1);
 } xlb_cfg SEC(".maps");
 
-/* The routable set, double buffered (xlb_config.active_set picks one). */
+/* Each service's routable set, double buffered: slot service * 2 + its struct service active_set. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, struct backend_set);
-	__uint(max_entries, 2);
+	__uint(max_entries, XLB_SERVICE_SETS);
 } xlb_backend_sets SEC(".maps");
+
+/* The services by id (struct service), written by userspace only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct service);
+	__uint(max_entries, XLB_MAX_SERVICES);
+} xlb_services SEC(".maps");
+
+/* (address, protocol, local port) of every serving service -> its id and the mapping's remote port. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct listen_key);
+	__type(value, struct listen_value);
+	__uint(max_entries, XLB_MAX_LISTENS);
+} xlb_listen SEC(".maps");
+
+/* Each service's round-robin position, by service id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_MAX_SERVICES);
+} xlb_rr SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -166,7 +190,7 @@ struct {
 	__uint(max_entries, XLB_C_MAX);
 } xlb_counters SEC(".maps");
 
-/* Per-backend traffic, per CPU (struct backend_stats). */
+/* Per-backend traffic by member id, per CPU (struct backend_stats). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -174,7 +198,7 @@ struct {
 	__uint(max_entries, XLB_BACKEND_STATS_SLOTS);
 } xlb_backend_stats SEC(".maps");
 
-/* Per-backend pair events, per CPU (enum xlb_pair_event). */
+/* Per-backend pair events by member id, per CPU (enum xlb_pair_event). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -182,7 +206,7 @@ struct {
 	__uint(max_entries, XLB_PAIR_EVENT_CELLS);
 } xlb_pair_events SEC(".maps");
 
-/* Handshake latency per backend id, per CPU (enum xlb_hs_cell; handshake.h). */
+/* Handshake latency per member id, per CPU (enum xlb_hs_cell; handshake.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -198,7 +222,7 @@ struct {
 	__uint(max_entries, XLB_MAX_BACKENDS);
 } xlb_backend_ts SEC(".maps");
 
-/* Pairs the reaper removed, per backend id and reason (enum xlb_reaped_reason). */
+/* Pairs the reaper removed, per member id and reason (enum xlb_reaped_reason). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);

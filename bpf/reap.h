@@ -74,7 +74,7 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	struct xlb_config *cfg;
 	struct flow_key key, pk;
 	__u32 now, flags, gen, pflags = 0, zero = 0, closed_at;
-	__u16 bid;
+	__u16 bid, mid;
 	__u8 op = q->op;
 	int intact;
 
@@ -91,6 +91,7 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	/* the entries' memory may be reused once deleted: copy first */
 	flags = v->flags;
 	bid = v->backend_id;
+	mid = v->member_id;
 	if (intact)
 		pflags = peer->flags;
 
@@ -120,7 +121,7 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 			return XLB_REAP_GONE;
 		}
 		release_lone(cfg, &key, &pk, bid, flags, peer != 0);
-		count_reaped(bid, lone_reason(key.dir, flags));
+		count_reaped(mid, lone_reason(key.dir, flags));
 		return XLB_REAPED;
 	}
 	if (key.dir != XLB_DIR_CLIENT)
@@ -172,7 +173,7 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 		if (bpf_map_delete_elem(&xlb_flows, &key))
 			return XLB_REAP_GONE;
 		release_lone(cfg, &key, &pk, bid, flags, peer != 0);
-		count_reaped(bid, lone_reason(key.dir, flags));
+		count_reaped(mid, lone_reason(key.dir, flags));
 		return XLB_REAP_REPAIRED;
 	}
 	closed_at = v->last_seen;
@@ -205,13 +206,13 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 		}
 	}
 	if (op == XLB_REAP_RESET)
-		count_reaped(bid, XLB_REAPED_RESET);
+		count_reaped(mid, XLB_REAPED_RESET);
 	else if (op == XLB_REAP_TIMEWAIT)
-		count_reaped(bid, XLB_REAPED_TIMEWAIT);
+		count_reaped(mid, XLB_REAPED_TIMEWAIT);
 	else if (op == XLB_REAP_EMBRYONIC)
-		count_reaped(bid, XLB_REAPED_EMBRYONIC);
+		count_reaped(mid, XLB_REAPED_EMBRYONIC);
 	else
-		count_reaped(bid, XLB_REAPED_ORPHANED);
+		count_reaped(mid, XLB_REAPED_ORPHANED);
 	return XLB_REAPED;
 }
 

@@ -303,7 +303,7 @@ __noinline long snat_take_port(__u64 now_mode)
 	struct xlb_config *cfg;
 	struct flow_value *r, *old;
 	__u32 zero = 0, flags, oflags, seen;
-	__u16 bid;
+	__u16 mid;
 	long err;
 
 	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
@@ -332,7 +332,7 @@ __noinline long snat_take_port(__u64 now_mode)
 	old = bpf_map_lookup_elem(&xlb_flows, &s->okey);
 	flags = r->flags;
 	seen = r->last_seen;
-	bid = r->backend_id;
+	mid = r->member_id; /* the old pair's counter cells (its backend id is the SYN's) */
 	oflags = 0; /* OLD_THERE with the old forward entry's flags when it is still there */
 	if (old && old->generation == r->generation) {
 		oflags = old->flags | OLD_THERE;
@@ -350,7 +350,7 @@ __noinline long snat_take_port(__u64 now_mode)
 	if ((__s32)((__u32)now_mode - seen) < (__s32)cfg->snat_reuse_ticks)
 		return SNAT_NOT_YET; /* the old pair's last segments may still be in flight */
 	if ((oflags & OLD_THERE) && !bpf_map_delete_elem(&xlb_flows, &s->okey))
-		count_pair_event(bid, oflags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
+		count_pair_event(mid, oflags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
 	err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_EXIST);
 	if (err == -ENOENT)
 		err = bpf_map_update_elem(&xlb_flows, &s->rkey, &s->rev, BPF_NOEXIST);

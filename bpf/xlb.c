@@ -7,8 +7,9 @@
  * (xlb_snat_sync, snatsync.h), its only way to change the port bitmap.
  *
  * This file is the packet path, its steps in the order a packet meets
- * them: is it ours (listen.h port_mapping, and addressed to the ingress
- * interface's MAC: ours.h), forward it (rewrite_and_send), keep
+ * them: is it ours (a SNAT address's port range, or listen.h's prefilter
+ * of listen addresses, and addressed to the ingress interface's MAC:
+ * ours.h), forward it (rewrite_and_send), keep
  * the pair's state (check_counterpart, note_close, track_handshake,
  * check_rst), create or replace a pair for a SYN (try_backend, create_pair,
  * replace_pair), and xlb_xdp, which ties them together. Every map is in
@@ -20,12 +21,14 @@
  * upgrades.txt, cited as "seed": "New connections", "Orderly close and
  * reset", "XLB shutdown behavior"):
  *   - only a frame whose destination MAC is the ingress interface's own
- *     is balanced (ours.h); one to listen_ip:local_port or to a SNAT
+ *     is balanced (ours.h); one to a listen address or to a SNAT
  *     address's port range addressed to another MAC or a group address
  *     (flooded by a switch or bridge: another host's traffic) is counted
  *     and passed untouched, so the kernel drops it as PACKET_OTHERHOST;
- *   - client SYN (no ACK) to listen_ip:local_port without a live pair creates
- *     a connection pair: round-robin backend (on the mapping's remote port,
+ *   - client SYN (no ACK) without a live pair to a serving service's
+ *     listen address and local port (xlb_listen: listen_find) creates a
+ *     connection pair: the service's round-robin backend (on the
+ *     mapping's remote port,
  *     or the backend's own when the mapping has none), the SYN's time
  *     (handshake.h), a SNAT port claimed in the
  *     backend's bitmap and reserved by inserting the reverse entry with
@@ -61,7 +64,8 @@
  *   - ICMP errors about a pair, addressed to the ingress interface's MAC,
  *     are translated for the other side (icmp.h; not those quoting a
  *     header with IPv4 options, which pass untouched);
- *   - everything else is XDP_PASS, untouched. The program never returns
+ *   - everything else is XDP_PASS, untouched (a SYN to an address and
+ *     port no serving service has among them). The program never returns
  *     XDP_ABORTED.
  *
  * Documented drops (each counted): a SYN whose backend next hop is
@@ -164,7 +168,7 @@ static __always_inline struct nexthop *pair_next_hop(struct xdp_md *ctx, struct 
 /*
  * The Ethernet and IPv4 part of entry v's rewrite (MACs of next hop nh,
  * addresses, TTL, header checksum), the pair's idle clock and the
- * backend's traffic, and the send toward nh; gen: the generation v had at
+ * backend's traffic (its member's cells), and the send toward nh; gen: the generation v had at
  * the packet's lookup. Returns the XDP action.
  * IPv4 options and the rest of the datagram are left as they came.
  */
@@ -173,7 +177,7 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 {
 	struct backend_stats *bs;
 	__u32 ipacc, oif, flags;
-	__u16 oldw, neww, bid;
+	__u16 oldw, neww, mid;
 
 	copy_mac(eth->h_dest, nh->dmac);
 	copy_mac(eth->h_source, nh->smac);
@@ -186,7 +190,7 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 	iph->daddr = v->daddr_be;
 	iph->check = csum_apply(iph->check, ipacc);
 	flags = v->flags;
-	bid = v->backend_id;
+	mid = v->member_id;
 
 	/*
 	 * The last read of v. When v is no longer pair gen's, another CPU
@@ -208,7 +212,7 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 	if ((flags & (XLB_F_ESTABLISHED | XLB_F_CLOSED)) == XLB_F_ESTABLISHED)
 		v->last_seen = now32();
 
-	bs = backend_traffic(bid, dir);
+	bs = backend_traffic(mid, dir);
 	if (bs) {
 		bs->packets++;
 		bs->bytes += tot_len;
@@ -264,6 +268,26 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 			count(XLB_C_IP_OPTIONS_FORWARDED);
 	}
 	return act;
+}
+
+/*
+ * Entry v's backend id (its SNAT port space, its close events) and member
+ * id (its counter cells) in one value: ids_backend and ids_member take
+ * them apart.
+ */
+static __always_inline __u32 pair_ids(const struct flow_value *v)
+{
+	return (__u32)v->backend_id | (__u32)v->member_id << 16;
+}
+
+static __always_inline __u16 ids_backend(__u32 ids)
+{
+	return (__u16)ids;
+}
+
+static __always_inline __u16 ids_member(__u32 ids)
+{
+	return (__u16)(ids >> 16);
 }
 
 /*
@@ -324,9 +348,8 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 				       __u32 gen)
 {
 	struct flow_value *fwd, *rev;
-	__u32 bit, closes, at;
+	__u32 bit, closes, at, ids;
 	int rst = (p->flags & TCP_FL_RST) != 0;
-	__u16 bid;
 	long old;
 
 	if (!peer) {
@@ -344,7 +367,8 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 	else
 		bit = dir == XLB_DIR_CLIENT ? XLB_F_FIN_CLIENT : XLB_F_FIN_BACKEND;
 
-	bid = fwd->backend_id;
+	/* one value for both ids (the packet path's stack has no room for two) */
+	ids = pair_ids(fwd);
 	old = flow_set(fwd, gen, bit);
 	if (old == FLOW_GONE || (old & bit))
 		return; /* another pair's entry now, or a retransmission */
@@ -363,19 +387,19 @@ static __always_inline void note_close(struct xlb_config *cfg, struct pkt *p, co
 		return;
 	if (rst) {
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_CLIENT_RST : XLB_C_CLOSED_BACKEND_RST);
-		count_pair_event(bid, XLB_PAIR_CLOSED_RST);
+		count_pair_event(ids_member(ids), XLB_PAIR_CLOSED_RST);
 	} else {
 		/* second FIN: the other side initiated */
 		count(dir == XLB_DIR_CLIENT ? XLB_C_CLOSED_BACKEND_FIN : XLB_C_CLOSED_CLIENT_FIN);
-		count_pair_event(bid, XLB_PAIR_CLOSED_FIN);
+		count_pair_event(ids_member(ids), XLB_PAIR_CLOSED_FIN);
 	}
 	if (rev && (rst || (dir == XLB_DIR_BACKEND && fin_acks_client_fin(p, fwd))) &&
 	    flow_set(rev, gen, XLB_F_PORT_FREED) != FLOW_GONE)
-		snat_release(cfg, bid, dir == XLB_DIR_CLIENT ? pk : key);
+		snat_release(cfg, ids_backend(ids), dir == XLB_DIR_CLIENT ? pk : key);
 	if (dir == XLB_DIR_CLIENT)
-		post_event(key, gen, bid, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+		post_event(key, gen, ids_backend(ids), rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 	else
-		post_event(pk, gen, bid, rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
+		post_event(pk, gen, ids_backend(ids), rst ? XLB_CLOSE_RST : XLB_CLOSE_FIN, at);
 }
 
 /*
@@ -413,8 +437,7 @@ static __noinline void synack_timestamps(struct flow_value *fwd, struct flow_val
 static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, struct flow_value *v,
 					    struct flow_value *peer, __u32 dir, __u32 gen)
 {
-	__u32 now, syn_us, opts;
-	__u16 bid;
+	__u32 now, syn_us, opts, ids;
 	__u8 ws;
 	long old;
 
@@ -425,7 +448,7 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 			return;
 		opts = tcp_options(ctx, p->l4_off, p->tcp->doff);
 		ws = opts_wscale(opts);
-		bid = v->backend_id;
+		ids = pair_ids(v);
 		syn_us = peer->syn_us;
 		if (!flow_is(v, gen) || !flow_is(peer, gen))
 			return;
@@ -438,9 +461,9 @@ static __always_inline void track_handshake(struct xdp_md *ctx, struct pkt *p, s
 		old = flow_set(peer, gen, XLB_F_SYNACK);
 		if (old == FLOW_GONE || (old & XLB_F_SYNACK))
 			return;
-		observe_handshake(bid, syn_us);
+		observe_handshake(ids_member(ids), syn_us);
 		if (old & XLB_F_TS_SYN)
-			synack_timestamps(peer, v, gen, bid, opts_ts(opts) != 0);
+			synack_timestamps(peer, v, gen, ids_backend(ids), opts_ts(opts) != 0);
 		return;
 	}
 	if (!(v->flags & XLB_F_SYNACK) || (p->flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST)) != TCP_FL_ACK)
@@ -527,6 +550,8 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	if (!s->fwd.dport_be)
 		return CREATE_NO_BACKEND; /* no port to send to (never published: SetRoutable) */
 	s->rev.backend_id = s->fwd.backend_id;
+	s->rev.member_id = s->fwd.member_id;
+	s->rev.service_id = s->fwd.service_id;
 
 	__builtin_memset(&s->rkey, 0, sizeof(s->rkey));
 	s->rkey.saddr_be = s->fwd.daddr_be;
@@ -611,6 +636,8 @@ static long pick_step(__u64 n, void *arg)
 	s->fwd.daddr_be = br.ip_be;
 	s->fwd.dport_be = port;
 	s->fwd.backend_id = br.id;
+	s->fwd.member_id = br.member;
+	s->fwd.service_id = (__u16)s->service;
 	rc = try_backend(pk->ctx, pk->fk);
 	/* stores at fixed offsets, whatever the result (see struct pick) */
 	pk->rc = rc;
@@ -621,7 +648,8 @@ static long pick_step(__u64 n, void *arg)
 
 /*
  * Pick the backend for a new pair and install it (DESIGN §6b): the
- * round-robin one (the scratch's rr), or when its SNAT ports are all taken
+ * round-robin one (the scratch's rr) of the service's live routable set
+ * (the scratch's set_slot), or when its SNAT ports are all taken
  * or its next hop is unknown, the next routable ones, XLB_PICK_TRIES
  * backends at most. The scratch's tmpl holds the forward entry's fields
  * shared by every try. A global function, checked once by the verifier.
@@ -629,16 +657,13 @@ static long pick_step(__u64 n, void *arg)
 __noinline int pick_backend(struct xdp_md *ctx, struct flow_key *fk)
 {
 	struct pick pk;
-	struct xlb_config *cfg;
-	__u32 zero = 0, slot;
+	__u32 zero = 0;
 
 	__builtin_memset(&pk, 0, sizeof(pk));
 	pk.s = bpf_map_lookup_elem(&xlb_scratch, &zero);
-	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
-	if (!pk.s || !cfg || !fk)
+	if (!pk.s || !fk)
 		return CREATE_FULL;
-	slot = cfg->active_set & 1;
-	pk.set = bpf_map_lookup_elem(&xlb_backend_sets, &slot);
+	pk.set = bpf_map_lookup_elem(&xlb_backend_sets, &pk.s->set_slot);
 	if (!pk.set)
 		return CREATE_NO_BACKEND;
 	pk.count = pk.set->count;
@@ -684,20 +709,79 @@ __noinline int syn_options(struct xdp_md *ctx, __u32 l4_off, __u32 doff)
 }
 
 /*
- * Create a connection pair for the client SYN in p whose forward key is fk
- * (seed "New connections"): the way back to the client, then a backend
- * (pick_backend) on remote_port (0: the backend's own port). The forward
- * entry keeps the SYN's time for the handshake histogram. On CREATE_OK
- * the frame has not been touched yet.
+ * The service of a SYN to addr_be:port_be (network order; the packet's
+ * destination) with no live pair: xlb_listen's answer, its id, live
+ * routable set and the mapping's remote port, go into the scratch for
+ * create_pair. Returns 0, or -1 when no serving service has that address
+ * and port (the SYN passes to the kernel untouched). A global function:
+ * its key and locals stay off the frame of xlb_xdp, whose SYN call chain
+ * is at the verifier's stack limit.
  */
-static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct xlb_config *cfg,
-				       struct flow_key *fk, __be16 remote_port)
+__noinline int listen_find(__u32 addr_be, __u32 port_be)
+{
+	struct create_scratch *s;
+	struct listen_value *lv;
+	struct service *svc;
+	struct listen_key lk;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	if (!s)
+		return -1;
+	lk.addr_be = addr_be;
+	lk.port_be = (__be16)port_be;
+	lk.proto = IPPROTO_TCP;
+	lk.pad = 0;
+	lv = bpf_map_lookup_elem(&xlb_listen, &lk);
+	if (!lv)
+		return -1;
+	s->service = lv->service;
+	s->remote_port_be = lv->remote_port_be;
+	svc = bpf_map_lookup_elem(&xlb_services, &s->service);
+	if (!svc || svc->state != XLB_SVC_SERVING)
+		return -1;
+	s->set_slot = s->service * 2 + (svc->active_set & 1);
+	return 0;
+}
+
+/*
+ * The scratch's rr: the position of the SYN's service (the scratch's
+ * service), moved on by one. Returns 0, or -1 without one. A global
+ * function: its pointer stays off the frame of xlb_xdp (the SYN's call
+ * chain has no stack to spare, and without CAP_PERFMON the verifier
+ * refuses a later narrower store into a slot a pointer was spilled to).
+ */
+__noinline int next_rr(void)
+{
+	struct create_scratch *s;
+	__u32 zero = 0;
+	__u64 *rr;
+
+	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
+	if (!s)
+		return -1;
+	rr = bpf_map_lookup_elem(&xlb_rr, &s->service);
+	if (!rr)
+		return -1;
+	s->rr = (__u32)__sync_fetch_and_add(rr, 1);
+	return 0;
+}
+
+/*
+ * Create a connection pair for the client SYN in p whose forward key is fk
+ * (seed "New connections") to the service listen_find put in the
+ * scratch: the way back to the client, then a backend of the service's
+ * routable set (pick_backend) on the mapping's remote port (0: the
+ * backend's own port). The forward entry keeps the SYN's time for the
+ * handshake histogram. On CREATE_OK the frame has not been touched yet.
+ */
+static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct flow_key *fk)
 {
 	struct create_scratch *s;
 	struct backend_set *set;
 	struct xlb_state *st;
 	struct backend_stats *bs;
-	__u32 zero = 0, slot, now, id = 0;
+	__u32 zero = 0, now, id = 0;
 	__u64 gen; /* 64-bit: see below */
 	int rc;
 
@@ -705,20 +789,19 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	st = bpf_map_lookup_elem(&xlb_shared, &zero);
 	if (!s || !st)
 		return CREATE_FULL;
-	slot = cfg->active_set & 1;
-	set = bpf_map_lookup_elem(&xlb_backend_sets, &slot);
+	set = bpf_map_lookup_elem(&xlb_backend_sets, &s->set_slot);
 	if (!set)
 		return CREATE_NO_BACKEND;
 	if (set->count == 0)
 		return CREATE_NO_BACKEND;
 
-	/* reverse recipe: toward the client, from listen:local_port */
+	/* reverse recipe: toward the client, from the service's address and local port */
 	__builtin_memset(&s->rev, 0, sizeof(s->rev));
-	if (memo_next_hop(ctx, cfg->listen_ip_be, fk->saddr_be, memo_client(fk->saddr_be), &id) &&
+	if (memo_next_hop(ctx, fk->daddr_be, fk->saddr_be, memo_client(fk->saddr_be), &id) &&
 	    sender_next_hop(ctx, p->eth, &id)) /* no route or neighbour: answer the SYN's L2 sender */
 		return CREATE_FIB_MISS;
 	s->rev.nexthop = id;
-	s->rev.saddr_be = cfg->listen_ip_be;
+	s->rev.saddr_be = fk->daddr_be;
 	s->rev.daddr_be = fk->saddr_be;
 	s->rev.sport_be = fk->dport_be;
 	s->rev.dport_be = fk->sport_be;
@@ -738,19 +821,20 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 
 	/* forward recipe: toward a backend, from a SNAT address */
 	__builtin_memset(&s->tmpl, 0, sizeof(s->tmpl));
-	s->tmpl.dport_be = remote_port;
+	s->tmpl.dport_be = s->remote_port_be;
 	s->tmpl.generation = (__u32)gen;
 	s->tmpl.last_seen = now;
 	s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
 	syn_options(ctx, p->l4_off, p->tcp->doff);
 	s->tmpl.syn_us = now_us32();
-	s->rr = (__u32)__sync_fetch_and_add(&st->rr, 1);
+	if (next_rr())
+		return CREATE_FULL;
 	rc = pick_backend(ctx, fk);
 	if (rc != CREATE_OK)
 		return rc;
 
 	count(XLB_C_PAIRS_CREATED);
-	bs = client_stats(s->fwd.backend_id);
+	bs = client_stats(s->fwd.member_id);
 	if (bs)
 		bs->opened++;
 	post_event(fk, (__u32)gen, s->fwd.backend_id, XLB_CLOSE_OPEN, now);
@@ -775,7 +859,7 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 	struct flow_value *peer;
 	struct flow_key pk;
 	__u32 flags = v->flags, closed_at = v->last_seen, pflags;
-	__u16 bid = v->backend_id;
+	__u16 bid = v->backend_id, mid = v->member_id;
 
 	peer = pair_peer(v, XLB_DIR_CLIENT, &pk);
 	if (peer) {
@@ -796,7 +880,7 @@ static __noinline void replace_pair(struct xlb_config *cfg, const struct flow_ke
 	if (bpf_map_delete_elem(&xlb_flows, key))
 		return; /* the maintenance loop removed it first */
 	count(XLB_C_PAIRS_REPLACED);
-	count_pair_event(bid, flags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
+	count_pair_event(mid, flags & XLB_F_CLOSED_RST ? XLB_PAIR_REPLACED_RST : XLB_PAIR_REPLACED_FIN);
 }
 
 /*
@@ -833,7 +917,7 @@ static __always_inline int check_rst(struct xlb_config *cfg, struct pkt *p, cons
  * A later fragment of an IPv4 TCP datagram (no TCP header: frag.h). It
  * follows its first fragment when the data path forwarded that one in
  * the last XLB_FRAG_TTL_MS: the same pair's recipe, its IPv4 header and
- * MACs rewritten. A fragment to the listen address or a SNAT address of
+ * MACs rewritten. A fragment to a listen address or a SNAT address of
  * no datagram remembered, or of a pair gone since, passes to the kernel
  * untouched and is counted (XLB_C_FRAGS_PASSED); the rest of the pair's
  * rules hold as for any packet (ours.h, TTL, hold entries). Returns the
@@ -862,7 +946,7 @@ __noinline int follow_fragment(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
 	if (!cfg)
 		return XDP_PASS;
-	if (iph->daddr != cfg->listen_ip_be && snat_index(cfg, iph->daddr) < 0)
+	if (!listen_filtered(cfg, iph->daddr) && snat_index(cfg, iph->daddr) < 0)
 		return XDP_PASS; /* not to an address of XLB's */
 	fp = fragment_ports(iph);
 	if (!fp) {
@@ -870,10 +954,10 @@ __noinline int follow_fragment(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	dport = bpf_ntohs(fp->dport_be);
-	if (iph->daddr == cfg->listen_ip_be && port_mapping(cfg, fp->dport_be))
-		dir = XLB_DIR_CLIENT;
-	else if (dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi && snat_index(cfg, iph->daddr) >= 0)
+	if (dport >= cfg->snat_port_lo && dport <= cfg->snat_port_hi && snat_index(cfg, iph->daddr) >= 0)
 		dir = XLB_DIR_BACKEND;
+	else if (listen_filtered(cfg, iph->daddr))
+		dir = XLB_DIR_CLIENT;
 	else {
 		count(XLB_C_FRAGS_PASSED); /* the ports map nothing since a reload */
 		return XDP_PASS;
@@ -922,8 +1006,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	struct xlb_config *cfg;
 	struct flow_key key, pk;
 	struct pkt p;
-	__u32 zero = 0, dir, now, mapping = 0, gen = 0;
-	__u16 dport;
+	__u32 zero = 0, dir, now, gen = 0;
 	int rc, is_syn;
 
 	rc = parse(ctx, &p);
@@ -937,11 +1020,16 @@ int xlb_xdp(struct xdp_md *ctx)
 	if (!cfg)
 		return finish(XDP_PASS);
 
-	dport = bpf_ntohs(p.tcp->dest);
-	if (p.iph->daddr == cfg->listen_ip_be && (mapping = port_mapping(cfg, p.tcp->dest)) != 0)
-		dir = XLB_DIR_CLIENT;
-	else if (snat_recognised(cfg, p.iph->daddr, dport))
+	/*
+	 * A SNAT address's port range (a backend's packet), else a listen
+	 * address (the prefilter: a client's). A listen address may be a
+	 * SNAT address too, but then no local port of it is inside the range
+	 * (pkg/dataplane Configure, as pkg/config refuses it).
+	 */
+	if (snat_recognised(cfg, p.iph->daddr, bpf_ntohs(p.tcp->dest)))
 		dir = XLB_DIR_BACKEND;
+	else if (listen_filtered(cfg, p.iph->daddr))
+		dir = XLB_DIR_CLIENT;
 	else
 		return finish(XDP_PASS);
 	if (!frame_is_ours(ctx, p.eth)) {
@@ -962,6 +1050,18 @@ int xlb_xdp(struct xdp_md *ctx)
 	if (v)
 		gen = flow_gen(v); /* the pair the packet is for (flow.h: stale pointers) */
 	is_syn = dir == XLB_DIR_CLIENT && (p.flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST | TCP_FL_FIN)) == TCP_FL_SYN;
+	/*
+	 * A SYN of no live pair: to a serving service's address and port, or
+	 * the kernel's. The terminal pair's entry is looked up again after
+	 * the call, so that no pointer lives across it (the SYN's call chain
+	 * has no stack to spare; gen is never 0 for an entry).
+	 */
+	if (is_syn && (!v || pair_terminal(v->flags))) {
+		if (listen_find(key.daddr_be, key.dport_be))
+			return finish(XDP_PASS);
+		v = gen ? bpf_map_lookup_elem(&xlb_flows, &key) : 0;
+		gen = v ? flow_gen(v) : 0;
+	}
 	if ((p.shape & PKT_FRAGMENT) && (!v || (is_syn && pair_terminal(v->flags)))) {
 		/* a fragment never creates (or replaces) a pair */
 		count(XLB_C_FRAGS_PASSED);
@@ -1006,7 +1106,7 @@ int xlb_xdp(struct xdp_md *ctx)
 			}
 			replace_pair(cfg, &key, v, gen);
 		}
-		rc = create_pair(ctx, &p, cfg, &key, mapping_remote(mapping));
+		rc = create_pair(ctx, &p, &key);
 		switch (rc) {
 		case CREATE_OK:
 			break;
@@ -1076,4 +1176,7 @@ const enum xlb_hs_bound *__xlb_hs_bound_btf __attribute__((unused));
 const enum xlb_hs_cell *__xlb_hs_cell_btf __attribute__((unused));
 const enum xlb_backend_ts_state *__xlb_backend_ts_state_btf __attribute__((unused));
 const enum xlb_pin *__xlb_pin_btf __attribute__((unused));
+const enum xlb_service_state *__xlb_service_state_btf __attribute__((unused));
+const enum xlb_service_flags *__xlb_service_flags_btf __attribute__((unused));
+const enum xlb_scheduler *__xlb_scheduler_btf __attribute__((unused));
 const struct nexthop *__xlb_nexthop_btf __attribute__((unused));

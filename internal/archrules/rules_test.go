@@ -117,15 +117,46 @@ var readSide = map[string][]string{
 }
 
 // Only pkg/dataplane talks to the kernel's BPF interface (and the test
-// network's XDP_PASS helper loads its own program).
+// network's XDP_PASS helper loads its own program; internal/genlimits and
+// internal/gentypes read the BPF object's BTF to write Go code).
 func TestOnlyDataplaneLoadsBPF(t *testing.T) {
 	for _, p := range tree(t) {
-		if within(p.dir, "pkg/dataplane", "internal/testnet") {
+		if within(p.dir, "pkg/dataplane", "internal/testnet", "internal/genlimits", "internal/gentypes") {
 			continue
 		}
 		for im := range p.imports {
 			if strings.HasPrefix(im, "github.com/cilium/ebpf") {
 				t.Errorf("%s imports %s: only pkg/dataplane may use cilium/ebpf", p.dir, im)
+			}
+		}
+	}
+}
+
+// The leaves: the config schema checks a file against the data path's
+// limits without importing the data path or the maintenance loop; the
+// limits import nothing of the module; pinned state (reading pins,
+// migrating them between layouts) knows the pinned structs, not the data
+// path's code.
+var leaves = map[string][]string{
+	// package: the module packages it may import
+	"pkg/config":         {"pkg/limits"},
+	"pkg/limits":         {},
+	"pkg/dataplane/pins": {"pkg/limits"},
+}
+
+// pkg/config, pkg/limits and pkg/dataplane/pins import only what their
+// row of leaves lists.
+func TestLeafImports(t *testing.T) {
+	pkgs := tree(t)
+	for dir, allowed := range leaves {
+		p := pkgs[dir]
+		if p == nil {
+			t.Errorf("%s: no such package (update leaves)", dir)
+			continue
+		}
+		for _, im := range p.internal() {
+			if !slices.Contains(allowed, im) {
+				t.Errorf("%s imports %s; it may import only %v (docs/ARCHITECTURE.md)", dir, im, allowed)
 			}
 		}
 	}

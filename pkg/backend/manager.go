@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -67,7 +68,8 @@ type Status struct {
 	checker      *checker // nil without health checks
 }
 
-// Publisher receives each service's routable set.
+// Publisher receives each service's routable set; *dataplane.Dataplane
+// implements it.
 type Publisher interface {
 	// SetRoutable replaces service svc's routable set.
 	SetRoutable(svc uint16, refs []Ref) error
@@ -83,12 +85,7 @@ type Publisher interface {
 // Ref is one routable backend of a service as the data path gets it: its
 // backend id (ID), member id, address and port (Backend.Port; 0 when the
 // mappings' remote_port applies).
-type Ref struct {
-	ID     uint32
-	Member uint32
-	IP     netip.Addr
-	Port   uint16
-}
+type Ref = dataplane.BackendRef
 
 // Options tune a Manager. Zero values take the defaults noted.
 type Options struct {

@@ -5,28 +5,27 @@ import (
 	"slices"
 	"time"
 
-	"github.com/xlbproject/xlb/pkg/dataplane"
-	"github.com/xlbproject/xlb/pkg/maintenance"
+	"github.com/xlbproject/xlb/pkg/limits"
 )
 
 // Defaults and limits. DESIGN §1 fixes the defaults; where it leaves a limit
 // open the value here is this package's decision, documented next to it.
 // Limits the data path is built with come from bpf/layout.h through
-// pkg/dataplane, their single source; the orphan and embryonic TTLs'
-// defaults are the maintenance loop's.
+// pkg/limits, their single source; so do the orphan and embryonic TTLs'
+// defaults, which the maintenance loop shares.
 const (
 	DefaultName            = "xlb"
 	DefaultProto           = ProtoTCP
 	DefaultMode            = ModeNAT
-	DefaultOrphanTTL       = maintenance.DefaultOrphanTTL // DESIGN §1, seed "Inactive connection cleanup"
-	DefaultShutdownTimeout = 15 * time.Second             // DESIGN §1, seed "XLB shutdown behavior"
-	DefaultAdminPort       = 8642                         // issue 16: not 9090 (Prometheus, Cockpit) nor 9091..9999 (the Prometheus wiki's exporter ports)
+	DefaultOrphanTTL       = limits.DefaultOrphanTTL // DESIGN §1, seed "Inactive connection cleanup"
+	DefaultShutdownTimeout = 15 * time.Second        // DESIGN §1, seed "XLB shutdown behavior"
+	DefaultAdminPort       = 8642                    // issue 16: not 9090 (Prometheus, Cockpit) nor 9091..9999 (the Prometheus wiki's exporter ports)
 	DefaultMetricsPort     = 9642
 	DefaultXDPMode         = XDPModeAuto
 	DefaultSNATPortLo      = 40000
 	DefaultSNATPortHi      = 59999
-	DefaultMaxConnections  = dataplane.DefaultMaxConnections // 262144 pairs
-	DefaultEmbryonicTTL    = maintenance.DefaultEmbryonicTTL // 10 s: DESIGN §6b, issue 13
+	DefaultMaxConnections  = uint32(limits.DefaultMaxConnections) // 262144 pairs
+	DefaultEmbryonicTTL    = limits.DefaultEmbryonicTTL           // 10 s: DESIGN §6b, issue 13
 	DefaultStateDir        = "/sys/fs/bpf/xlb"
 	// DefaultAdminSocket is the admin unix socket (issue 28), in the
 	// unit's RuntimeDirectory (/run/xlb, mode 0700, kept across restarts).
@@ -56,11 +55,11 @@ const (
 	// MinPortMappings and MaxPortMappings bound len(ports) (DESIGN §1);
 	// the data path holds 8 mappings per listen address.
 	MinPortMappings = 1
-	MaxPortMappings = dataplane.MaxPorts
+	MaxPortMappings = limits.MaxPorts
 
 	// MaxSNATAddrs bounds the addresses snat.ip lists: the data path's
 	// config holds that many SNAT addresses (bpf/layout.h).
-	MaxSNATAddrs = dataplane.MaxSNATAddrs
+	MaxSNATAddrs = limits.MaxSNATIPs
 
 	// MinSNATPort is the floor of snat.port_range: ports below 1024 are
 	// well-known service ports that host daemons bind, so the range must
@@ -85,22 +84,22 @@ const (
 	// MaxBackends bounds len(provider.static.backends): the data path has
 	// 1024 backend ids and holds at most that many routable backends
 	// (bpf/layout.h XLB_MAX_BACKENDS).
-	MaxBackends = int(dataplane.MaxBackends)
+	MaxBackends = limits.MaxBackends
 
 	// MaxServices bounds len(services) (DESIGN §9): the data path's
 	// service ids, serving and draining services together
 	// (bpf/layout.h XLB_MAX_SERVICES).
-	MaxServices = dataplane.MaxServices
+	MaxServices = limits.MaxServices
 	// MaxMembers bounds the static backends of all services together:
 	// the data path's member ids, one per (service, backend address)
 	// (bpf/layout.h XLB_MAX_MEMBERS).
-	MaxMembers = dataplane.MaxMembers
+	MaxMembers = limits.MaxMembers
 
 	// MaxInterfaceName is the longest Linux interface name (IFNAMSIZ-1).
 	MaxInterfaceName = 15
 	// MaxInterfaces bounds len(interfaces): the data path's redirect map
 	// (xlb_tx_ports) holds 64 interfaces.
-	MaxInterfaces = dataplane.MaxInterfaces
+	MaxInterfaces = limits.MaxInterfaces
 )
 
 // Values of the enumerated fields.
@@ -111,10 +110,10 @@ const (
 	ModeNAT = "nat"
 	ModeDSR = "dsr"
 
-	// xdp_mode: the data path's attach modes (dataplane.Mode).
-	XDPModeAuto    = string(dataplane.ModeAuto)
-	XDPModeNative  = string(dataplane.ModeNative)
-	XDPModeGeneric = string(dataplane.ModeGeneric)
+	// xdp_mode: the data path's attach modes (pkg/dataplane's Mode).
+	XDPModeAuto    = limits.XDPModeAuto
+	XDPModeNative  = limits.XDPModeNative
+	XDPModeGeneric = limits.XDPModeGeneric
 )
 
 // DefaultAdminAllowedHosts are the Host header values the admin HTTP

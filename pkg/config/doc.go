@@ -16,10 +16,10 @@
 // on the host (listen: auto, snat.ip: auto, the default interface) are
 // resolved by pkg/instance at runtime, which also checks that every
 // explicit snat.ip address is this host's. The limits the data path is
-// built with (port mappings, interfaces, SNAT addresses, the flow table's
-// default size) and the XDP attach modes are pkg/dataplane's constants,
-// the former generated from bpf/layout.h; the orphan and embryonic TTLs'
-// defaults are pkg/maintenance's. This package imports those two for nothing else.
+// built with (port mappings, interfaces, SNAT addresses, backends, the flow
+// table's default size), the XDP attach modes and the orphan and embryonic
+// TTLs' defaults are pkg/limits' constants, the sizes generated from
+// bpf/layout.h; it is the only package of the module this one imports.
 //
 // The optional health_check block (DESIGN §6b) is nil when absent: no
 // active checks. An omitted remote_port is the local_port, except with

@@ -39,7 +39,7 @@ func (d *runner) startMaintenance() error {
 			d.log.WithError(err).Error("maintenance loop stopped")
 		}
 	}()
-	for _, s := range d.inst.Services {
+	for _, s := range d.inst.Services() {
 		d.bg.Add(1)
 		go func() {
 			defer d.bg.Done()

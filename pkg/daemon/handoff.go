@@ -199,7 +199,7 @@ func (d *runner) reclaim() error {
 // with its service, member id and backend id, for the successor.
 func (d *runner) knownBackends() []backend.Known {
 	var out []backend.Known
-	for _, s := range d.inst.Services {
+	for _, s := range d.inst.Services() {
 		for _, b := range s.Backends.Snapshot() {
 			out = append(out, backend.Known{ID: b.ID, Backend: b.Backend, Service: s.Name, IP: b.IP, Name: b.Name})
 		}

@@ -35,10 +35,25 @@ type Adoption struct {
 	// Pairs is the connection pairs (forward entries) in the adopted or
 	// migrated flow map.
 	Pairs int
-	// Backends maps every backend id that an adopted pair or the pinned
+	// Backends maps every backend id that an adopted pair or a pinned
 	// routable set references to its IPv4 address (a pair's from its
 	// recipe; the routable set's where both name one). nil when fresh.
 	Backends map[uint32]netip.Addr
+	// Members maps every member id that an adopted pair or a pinned
+	// routable set references to its service, backend id and address
+	// (as Backends). nil when fresh.
+	Members map[uint32]Member
+	// Services are the pinned services, serving and draining, by id
+	// (Services). nil when fresh.
+	Services []ServiceRef
+}
+
+// Member is a (service, backend address) as the data path knows it: the
+// owner of a member id's counter cells.
+type Member struct {
+	Service uint16     // service id
+	Backend uint32     // backend id
+	IP      netip.Addr // the backend's address
 }
 
 // Adoption reports how Load took the data path.
@@ -47,6 +62,8 @@ func (d *Dataplane) Adoption() Adoption {
 	defer d.mu.Unlock()
 	a := d.adoption
 	a.Backends = maps.Clone(a.Backends)
+	a.Members = maps.Clone(a.Members)
+	a.Services = slices.Clone(a.Services)
 	return a
 }
 
@@ -117,25 +134,25 @@ func (d *Dataplane) planLoad(spec *ebpf.CollectionSpec, pins *pinnedState) (load
 	if pins == nil {
 		return p, d.chooseCloseEvents(spec, nil)
 	}
-	if pins.meta.LayoutVersion < layoutVersion {
+	if pins.Meta.LayoutVersion < layoutVersion {
 		p.start = api.StartMigrated
-		for name := range pins.maps {
-			p.sources[name] = pins.take(name)
+		for name := range pins.Maps {
+			p.sources[name] = pins.Take(name)
 		}
 		return p, d.chooseCloseEvents(spec, nil)
 	}
 	p.start = api.StartAdopted
-	if pins.meta.MaxConnections != d.maxConnections {
+	if pins.Meta.MaxConnections != d.maxConnections {
 		p.start = api.StartMigrated
 	}
-	if err := d.chooseCloseEvents(spec, pins.maps[xlbMapXlbCloseRing]); err != nil {
+	if err := d.chooseCloseEvents(spec, pins.Maps[xlbMapXlbCloseRing]); err != nil {
 		return p, err
 	}
 	for _, name := range stateMaps(spec) {
-		m := pins.take(name)
+		m := pins.Take(name)
 		if m == nil {
 			p.close()
-			return p, fmt.Errorf("dataplane: state_dir %s: map %s is not pinned (%s) although the metadata record is of this layout (%d): the pins are incomplete, or this build added a map without bumping XLB_LAYOUT_VERSION; the pins are left as they are", pins.dir, name, mapPath(pins.dir, name), layoutVersion)
+			return p, fmt.Errorf("dataplane: state_dir %s: map %s is not pinned (%s) although the metadata record is of this layout (%d): the pins are incomplete, or this build added a map without bumping XLB_LAYOUT_VERSION; the pins are left as they are", pins.Dir, name, mapPath(pins.Dir, name), layoutVersion)
 		}
 		ms := spec.Maps[name]
 		if name == xlbMapXlbSnatPorts && m.MaxEntries() != ms.MaxEntries {
@@ -152,7 +169,7 @@ func (d *Dataplane) planLoad(spec *ebpf.CollectionSpec, pins *pinnedState) (load
 		}
 		if err := ms.Compatible(m); err != nil {
 			p.close()
-			return p, fmt.Errorf("dataplane: state_dir %s: pinned map %s does not match this build's although both are layout %d (%w): a layout change without a bump of XLB_LAYOUT_VERSION; refusing to re-create it empty. The pins are left as they are", pins.dir, name, layoutVersion, err)
+			return p, fmt.Errorf("dataplane: state_dir %s: pinned map %s does not match this build's although both are layout %d (%w): a layout change without a bump of XLB_LAYOUT_VERSION; refusing to re-create it empty. The pins are left as they are", pins.Dir, name, layoutVersion, err)
 		}
 	}
 	return p, nil
@@ -183,13 +200,13 @@ func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 	if pins == nil {
 		return nil
 	}
-	from := pins.meta.LayoutVersion
+	from := pins.Meta.LayoutVersion
 	if len(p.sources) > 0 || p.newSNATPorts {
 		mig, err := newMigration(currentLayout(), from, p.sources, d.mapsByName(), d.featureOn(FeatureBatchOps), d.migrationHost())
 		if err == nil {
-			mig.derive = d.rebuildSNATPortsLocked
-			if err = mig.copyAll(); err != nil {
-				mig.close()
+			mig.Derive = d.rebuildSNATPortsLocked
+			if err = mig.CopyAll(); err != nil {
+				mig.Close()
 			}
 		} else {
 			for _, m := range p.sources {
@@ -198,7 +215,7 @@ func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 		}
 		if err != nil {
 			return fmt.Errorf("dataplane: state_dir %s: migrate the pins of layout %d, max_connections %d to layout %d, max_connections %d: %w; the pins are left as they are",
-				pins.dir, from, pins.meta.MaxConnections, layoutVersion, d.maxConnections, err)
+				pins.Dir, from, pins.Meta.MaxConnections, layoutVersion, d.maxConnections, err)
 		}
 		d.migration = mig
 	}
@@ -207,20 +224,21 @@ func (d *Dataplane) takeOver(p loadPlan, pins *pinnedState) error {
 		return fmt.Errorf("dataplane: read the pinned config: %w", err)
 	}
 	shutdown := uint32(xlbXlbCfgFlagsXLB_CFG_SHUTDOWN)
-	d.adoption.FromLayout, d.adoption.FromMaxConnections = from, pins.meta.MaxConnections
-	d.adoption.OwnerPID, d.adoption.ShutdownFlag = pins.meta.OwnerPid, d.cfg.Flags&shutdown != 0
-	d.prevCounts = [2]uint64{pins.meta.HotUpgradesOk, pins.meta.HotUpgradesFailed}
+	d.adoption.FromLayout, d.adoption.FromMaxConnections = from, pins.Meta.MaxConnections
+	d.adoption.OwnerPID, d.adoption.ShutdownFlag = pins.Meta.OwnerPid, d.cfg.Flags&shutdown != 0
+	d.prevCounts = [2]uint64{pins.Meta.HotUpgradesOk, pins.Meta.HotUpgradesFailed}
 	d.cfg.Flags &^= shutdown
 	return d.countAdopted()
 }
 
 // migrationHost is the host as converters see it: the kernel's neighbour
-// table in the caller's network namespace, and the data path's clock.
+// table in the caller's network namespace, the data path's clock and its
+// next-hop slots.
 func (d *Dataplane) migrationHost() migrationHost {
 	return migrationHost{Neighbours: kernelNeighbours, Now: func() (uint32, error) {
 		j, err := d.KernelNow()
 		return j.Low32(), err
-	}}
+	}, ClaimNextHop: claimNextHopOf}
 }
 
 // kernelNeighbours lists the IPv4 neighbours of ifindex that hold an
@@ -241,11 +259,13 @@ func kernelNeighbours(ifindex int) ([]neighbour, error) {
 	return out, nil
 }
 
-// countAdopted fills Adoption.Pairs and Backends with one pass over the
-// flow map's forward entries and the active routable set.
+// countAdopted fills Adoption.Pairs, Backends, Members and Services with
+// one pass over the flow map's forward entries, the services and their
+// active routable sets.
 func (d *Dataplane) countAdopted() error {
 	ad := &d.adoption
 	ad.Backends = map[uint32]netip.Addr{}
+	ad.Members = map[uint32]Member{}
 	w := d.NewFlowWalk(rawChunk)
 	for end := false; !end; {
 		n, e, err := w.Next()
@@ -255,17 +275,32 @@ func (d *Dataplane) countAdopted() error {
 		end = e
 		for i := range n {
 			if w.Keys[i].Direction() == DirClient {
+				v := &w.Values[i]
 				ad.Pairs++
-				ad.Backends[uint32(w.Values[i].BackendId)] = w.Values[i].NewDst().Addr()
+				ad.Backends[uint32(v.BackendId)] = v.NewDst().Addr()
+				ad.Members[uint32(v.MemberId)] = Member{Service: v.ServiceId, Backend: uint32(v.BackendId), IP: v.NewDst().Addr()}
 			}
 		}
 	}
-	var set xlbBackendSet
-	if err := d.objs.XlbBackendSets.Lookup(d.cfg.ActiveSet, &set); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("dataplane: read the pinned routable set: %w", err)
+	recs, err := d.readServicesLocked()
+	if err != nil {
+		return err
 	}
-	for _, e := range set.Entries[:min(set.Count, MaxBackends)] {
-		ad.Backends[uint32(e.Id)] = addrFromBE32(e.IpBe)
+	ad.Services = []ServiceRef{}
+	for id := range recs {
+		r := &recs[id]
+		if ServiceState(r.State) == ServiceFree {
+			continue
+		}
+		ad.Services = append(ad.Services, serviceRef(uint16(id), r))
+		var set xlbBackendSet
+		if err := d.objs.XlbBackendSets.Lookup(uint32(id)*2+uint32(r.ActiveSet&1), &set); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("dataplane: read the pinned routable set of service %d: %w", id, err)
+		}
+		for _, b := range setRefs(&set) {
+			ad.Backends[b.ID] = b.IP
+			ad.Members[b.Member] = Member{Service: uint16(id), Backend: b.ID, IP: b.IP}
+		}
 	}
 	return nil
 }
@@ -281,7 +316,7 @@ func (d *Dataplane) syncPinnedConfigLocked() error {
 		return nil
 	}
 	if d.migration != nil {
-		if err := d.migration.refresh(); err != nil {
+		if err := d.migration.Refresh(); err != nil {
 			return fmt.Errorf("dataplane: copy the config again from the pins: %w", err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/vishvananda/netlink"
 	nlflags "github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/xlbproject/xlb/pkg/limits"
 )
 
 // Mode is an XDP attach mode.
@@ -19,9 +21,9 @@ type Mode string
 
 // Attach modes (config xdp_mode).
 const (
-	ModeAuto    Mode = "auto"    // native, falling back to generic
-	ModeNative  Mode = "native"  // driver mode only
-	ModeGeneric Mode = "generic" // SKB mode only
+	ModeAuto    Mode = limits.XDPModeAuto    // native, falling back to generic
+	ModeNative  Mode = limits.XDPModeNative  // driver mode only
+	ModeGeneric Mode = limits.XDPModeGeneric // SKB mode only
 )
 
 // Attachment is the program attached to one interface.
@@ -126,7 +128,7 @@ func (d *Dataplane) Attach(ifname string, mode Mode) (*Attachment, error) {
 	}
 	d.attached[ifname] = a
 	if replaced && d.migration != nil {
-		if err := d.migration.catchUp(); err != nil {
+		if err := d.migration.CatchUp(); err != nil {
 			return nil, fmt.Errorf("dataplane: migrate: the second copy after replacing the program on %s: %w (the pins are not replaced before Pin)", ifname, err)
 		}
 	}

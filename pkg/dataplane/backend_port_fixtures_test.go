@@ -16,13 +16,13 @@ import (
 // port while such a mapping exists.
 func TestRemotePortFromBackend(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{})
-	refs := []dataplane.BackendRef{{ID: 0, IP: e.Backends[0], Port: 9001}, {ID: 1, IP: e.Backends[1], Port: 9002}}
-	if err := e.DP.SetRoutable(refs); err != nil {
+	refs := []dataplane.BackendRef{{ID: 0, Member: 0, IP: e.Backends[0], Port: 9001}, {ID: 1, Member: 1, IP: e.Backends[1], Port: 9002}}
+	if err := e.DP.SetRoutable(0, refs); err != nil {
 		t.Fatal(err)
 	}
 	s := e.Settings
-	s.Ports = []dataplane.PortMap{{Local: 80, Remote: 0}, {Local: 443, Remote: 8443}}
-	if err := e.DP.Configure(s); err != nil {
+	s = s.WithPorts([]dataplane.PortMap{{Local: 80, Remote: 0}, {Local: 443, Remote: 8443}})
+	if _, err := e.DP.Configure(s); err != nil {
 		t.Fatal(err)
 	}
 
@@ -49,15 +49,15 @@ func TestRemotePortFromBackend(t *testing.T) {
 		t.Fatalf("a pair of listen port 443 (remote 8443) went to %v", p.Backend())
 	}
 
-	portless := []dataplane.BackendRef{refs[0], {ID: 2, IP: e.Backends[2]}}
-	if err := e.DP.SetRoutable(portless); err == nil || !strings.Contains(err.Error(), "backend id 2") || !strings.Contains(err.Error(), "listen port 80") {
+	portless := []dataplane.BackendRef{refs[0], {ID: 2, Member: 2, IP: e.Backends[2]}}
+	if err := e.DP.SetRoutable(0, portless); err == nil || !strings.Contains(err.Error(), "backend id 2") || !strings.Contains(err.Error(), "listen port 80") {
 		t.Fatalf("SetRoutable with a backend without a port while listen port 80 has no remote port: %v", err)
 	}
-	s.Ports = []dataplane.PortMap{{Local: 80, Remote: 8080}}
-	if err := e.DP.Configure(s); err != nil {
+	s = s.WithPorts([]dataplane.PortMap{{Local: 80, Remote: 8080}})
+	if _, err := e.DP.Configure(s); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.DP.SetRoutable(portless); err != nil {
+	if err := e.DP.SetRoutable(0, portless); err != nil {
 		t.Fatalf("SetRoutable with a backend without a port, every mapping with a remote port: %v", err)
 	}
 }

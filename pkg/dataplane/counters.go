@@ -162,8 +162,9 @@ type BackendStats struct {
 	ReplacedRST     uint64 // reset pairs a new SYN on their tuple removed
 }
 
-// AllBackendStats reads the counters of every backend id, indexed by id:
-// one slot per backend id and direction (bpf/layout.h struct
+// AllBackendStats reads the counters of every member id (a service's
+// backend), indexed by member id (MaxMembers of them): one slot per
+// member id and direction (bpf/layout.h struct
 // backend_stats), and the pair events (enum xlb_pair_event). Each map is
 // read with BPF_MAP_LOOKUP_BATCH where the host allows it (FeatureBatchOps),
 // else key by key.
@@ -176,7 +177,7 @@ func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: read backend pair events: %w", err)
 	}
-	out := make([]BackendStats, MaxBackends)
+	out := make([]BackendStats, MaxMembers)
 	for slot := range int(xlbXlbLimitsXLB_BACKEND_STATS_SLOTS) {
 		s := &out[slot/dirs]
 		for _, p := range stats[slot*ncpu : (slot+1)*ncpu] {

@@ -8,7 +8,7 @@
 // adopting its maps when their layout version (bpf/layout.h
 // XLB_LAYOUT_VERSION) and max_connections match, copying them entry by
 // entry into new maps when the layout is older or max_connections differs
-// (migrate.go), refusing pins it cannot read (pins.go) -- and Attach
+// (pkg/dataplane/pins), refusing pins it cannot read (pins.Read) -- and Attach
 // replaces the predecessor's program on each interface in place
 // (link.Update on the pinned bpf_link, or a netlink replace), never
 // detaching it. Pin writes the pins once everything is attached. A process
@@ -74,8 +74,12 @@ type Options struct {
 type Dataplane struct {
 	objs xlbObjects
 
-	mu       sync.Mutex
-	cfg      xlbXlbConfig
+	mu  sync.Mutex
+	cfg xlbXlbConfig
+	// svcs are the service records as this process last wrote them
+	// (Configure, SetRoutable, FreeService); nil before its first write.
+	// Reclaim writes them back with cfg.
+	svcs     *[MaxServices]xlbService
 	clockMu  sync.Mutex
 	attached map[string]*Attachment
 	features Features          // guarded by mu
@@ -149,12 +153,12 @@ func Load(opts Options) (*Dataplane, error) {
 	}
 	if err := d.load(spec, pins); err != nil {
 		if pins != nil {
-			pins.close()
+			pins.Close()
 		}
 		return nil, err
 	}
 	if pins != nil {
-		pins.close()
+		pins.Close()
 	}
 	// BPF_PROG_TEST_RUN is how the daemon reads the data path's clock.
 	if _, _, err := d.clockSample(); err != nil {
@@ -175,7 +179,7 @@ func Load(opts Options) (*Dataplane, error) {
 func (d *Dataplane) load(spec *ebpf.CollectionSpec, pins *pinnedState) error {
 	plan, err := d.planLoad(spec, pins)
 	if err == nil && pins != nil {
-		err = adoptPinnedMeta(&plan, pins.dir)
+		err = adoptPinnedMeta(&plan, pins.Dir)
 	}
 	if err != nil {
 		plan.close()
@@ -190,7 +194,7 @@ func (d *Dataplane) load(spec *ebpf.CollectionSpec, pins *pinnedState) error {
 			m.Close()
 		}
 		if pins != nil {
-			return fmt.Errorf("dataplane: state_dir %s: load the program against the pinned maps: %w", pins.dir, requiredError(err))
+			return fmt.Errorf("dataplane: state_dir %s: load the program against the pinned maps: %w", pins.Dir, requiredError(err))
 		}
 		return requiredError(err)
 	}
@@ -323,7 +327,7 @@ func (d *Dataplane) closeObjects() error {
 	defer d.mu.Unlock()
 	var errs []error
 	if d.migration != nil {
-		errs = append(errs, d.migration.close())
+		errs = append(errs, d.migration.Close())
 		d.migration = nil
 	}
 	if d.altProg != nil {

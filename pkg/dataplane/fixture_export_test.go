@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 )
@@ -114,7 +115,7 @@ func (d *Dataplane) FixtureOnSNATRebuildWalk(f func()) {
 }
 
 // FixtureMigration copies d's flow map into another data path's as a
-// max_connections migration copies its predecessor's (migrate.go): the
+// max_connections migration copies its predecessor's (pkg/dataplane/pins): the
 // first copy at FixtureMigrate, the second at CatchUp, the other data
 // path's SNAT port bitmap rebuilt after each. d's program keeps running
 // on its own maps meanwhile: the predecessor's.
@@ -138,9 +139,9 @@ func (d *Dataplane) FixtureMigrate(to *Dataplane) (*FixtureMigration, error) {
 		src.Close()
 		return nil, err
 	}
-	mig.derive = to.rebuildSNATPortsLocked
-	if err := mig.copyAll(); err != nil {
-		mig.close()
+	mig.Derive = to.rebuildSNATPortsLocked
+	if err := mig.CopyAll(); err != nil {
+		mig.Close()
 		return nil, err
 	}
 	return &FixtureMigration{to: to, m: mig}, nil
@@ -150,11 +151,11 @@ func (d *Dataplane) FixtureMigrate(to *Dataplane) (*FixtureMigration, error) {
 func (f *FixtureMigration) CatchUp() error {
 	f.to.mu.Lock()
 	defer f.to.mu.Unlock()
-	return f.m.catchUp()
+	return f.m.CatchUp()
 }
 
 // Close releases the migration's source map.
-func (f *FixtureMigration) Close() error { return f.m.close() }
+func (f *FixtureMigration) Close() error { return f.m.Close() }
 
 // FixtureSetSNATPortBit sets (or clears) the bit of port toward backend id
 // for SNAT address number addr, as an allocation claims it (snat.h).
@@ -195,5 +196,29 @@ func (d *Dataplane) FixtureReload(s Settings) error {
 	d.mu.Lock()
 	d.snatSpace = s.Space()
 	d.mu.Unlock()
-	return d.Configure(s)
+	_, err := d.Configure(s)
+	return err
+}
+
+// OneService is the services of settings that balance one service, as
+// layouts 2 to 8 did: named DefaultTestService, on listen with ports.
+func OneService(listen netip.Addr, ports []PortMap) []ServiceSettings {
+	return []ServiceSettings{{Name: DefaultTestService, Listen: listen, Proto: ProtoTCP, Ports: ports}}
+}
+
+// DefaultTestService is OneService's name (the config's default name).
+const DefaultTestService = "xlb"
+
+// Listen is the listen address of s's first service.
+func (s Settings) Listen() netip.Addr { return s.Services[0].Listen }
+
+// Ports are the port mappings of s's first service.
+func (s Settings) Ports() []PortMap { return s.Services[0].Ports }
+
+// WithPorts is s with its first service's port mappings replaced (the
+// services copied, s's left as they are).
+func (s Settings) WithPorts(ports []PortMap) Settings {
+	s.Services = append([]ServiceSettings(nil), s.Services...)
+	s.Services[0].Ports = ports
+	return s
 }

@@ -331,7 +331,7 @@ func checkFrozen(t *testing.T, e *dt.Env, from side, old, p dt.Pair) {
 
 // remotePort is the backend port the environment maps a listen port to.
 func remotePort(e *dt.Env, local uint16) uint16 {
-	for _, m := range e.Settings.Ports {
+	for _, m := range e.Settings.Ports() {
 		if m.Local == local {
 			return m.Remote
 		}

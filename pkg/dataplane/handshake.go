@@ -58,8 +58,8 @@ func (h *Histogram) Add(o Histogram) {
 	h.Sum += o.Sum
 }
 
-// HandshakeHistograms reads every backend id's handshake histogram,
-// indexed by id (MaxBackends of them; an id that never saw a handshake
+// HandshakeHistograms reads every member id's handshake histogram,
+// indexed by member id (MaxMembers of them; one that never saw a handshake
 // has an empty one), summed over CPUs, with one BPF_MAP_LOOKUP_BATCH
 // where the host allows it (FeatureBatchOps), else key by key.
 func (d *Dataplane) HandshakeHistograms() ([]Histogram, error) {
@@ -68,7 +68,7 @@ func (d *Dataplane) HandshakeHistograms() ([]Histogram, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: read the handshake histograms: %w", err)
 	}
-	out := make([]Histogram, MaxBackends)
+	out := make([]Histogram, MaxMembers)
 	for id := range out {
 		h := &out[id]
 		for c := range cells {

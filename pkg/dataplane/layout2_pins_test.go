@@ -52,6 +52,9 @@ func (e Layout2Entry) value2() flowValue2 {
 func layout2Maps(t testing.TB, maxConnections uint32, ring bool) map[string]*ebpf.Map {
 	t.Helper()
 	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
+		if !reshapeLayout8(name, ms) {
+			return false
+		}
 		switch name {
 		case xlbMapXlbNexthops, xlbMapXlbSnatPorts, xlbMapXlbHandshake, xlbMapXlbBackendTs:
 			return false // new in layout 3, 4 or 8
@@ -75,9 +78,9 @@ func layout2Maps(t testing.TB, maxConnections uint32, ring bool) map[string]*ebp
 // layout 2's config, with the given active routable set.
 func putLayout2Config(t testing.TB, m *ebpf.Map, s Settings, activeSet uint32) {
 	t.Helper()
-	c := config2{ListenIpBe: be32(s.Listen), SnatIpBe: be32(s.SNAT[0]), SnatPortLo: s.SNATPortLo, SnatPortHi: s.SNATPortHi,
-		Nports: uint32(len(s.Ports)), ActiveSet: activeSet}
-	for i, p := range s.Ports {
+	c := config2{ListenIpBe: be32(s.Listen()), SnatIpBe: be32(s.SNAT[0]), SnatPortLo: s.SNATPortLo, SnatPortHi: s.SNATPortHi,
+		Nports: uint32(len(s.Ports())), ActiveSet: activeSet}
+	for i, p := range s.Ports() {
 		c.Ports[i].LocalPortBe, c.Ports[i].RemotePortBe = be16(p.Local), be16(p.Remote)
 	}
 	if err := m.Update(uint32(0), toBytes(&c), ebpf.UpdateAny); err != nil {

@@ -151,10 +151,10 @@ func TestAdoptWithAnotherSNATSpace(t *testing.T) {
 	}
 	s := l.e.Settings
 	s.SNATPortHi = wide.PortHi
-	if err := dp.Configure(s); err != nil {
+	if _, err := dp.Configure(s); err != nil {
 		t.Fatal(err)
 	}
-	if err := dp.SetRoutable(l.refs); err != nil {
+	if err := dp.SetRoutable(0, l.refs); err != nil {
 		t.Fatal(err)
 	}
 	if got := takenPortsOf(t, dp, l.refs); !samePorts(got, ports) {

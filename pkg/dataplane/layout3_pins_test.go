@@ -17,6 +17,9 @@ import (
 func layout3Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 	t.Helper()
 	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
+		if !reshapeLayout8(name, ms) {
+			return false
+		}
 		switch name {
 		case xlbMapXlbHandshake, xlbMapXlbBackendTs:
 			return false // new in layout 4 or 8
@@ -43,7 +46,7 @@ func asValue3(v FlowValue) []byte {
 }
 
 // asSet3 is s as layout 3 stored it: 32-bit ids, no ports.
-func asSet3(s xlbBackendSet) backendSet3 {
+func asSet3(s backendSet8) backendSet3 {
 	o := backendSet3{Count: s.Count, Pad: s.Pad}
 	for i, r := range s.Entries {
 		o.Entries[i] = backendRef3{IpBe: r.IpBe, Id: uint32(r.Id)}
@@ -76,12 +79,12 @@ func DowngradeToLayout3(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	old := layout3Maps(t, flows.MaxEntries()/EntriesPerPair)[xlbMapXlbFlows]
-	for i := range r.len() {
-		v, err := fromBytes[flowValue6](r.value(i, 0)) // layout 6's order (DowngradeToLayout4)
+	for i := range r.Len() {
+		v, err := fromBytes[flowValue6](r.Value(i, 0)) // layout 6's order (DowngradeToLayout4)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := old.Update(r.key(i), toBytes(&v)[:flowValue3Size], ebpf.UpdateNoExist); err != nil {
+		if err := old.Update(r.Key(i), toBytes(&v)[:flowValue3Size], ebpf.UpdateNoExist); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +96,7 @@ func DowngradeToLayout3(t testing.TB, dir string) {
 	}
 	sets := open(mapPath(dir, xlbMapXlbBackendSets))
 	for slot := range uint32(2) {
-		var s xlbBackendSet
+		var s backendSet8
 		if err := sets.Lookup(slot, &s); err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,9 @@ const layout5Counters = uint32(xlbXlbCounterXLB_C_FRAGS_FORWARDED)
 func layout5Maps(t testing.TB, maxConnections uint32) map[string]*ebpf.Map {
 	t.Helper()
 	return stateMapsShaped(t, func(name string, ms *ebpf.MapSpec) bool {
+		if !reshapeLayout8(name, ms) {
+			return false
+		}
 		switch name {
 		case xlbMapXlbCounters:
 			ms.MaxEntries = layout5Counters
@@ -71,7 +74,7 @@ func DowngradeToLayout5(t testing.TB, dir string, synTime uint32) {
 	old := layout5Maps(t, 1)
 	shrinkPinnedCounters(t, dir, layout5Counters)
 
-	var cfg xlbXlbConfig
+	var cfg config8
 	if err := open(xlbMapXlbCfg).Lookup(uint32(0), &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +88,12 @@ func DowngradeToLayout5(t testing.TB, dir string, synTime uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range r.len() {
-		k, err := fromBytes[FlowKey](r.key(i))
+	for i := range r.Len() {
+		k, err := fromBytes[FlowKey](r.Key(i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := fromBytes[flowValue6](r.value(i, 0))
+		v, err := fromBytes[flowValue6](r.Value(i, 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,13 +33,13 @@ func DowngradeToLayout6(t testing.TB, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range r.len() {
-		v, err := fromBytes[flowValue7](r.value(i, 0)) // layout 7's (DowngradeToLayout7)
+	for i := range r.Len() {
+		v, err := fromBytes[flowValue7](r.Value(i, 0)) // layout 7's (DowngradeToLayout7)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o := asFlowValue6(v)
-		if err := flows.Update(r.key(i), toBytes(&o), ebpf.UpdateExist); err != nil {
+		if err := flows.Update(r.Key(i), toBytes(&o), ebpf.UpdateExist); err != nil {
 			t.Fatal(err)
 		}
 	}

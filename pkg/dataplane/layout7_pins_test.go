@@ -19,13 +19,15 @@ const layout7Counters = uint32(xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES)
 
 // DowngradeToLayout7 rewrites the pins under dir, which a data path of
 // this build pinned and released, into what the issue-27 build of
-// b09446e (layout 7) pins for the same state: a flow map of 48-byte
+// b09446e (layout 7) pins for the same state: layout 8's
+// (DowngradeToLayout8), then a flow map of 48-byte
 // values (each without ts_off and pad2, and without the timestamp flags,
 // which layout 7 never set), the counter array without the counter
 // layout 8 added (new maps pinned in their place), no xlb_backend_ts and
 // a metadata record of layout 7. For the external tests.
 func DowngradeToLayout7(t testing.TB, dir string) {
 	t.Helper()
+	DowngradeToLayout8(t, dir)
 	open := func(name string) *ebpf.Map {
 		t.Helper()
 		m, err := ebpf.LoadPinnedMap(mapPath(dir, name), nil)
@@ -61,12 +63,12 @@ func DowngradeToLayout7(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	const tsFlags = uint32(xlbXlbFlowFlagsXLB_F_TS | xlbXlbFlowFlagsXLB_F_TS_SYN)
-	for i := range r.len() {
+	for i := range r.Len() {
 		var v FlowValue
-		decodeFlowValue(r.value(i, 0), &v)
+		decodeFlowValue(r.Value(i, 0), &v)
 		v.Flags &^= tsFlags
 		o := asFlowValue7(v)
-		if err := old[xlbMapXlbFlows].Update(r.key(i), toBytes(&o), ebpf.UpdateNoExist); err != nil {
+		if err := old[xlbMapXlbFlows].Update(r.Key(i), toBytes(&o), ebpf.UpdateNoExist); err != nil {
 			t.Fatal(err)
 		}
 	}

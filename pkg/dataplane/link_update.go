@@ -120,7 +120,8 @@ func (d *Dataplane) altProgramLocked() (*ebpf.Program, error) {
 // every link back at this process's program (link.Update; a netlink
 // attachment is replaced by one netlink call) after recording each
 // interface's MAC again (ifmacs.go), puts its interfaces back
-// into the redirect map, rewrites its config, and, when it had pinned,
+// into the redirect map, rewrites its config and its services (records
+// and listen keys), and, when it had pinned,
 // restores its pins where the successor replaced them. The caller
 // republishes its routable set. Like Attach, it runs in the network
 // namespace of the interfaces.
@@ -136,7 +137,7 @@ func (d *Dataplane) Reclaim() error {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	errs = append(errs, d.writeConfigLocked(d.cfg))
+	errs = append(errs, d.writeConfigLocked(d.cfg), d.reclaimServicesLocked())
 	if d.pinned && d.stateDir != "" {
 		errs = append(errs, d.pinLocked(d.lastPin))
 	}

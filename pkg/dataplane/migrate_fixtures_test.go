@@ -45,7 +45,7 @@ func TestMigrationCatchUpAppliesTheOldProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { next.Close() })
-	if err := e.Do(func() error { return next.Configure(e.Settings) }); err != nil {
+	if err := e.Do(func() error { _, err := next.Configure(e.Settings); return err }); err != nil {
 		t.Fatal(err)
 	}
 	mig, err := e.DP.FixtureMigrate(next)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/dataplane/pins"
 )
 
 // Layout 2's counters keep their index in layout 3: enum xlb_counter only
@@ -59,7 +61,8 @@ func l2Host() migrationHost {
 			}
 			return out, nil
 		},
-		Now: func() (uint32, error) { return l2Now, nil },
+		Now:          func() (uint32, error) { return l2Now, nil },
+		ClaimNextHop: claimNextHopOf,
 	}
 }
 
@@ -84,10 +87,11 @@ func l2Pair(i int) []Layout2Entry {
 }
 
 // l2Settings are the layout 2 state's settings.
-var l2Settings = Settings{Listen: l2Listen, SNAT: []netip.Addr{l2Listen}, SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi,
-	Ports: []PortMap{{Local: 80, Remote: 8080}}}
+var l2Settings = Settings{SNAT: []netip.Addr{l2Listen}, SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi,
+	Services: OneService(l2Listen, []PortMap{{Local: 80, Remote: 8080}})}
 
-// wantLayout3 is what entry e of layout 2 must become.
+// wantLayout3 is what entry e of layout 2 must become (through layout 3
+// to this one).
 func wantLayout3(e Layout2Entry) FlowValue {
 	v := e.Value
 	v.Flags &= layout2FlagBits
@@ -95,6 +99,7 @@ func wantLayout3(e Layout2Entry) FlowValue {
 		v.Flags |= FlagSYNACK | FlagEstablished
 	}
 	v.Nexthop, v.TrackSeq, v.TrackWin, v.Wscale, v.Pad = 0, 0, 0, WScaleUnknown, 0
+	v.MemberId = v.BackendId // layout 9: the member id of the one service
 	return v
 }
 
@@ -163,8 +168,8 @@ func testMigrateFromLayout2(t *testing.T, batch bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mig.derive = d.rebuildSNATPortsLocked
-	if err := mig.copyAll(); err != nil {
+	mig.Derive = d.rebuildSNATPortsLocked
+	if err := mig.CopyAll(); err != nil {
 		t.Fatal(err)
 	}
 	checkLayout2Flows(t, d, entries)
@@ -173,13 +178,11 @@ func testMigrateFromLayout2(t *testing.T, batch bool) {
 	if err := d.objs.XlbCfg.Lookup(uint32(0), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := xlbXlbConfig{ListenIpBe: be32(l2Listen), SnatPortLo: 40000, SnatPortHi: 40999, Nports: 1, ActiveSet: 1, Nsnat: 1, SnatWords: 16}
-	want.Ports[0] = xlbPortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
-	want.SnatIpsBe[0] = be32(l2Listen)
-	if cfg != want {
-		t.Errorf("config: %+v, want %+v", cfg, want)
-	}
-	for _, name := range []string{xlbMapXlbCounters, xlbMapXlbReaped, xlbMapXlbSnatCursors, xlbMapXlbBackendStats, xlbMapXlbPairEvents, xlbMapXlbShared} {
+	old := config8{ListenIpBe: be32(l2Listen), SnatPortLo: 40000, SnatPortHi: 40999, Nports: 1, ActiveSet: 1, Nsnat: 1, SnatWords: 16}
+	old.Ports[0] = pins.PortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
+	old.SnatIpsBe[0] = be32(l2Listen)
+	checkMigratedConfig(t, d, old)
+	for _, name := range []string{xlbMapXlbCounters, xlbMapXlbReaped, xlbMapXlbSnatCursors, xlbMapXlbBackendStats, xlbMapXlbPairEvents} {
 		srcE, dstE := entriesOf(t, src[name]), entriesOf(t, d.mapsByName()[name])
 		for k, v := range srcE {
 			if !bytes.Equal(dstE[k], v) {
@@ -187,6 +190,7 @@ func testMigrateFromLayout2(t *testing.T, batch bool) {
 			}
 		}
 	}
+	checkMigratedState(t, d, src[xlbMapXlbShared])
 	checkTakenPorts(t, d, entries)
 
 	// The old program runs on: a new pair, a close, a count.
@@ -202,7 +206,7 @@ func testMigrateFromLayout2(t *testing.T, batch bool) {
 	if err := src[xlbMapXlbCounters].Update(last, per, ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}
-	if err := mig.catchUp(); err != nil {
+	if err := mig.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
 	entries[0] = closing
@@ -285,39 +289,6 @@ func checkTakenPorts(t *testing.T, d *Dataplane, entries []Layout2Entry) {
 		slices.Sort(w)
 		if !slices.Equal(got, w) {
 			t.Errorf("backend %d: taken ports %v, want %v", id, got, w)
-		}
-	}
-}
-
-// The neighbour an entry's MACs name: its destination when the table
-// gives it that MAC, else the one address with it, else none (an
-// L2-sender slot).
-func TestLayout2NeighbourChoice(t *testing.T) {
-	a, b, c := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
-	shared, single, unknown := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}, [6]byte{2, 0, 0, 0, 0, 3}
-	h := &hopsFrom2{neigh: map[uint32]map[[6]byte][]uint32{}, host: migrationHost{Neighbours: func(int) ([]neighbour, error) {
-		return []neighbour{{a, shared}, {b, shared}, {c, single}, {netip.IPv4Unspecified(), unknown}}, nil
-	}}}
-	for _, tc := range []struct {
-		mac  [6]byte
-		dst  netip.Addr
-		want netip.Addr
-	}{
-		{shared, b, b},            // the destination itself
-		{shared, c, netip.Addr{}}, // several others: the L2 sender
-		{single, a, c},            // the only one: the gateway
-		{unknown, a, netip.Addr{}},
-	} {
-		got, err := h.neighbour(1, tc.mac, be32(tc.dst))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := uint32(0)
-		if tc.want.IsValid() {
-			want = be32(tc.want)
-		}
-		if got != want {
-			t.Errorf("MAC %x toward %s: %s, want %s", tc.mac, tc.dst, addrFromBE32(got), tc.want)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xlbproject/xlb/pkg/dataplane/pins"
 )
 
 // l3Pair is pair i of the layout 3 state: client port 30000+i to backend
@@ -59,9 +61,9 @@ func TestMigrateFromLayout3(t *testing.T) {
 
 func testMigrateFromLayout3(t *testing.T, batch bool) {
 	src := layout3Maps(t, 64)
-	cfg := xlbXlbConfig{ListenIpBe: be32(l2Listen), SnatPortLo: migrateSNAT.PortLo, SnatPortHi: migrateSNAT.PortHi, Nports: 1,
+	cfg := config8{ListenIpBe: be32(l2Listen), SnatPortLo: migrateSNAT.PortLo, SnatPortHi: migrateSNAT.PortHi, Nports: 1,
 		ActiveSet: 1, Nsnat: 1, SnatWords: migrateSNAT.words()}
-	cfg.Ports[0] = xlbPortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
+	cfg.Ports[0] = pins.PortMap{LocalPortBe: be16(80), RemotePortBe: be16(8080)}
 	cfg.SnatIpsBe[0] = be32(l2Listen)
 	if err := src[xlbMapXlbCfg].Update(uint32(0), toBytes(&cfg)[:config5Size], ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
@@ -77,6 +79,7 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 	want := map[FlowKey]FlowValue{}
 	for i := range 9 {
 		for k, v := range putLayout3Pair(t, src[xlbMapXlbFlows], i) {
+			v.MemberId = v.BackendId // layout 9: the member id of layout 8's one service
 			want[k] = v
 		}
 	}
@@ -93,8 +96,8 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mig.derive = d.rebuildSNATPortsLocked
-	if err := mig.copyAll(); err != nil {
+	mig.Derive = d.rebuildSNATPortsLocked
+	if err := mig.CopyAll(); err != nil {
 		t.Fatal(err)
 	}
 	checkFlows(t, d, want)
@@ -107,7 +110,7 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 			t.Errorf("routable set %d: %d backends, want %d", slot, got.Count, s.Count)
 		}
 		for i, r := range s.Entries[:s.Count] {
-			if e := got.Entries[i]; e != (xlbBackendRef{IpBe: r.IpBe, Id: uint16(r.Id)}) {
+			if e := got.Entries[i]; e != (xlbBackendRef{IpBe: r.IpBe, Id: uint16(r.Id), Member: uint16(r.Id)}) {
 				t.Errorf("routable set %d entry %d: %+v, want id %d at %s without a port", slot, i, e, r.Id, addrFromBE32(r.IpBe))
 			}
 		}
@@ -121,16 +124,11 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 			t.Errorf("backend %d: handshakes %+v after the migration, want none", id, h)
 		}
 	}
-	for _, name := range []string{xlbMapXlbCfg, xlbMapXlbReaped, xlbMapXlbCounters, xlbMapXlbNexthops} {
+	checkMigratedConfig(t, d, cfg) // layout 6 appended fields, zero until Configure
+	for _, name := range []string{xlbMapXlbReaped, xlbMapXlbCounters, xlbMapXlbNexthops} {
 		srcE, dstE := entriesOf(t, src[name]), entriesOf(t, d.mapsByName()[name])
 		for k, v := range srcE {
 			got := dstE[k]
-			if name == xlbMapXlbCfg { // layout 6 appended fields, zero until Configure
-				if len(got) < len(v) || !bytes.Equal(got[len(v):], make([]byte, len(got)-len(v))) {
-					t.Errorf("%s: key %x: %x, want %x followed by zeros", name, k, got, v)
-				}
-				got = got[:min(len(v), len(got))]
-			}
 			if !bytes.Equal(got, v) {
 				t.Errorf("%s: key %x: %x, want %x", name, k, got, v)
 			}
@@ -140,9 +138,10 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 
 	// The old program runs on: a new pair.
 	for k, v := range putLayout3Pair(t, src[xlbMapXlbFlows], 20) {
+		v.MemberId = v.BackendId
 		want[k] = v
 	}
-	if err := mig.catchUp(); err != nil {
+	if err := mig.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
 	checkFlows(t, d, want)
@@ -180,16 +179,6 @@ func checkPairPorts(t *testing.T, d *Dataplane, want map[FlowKey]FlowValue) {
 		entries = append(entries, Layout2Entry{Key: k, Value: v})
 	}
 	checkTakenPorts(t, d, entries)
-}
-
-// A layout 3 routable set naming an id beyond the data path's is refused,
-// never truncated into another backend's id.
-func TestLayout3SetWithABadID(t *testing.T) {
-	s := backendSet3{Count: 1}
-	s.Entries[0] = backendRef3{IpBe: be32(l2Backends[0]), Id: MaxBackends + 3}
-	if _, err := backendSetFrom3(nil, toBytes(&s)); err == nil || !strings.Contains(err.Error(), "backend id 1027") {
-		t.Fatalf("got %v", err)
-	}
 }
 
 // mapsByName, which pins and migrations go by, names every map of the

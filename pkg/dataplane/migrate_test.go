@@ -20,8 +20,8 @@ var nextLayoutPad = []byte{0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5}
 // changes. It goes through the same machinery a real bump would.
 func nextLayout() layout {
 	l := currentLayout()
-	l.version = layoutVersion + 1
-	l.steps = map[uint32]layoutStep{layoutVersion: {From: layoutVersion, Maps: map[string]entryConverter{
+	l.Version = layoutVersion + 1
+	l.Steps = map[uint32]layoutStep{layoutVersion: {From: layoutVersion, Maps: map[string]entryConverter{
 		xlbMapXlbFlows: {Value: func(_, old []byte) ([]byte, error) {
 			if len(old) != flowValueSize {
 				return nil, fmt.Errorf("a %d-byte flow value, want %d", len(old), flowValueSize)
@@ -84,13 +84,13 @@ func stateMapsShaped(t testing.TB, reshape func(name string, ms *ebpf.MapSpec) b
 // routable sets, SNAT cursors, the round-robin position and generation.
 func fillState(t *testing.T, d *Dataplane, pairs int) {
 	t.Helper()
-	if err := d.Configure(Settings{Listen: netip.MustParseAddr("192.0.2.10"), SNAT: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
-		SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi, Ports: []PortMap{{Local: 80, Remote: 8080}}}); err != nil {
+	if _, err := d.Configure(Settings{SNAT: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		SNATPortLo: migrateSNAT.PortLo, SNATPortHi: migrateSNAT.PortHi, Services: OneService(netip.MustParseAddr("192.0.2.10"), []PortMap{{Local: 80, Remote: 8080}})}); err != nil {
 		t.Fatal(err)
 	}
-	backends := []BackendRef{{ID: 3, IP: netip.MustParseAddr("192.0.2.33")}, {ID: 7, IP: netip.MustParseAddr("192.0.2.37")}}
+	backends := []BackendRef{{ID: 3, Member: 3, IP: netip.MustParseAddr("192.0.2.33")}, {ID: 7, Member: 7, IP: netip.MustParseAddr("192.0.2.37")}}
 	for _, set := range [][]BackendRef{backends[:1], backends} {
-		if err := d.SetRoutable(set); err != nil {
+		if err := d.SetRoutable(0, set); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,8 +145,11 @@ func fillState(t *testing.T, d *Dataplane, pairs int) {
 	if err := d.objs.XlbShared.Lookup(uint32(0), &st); err != nil {
 		t.Fatal(err)
 	}
-	st.Rr, st.Generation = 41, uint64(pairs)
+	st.Generation = uint64(pairs)
 	if err := d.objs.XlbShared.Update(uint32(0), &st, ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.objs.XlbRr.Update(uint32(0), uint64(41), ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,8 +162,8 @@ func entriesOf(t *testing.T, m *ebpf.Map) map[string][]byte {
 		t.Fatal(err)
 	}
 	out := map[string][]byte{}
-	for i := range r.len() {
-		out[string(r.key(i))] = r.entry(i)
+	for i := range r.Len() {
+		out[string(r.Key(i))] = r.Entry(i)
 	}
 	return out
 }
@@ -191,18 +194,18 @@ func testMigrateToNextLayout(t *testing.T, batch bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pins.close()
+	defer pins.Close()
 	src := map[string]*ebpf.Map{}
-	for name := range pins.maps {
-		src[name] = pins.take(name)
+	for name := range pins.Maps {
+		src[name] = pins.Take(name)
 	}
 	dst := nextLayoutMaps(t, 32, old.closeRing)
-	mig, err := newMigration(nextLayout(), pins.meta.LayoutVersion, src, dst, batch, migrationHost{})
+	mig, err := newMigration(nextLayout(), pins.Meta.LayoutVersion, src, dst, batch, migrationHost{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mig.close()
-	if err := mig.copyAll(); err != nil {
+	defer mig.Close()
+	if err := mig.CopyAll(); err != nil {
 		t.Fatal(err)
 	}
 	for name, s := range src {
@@ -251,7 +254,7 @@ func testMigrateToNextLayout(t *testing.T, batch bool) {
 			t.Fatal(err)
 		}
 	}
-	if err := mig.catchUp(); err != nil {
+	if err := mig.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
 	var got [flowValueSize + 8]byte
@@ -286,7 +289,7 @@ func testMigrateToNextLayout(t *testing.T, batch bool) {
 // A layout with no conversion from the pins' layout is refused by name.
 func TestMigrateNeedsEveryStep(t *testing.T) {
 	l := nextLayout()
-	l.version = layoutVersion + 2
+	l.Version = layoutVersion + 2
 	_, err := newMigration(l, layoutVersion, nil, nil, false, migrationHost{})
 	if err == nil || err.Error() != fmt.Sprintf("this build has no conversion from layout %d to %d (it migrates pins of layouts %d only)", layoutVersion+1, layoutVersion+2, layoutVersion+2) {
 		t.Fatalf("got %v", err)
@@ -328,7 +331,7 @@ func TestMergeFlowsKeepsTheNewProgramsEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mig.copyAll(); err != nil {
+	if err := mig.CopyAll(); err != nil {
 		t.Fatal(err)
 	}
 	// What the new program does once it runs.
@@ -346,7 +349,7 @@ func TestMergeFlowsKeepsTheNewProgramsEntries(t *testing.T) {
 	del(src, 5)                             // ended pair 7
 	del(src, 6)                             // ended pair 9
 	put(src, 7, val(8, 0, 150))             // its own pair under the new key
-	if err := mig.catchUp(); err != nil {
+	if err := mig.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
 	want := map[int]*FlowValue{
@@ -376,7 +379,7 @@ func TestMergeFlowsKeepsTheNewProgramsEntries(t *testing.T) {
 	check()
 	// The old program touches key 1 again: the new program's pair stays.
 	put(src, 1, val(2, FlagFINClient, 160))
-	if err := mig.catchUp(); err != nil {
+	if err := mig.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
 	check()

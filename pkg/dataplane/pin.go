@@ -44,7 +44,7 @@ func (d *Dataplane) pinLocked(pm PinMeta) error {
 		return err
 	}
 	if d.migration != nil {
-		if err := d.migration.catchUp(); err != nil {
+		if err := d.migration.CatchUp(); err != nil {
 			return fmt.Errorf("dataplane: migrate: %w; the previous pins are unchanged", err)
 		}
 	}
@@ -56,7 +56,7 @@ func (d *Dataplane) pinLocked(pm PinMeta) error {
 	}
 	d.pinned, d.lastPin = true, pm
 	if d.migration != nil {
-		d.migration.close()
+		d.migration.Close()
 		d.migration = nil
 	}
 	return nil
@@ -114,6 +114,9 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbBackendTs:     m.XlbBackendTs,
 		xlbMapXlbSnatTsreuse:   m.XlbSnatTsreuse,
 		xlbMapXlbSnatTsreuseN:  m.XlbSnatTsreuseN,
+		xlbMapXlbServices:      m.XlbServices,
+		xlbMapXlbListen:        m.XlbListen,
+		xlbMapXlbRr:            m.XlbRr,
 	}
 }
 

@@ -34,7 +34,7 @@ func newPinLab(t *testing.T) *pinLab {
 		t.Fatal(err)
 	}
 	for i, b := range l.e.Backends {
-		l.refs = append(l.refs, dataplane.BackendRef{ID: uint32(i), IP: b})
+		l.refs = append(l.refs, dataplane.BackendRef{ID: uint32(i), Member: uint32(i), IP: b})
 	}
 	return l
 }
@@ -65,10 +65,10 @@ func (l *pinLab) mustLoad(t *testing.T, maxConnections uint32) *dataplane.Datapl
 // instance does after Load.
 func (l *pinLab) configure(t *testing.T, dp *dataplane.Dataplane) {
 	t.Helper()
-	if err := dp.Configure(l.e.Settings); err != nil {
+	if _, err := dp.Configure(l.e.Settings); err != nil {
 		t.Fatal(err)
 	}
-	if err := dp.SetRoutable(l.refs); err != nil {
+	if err := dp.SetRoutable(0, l.refs); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -119,8 +119,8 @@ func TestReclaim(t *testing.T) {
 	}
 	successor := l.mustLoad(t, 64)
 	other := l.e.Settings
-	other.Ports = []dataplane.PortMap{{Local: 80, Remote: 9090}}
-	if err := successor.Configure(other); err != nil {
+	other = other.WithPorts([]dataplane.PortMap{{Local: 80, Remote: 9090}})
+	if _, err := successor.Configure(other); err != nil {
 		t.Fatal(err)
 	}
 	a2 := l.attach(t, successor, "pv0")

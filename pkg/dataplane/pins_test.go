@@ -82,7 +82,7 @@ func TestAdoptPins(t *testing.T) {
 	}
 	// Configure alone: the pinned routable set stays active, the
 	// shutdown flag goes.
-	if err := next.Configure(l.e.Settings); err != nil {
+	if _, err := next.Configure(l.e.Settings); err != nil {
 		t.Fatal(err)
 	}
 	if got := l.run(t, next, l.data(0), dt.XDPTX); !bytes.Equal(got, out) {

@@ -137,13 +137,14 @@ func (r ReapedCounts) Lone() uint64 {
 	return r.LoneActive + r.LoneTimeWait + r.LoneReset + r.LoneReverse
 }
 
-// AllReapedCounts reads the reaper's counts of every backend id, indexed by id.
+// AllReapedCounts reads the reaper's counts of every member id, indexed by
+// member id (MaxMembers of them).
 func (d *Dataplane) AllReapedCounts() ([]ReapedCounts, error) {
 	raw, _, err := readArray[uint64](d, d.objs.XlbReaped, int(xlbXlbLimitsXLB_REAPED_CELLS))
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: read reaped counts: %w", err)
 	}
-	out := make([]ReapedCounts, MaxBackends)
+	out := make([]ReapedCounts, MaxMembers)
 	for id := range out {
 		r := raw[id*int(xlbXlbLimitsXLB_REAPED_REASONS):]
 		out[id] = ReapedCounts{

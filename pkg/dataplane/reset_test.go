@@ -7,15 +7,17 @@ import (
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 )
 
-// ResetBackend (id reuse, issue 14) zeroes every per-backend cell of the
-// id -- traffic, pair events, the reaper's counts, the handshake
-// histogram, the SNAT port bitmap -- and restarts its SNAT port cursor;
-// other ids keep theirs.
+// ResetBackend (id reuse, issue 14) zeroes the SNAT port bitmap of the
+// backend id and restarts its SNAT port cursor; ResetMember zeroes every
+// per-backend counter cell of a member id -- traffic, pair events, the
+// reaper's counts, the handshake histogram. Other ids keep theirs, and
+// each reset leaves the other kind alone (member ids are not backend ids
+// here: backend id i is member i+10).
 func TestResetBackend(t *testing.T) {
 	e := dt.NewEnv(t, dt.Options{})
 	one := func(id int) {
 		t.Helper()
-		if err := e.DP.SetRoutable([]dataplane.BackendRef{{ID: uint32(id), IP: e.Backends[id]}}); err != nil {
+		if err := e.DP.SetRoutable(0, []dataplane.BackendRef{{ID: uint32(id), Member: uint32(id + 10), IP: e.Backends[id]}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,19 +40,29 @@ func TestResetBackend(t *testing.T) {
 	k3.forward("SYN-ACK", k3.synAck(), counted{})
 
 	stats, hists, reaped := backendCells(t, e)
-	if stats[0].Opened != 2 || stats[0].SentPackets == 0 || stats[0].ClosedRST != 1 || hists[0].Count != 1 || reaped[0].Reset != 1 {
-		t.Fatalf("backend 0 before the reset: stats %+v, handshakes %+v, reaped %+v", stats[0], hists[0], reaped[0])
+	if stats[10].Opened != 2 || stats[10].SentPackets == 0 || stats[10].ClosedRST != 1 || hists[10].Count != 1 || reaped[10].Reset != 1 {
+		t.Fatalf("member 10 before the reset: stats %+v, handshakes %+v, reaped %+v", stats[10], hists[10], reaped[10])
+	}
+	if stats[0] != (dataplane.BackendStats{}) {
+		t.Fatalf("member 0 (backend id 0's own number) counted %+v", stats[0])
 	}
 	if err := e.DP.ResetBackend(0); err != nil {
 		t.Fatal(err)
 	}
-	stats2, hists2, reaped2 := backendCells(t, e)
-	if stats2[0] != (dataplane.BackendStats{}) || hists2[0] != (dataplane.Histogram{}) || reaped2[0] != (dataplane.ReapedCounts{}) {
-		t.Fatalf("backend 0 after the reset: stats %+v, handshakes %+v, reaped %+v; want all zero", stats2[0], hists2[0], reaped2[0])
-	}
 	wantTaken(t, e, 0)
-	if stats2[1] != stats[1] || hists2[1] != hists[1] || hists2[1].Count != 1 {
-		t.Fatalf("backend 1 after backend 0's reset: stats %+v, handshakes %+v; want %+v, %+v", stats2[1], hists2[1], stats[1], hists[1])
+	wantTaken(t, e, 1, k3.p.SNATPort())
+	if s, h, r := backendCells(t, e); s[10] != stats[10] || h[10] != hists[10] || r[10] != reaped[10] {
+		t.Fatalf("member 10 after backend id 0's reset: stats %+v, handshakes %+v, reaped %+v; want them kept", s[10], h[10], r[10])
+	}
+	if err := e.DP.ResetMember(10); err != nil {
+		t.Fatal(err)
+	}
+	stats2, hists2, reaped2 := backendCells(t, e)
+	if stats2[10] != (dataplane.BackendStats{}) || hists2[10] != (dataplane.Histogram{}) || reaped2[10] != (dataplane.ReapedCounts{}) {
+		t.Fatalf("member 10 after the reset: stats %+v, handshakes %+v, reaped %+v; want all zero", stats2[10], hists2[10], reaped2[10])
+	}
+	if stats2[11] != stats[11] || hists2[11] != hists[11] || hists2[11].Count != 1 {
+		t.Fatalf("member 11 after member 10's reset: stats %+v, handshakes %+v; want %+v, %+v", stats2[11], hists2[11], stats[11], hists[11])
 	}
 	wantTaken(t, e, 1, k3.p.SNATPort())
 
@@ -62,6 +74,9 @@ func TestResetBackend(t *testing.T) {
 	}
 	if err := e.DP.ResetBackend(dataplane.MaxBackends); err == nil {
 		t.Fatalf("ResetBackend(%d) succeeded", dataplane.MaxBackends)
+	}
+	if err := e.DP.ResetMember(uint32(dataplane.MaxMembers)); err == nil {
+		t.Fatalf("ResetMember(%d) succeeded", dataplane.MaxMembers)
 	}
 }
 

@@ -1,9 +1,9 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -15,14 +15,16 @@ type PortMap struct {
 	Remote uint16
 }
 
-// Settings is the data path's view of the config (DESIGN §1): where clients
-// connect, which source addresses and port range face the backends.
+// Settings is the data path's view of the config (DESIGN §1, §9): the
+// services clients connect to, and the source addresses and port range
+// that face the backends.
 type Settings struct {
-	Listen     netip.Addr   // listen (VIP) address, IPv4
 	SNAT       []netip.Addr // backend-facing source addresses, IPv4, 1..MaxSNATAddrs, distinct
 	SNATPortLo uint16       // inclusive
 	SNATPortHi uint16       // inclusive
-	Ports      []PortMap    // 1..MaxPorts
+	// Services are 1..MaxServices services; names are unique, and so is
+	// (Listen, Proto, local port) across them.
+	Services []ServiceSettings
 }
 
 // SNATSpace is the shape of the SNAT port bitmaps (bpf/layout.h struct
@@ -57,9 +59,6 @@ func (s Settings) Space() SNATSpace {
 }
 
 func (s Settings) validate(space SNATSpace) error {
-	if !s.Listen.Is4() {
-		return errors.New("dataplane: the listen address must be IPv4")
-	}
 	if len(s.SNAT) == 0 || len(s.SNAT) > MaxSNATAddrs {
 		return fmt.Errorf("dataplane: %d SNAT addresses, want 1..%d", len(s.SNAT), MaxSNATAddrs)
 	}
@@ -73,12 +72,20 @@ func (s Settings) validate(space SNATSpace) error {
 			}
 		}
 	}
-	if len(s.Ports) == 0 || len(s.Ports) > MaxPorts {
-		return fmt.Errorf("dataplane: %d port mappings, want 1..%d", len(s.Ports), MaxPorts)
+	if err := validateServices(s.Services); err != nil {
+		return err
 	}
-	for _, p := range s.Ports {
-		if p.Local == 0 {
-			return errors.New("dataplane: a port mapping of local port 0")
+	// A listen address that is also a SNAT address has no local port in
+	// the SNAT range: the data path tells a backend's packet by its port
+	// there (bpf/xlb.c; pkg/config refuses the same).
+	for _, svc := range s.Services {
+		if !slices.Contains(s.SNAT, svc.Listen) {
+			continue
+		}
+		for _, p := range svc.Ports {
+			if p.Local >= s.SNATPortLo && p.Local <= s.SNATPortHi {
+				return fmt.Errorf("dataplane: service %q: local port %d of %s, a SNAT address, is inside the SNAT port range %d-%d", svc.Name, p.Local, svc.Listen, s.SNATPortLo, s.SNATPortHi)
+			}
 		}
 	}
 	if err := s.Space().validate(); err != nil {
@@ -102,32 +109,56 @@ func (s Settings) validate(space SNATSpace) error {
 // written (Configure: struct xlb_config snat_reuse_ticks, rounded up).
 const SNATReuseGuard = time.Second
 
-// Configure writes the settings into the config map, with the SNAT reuse
-// guard in ticks of the kernel's HZ (measured on the first call unless
-// adopted, AdoptHZ). The shutdown flag and
-// the active backend set are kept; on maps taken from pins, the pinned
-// active set is kept and the shutdown flag a predecessor left is cleared
-// (Adoption.ShutdownFlag). SNAT addresses and ports the previous config
-// (the pinned one, on maps taken from pins) handed out and these settings
-// do not are retired (RetiredSNAT): the data path still forwards the
-// backends' packets of the pairs that hold them. Errors: invalid
-// settings, more retired SNAT addresses than MaxRetiredSNAT, a map write.
-func (d *Dataplane) Configure(s Settings) error {
+// Configure writes the settings into the config map and the services'
+// maps (services.go), with the SNAT reuse guard in ticks of the kernel's
+// HZ (measured on the first call unless adopted, AdoptHZ). The shutdown
+// flag and each service's active backend set are kept; on maps taken from
+// pins, the pinned services are kept and the shutdown flag a predecessor
+// left is cleared (Adoption.ShutdownFlag). SNAT addresses and ports the
+// previous config (the pinned one, on maps taken from pins) handed out
+// and these settings do not are retired (RetiredSNAT): the data path
+// still forwards the backends' packets of the pairs that hold them.
+//
+// Services get their ids by name (assignServices): a service the data
+// path holds keeps its id, a new one takes the lowest free id, and one it
+// holds that the settings lack turns ServiceDraining: its SYNs pass to the
+// kernel, its pairs flow on, until FreeService. It returns the settings'
+// services in their order, then the draining ones by id.
+//
+// Errors: invalid settings, no free service id, more retired SNAT
+// addresses than MaxRetiredSNAT, a map write.
+func (d *Dataplane) Configure(s Settings) ([]ServiceRef, error) {
 	if err := s.validate(d.snatSpace); err != nil {
-		return err
+		return nil, err
 	}
 	guard, err := d.Ticks(SNATReuseGuard)
 	if err != nil {
-		return fmt.Errorf("dataplane: the SNAT reuse guard: %w", err)
+		return nil, fmt.Errorf("dataplane: the SNAT reuse guard: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.syncPinnedConfigLocked(); err != nil {
-		return err
+		return nil, err
+	}
+	old, err := d.readServicesLocked()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := assignServices(&old, s.Services)
+	if err != nil {
+		return nil, err
+	}
+	recs := old
+	for i, svc := range s.Services {
+		recs[ids[i]] = serviceRecord(svc, old[ids[i]])
+	}
+	for id := range recs {
+		if recs[id].State == uint8(ServiceServing) && !slices.Contains(ids, uint16(id)) {
+			recs[id].State = uint8(ServiceDraining)
+		}
 	}
 	prev := d.cfg
 	c := d.cfg
-	c.ListenIpBe = be32(s.Listen)
 	c.SnatIpsBe = [MaxSNATAddrs]uint32{}
 	for i, a := range s.SNAT {
 		c.SnatIpsBe[i] = be32(a)
@@ -137,24 +168,41 @@ func (d *Dataplane) Configure(s Settings) error {
 	c.SnatPortLo = s.SNATPortLo
 	c.SnatPortHi = s.SNATPortHi
 	c.SnatReuseTicks = uint32(guard)
-	c.Nports = uint32(len(s.Ports))
-	c.Ports = [MaxPorts]xlbPortMap{}
-	for i, p := range s.Ports {
-		c.Ports[i] = xlbPortMap{LocalPortBe: be16(p.Local), RemotePortBe: be16(p.Remote)}
-	}
+	c.ListenFilter = listenFilter(&recs)
 	// SNAT addresses and ports the previous config handed out stay
 	// recognised while live pairs may hold them (snatretired.go)
 	retired, err := retire(&prev, &c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	setRetired(&c, retired)
+	// Services first (a new one SERVING, a removed one DRAINING), then
+	// the prefilter, then the listen keys: a SYN finds a listen key only
+	// for a serving service whose address passes the filter.
+	if err := d.writeServicesLocked(&old, &recs); err != nil {
+		return nil, err
+	}
 	if err := d.writeConfigLocked(c); err != nil {
-		return err
+		return nil, err
+	}
+	if err := d.writeListenLocked(&recs); err != nil {
+		return nil, err
 	}
 	d.retiredEpoch++ // a walk pass begun before this write decides nothing
 	// other SNAT addresses or another range lay the bitmap out otherwise
-	return d.syncSNATPortsLocked(prev)
+	if err := d.syncSNATPortsLocked(prev); err != nil {
+		return nil, err
+	}
+	refs := make([]ServiceRef, 0, len(s.Services))
+	for _, id := range ids {
+		refs = append(refs, serviceRef(id, &recs[id]))
+	}
+	for id := range recs {
+		if recs[id].State == uint8(ServiceDraining) {
+			refs = append(refs, serviceRef(uint16(id), &recs[id]))
+		}
+	}
+	return refs, nil
 }
 
 // SetShutdown sets or clears the shutdown flag: while set, matching non-RST

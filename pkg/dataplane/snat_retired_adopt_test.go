@@ -31,10 +31,10 @@ func TestAdoptRetiresMovedSNATRange(t *testing.T) {
 	t.Cleanup(func() { dp.Release() })
 	s := l.e.Settings
 	s.SNATPortLo, s.SNATPortHi = moved.PortLo, moved.PortHi
-	if err := dp.Configure(s); err != nil {
+	if _, err := dp.Configure(s); err != nil {
 		t.Fatal(err)
 	}
-	if err := dp.SetRoutable(l.refs); err != nil {
+	if err := dp.SetRoutable(0, l.refs); err != nil {
 		t.Fatal(err)
 	}
 	old := flows(t, dp)

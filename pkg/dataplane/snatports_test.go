@@ -19,8 +19,8 @@ func TestRebuildSNATPorts(t *testing.T) {
 	}
 	t.Cleanup(func() { d.Close() })
 	a0, a1 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")
-	s := Settings{Listen: a0, SNAT: []netip.Addr{a0, a1}, SNATPortLo: 40000, SNATPortHi: 40199, Ports: []PortMap{{Local: 80, Remote: 8080}}}
-	if err := d.Configure(s); err != nil {
+	s := Settings{SNAT: []netip.Addr{a0, a1}, SNATPortLo: 40000, SNATPortHi: 40199, Services: OneService(a0, []PortMap{{Local: 80, Remote: 8080}})}
+	if _, err := d.Configure(s); err != nil {
 		t.Fatal(err)
 	}
 	backend := netip.MustParseAddr("192.0.2.33")
@@ -73,7 +73,7 @@ func TestRebuildSNATPorts(t *testing.T) {
 	// Another address order lays the bitmap out anew.
 	prev := d.cfg
 	s.SNAT = []netip.Addr{a1, a0}
-	if err := d.Configure(s); err != nil {
+	if _, err := d.Configure(s); err != nil {
 		t.Fatal(err)
 	}
 	d.mu.Lock()

@@ -18,6 +18,8 @@ type xlbBackendRef struct {
 	IpBe   uint32
 	Id     uint16
 	PortBe uint16
+	Member uint16
+	Pad    uint16
 }
 
 type xlbBackendSet struct {
@@ -45,16 +47,21 @@ type xlbCloseEvent struct {
 }
 
 type xlbCreateScratch struct {
-	_        structs.HostLayout
-	Fwd      xlbFlowValue
-	Rev      xlbFlowValue
-	Tmpl     xlbFlowValue
-	Rkey     xlbFlowKey
-	Okey     xlbFlowKey
-	Rr       uint32
-	TookHold uint32
-	Fib      [8]uint64
-	Memo     [1024]struct {
+	_            structs.HostLayout
+	Fwd          xlbFlowValue
+	Rev          xlbFlowValue
+	Tmpl         xlbFlowValue
+	Rkey         xlbFlowKey
+	Okey         xlbFlowKey
+	Rr           uint32
+	TookHold     uint32
+	Service      uint32
+	SetSlot      uint32
+	RemotePortBe uint16
+	Pad          uint16
+	Pad2         uint32
+	Fib          [8]uint64
+	Memo         [1024]struct {
 		_       structs.HostLayout
 		SrcBe   uint32
 		DstBe   uint32
@@ -95,7 +102,8 @@ type xlbFlowValue struct {
 	Pad        uint8
 	SynUs      uint32
 	TsOff      uint32
-	Pad2       uint32
+	MemberId   uint16
+	ServiceId  uint16
 }
 
 type xlbFragKey struct {
@@ -126,6 +134,20 @@ type xlbIfMacSlot struct {
 	Ifindex uint32
 	Addr    [6]uint8
 	Pad     [2]uint8
+}
+
+type xlbListenKey struct {
+	_      structs.HostLayout
+	AddrBe uint32
+	PortBe uint16
+	Proto  uint8
+	Pad    uint8
+}
+
+type xlbListenValue struct {
+	_            structs.HostLayout
+	Service      uint16
+	RemotePortBe uint16
 }
 
 type xlbNexthop struct {
@@ -182,6 +204,20 @@ type xlbReapReq struct {
 	Pad        uint16
 }
 
+type xlbService struct {
+	_         structs.HostLayout
+	State     uint8
+	ActiveSet uint8
+	Proto     uint8
+	Family    uint8
+	Scheduler uint8
+	Nports    uint8
+	Flags     uint16
+	Addr      [16]uint8
+	Ports     [8]xlbPortMap
+	Name      [32]int8
+}
+
 type xlbSnatRetired struct {
 	_      structs.HostLayout
 	IpBe   uint32
@@ -230,19 +266,16 @@ const (
 
 type xlbXlbConfig struct {
 	_              structs.HostLayout
-	ListenIpBe     uint32
 	SnatPortLo     uint16
 	SnatPortHi     uint16
-	Nports         uint32
-	Ports          [8]xlbPortMap
 	Flags          uint32
-	ActiveSet      uint32
 	Nsnat          uint32
 	SnatWords      uint32
 	SnatIpsBe      [8]uint32
 	SnatReuseTicks uint32
 	Nretired       uint32
 	Retired        [16]xlbSnatRetired
+	ListenFilter   [64]uint64
 }
 
 type xlbXlbCounter uint32
@@ -349,6 +382,11 @@ const (
 	xlbXlbLimitsXLB_MAX_SERVICES            xlbXlbLimits = 256
 	xlbXlbLimitsXLB_MAX_LISTENS             xlbXlbLimits = 2048
 	xlbXlbLimitsXLB_SERVICE_NAME_LEN        xlbXlbLimits = 32
+	xlbXlbLimitsXLB_SERVICE_SETS            xlbXlbLimits = 512
+	xlbXlbLimitsXLB_LISTEN_FILTER_SHIFT     xlbXlbLimits = 12
+	xlbXlbLimitsXLB_LISTEN_FILTER_BITS      xlbXlbLimits = 4096
+	xlbXlbLimitsXLB_LISTEN_FILTER_WORDS     xlbXlbLimits = 64
+	xlbXlbLimitsXLB_LISTEN_HASH_MUL         xlbXlbLimits = 1640531527
 	xlbXlbLimitsXLB_MAX_BACKENDS            xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_MAX_MEMBERS             xlbXlbLimits = 1024
 	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64
@@ -411,7 +449,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 8
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 9
 )
 
 type xlbXlbPinMeta struct {
@@ -464,6 +502,26 @@ const (
 	xlbXlbReapedReasonXLB_REAPED_EMBRYONIC     xlbXlbReapedReason = 7
 )
 
+type xlbXlbScheduler uint32
+
+const (
+	xlbXlbSchedulerXLB_SCHED_ROUND_ROBIN xlbXlbScheduler = 0
+)
+
+type xlbXlbServiceFlags uint32
+
+const (
+	xlbXlbServiceFlagsXLB_SVC_MIGRATED xlbXlbServiceFlags = 1
+)
+
+type xlbXlbServiceState uint32
+
+const (
+	xlbXlbServiceStateXLB_SVC_FREE     xlbXlbServiceState = 0
+	xlbXlbServiceStateXLB_SVC_SERVING  xlbXlbServiceState = 1
+	xlbXlbServiceStateXLB_SVC_DRAINING xlbXlbServiceState = 2
+)
+
 type xlbXlbSnatSyncOp uint8
 
 const (
@@ -483,7 +541,6 @@ const (
 
 type xlbXlbState struct {
 	_            structs.HostLayout
-	Rr           uint64
 	Generation   uint64
 	ClockJiffies uint64
 	ClockNs      uint64
@@ -506,13 +563,16 @@ const (
 	xlbMapXlbHandshake         = "xlb_handshake"
 	xlbMapXlbIfMacSlots        = "xlb_if_mac_slots"
 	xlbMapXlbIfMacs            = "xlb_if_macs"
+	xlbMapXlbListen            = "xlb_listen"
 	xlbMapXlbMeta              = "xlb_meta"
 	xlbMapXlbNexthopBatch      = "xlb_nexthop_batch"
 	xlbMapXlbNexthops          = "xlb_nexthops"
 	xlbMapXlbPairEvents        = "xlb_pair_events"
 	xlbMapXlbReapBatch         = "xlb_reap_batch"
 	xlbMapXlbReaped            = "xlb_reaped"
+	xlbMapXlbRr                = "xlb_rr"
 	xlbMapXlbScratch           = "xlb_scratch"
+	xlbMapXlbServices          = "xlb_services"
 	xlbMapXlbShared            = "xlb_shared"
 	xlbMapXlbSnatCursors       = "xlb_snat_cursors"
 	xlbMapXlbSnatPorts         = "xlb_snat_ports"
@@ -538,6 +598,9 @@ const (
 	xlbVarXlbPairEventBtf      = "__xlb_pair_event_btf"
 	xlbVarXlbPinBtf            = "__xlb_pin_btf"
 	xlbVarXlbReapedReasonBtf   = "__xlb_reaped_reason_btf"
+	xlbVarXlbSchedulerBtf      = "__xlb_scheduler_btf"
+	xlbVarXlbServiceFlagsBtf   = "__xlb_service_flags_btf"
+	xlbVarXlbServiceStateBtf   = "__xlb_service_state_btf"
 	xlbVarCloseRingOn          = "close_ring_on"
 )
 
@@ -607,13 +670,16 @@ type xlbMapSpecs struct {
 	XlbHandshake     *ebpf.MapSpec `ebpf:"xlb_handshake"`
 	XlbIfMacSlots    *ebpf.MapSpec `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs        *ebpf.MapSpec `ebpf:"xlb_if_macs"`
+	XlbListen        *ebpf.MapSpec `ebpf:"xlb_listen"`
 	XlbMeta          *ebpf.MapSpec `ebpf:"xlb_meta"`
 	XlbNexthopBatch  *ebpf.MapSpec `ebpf:"xlb_nexthop_batch"`
 	XlbNexthops      *ebpf.MapSpec `ebpf:"xlb_nexthops"`
 	XlbPairEvents    *ebpf.MapSpec `ebpf:"xlb_pair_events"`
 	XlbReapBatch     *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
 	XlbReaped        *ebpf.MapSpec `ebpf:"xlb_reaped"`
+	XlbRr            *ebpf.MapSpec `ebpf:"xlb_rr"`
 	XlbScratch       *ebpf.MapSpec `ebpf:"xlb_scratch"`
+	XlbServices      *ebpf.MapSpec `ebpf:"xlb_services"`
 	XlbShared        *ebpf.MapSpec `ebpf:"xlb_shared"`
 	XlbSnatCursors   *ebpf.MapSpec `ebpf:"xlb_snat_cursors"`
 	XlbSnatPorts     *ebpf.MapSpec `ebpf:"xlb_snat_ports"`
@@ -640,6 +706,9 @@ type xlbVariableSpecs struct {
 	XlbPairEventBtf      *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf            *ebpf.VariableSpec `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf   *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
+	XlbSchedulerBtf      *ebpf.VariableSpec `ebpf:"__xlb_scheduler_btf"`
+	XlbServiceFlagsBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_flags_btf"`
+	XlbServiceStateBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_state_btf"`
 	CloseRingOn          *ebpf.VariableSpec `ebpf:"close_ring_on"`
 }
 
@@ -676,13 +745,16 @@ type xlbMaps struct {
 	XlbHandshake     *ebpf.Map `ebpf:"xlb_handshake"`
 	XlbIfMacSlots    *ebpf.Map `ebpf:"xlb_if_mac_slots"`
 	XlbIfMacs        *ebpf.Map `ebpf:"xlb_if_macs"`
+	XlbListen        *ebpf.Map `ebpf:"xlb_listen"`
 	XlbMeta          *ebpf.Map `ebpf:"xlb_meta"`
 	XlbNexthopBatch  *ebpf.Map `ebpf:"xlb_nexthop_batch"`
 	XlbNexthops      *ebpf.Map `ebpf:"xlb_nexthops"`
 	XlbPairEvents    *ebpf.Map `ebpf:"xlb_pair_events"`
 	XlbReapBatch     *ebpf.Map `ebpf:"xlb_reap_batch"`
 	XlbReaped        *ebpf.Map `ebpf:"xlb_reaped"`
+	XlbRr            *ebpf.Map `ebpf:"xlb_rr"`
 	XlbScratch       *ebpf.Map `ebpf:"xlb_scratch"`
+	XlbServices      *ebpf.Map `ebpf:"xlb_services"`
 	XlbShared        *ebpf.Map `ebpf:"xlb_shared"`
 	XlbSnatCursors   *ebpf.Map `ebpf:"xlb_snat_cursors"`
 	XlbSnatPorts     *ebpf.Map `ebpf:"xlb_snat_ports"`
@@ -707,13 +779,16 @@ func (m *xlbMaps) Close() error {
 		m.XlbHandshake,
 		m.XlbIfMacSlots,
 		m.XlbIfMacs,
+		m.XlbListen,
 		m.XlbMeta,
 		m.XlbNexthopBatch,
 		m.XlbNexthops,
 		m.XlbPairEvents,
 		m.XlbReapBatch,
 		m.XlbReaped,
+		m.XlbRr,
 		m.XlbScratch,
+		m.XlbServices,
 		m.XlbShared,
 		m.XlbSnatCursors,
 		m.XlbSnatPorts,
@@ -741,6 +816,9 @@ type xlbVariables struct {
 	XlbPairEventBtf      *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf            *ebpf.Variable `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf   *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
+	XlbSchedulerBtf      *ebpf.Variable `ebpf:"__xlb_scheduler_btf"`
+	XlbServiceFlagsBtf   *ebpf.Variable `ebpf:"__xlb_service_flags_btf"`
+	XlbServiceStateBtf   *ebpf.Variable `ebpf:"__xlb_service_state_btf"`
 	CloseRingOn          *ebpf.Variable `ebpf:"close_ring_on"`
 }
 

@@ -86,14 +86,17 @@ type Instance struct {
 	Config   *config.Config
 	Resolved Resolved             // what the host turned the config's auto values into
 	DP       *dataplane.Dataplane // the loaded and attached data path
-	// Services are every service in the data path: the config's, in its
-	// order, then the draining ones a reload removed (DESIGN §9).
-	Services []*Service
 	// Backends is the first service's manager: the only one of a
 	// top-level file.
 	Backends *backend.Manager
 	// Pool hands out every service's backend and member ids.
 	Pool *backend.Pool
+
+	// services are every service in the data path: the config's, in its
+	// order, then the draining ones a reload removed (DESIGN §9);
+	// FreeService removes one. svcMu guards the slice.
+	svcMu    sync.Mutex
+	services []*Service
 
 	resolver *hostnet.Resolver
 	guard    *hostnet.SysctlGuard
@@ -311,7 +314,7 @@ func (in *Instance) start(ctx context.Context) error {
 	// Every service gets its manager: the configured ones their
 	// provider, a draining one an empty one (its members depart and show
 	// draining while their pairs live).
-	known := known(c, placed, ad, handed.Backends)
+	known := known(placed, ad, handed.Backends)
 	reserved := slices.Clone(r.SNAT)
 	for _, rs := range r.Services {
 		reserved = append(reserved, rs.Listen)
@@ -335,10 +338,10 @@ func (in *Instance) start(ctx context.Context) error {
 				return err
 			}
 		}
-		svc.Backends = backend.NewManager(prov, in.resolver, dpPublisher{dp}, o)
-		in.Services = append(in.Services, svc)
+		svc.Backends = backend.NewManager(prov, in.resolver, dp, o)
+		in.services = append(in.services, svc)
 	}
-	in.Backends = in.Services[0].Backends
+	in.Backends = in.services[0].Backends
 
 	if err := in.startDiscovery(ctx); err != nil {
 		return err
@@ -369,11 +372,14 @@ func (in *Instance) startDiscovery(ctx context.Context) error {
 		return err
 	}
 	in.cancel = cancel
-	in.wg.Add(2 + len(in.Services))
-	for _, s := range in.Services {
+	svcs := in.Services()
+	in.wg.Add(2 + len(svcs))
+	for _, s := range svcs {
+		svcCtx, stop := context.WithCancel(runCtx)
+		s.stop = stop
 		go func() {
 			defer in.wg.Done()
-			if err := s.Backends.Run(runCtx); err != nil {
+			if err := s.Backends.Run(svcCtx); err != nil {
 				in.log.WithField("service", s.Name).WithError(err).Error("backend provider stopped")
 			}
 		}()
@@ -394,16 +400,16 @@ func (in *Instance) startDiscovery(ctx context.Context) error {
 // member the adopted pairs and routable sets reference (after a crash:
 // no names). A predecessor of layout 8 names no service: its backends are
 // the migrated service's, their member ids their backend ids.
-func known(c *config.Config, placed []placedService, ad dataplane.Adoption, handed []backend.Known) map[string][]backend.Known {
+func known(placed []placedService, ad dataplane.Adoption, handed []backend.Known) map[string][]backend.Known {
 	out := map[string][]backend.Known{}
-	migrated := migratedService(c, placed)
+	migrated := migratedService(placed)
 	for _, k := range handed {
 		if k.Service == "" {
 			k.Service, k.Backend = migrated, k.ID
 		}
 		out[k.Service] = append(out[k.Service], k)
 	}
-	for _, k := range adoptedMembers(ad, placed, migrated) {
+	for _, k := range adoptedMembers(ad, placed) {
 		if !slices.ContainsFunc(out[k.Service], func(o backend.Known) bool { return o.ID == k.ID || o.IP == k.IP }) {
 			out[k.Service] = append(out[k.Service], k)
 		}
@@ -424,6 +430,34 @@ func configDigest(c *config.Config) ([32]byte, error) {
 	return sha256.Sum256(b), nil
 }
 
+// Services returns every service in the data path: the config's, in its
+// order, then the draining ones (DESIGN §9).
+func (in *Instance) Services() []*Service {
+	in.svcMu.Lock()
+	defer in.svcMu.Unlock()
+	return slices.Clone(in.services)
+}
+
+// FreeService frees a draining service's id in the data path once no
+// pair of it lives (the caller's judgement: backend.Pool.Quiet), stops
+// its backend manager and forgets it.
+func (in *Instance) FreeService(s *Service) error {
+	if !s.Draining {
+		return fmt.Errorf("service %s is not draining", s.Name)
+	}
+	if err := in.DP.FreeService(s.ID); err != nil {
+		return err
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+	in.svcMu.Lock()
+	in.services = slices.DeleteFunc(in.services, func(o *Service) bool { return o == s })
+	in.svcMu.Unlock()
+	in.log.WithFields(logrus.Fields{"service": s.Name, "id": s.ID}).Info("removed service drained: its id is free")
+	return nil
+}
+
 // Adopted reports whether the data path came from a predecessor's pins.
 func (in *Instance) Adopted() bool { return in.adopted }
 
@@ -440,7 +474,7 @@ func (in *Instance) Reclaim(ctx context.Context) error {
 	if err := in.DP.Reclaim(); err != nil {
 		return err
 	}
-	for _, s := range in.Services {
+	for _, s := range in.Services() {
 		s.Backends.Republish()
 	}
 	return in.startDiscovery(ctx)
@@ -521,7 +555,7 @@ func (in *Instance) HostSettings() []hostnet.SettingRepairs {
 // the maintenance loop's per-backend figures (maintenance.Options.Members).
 func (in *Instance) Members() []maintenance.Member {
 	var out []maintenance.Member
-	for _, s := range in.Services {
+	for _, s := range in.Services() {
 		for _, b := range s.Backends.Snapshot() {
 			out = append(out, maintenance.Member{ID: b.ID, Backend: b.Backend})
 		}

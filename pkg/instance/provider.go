@@ -43,7 +43,8 @@ func newProvider(s config.Service, hub *k8sprovider.Hub, log logrus.FieldLogger)
 func (in *Instance) awaitFirstSync(ctx context.Context) error {
 	wait := ProviderSyncWait
 	var hcWait time.Duration
-	for _, s := range in.Services {
+	svcs := in.Services()
+	for _, s := range svcs {
 		if s.Config != nil && s.Config.HealthCheck != nil {
 			hcWait = max(hcWait, s.Config.HealthCheck.Timeout+time.Second)
 		}
@@ -51,7 +52,7 @@ func (in *Instance) awaitFirstSync(ctx context.Context) error {
 	wait += hcWait
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	for _, s := range in.Services {
+	for _, s := range svcs {
 		select {
 		case <-s.Backends.Synced():
 			continue
@@ -60,7 +61,7 @@ func (in *Instance) awaitFirstSync(ctx context.Context) error {
 		case <-t.C:
 		}
 		// Out of time: say so for each service not synced yet.
-		for _, s := range in.Services {
+		for _, s := range svcs {
 			m := s.Backends
 			if m.EverSynced() {
 				continue

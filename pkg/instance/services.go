@@ -1,9 +1,9 @@
 package instance
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
@@ -23,6 +23,8 @@ type Service struct {
 	// Config is the service's config; nil while draining.
 	Config   *config.Service
 	Backends *backend.Manager
+
+	stop context.CancelFunc // stops the manager (FreeService)
 }
 
 // placedService is a service as the data path placed it: its id and
@@ -34,74 +36,79 @@ type placedService struct {
 	Listen   netip.Addr
 	Proto    string
 	Ports    []config.PortMapping
+	Migrated bool // layout 8's one service (dataplane.ServiceRef.Migrated)
 	config   *config.Service
 }
 
 // configure writes the services and the SNAT space to the data path and
 // returns where it placed each service: the config's in its order, then
-// the draining ones.
+// the draining ones (a previous config's, whose pairs live). Services
+// keep their ids by name across reloads (dataplane.Configure).
 func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 	c, r := in.Config, in.Resolved
-	if len(svcs) > 1 {
-		return nil, fmt.Errorf("services: %d services, and this data path (layout 8) balances one", len(svcs))
+	settings := dataplane.Settings{SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
+	for i, s := range svcs {
+		ss := dataplane.ServiceSettings{Name: s.Name, Listen: r.Services[i].Listen, Proto: s.Proto, Scheduler: s.Scheduler}
+		for _, p := range s.Ports {
+			ss.Ports = append(ss.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
+		}
+		settings.Services = append(settings.Services, ss)
 	}
-	s := svcs[0]
-	settings := dataplane.Settings{Listen: r.Services[0].Listen, SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
-	for _, p := range s.Ports {
-		settings.Ports = append(settings.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
-	}
-	if err := in.DP.Configure(settings); err != nil {
-		return nil, err
-	}
-	return []placedService{{ID: 0, Name: s.Name, Listen: settings.Listen, Proto: s.Proto, Ports: slices.Clone(s.Ports), config: &svcs[0]}}, nil
-}
-
-// routable is the routable set the data path holds for service svc.
-func (in *Instance) routable(svc uint16) ([]backend.Ref, error) {
-	refs, err := in.DP.Routable()
+	refs, err := in.DP.Configure(settings)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]backend.Ref, 0, len(refs))
-	for _, r := range refs {
-		out = append(out, backend.Ref{ID: r.ID, Member: r.ID, IP: r.IP, Port: r.Port})
+	out := make([]placedService, 0, len(refs))
+	for i, ref := range refs {
+		ps := placedService{ID: ref.ID, Name: ref.Name, Draining: ref.State == dataplane.ServiceDraining,
+			Listen: ref.Listen, Proto: ref.Proto, Migrated: ref.Migrated}
+		for _, p := range ref.Ports {
+			ps.Ports = append(ps.Ports, config.PortMapping{LocalPort: p.Local, RemotePort: p.Remote})
+		}
+		if i < len(svcs) {
+			ps.config = &svcs[i]
+		}
+		if ps.Name == "" {
+			// a layout-8 record no Configure named (it drains)
+			ps.Name = fmt.Sprintf("service-%d", ps.ID)
+		}
+		out = append(out, ps)
 	}
 	return out, nil
 }
 
+// routable is the routable set the data path holds for service svc.
+func (in *Instance) routable(svc uint16) ([]backend.Ref, error) { return in.DP.Routable(svc) }
+
 // migratedService names the service a predecessor's backends without a
-// service belong to: the only service, else the first.
-func migratedService(c *config.Config, placed []placedService) string {
+// service belong to (a layout-8 predecessor's hand-off): the service the
+// migration made of layout 8's one service, else the first.
+func migratedService(placed []placedService) string {
+	for _, p := range placed {
+		if p.Migrated {
+			return p.Name
+		}
+	}
 	return placed[0].Name
 }
 
 // adoptedMembers are the members the adopted pairs and routable sets
 // reference, without names.
-func adoptedMembers(ad dataplane.Adoption, placed []placedService, migrated string) []backend.Known {
+func adoptedMembers(ad dataplane.Adoption, placed []placedService) []backend.Known {
+	names := map[uint16]string{}
+	for _, p := range placed {
+		names[p.ID] = p.Name
+	}
 	var out []backend.Known
-	for id, ip := range ad.Backends {
-		out = append(out, backend.Known{ID: id, Backend: id, Service: migrated, IP: ip})
+	for id, m := range ad.Members {
+		name, ok := names[m.Service]
+		if !ok {
+			continue // a service freed meanwhile: nothing of it lives
+		}
+		out = append(out, backend.Known{ID: id, Backend: m.Backend, Service: name, IP: m.IP})
 	}
 	return out
 }
 
-// dpPublisher is the backend managers' backend.Publisher over the data
-// path.
-type dpPublisher struct{ dp *dataplane.Dataplane }
-
-func (p dpPublisher) SetRoutable(svc uint16, refs []backend.Ref) error {
-	if svc != 0 {
-		return fmt.Errorf("dataplane: no service %d", svc)
-	}
-	out := make([]dataplane.BackendRef, 0, len(refs))
-	for _, r := range refs {
-		out = append(out, dataplane.BackendRef{ID: r.ID, IP: r.IP, Port: r.Port})
-	}
-	return p.dp.SetRoutable(out)
-}
-
-func (p dpPublisher) ResetBackend(id uint32) error { return p.dp.ResetBackend(id) }
-
-// ResetMember clears the counter cells, which layout 8 keys by backend
-// id.
-func (p dpPublisher) ResetMember(id uint32) error { return p.dp.ResetBackend(id) }
+// The backend managers publish to the data path itself.
+var _ backend.Publisher = (*dataplane.Dataplane)(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/limits"
 )
 
 // TimeWait is how long a pair that saw both FINs is kept after the second
@@ -58,8 +59,8 @@ const SNATHold = backendTimeWait + timerWheelSlack + snatHoldMargin
 // Defaults for zero Options fields.
 const (
 	DefaultInterval     = time.Second
-	DefaultOrphanTTL    = 300 * time.Second // orphan_ttl_secs' default (DESIGN §1), config.DefaultOrphanTTL
-	DefaultEmbryonicTTL = 10 * time.Second  // embryonic_ttl_secs' default (issue 13)
+	DefaultOrphanTTL    = limits.DefaultOrphanTTL    // orphan_ttl_secs' default (DESIGN §1), config.DefaultOrphanTTL
+	DefaultEmbryonicTTL = limits.DefaultEmbryonicTTL // embryonic_ttl_secs' default (issue 13)
 )
 
 // Options configure a Loop. Zero values take the defaults.

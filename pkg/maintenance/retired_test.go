@@ -42,7 +42,7 @@ func TestRetiredSNATReleasedAfterLastPair(t *testing.T) {
 		}
 		s := r.e.Settings
 		s.SNAT = []netip.Addr{extra, testnet.XLBExtraIP(1)}
-		if err := r.e.DP.Configure(s); err != nil {
+		if _, err := r.e.DP.Configure(s); err != nil {
 			t.Fatal(err)
 		}
 		lo, hi := s.SNATPortLo, s.SNATPortHi

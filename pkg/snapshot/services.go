@@ -11,6 +11,10 @@ import (
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
+// Backend is one backend as its service's manager reports it: the read
+// side (pkg/status, pkg/metrics) names it through the snapshot.
+type Backend = backend.Status
+
 // ServiceState is a service's place in the data path (DESIGN §9): the
 // status API's services[].state and the state label of
 // xlb_service_state.

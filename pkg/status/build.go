@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -258,7 +257,7 @@ func buildServices(s *snapshot.Snapshot, now time.Time) []api.Service {
 
 // buildBackends lists backends in id order, omitting those BackendState
 // does not list (departed, no pairs left).
-func buildBackends(s *snapshot.Snapshot, backends []backend.Status) []api.Backend {
+func buildBackends(s *snapshot.Snapshot, backends []snapshot.Backend) []api.Backend {
 	out := make([]api.Backend, 0, len(backends))
 	shutting := s.Lifecycle == api.ShuttingDown
 	for _, b := range backends {

@@ -42,6 +42,26 @@ type Options struct {
 	// added to the interface of the first: one-arm 192.0.2.0/24, two-arm
 	// 198.51.100.0/24.
 	ExtraSNAT []netip.Addr
+	// Services default to one: DefaultService on ListenIP with Ports and
+	// every backend (the instance's own, as the daemon configures it).
+	// With more, the Env configures them after the instance started
+	// (the first keeps the instance's service id) and publishes each
+	// one's backends.
+	Services []Service
+}
+
+// DefaultService is the name of an Env's one service by default: the
+// instance's (config name).
+const DefaultService = config.DefaultName
+
+// Service is one service of an Env.
+type Service struct {
+	Name   string              // default DefaultService for the first, svc<i> for the others
+	Listen netip.Addr          // default ListenIP
+	Ports  []dataplane.PortMap // default Options.Ports
+	// Backends are the service's backends, indexes into Env.Backends
+	// (their backend ids); default all of them.
+	Backends []int
 }
 
 // Env is a packet-fixture environment. Front is XLB's client-side interface
@@ -57,8 +77,14 @@ type Env struct {
 	Back     Iface
 	SNAT     netip.Addr   // the first SNAT address
 	SNATs    []netip.Addr // every SNAT address: SNAT, then Options.ExtraSNAT
-	Backends []netip.Addr
+	Backends []netip.Addr // by backend id
 	Settings dataplane.Settings
+	// Services are the services Configure returned for Settings.Services,
+	// in their order; Routable[i] is Services[i]'s routable set as
+	// published (member ids: the service's backends numbered on from the
+	// previous service's).
+	Services []dataplane.ServiceRef
+	Routable [][]dataplane.BackendRef
 	ns       netns.NsHandle
 }
 
@@ -74,6 +100,9 @@ func NewEnv(t testing.TB, o Options) *Env {
 	}
 	if len(o.Ports) == 0 {
 		o.Ports = []dataplane.PortMap{{Local: 80, Remote: 8080}, {Local: 443, Remote: 8443}}
+	}
+	if len(o.Services) == 0 {
+		o.Services = []Service{{}}
 	}
 	e := &Env{SNAT: ListenIP, Backends: OneArmBackends}
 	if o.TwoArm {
@@ -137,15 +166,57 @@ func NewEnv(t testing.TB, o Options) *Env {
 	})
 	e.Instance.StopDiscovery()
 	e.DP = e.Instance.DP
-	e.Settings = dataplane.Settings{Listen: ListenIP, SNAT: e.SNATs, SNATPortLo: o.SNATPortLo, SNATPortHi: o.SNATPortHi, Ports: o.Ports}
-	refs := make([]dataplane.BackendRef, len(e.Backends))
-	for i, b := range e.Backends {
-		refs[i] = dataplane.BackendRef{ID: uint32(i), IP: b}
+	e.Settings = dataplane.Settings{SNAT: e.SNATs, SNATPortLo: o.SNATPortLo, SNATPortHi: o.SNATPortHi}
+	for i, svc := range o.Services {
+		s := dataplane.ServiceSettings{Name: svc.Name, Listen: svc.Listen, Proto: dataplane.ProtoTCP, Ports: svc.Ports}
+		if s.Name == "" {
+			s.Name = DefaultService
+			if i > 0 {
+				s.Name = fmt.Sprintf("svc%d", i)
+			}
+		}
+		if !s.Listen.IsValid() {
+			s.Listen = ListenIP
+		}
+		if len(s.Ports) == 0 {
+			s.Ports = o.Ports
+		}
+		e.Settings.Services = append(e.Settings.Services, s)
 	}
-	if err := e.DP.SetRoutable(refs); err != nil {
+	if e.Services, err = e.DP.Configure(e.Settings); err != nil {
 		t.Fatalf("dptest: %v", err)
 	}
+	member := uint32(0)
+	for i, svc := range o.Services {
+		ids := svc.Backends
+		if ids == nil {
+			for id := range e.Backends {
+				ids = append(ids, id)
+			}
+		}
+		refs := make([]dataplane.BackendRef, len(ids))
+		for j, id := range ids {
+			refs[j] = dataplane.BackendRef{ID: uint32(id), Member: member, IP: e.Backends[id]}
+			member++
+		}
+		if err := e.DP.SetRoutable(e.Services[i].ID, refs); err != nil {
+			t.Fatalf("dptest: %v", err)
+		}
+		e.Routable = append(e.Routable, refs)
+	}
 	return e
+}
+
+// ServiceID is the id of the Env's service named name (Options.Services).
+func (e *Env) ServiceID(t testing.TB, name string) uint16 {
+	t.Helper()
+	for _, s := range e.Services {
+		if s.Name == name {
+			return s.ID
+		}
+	}
+	t.Fatalf("dptest: no service %q", name)
+	return 0
 }
 
 // Do runs fn inside the fixture namespace.

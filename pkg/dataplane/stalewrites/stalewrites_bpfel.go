@@ -43,7 +43,8 @@ type staleWritesFlowValue struct {
 	Pad        uint8
 	SynUs      uint32
 	TsOff      uint32
-	Pad2       uint32
+	MemberId   uint16
+	ServiceId  uint16
 }
 
 type staleWritesStaleResult uint32

@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 import "testing"
 
@@ -6,28 +6,28 @@ import "testing"
 // pair of layout 7 rewrites no timestamps); every other field keeps its
 // value and place.
 func TestLayout7Step(t *testing.T) {
-	o := flowValue7{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, CsumIp: 5, CsumL4: 6, Generation: 8,
+	o := FlowValue7{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, CsumIp: 5, CsumL4: 6, Generation: 8,
 		Flags: 9, Nexthop: 7, LastSeen: 10, TrackSeq: 11, TrackWin: 12, BackendId: 13, Wscale: 14, Pad: 0, SynUs: 15}
-	out, err := flowFrom7(nil, toBytes(&o))
+	out, err := flowFrom7(nil, ToBytes(&o))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := fromBytes[FlowValue](out)
+	got, err := FromBytes[xlbFlowValue](out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := FlowValue{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, CsumIp: 5, CsumL4: 6, Generation: 8,
+	want := xlbFlowValue{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, CsumIp: 5, CsumL4: 6, Generation: 8,
 		Flags: 9, Nexthop: 7, LastSeen: 10, TrackSeq: 11, TrackWin: 12, BackendId: 13, Wscale: 14, SynUs: 15}
 	if got != want {
 		t.Errorf("layout 8 value %+v, want %+v", got, want)
 	}
-	if asFlowValue7(want) != o {
-		t.Errorf("asFlowValue7(%+v) = %+v, want %+v", want, asFlowValue7(want), o)
+	if AsFlowValue7(want) != o {
+		t.Errorf("asFlowValue7(%+v) = %+v, want %+v", want, AsFlowValue7(want), o)
 	}
-	if _, err := flowFrom7(nil, make([]byte, flowValueSize)); err == nil {
+	if _, err := flowFrom7(nil, make([]byte, FlowValueSize)); err == nil {
 		t.Error("a layout 8 value was converted as a layout 7 one")
 	}
-	if flowValue7Size != 48 || flowValueSize != 56 {
-		t.Errorf("flow values of %d and %d bytes, want 48 (layout 7) and 56 (layout 8)", flowValue7Size, flowValueSize)
+	if FlowValue7Size != 48 || FlowValueSize != 56 {
+		t.Errorf("flow values of %d and %d bytes, want 48 (layout 7) and 56 (layout 8)", FlowValue7Size, FlowValueSize)
 	}
 }

@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 import (
 	"encoding/binary"
@@ -33,36 +33,36 @@ import (
 //   - xlb_frags, xlb_snat_sync_batch and xlb_nexthop_batch are new and
 //     never pinned.
 //   - everything else is unchanged.
-var layout5Step = layoutStep{From: 5, Maps: map[string]entryConverter{
+var layout5Step = Step{From: 5, Maps: map[string]Converter{
 	xlbMapXlbCfg:   {Value: configFrom5},
 	xlbMapXlbFlows: {Value: flowFrom5},
 }}
 
-// config5Size is the bytes of layouts 3 to 5's struct xlb_config: layout
-// 6's up to snat_reuse_ticks, its first new field.
-const config5Size = int(unsafe.Offsetof(xlbXlbConfig{}.SnatReuseTicks))
+// Config5Size is the bytes of layouts 3 to 5's struct xlb_config: layout
+// 6's (Config8) up to snat_reuse_ticks, its first new field.
+const Config5Size = int(unsafe.Offsetof(Config8{}.SnatReuseTicks))
 
 // configFrom5 is layout 5's config with layout 6's new fields zeroed.
 func configFrom5(_, old []byte) ([]byte, error) {
-	if len(old) != config5Size {
-		return nil, fmt.Errorf("layout 5 config: %d bytes, want %d", len(old), config5Size)
+	if len(old) != Config5Size {
+		return nil, fmt.Errorf("layout 5 config: %d bytes, want %d", len(old), Config5Size)
 	}
-	out := make([]byte, unsafe.Sizeof(xlbXlbConfig{}))
+	out := make([]byte, Config8Size)
 	copy(out, old)
 	return out, nil
 }
 
 // Offsets in layouts 5 and 6's flow keys and values.
 var (
-	flowKeyDirOffset     = int(unsafe.Offsetof(FlowKey{}.Dir))
-	flowValueFlagsOffset = int(unsafe.Offsetof(flowValue6{}.Flags))
-	flowValueSynUsOffset = int(unsafe.Offsetof(flowValue6{}.SynUs))
+	flowKeyDirOffset     = int(unsafe.Offsetof(xlbFlowKey{}.Dir))
+	flowValueFlagsOffset = int(unsafe.Offsetof(FlowValue6{}.Flags))
+	flowValueSynUsOffset = int(unsafe.Offsetof(FlowValue6{}.SynUs))
 )
 
 // flowFrom5 clears syn_us of an established forward entry (layout5Step).
 func flowFrom5(key, old []byte) ([]byte, error) {
-	if len(key) != int(unsafe.Sizeof(FlowKey{})) || len(old) != flowValue6Size {
-		return nil, fmt.Errorf("layout 5 flow entry: %d/%d-byte key/value, want %d/%d", len(key), len(old), unsafe.Sizeof(FlowKey{}), flowValue6Size)
+	if len(key) != int(unsafe.Sizeof(xlbFlowKey{})) || len(old) != FlowValue6Size {
+		return nil, fmt.Errorf("layout 5 flow entry: %d/%d-byte key/value, want %d/%d", len(key), len(old), unsafe.Sizeof(xlbFlowKey{}), FlowValue6Size)
 	}
 	flags := binary.NativeEndian.Uint32(old[flowValueFlagsOffset:])
 	if key[flowKeyDirOffset] == uint8(xlbXlbDirXLB_DIR_CLIENT) && flags&uint32(xlbXlbFlowFlagsXLB_F_ESTABLISHED) != 0 {

@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 import (
 	"fmt"
@@ -21,13 +21,13 @@ import (
 //   - xlb_backend_ts is new: every backend starts unknown (no SYN-ACK
 //     seen), until its next SYN-ACK to a SYN with timestamps.
 //   - everything else is unchanged.
-var layout7Step = layoutStep{From: 7, Maps: map[string]entryConverter{
+var layout7Step = Step{From: 7, Maps: map[string]Converter{
 	xlbMapXlbFlows: {Value: flowFrom7},
 }}
 
-// flowValue7 is layout 7's struct flow_value: this layout's without
+// FlowValue7 is layout 7's struct flow_value: this layout's without
 // ts_off and pad2.
-type flowValue7 struct {
+type FlowValue7 struct {
 	_          structs.HostLayout
 	SaddrBe    uint32
 	DaddrBe    uint32
@@ -47,20 +47,20 @@ type flowValue7 struct {
 	SynUs      uint32
 }
 
-// flowValue7Size is the bytes of flowValue7.
-const flowValue7Size = int(unsafe.Sizeof(flowValue7{}))
+// FlowValue7Size is the bytes of flowValue7.
+const FlowValue7Size = int(unsafe.Sizeof(FlowValue7{}))
 
 // current is o in this layout: no timestamp offset.
-func (o flowValue7) current() FlowValue {
-	return FlowValue{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
+func (o FlowValue7) current() xlbFlowValue {
+	return xlbFlowValue{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
 		CsumIp: o.CsumIp, CsumL4: o.CsumL4, Generation: o.Generation, Flags: o.Flags, Nexthop: o.Nexthop,
 		LastSeen: o.LastSeen, TrackSeq: o.TrackSeq, TrackWin: o.TrackWin, BackendId: o.BackendId,
 		Wscale: o.Wscale, Pad: o.Pad, SynUs: o.SynUs}
 }
 
-// asFlowValue7 is v as layout 7 held it: without ts_off and pad2.
-func asFlowValue7(v FlowValue) flowValue7 {
-	return flowValue7{SaddrBe: v.SaddrBe, DaddrBe: v.DaddrBe, SportBe: v.SportBe, DportBe: v.DportBe,
+// AsFlowValue7 is v as layout 7 held it: without ts_off and pad2.
+func AsFlowValue7(v FlowValue) FlowValue7 {
+	return FlowValue7{SaddrBe: v.SaddrBe, DaddrBe: v.DaddrBe, SportBe: v.SportBe, DportBe: v.DportBe,
 		CsumIp: v.CsumIp, CsumL4: v.CsumL4, Generation: v.Generation, Flags: v.Flags, Nexthop: v.Nexthop,
 		LastSeen: v.LastSeen, TrackSeq: v.TrackSeq, TrackWin: v.TrackWin, BackendId: v.BackendId,
 		Wscale: v.Wscale, Pad: v.Pad, SynUs: v.SynUs}
@@ -68,10 +68,10 @@ func asFlowValue7(v FlowValue) flowValue7 {
 
 // flowFrom7 widens a layout 7 flow value into layout 8's (layout7Step).
 func flowFrom7(_, old []byte) ([]byte, error) {
-	o, err := fromBytes[flowValue7](old)
+	o, err := FromBytes[FlowValue7](old)
 	if err != nil {
 		return nil, fmt.Errorf("layout 7 flow value: %w", err)
 	}
 	v := o.current()
-	return toBytes(&v), nil
+	return ToBytes(&v), nil
 }

@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 import (
 	"bytes"
@@ -29,9 +29,9 @@ import (
 // Derived state (the SNAT port bitmap) is not copied but rebuilt from the
 // flow map after each pass (migration.derive).
 
-// entryConverter converts the entries of one map from one layout to the
+// Converter converts the entries of one map from one layout to the
 // next. The sizes it returns must be the next layout's.
-type entryConverter struct {
+type Converter struct {
 	// Key converts a key; nil keeps it as it is.
 	Key func(old []byte) ([]byte, error)
 	// Value converts one value (one CPU's, in a per-CPU map) of the entry
@@ -42,103 +42,110 @@ type entryConverter struct {
 	// Prepare is not called: for a conversion that reads the host or
 	// writes into the new maps (passContext), and keeps what it learnt
 	// for the rest of the pass.
-	Prepare func(c *passContext) (entryConverter, error)
+	Prepare func(c *PassContext) (Converter, error)
 }
 
-// passContext is what a converter's Prepare is given.
-type passContext struct {
+// PassContext is what a converter's Prepare is given.
+type PassContext struct {
 	// Dst is the new maps, by name: this build's layout.
 	Dst map[string]*ebpf.Map
 	// Host answers what a converter asks of the host.
-	Host migrationHost
+	Host Host
 }
 
-// migrationHost is what converters may ask of the host the pins belong
-// to (Dataplane.migrationHost; tests pass their own).
-type migrationHost struct {
+// Host is what converters may ask of the host the pins belong
+// to (pkg/dataplane's Dataplane.migrationHost; tests pass their own).
+type Host struct {
 	// Neighbours lists the IPv4 neighbours of the interface ifindex that
 	// hold a link-layer address, in the caller's network namespace.
-	Neighbours func(ifindex int) ([]neighbour, error)
+	Neighbours func(ifindex int) ([]Neighbour, error)
 	// Now reads the data path's clock (jiffies, low 32 bits).
 	Now func() (uint32, error)
+	// ClaimNextHop finds the slot of the next-hop map m (xlb_nexthops)
+	// that holds want, or claims a free one in the data path's probe
+	// sequence and writes want there, and returns its index.
+	ClaimNextHop func(m *ebpf.Map, want NextHop) (uint32, error)
 }
 
-// neighbour is an IPv4 neighbour and its link-layer address.
-type neighbour struct {
+// Neighbour is an IPv4 neighbour and its link-layer address.
+type Neighbour struct {
 	IP  netip.Addr
 	MAC [6]byte
 }
 
-// layoutStep is what changed from layout From to From+1: a converter per
+// Step is what changed from layout From to From+1: a converter per
 // map whose entries changed, by the map's name. Maps it does not name are
 // copied unchanged; a map new in From+1 starts empty; a map gone in From+1
 // is dropped.
-type layoutStep struct {
+type Step struct {
 	From uint32
-	Maps map[string]entryConverter
+	Maps map[string]Converter
 }
 
 // layoutSteps are this build's conversions, by source layout. Layout 2 is
 // the first one ever pinned; a bump of XLB_LAYOUT_VERSION (bpf/layout.h)
 // adds the step from the version before it, and every older pin keeps
 // migrating through the chain.
-var layoutSteps = map[uint32]layoutStep{
-	2: layout2Step, // migrate_layout2.go
-	3: layout3Step, // migrate_layout3.go
-	4: layout4Step, // migrate_layout4.go
-	5: layout5Step, // migrate_layout5.go
-	6: layout6Step, // migrate_layout6.go
-	7: layout7Step, // migrate_layout7.go
+var layoutSteps = map[uint32]Step{
+	2: layout2Step, // layout2.go
+	3: layout3Step, // layout3.go
+	4: layout4Step, // layout4.go
+	5: layout5Step, // layout5.go
+	6: layout6Step, // layout6.go
+	7: layout7Step, // layout7.go
+	8: layout8Step, // layout8.go
 }
 
-// layout is what a migration copies into: the version, the steps that
+// Layout is what a migration copies into: the version, the steps that
 // reach it from older ones, and the second pass of each map (catchUp)
 // and the maps only userspace writes (refresh).
-type layout struct {
-	version uint32
-	steps   map[uint32]layoutStep
-	merge   map[string]merger
-	refresh []string
+type Layout struct {
+	Version uint32
+	Steps   map[uint32]Step
+	Merge   map[string]Merger
+	Refresh []string
 }
 
-// merger merges what the predecessor's program did to a source map since
+// Merger merges what the predecessor's program did to a source map since
 // the last copy into the new map.
-type merger func(m *migration, name string) error
+type Merger func(m *Migration, name string) error
 
-// currentLayout is this build's layout. The second pass applies to the
+// CurrentLayout is this build's layout. The second pass applies to the
 // flow map what the old program did since the last copy (mergeFlows:
 // created, replaced and deleted entries, merged close flags and
 // last_seen), adds what the old program counted meanwhile to every
-// counter (the handshake histograms included), and moves the round-robin position, generation and SNAT
-// cursors on by as much as the old program moved them. The close event
+// counter (the handshake histograms included), and moves the round-robin
+// positions, generation and SNAT cursors on by as much as the old program
+// moved them. The close event
 // queues are not merged: events posted to the old ones after the copy are
 // lost, and the maintenance walk finds those pairs instead.
-func currentLayout() layout {
-	return layout{
-		version: layoutVersion,
-		steps:   layoutSteps,
-		merge: map[string]merger{
+func CurrentLayout() Layout {
+	return Layout{
+		Version: LayoutVersion,
+		Steps:   layoutSteps,
+		Merge: map[string]Merger{
 			xlbMapXlbFlows:        mergeFlows,
 			xlbMapXlbCounters:     addDeltas(8, 0),
 			xlbMapXlbBackendStats: addDeltas(8, 0),
 			xlbMapXlbPairEvents:   addDeltas(8, 0),
 			xlbMapXlbReaped:       addDeltas(8, 0),
 			xlbMapXlbHandshake:    addDeltas(8, 0),
-			xlbMapXlbShared:       addDeltas(8, 2), // rr and generation; the clock fields are the clock's
+			xlbMapXlbShared:       addDeltas(8, 1), // the generation; the clock fields are the clock's
+			xlbMapXlbRr:           addDeltas(8, 0),
 			xlbMapXlbSnatCursors:  addDeltas(4, 0),
 		},
-		refresh: []string{xlbMapXlbCfg, xlbMapXlbBackendSets},
+		Refresh: []string{xlbMapXlbCfg, xlbMapXlbBackendSets, xlbMapXlbServices, xlbMapXlbListen},
 	}
 }
 
-// migration is one copy from a predecessor's maps into this build's.
-type migration struct {
-	layout layout
+// Migration is one copy from a predecessor's maps into this build's.
+type Migration struct {
+	layout Layout
 	from   uint32                 // the source's layout
 	src    map[string]*ebpf.Map   // the pinned maps copied from (owned: closed by close)
 	dst    map[string]*ebpf.Map   // the new maps, by name (not owned)
 	batch  bool                   // use batch map operations
-	base   map[string]*rawEntries // converted source entries at the last copy, for addDeltas
+	base   map[string]*RawEntries // converted source entries at the last copy, for addDeltas
 	// seen is, for each entry of a merged hash map (the flow map), what
 	// the last copy read and left (seenEntry), so that the second pass
 	// applies only what the old program changed since, and knows whether
@@ -146,25 +153,25 @@ type migration struct {
 	seen map[string]map[string]seenEntry
 	pass uint32 // the copies so far: seenEntry.pass of the entries the last one read
 	seed maphash.Seed
-	host migrationHost
-	// derive, when set, rebuilds the new maps' derived state (the SNAT
+	host Host
+	// Derive, when set, rebuilds the new maps' derived state (the SNAT
 	// port bitmap) from what the copy produced: the last thing of each
 	// copyAll and catchUp.
-	derive func() error
+	Derive func() error
 }
 
-// newMigration checks that every step from layout from to l.version is
+// NewMigration checks that every step from layout from to l.version is
 // known.
-func newMigration(l layout, from uint32, src, dst map[string]*ebpf.Map, batch bool, host migrationHost) (*migration, error) {
-	if from > l.version {
-		return nil, fmt.Errorf("layout %d is newer than this build's %d", from, l.version)
+func NewMigration(l Layout, from uint32, src, dst map[string]*ebpf.Map, batch bool, host Host) (*Migration, error) {
+	if from > l.Version {
+		return nil, fmt.Errorf("layout %d is newer than this build's %d", from, l.Version)
 	}
-	for v := from; v < l.version; v++ {
-		if _, ok := l.steps[v]; !ok {
+	for v := from; v < l.Version; v++ {
+		if _, ok := l.Steps[v]; !ok {
 			return nil, fmt.Errorf("this build has no conversion from layout %d to %d (it migrates pins of layouts %s)", v, v+1, knownLayouts(l))
 		}
 	}
-	return &migration{layout: l, from: from, src: src, dst: dst, batch: batch, base: map[string]*rawEntries{},
+	return &Migration{layout: l, from: from, src: src, dst: dst, batch: batch, base: map[string]*RawEntries{},
 		seen: map[string]map[string]seenEntry{}, seed: maphash.MakeSeed(), host: host}, nil
 }
 
@@ -181,23 +188,23 @@ type seenEntry struct {
 }
 
 // knownLayouts names the layouts l migrates from, as "a..b".
-func knownLayouts(l layout) string {
-	lo := l.version
+func knownLayouts(l Layout) string {
+	lo := l.Version
 	for lo > 0 {
-		if _, ok := l.steps[lo-1]; !ok {
+		if _, ok := l.Steps[lo-1]; !ok {
 			break
 		}
 		lo--
 	}
-	if lo == l.version {
+	if lo == l.Version {
 		return fmt.Sprintf("%d only", lo)
 	}
-	return fmt.Sprintf("%d to %d", lo, l.version)
+	return fmt.Sprintf("%d to %d", lo, l.Version)
 }
 
-// copyAll is the first pass: every map both sides have, converted. A map
+// CopyAll is the first pass: every map both sides have, converted. A map
 // only the new layout has stays empty; a ring buffer has nothing to copy.
-func (m *migration) copyAll() error {
+func (m *Migration) CopyAll() error {
 	for _, name := range slices.Sorted(maps.Keys(m.dst)) {
 		src, dst := m.src[name], m.dst[name]
 		if src == nil || skipCopy(src, dst) {
@@ -210,22 +217,22 @@ func (m *migration) copyAll() error {
 		if err != nil {
 			return err
 		}
-		if dst.Type() == ebpf.Hash && r.len() > int(dst.MaxEntries()) {
-			return fmt.Errorf("map %s: %d entries do not fit the new map's %d", name, r.len(), dst.MaxEntries())
+		if dst.Type() == ebpf.Hash && r.Len() > int(dst.MaxEntries()) {
+			return fmt.Errorf("map %s: %d entries do not fit the new map's %d", name, r.Len(), dst.MaxEntries())
 		}
-		if err := writeEntries(dst, r, m.batch); err != nil {
+		if err := WriteEntries(dst, r, m.batch); err != nil {
 			return fmt.Errorf("map %s: %w", name, err)
 		}
 		switch {
-		case m.layout.merge[name] == nil:
+		case m.layout.Merge[name] == nil:
 		case dst.Type() == ebpf.Hash:
-			if r.valueSize < flowValueSize {
-				return fmt.Errorf("map %s: a %d-byte value is shorter than struct flow_value (%d)", name, r.valueSize, flowValueSize)
+			if r.ValueSize < FlowValueSize {
+				return fmt.Errorf("map %s: a %d-byte value is shorter than struct flow_value (%d)", name, r.ValueSize, FlowValueSize)
 			}
-			seen := make(map[string]seenEntry, r.len())
-			for i := range r.len() {
-				h := maphash.Bytes(m.seed, r.entry(i))
-				seen[string(r.key(i))] = seenEntry{src: h, dst: h, gen: flowGeneration(r.value(i, 0)), owned: true}
+			seen := make(map[string]seenEntry, r.Len())
+			for i := range r.Len() {
+				h := maphash.Bytes(m.seed, r.Entry(i))
+				seen[string(r.Key(i))] = seenEntry{src: h, dst: h, gen: flowGeneration(r.Value(i, 0)), owned: true}
 			}
 			m.seen[name] = seen
 		default:
@@ -236,11 +243,11 @@ func (m *migration) copyAll() error {
 }
 
 // deriveState runs derive.
-func (m *migration) deriveState() error {
-	if m.derive == nil {
+func (m *Migration) deriveState() error {
+	if m.Derive == nil {
 		return nil
 	}
-	return m.derive()
+	return m.Derive()
 }
 
 // skipCopy: a ring buffer's records cannot be copied (a new ring starts
@@ -251,8 +258,8 @@ func skipCopy(src, dst *ebpf.Map) bool {
 }
 
 // read dumps the source map name and converts it to the new layout.
-func (m *migration) read(name string) (*rawEntries, error) {
-	r, err := dumpMap(m.src[name], m.batch)
+func (m *Migration) read(name string) (*RawEntries, error) {
+	r, err := DumpMap(m.src[name], m.batch)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", name, err)
 	}
@@ -261,43 +268,43 @@ func (m *migration) read(name string) (*rawEntries, error) {
 
 // convert runs r, entries of map name in the source layout, through every
 // step to the new layout.
-func (m *migration) convert(name string, r *rawEntries) (*rawEntries, error) {
+func (m *Migration) convert(name string, r *RawEntries) (*RawEntries, error) {
 	dst := m.dst[name]
-	for v := m.from; v < m.layout.version; v++ {
-		c, ok := m.layout.steps[v].Maps[name]
+	for v := m.from; v < m.layout.Version; v++ {
+		c, ok := m.layout.Steps[v].Maps[name]
 		if !ok {
 			continue
 		}
 		if c.Prepare != nil {
 			var err error
-			if c, err = c.Prepare(&passContext{Dst: m.dst, Host: m.host}); err != nil {
+			if c, err = c.Prepare(&PassContext{Dst: m.dst, Host: m.host}); err != nil {
 				return nil, fmt.Errorf("map %s: layout %d to %d: %w", name, v, v+1, err)
 			}
 		}
-		out := newRawEntries(r.keySize, r.valueSize, r.ncpu)
-		if v+1 == m.layout.version { // the last step must produce the new map's sizes
-			out.keySize, out.valueSize = int(dst.KeySize()), int(dst.ValueSize())
+		out := NewRawEntries(r.KeySize, r.ValueSize, r.NCPU)
+		if v+1 == m.layout.Version { // the last step must produce the new map's sizes
+			out.KeySize, out.ValueSize = int(dst.KeySize()), int(dst.ValueSize())
 		}
-		for i := range r.len() {
-			k, err := apply(c.Key, r.key(i))
+		for i := range r.Len() {
+			k, err := apply(c.Key, r.Key(i))
 			if err != nil {
-				return nil, fmt.Errorf("map %s: layout %d to %d: key %x: %w", name, v, v+1, r.key(i), err)
+				return nil, fmt.Errorf("map %s: layout %d to %d: key %x: %w", name, v, v+1, r.Key(i), err)
 			}
 			var vals []byte
-			for cpu := range r.ncpu {
-				val, err := applyValue(c.Value, r.key(i), r.value(i, cpu))
+			for cpu := range r.NCPU {
+				val, err := applyValue(c.Value, r.Key(i), r.Value(i, cpu))
 				if err != nil {
-					return nil, fmt.Errorf("map %s: layout %d to %d: value of key %x: %w", name, v, v+1, r.key(i), err)
+					return nil, fmt.Errorf("map %s: layout %d to %d: value of key %x: %w", name, v, v+1, r.Key(i), err)
 				}
-				if i == 0 && cpu == 0 && v+1 < m.layout.version {
-					out.keySize, out.valueSize = len(k), len(val)
+				if i == 0 && cpu == 0 && v+1 < m.layout.Version {
+					out.KeySize, out.ValueSize = len(k), len(val)
 				}
-				if len(k) != out.keySize || len(val) != out.valueSize {
-					return nil, fmt.Errorf("map %s: layout %d to %d: the converter made a %d/%d-byte key/value, want %d/%d", name, v, v+1, len(k), len(val), out.keySize, out.valueSize)
+				if len(k) != out.KeySize || len(val) != out.ValueSize {
+					return nil, fmt.Errorf("map %s: layout %d to %d: the converter made a %d/%d-byte key/value, want %d/%d", name, v, v+1, len(k), len(val), out.KeySize, out.ValueSize)
 				}
 				vals = append(vals, val...)
 			}
-			out.add(k, vals)
+			out.Add(k, vals)
 		}
 		r = out
 	}
@@ -318,14 +325,14 @@ func applyValue(f func(key, old []byte) ([]byte, error), k, b []byte) ([]byte, e
 	return f(slices.Clone(k), slices.Clone(b))
 }
 
-// catchUp is the second pass: every map with a merger, in name order,
+// CatchUp is the second pass: every map with a merger, in name order,
 // then derive.
-func (m *migration) catchUp() error {
-	for _, name := range slices.Sorted(maps.Keys(m.layout.merge)) {
+func (m *Migration) CatchUp() error {
+	for _, name := range slices.Sorted(maps.Keys(m.layout.Merge)) {
 		if m.src[name] == nil || m.dst[name] == nil || skipCopy(m.src[name], m.dst[name]) {
 			continue
 		}
-		if err := m.layout.merge[name](m, name); err != nil {
+		if err := m.layout.Merge[name](m, name); err != nil {
 			return fmt.Errorf("second copy of map %s: %w", name, err)
 		}
 	}
@@ -335,9 +342,9 @@ func (m *migration) catchUp() error {
 	return nil
 }
 
-// refresh copies the maps only userspace writes again, whole.
-func (m *migration) refresh() error {
-	for _, name := range m.layout.refresh {
+// Refresh copies the maps only userspace writes again, whole.
+func (m *Migration) Refresh() error {
+	for _, name := range m.layout.Refresh {
 		if m.src[name] == nil || m.dst[name] == nil {
 			continue
 		}
@@ -345,15 +352,15 @@ func (m *migration) refresh() error {
 		if err != nil {
 			return err
 		}
-		if err := writeEntries(m.dst[name], r, m.batch); err != nil {
+		if err := WriteEntries(m.dst[name], r, m.batch); err != nil {
 			return fmt.Errorf("map %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// close releases the source maps.
-func (m *migration) close() error {
+// Close releases the source maps.
+func (m *Migration) Close() error {
 	var errs []error
 	for _, s := range m.src {
 		errs = append(errs, s.Close())
@@ -362,9 +369,9 @@ func (m *migration) close() error {
 	return errors.Join(errs...)
 }
 
-// flowValueSize is the bytes of struct flow_value in this layout; later
+// FlowValueSize is the bytes of struct flow_value in this layout; later
 // layouts that only append to it merge with mergeFlows too.
-const flowValueSize = int(unsafe.Sizeof(FlowValue{}))
+const FlowValueSize = int(unsafe.Sizeof(xlbFlowValue{}))
 
 // mergeFlows applies to the new flow map what the old program did to
 // its own since the last copy, key by key; entries it left as the last
@@ -386,13 +393,13 @@ const flowValueSize = int(unsafe.Sizeof(FlowValue{}))
 // Each step reads the new map's entry and then writes it, so an update
 // the new program makes to that key in between (one system call) is
 // lost, as with addDeltas.
-func mergeFlows(m *migration, name string) error {
+func mergeFlows(m *Migration, name string) error {
 	src, err := m.read(name)
 	if err != nil {
 		return err
 	}
-	if src.valueSize < flowValueSize {
-		return fmt.Errorf("a %d-byte flow value is shorter than struct flow_value (%d)", src.valueSize, flowValueSize)
+	if src.ValueSize < FlowValueSize {
+		return fmt.Errorf("a %d-byte flow value is shorter than struct flow_value (%d)", src.ValueSize, FlowValueSize)
 	}
 	dst, seen := m.dst[name], m.seen[name]
 	if seen == nil {
@@ -400,17 +407,17 @@ func mergeFlows(m *migration, name string) error {
 		m.seen[name] = seen
 	}
 	m.pass++
-	for i := range src.len() {
-		k, h := string(src.key(i)), maphash.Bytes(m.seed, src.entry(i))
+	for i := range src.Len() {
+		k, h := string(src.Key(i)), maphash.Bytes(m.seed, src.Entry(i))
 		e, ok := seen[k]
 		if ok && e.src == h {
 			e.pass = m.pass
 			seen[k] = e
 			continue
 		}
-		now, err := syncFlow(dst, src.key(i), src.value(i, 0), e, m.seed)
+		now, err := syncFlow(dst, src.Key(i), src.Value(i, 0), e, m.seed)
 		if err != nil {
-			return fmt.Errorf("flow %x: %w", src.key(i), err)
+			return fmt.Errorf("flow %x: %w", src.Key(i), err)
 		}
 		e = seenEntry{src: h, pass: m.pass}
 		if now != nil {
@@ -511,36 +518,36 @@ func dropFlow(dst *ebpf.Map, key []byte, e seenEntry) error {
 // last_seen when later (with the sender's window when it saw the ACK).
 // Bytes after struct flow_value are cur's.
 func mergeFlowValue(cur, old []byte) []byte {
-	var a, b FlowValue
+	var a, b xlbFlowValue
 	decodeFlowValue(old, &a)
 	decodeFlowValue(cur, &b)
 	merged := b
 	merged.Flags |= a.Flags
 	if int32(a.LastSeen-b.LastSeen) > 0 {
 		merged.LastSeen = a.LastSeen
-		if a.Flags&FlagACKSeen != 0 { // the old program saw the later ACK: its window is the current one
+		if a.Flags&uint32(xlbXlbFlowFlagsXLB_F_ACK_SEEN) != 0 { // the old program saw the later ACK: its window is the current one
 			merged.TrackSeq, merged.TrackWin, merged.Wscale = a.TrackSeq, a.TrackWin, a.Wscale
 		}
 	}
 	out := slices.Clone(cur)
-	copy(out, toBytes(&merged))
+	copy(out, ToBytes(&merged))
 	return out
 }
 
 // flowGeneration is the generation of the struct flow_value at the start
 // of raw.
 func flowGeneration(raw []byte) uint32 {
-	return binary.NativeEndian.Uint32(raw[unsafe.Offsetof(FlowValue{}.Generation):])
+	return binary.NativeEndian.Uint32(raw[unsafe.Offsetof(xlbFlowValue{}.Generation):])
 }
 
 // decodeFlowValue reads the struct flow_value at the start of raw.
-func decodeFlowValue(raw []byte, v *FlowValue) {
-	*v, _ = fromBytes[FlowValue](raw[:flowValueSize])
+func decodeFlowValue(raw []byte, v *xlbFlowValue) {
+	*v, _ = FromBytes[xlbFlowValue](raw[:FlowValueSize])
 }
 
-// fromBytes reads a T laid out as the kernel holds it from b, which must
+// FromBytes reads a T laid out as the kernel holds it from b, which must
 // be exactly its size.
-func fromBytes[T any](b []byte) (T, error) {
+func FromBytes[T any](b []byte) (T, error) {
 	var v T
 	if len(b) != int(unsafe.Sizeof(v)) {
 		return v, fmt.Errorf("%d bytes, want %d", len(b), unsafe.Sizeof(v))
@@ -549,8 +556,8 @@ func fromBytes[T any](b []byte) (T, error) {
 	return v, nil
 }
 
-// toBytes is v as the kernel holds it.
-func toBytes[T any](v *T) []byte {
+// ToBytes is v as the kernel holds it.
+func ToBytes[T any](v *T) []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))...)
 }
 
@@ -559,26 +566,26 @@ func toBytes[T any](v *T) []byte {
 // old program added to it since the last copy. A count the new program
 // adds between this pass's read and write of the same cell is lost (the
 // update is not atomic); the window is one syscall.
-func addDeltas(width, words int) merger {
-	return func(m *migration, name string) error {
+func addDeltas(width, words int) Merger {
+	return func(m *Migration, name string) error {
 		now, err := m.read(name)
 		if err != nil {
 			return err
 		}
 		base := m.base[name]
-		if base == nil || base.len() != now.len() || base.valueSize != now.valueSize || base.ncpu != now.ncpu {
+		if base == nil || base.Len() != now.Len() || base.ValueSize != now.ValueSize || base.NCPU != now.NCPU {
 			return fmt.Errorf("the source changed shape since the first copy")
 		}
 		dst := m.dst[name]
-		n := now.valueSize / width
+		n := now.ValueSize / width
 		if words > 0 {
 			n = min(n, words)
 		}
-		for i := range now.len() {
-			delta := make([]uint64, n*now.ncpu)
+		for i := range now.Len() {
+			delta := make([]uint64, n*now.NCPU)
 			moved := false
-			for cpu := range now.ncpu {
-				a, b := base.value(i, cpu), now.value(i, cpu)
+			for cpu := range now.NCPU {
+				a, b := base.Value(i, cpu), now.Value(i, cpu)
 				for w := range n {
 					d := word(b, w, width) - word(a, w, width)
 					delta[cpu*n+w] = d
@@ -588,23 +595,23 @@ func addDeltas(width, words int) merger {
 			if !moved {
 				continue
 			}
-			cur, ok, err := lookupRaw(dst, now.key(i))
+			cur, ok, err := lookupRaw(dst, now.Key(i))
 			if err == nil && !ok {
 				err = ebpf.ErrKeyNotExist // an array has every key
 			}
 			if err != nil {
-				return fmt.Errorf("key %x: %w", now.key(i), err)
+				return fmt.Errorf("key %x: %w", now.Key(i), err)
 			}
-			upd := newRawEntries(now.keySize, now.valueSize, now.ncpu)
-			for cpu := range now.ncpu {
-				v := cur[cpu*now.valueSize : (cpu+1)*now.valueSize]
+			upd := NewRawEntries(now.KeySize, now.ValueSize, now.NCPU)
+			for cpu := range now.NCPU {
+				v := cur[cpu*now.ValueSize : (cpu+1)*now.ValueSize]
 				for w := range n {
 					setWord(v, w, width, word(v, w, width)+delta[cpu*n+w])
 				}
 			}
-			upd.add(now.key(i), cur)
+			upd.Add(now.Key(i), cur)
 			if err := putRaw(dst, upd, 0, ebpf.UpdateExist); err != nil {
-				return fmt.Errorf("key %x: %w", now.key(i), err)
+				return fmt.Errorf("key %x: %w", now.Key(i), err)
 			}
 		}
 		m.base[name] = now

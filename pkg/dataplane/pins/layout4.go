@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 // The step from layout 4 (issue 14; the last build of it: commit 939478d)
 // to layout 5 (the destination MAC check, bpf/ours.h). Map by map:
@@ -12,4 +12,4 @@ package dataplane
 //
 // No entry changes: the copy of every map as it is (layoutStep's default)
 // is the whole conversion.
-var layout4Step = layoutStep{From: 4, Maps: map[string]entryConverter{}}
+var layout4Step = Step{From: 4, Maps: map[string]Converter{}}

@@ -1,8 +1,10 @@
-package dataplane
+package pins
 
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/xlbproject/xlb/pkg/limits"
 )
 
 // The step from layout 3 (issue 13; the last build of it: commit c29c03f)
@@ -22,45 +24,45 @@ import (
 //   - everything else is unchanged: struct xlb_config keeps its bytes
 //     (remote_port_be 0, which layout 3 never wrote, now means "the
 //     backend's own port").
-var layout3Step = layoutStep{From: 3, Maps: map[string]entryConverter{
+var layout3Step = Step{From: 3, Maps: map[string]Converter{
 	xlbMapXlbFlows:       {Value: flowFrom3},
 	xlbMapXlbBackendSets: {Value: backendSetFrom3},
 }}
 
-// flowValue3Size is the bytes of layout 3's struct flow_value: layout 4's
+// FlowValue3Size is the bytes of layout 3's struct flow_value: layout 4's
 // without its last field, syn_us, which the kernel's rounding of the
 // value to 8 bytes had left room for.
-const flowValue3Size = int(unsafe.Offsetof(flowValue6{}.SynUs))
+const FlowValue3Size = int(unsafe.Offsetof(FlowValue6{}.SynUs))
 
-// backendRef3 is layout 3's (and layout 2's) struct backend_ref.
-type backendRef3 struct {
+// BackendRef3 is layout 3's (and layout 2's) struct backend_ref.
+type BackendRef3 struct {
 	IpBe, Id uint32
 }
 
-// backendSet3 is layout 3's (and layout 2's) struct backend_set.
-type backendSet3 struct {
+// BackendSet3 is layout 3's (and layout 2's) struct backend_set.
+type BackendSet3 struct {
 	Count, Pad uint32
-	Entries    [MaxBackends]backendRef3
+	Entries    [limits.MaxBackends]BackendRef3
 }
 
 func flowFrom3(_, old []byte) ([]byte, error) {
-	if len(old) != flowValue3Size {
-		return nil, fmt.Errorf("layout 3 flow value: %d bytes, want %d", len(old), flowValue3Size)
+	if len(old) != FlowValue3Size {
+		return nil, fmt.Errorf("layout 3 flow value: %d bytes, want %d", len(old), FlowValue3Size)
 	}
-	return append(old, make([]byte, flowValue6Size-flowValue3Size)...), nil // syn_us 0: not timed
+	return append(old, make([]byte, FlowValue6Size-FlowValue3Size)...), nil // syn_us 0: not timed
 }
 
 func backendSetFrom3(_, old []byte) ([]byte, error) {
-	o, err := fromBytes[backendSet3](old)
+	o, err := FromBytes[BackendSet3](old)
 	if err != nil {
 		return nil, fmt.Errorf("layout 3 routable set: %w", err)
 	}
-	n := xlbBackendSet{Count: o.Count, Pad: o.Pad}
+	n := BackendSet8{Count: o.Count, Pad: o.Pad}
 	for i, r := range o.Entries {
-		if i < int(o.Count) && r.Id >= MaxBackends {
-			return nil, fmt.Errorf("layout 3 routable set: entry %d has backend id %d, beyond %d", i, r.Id, MaxBackends-1)
+		if i < int(o.Count) && r.Id >= limits.MaxBackends {
+			return nil, fmt.Errorf("layout 3 routable set: entry %d has backend id %d, beyond %d", i, r.Id, limits.MaxBackends-1)
 		}
-		n.Entries[i] = xlbBackendRef{IpBe: r.IpBe, Id: uint16(r.Id)}
+		n.Entries[i] = BackendRef8{IpBe: r.IpBe, Id: uint16(r.Id)}
 	}
-	return toBytes(&n), nil
+	return ToBytes(&n), nil
 }

@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 import (
 	"errors"
@@ -10,49 +10,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawEntries are entries of a map as bytes, in the sizes the kernel
+// RawEntries are entries of a map as bytes, in the sizes the kernel
 // reports for the map, whatever layout built it: migrations read a
 // predecessor's maps with them. Entry i is keys[i*keySize:] and, for each
 // of the ncpu values (one per possible CPU for a per-CPU map, else one),
 // values[(i*ncpu+cpu)*valueSize:].
-type rawEntries struct {
-	keySize, valueSize, ncpu int
+type RawEntries struct {
+	KeySize, ValueSize, NCPU int
 	keys, values             []byte
 }
 
-func newRawEntries(keySize, valueSize, ncpu int) *rawEntries {
-	return &rawEntries{keySize: keySize, valueSize: valueSize, ncpu: ncpu}
+func NewRawEntries(keySize, valueSize, ncpu int) *RawEntries {
+	return &RawEntries{KeySize: keySize, ValueSize: valueSize, NCPU: ncpu}
 }
 
-func (r *rawEntries) len() int {
-	if r.keySize == 0 { // a ring buffer
+func (r *RawEntries) Len() int {
+	if r.KeySize == 0 { // a ring buffer
 		return 0
 	}
-	return len(r.keys) / r.keySize
+	return len(r.keys) / r.KeySize
 }
 
-func (r *rawEntries) key(i int) []byte { return r.keys[i*r.keySize : (i+1)*r.keySize] }
+func (r *RawEntries) Key(i int) []byte { return r.keys[i*r.KeySize : (i+1)*r.KeySize] }
 
-// value is entry i's value of one CPU (cpu 0 for other maps).
-func (r *rawEntries) value(i, cpu int) []byte {
-	off := (i*r.ncpu + cpu) * r.valueSize
-	return r.values[off : off+r.valueSize]
+// Value is entry i's Value of one CPU (cpu 0 for other maps).
+func (r *RawEntries) Value(i, cpu int) []byte {
+	off := (i*r.NCPU + cpu) * r.ValueSize
+	return r.values[off : off+r.ValueSize]
 }
 
-// entry is entry i's values of every CPU, back to back.
-func (r *rawEntries) entry(i int) []byte {
-	return r.values[i*r.ncpu*r.valueSize : (i+1)*r.ncpu*r.valueSize]
+// Entry is Entry i's values of every CPU, back to back.
+func (r *RawEntries) Entry(i int) []byte {
+	return r.values[i*r.NCPU*r.ValueSize : (i+1)*r.NCPU*r.ValueSize]
 }
 
-// add appends an entry; vals holds ncpu values back to back.
-func (r *rawEntries) add(k, vals []byte) {
+// Add appends an entry; vals holds ncpu values back to back.
+func (r *RawEntries) Add(k, vals []byte) {
 	r.keys = append(r.keys, k...)
 	r.values = append(r.values, vals...)
 }
 
-// mapCPUs is the number of values one entry of m holds: the possible CPUs
+// MapCPUs is the number of values one entry of m holds: the possible CPUs
 // for a per-CPU map, else 1.
-func mapCPUs(m *ebpf.Map) (int, error) {
+func MapCPUs(m *ebpf.Map) (int, error) {
 	if perCPU(m) {
 		return ebpf.PossibleCPU()
 	}
@@ -78,8 +78,8 @@ func batchable(t ebpf.MapType) bool {
 	return false
 }
 
-// rawChunk is how many entries one batch command moves.
-const rawChunk = 4096
+// RawChunk is how many entries one batch command moves.
+const RawChunk = 4096
 
 // byteArrays returns a slice of n arrays of size bytes, made at run time
 // so that cilium/ebpf encodes it without copying, and the same memory as
@@ -92,16 +92,16 @@ func byteArrays(size, n int) (any, []byte) {
 	return v.Interface(), unsafe.Slice((*byte)(v.UnsafePointer()), size*n)
 }
 
-// dumpMap reads every entry of m: with BPF_MAP_LOOKUP_BATCH where batch
+// DumpMap reads every entry of m: with BPF_MAP_LOOKUP_BATCH where batch
 // says so and the map type allows it, else key by key. An array map
 // yields all of its keys. A concurrent writer may change entries during
 // the read; each entry is read whole.
-func dumpMap(m *ebpf.Map, batch bool) (*rawEntries, error) {
-	ncpu, err := mapCPUs(m)
+func DumpMap(m *ebpf.Map, batch bool) (*RawEntries, error) {
+	ncpu, err := MapCPUs(m)
 	if err != nil {
 		return nil, err
 	}
-	r := newRawEntries(int(m.KeySize()), int(m.ValueSize()), ncpu)
+	r := NewRawEntries(int(m.KeySize()), int(m.ValueSize()), ncpu)
 	if m.Type() == ebpf.RingBuf {
 		return r, nil // no entries to read
 	}
@@ -110,19 +110,19 @@ func dumpMap(m *ebpf.Map, batch bool) (*rawEntries, error) {
 		if err == nil || !errors.Is(err, ebpf.ErrNotSupported) {
 			return r, err
 		}
-		r = newRawEntries(r.keySize, r.valueSize, ncpu)
+		r = NewRawEntries(r.KeySize, r.ValueSize, ncpu)
 	}
 	return r, dumpPerKey(m, r)
 }
 
-func dumpBatch(m *ebpf.Map, r *rawEntries) error {
-	keys, kb := byteArrays(r.keySize, rawChunk)
-	vals, vb := byteArrays(r.valueSize, rawChunk*r.ncpu)
+func dumpBatch(m *ebpf.Map, r *RawEntries) error {
+	keys, kb := byteArrays(r.KeySize, RawChunk)
+	vals, vb := byteArrays(r.ValueSize, RawChunk*r.NCPU)
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := m.BatchLookup(&cursor, keys, vals, nil)
 		if n > 0 {
-			r.add(kb[:n*r.keySize], vb[:n*r.ncpu*r.valueSize])
+			r.Add(kb[:n*r.KeySize], vb[:n*r.NCPU*r.ValueSize])
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil
@@ -133,7 +133,7 @@ func dumpBatch(m *ebpf.Map, r *rawEntries) error {
 	}
 }
 
-func dumpPerKey(m *ebpf.Map, r *rawEntries) error {
+func dumpPerKey(m *ebpf.Map, r *RawEntries) error {
 	var k []byte
 	if perCPU(m) {
 		var per [][]byte
@@ -149,7 +149,7 @@ func dumpPerKey(m *ebpf.Map, r *rawEntries) error {
 	var v []byte
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		r.add(k, v)
+		r.Add(k, v)
 	}
 	return iterError(m, it.Err())
 }
@@ -161,15 +161,15 @@ func iterError(m *ebpf.Map, err error) error {
 	return nil
 }
 
-// writeEntries writes every entry of r into m (BPF_ANY): with
+// WriteEntries writes every entry of r into m (BPF_ANY): with
 // BPF_MAP_UPDATE_BATCH where batch says so and the map type allows it,
 // else one update per entry. The sizes of r must be m's. It returns the
 // first failure, naming the entry count written before it.
-func writeEntries(m *ebpf.Map, r *rawEntries, batch bool) error {
-	if r.keySize != int(m.KeySize()) || r.valueSize != int(m.ValueSize()) {
-		return fmt.Errorf("write %s: entries of key/value size %d/%d, the map has %d/%d", m, r.keySize, r.valueSize, m.KeySize(), m.ValueSize())
+func WriteEntries(m *ebpf.Map, r *RawEntries, batch bool) error {
+	if r.KeySize != int(m.KeySize()) || r.ValueSize != int(m.ValueSize()) {
+		return fmt.Errorf("write %s: entries of key/value size %d/%d, the map has %d/%d", m, r.KeySize, r.ValueSize, m.KeySize(), m.ValueSize())
 	}
-	n := r.len()
+	n := r.Len()
 	if batch && batchable(m.Type()) {
 		done, err := writeBatch(m, r)
 		if err == nil || !errors.Is(err, ebpf.ErrNotSupported) {
@@ -187,14 +187,14 @@ func writeEntries(m *ebpf.Map, r *rawEntries, batch bool) error {
 	return nil
 }
 
-func writeBatch(m *ebpf.Map, r *rawEntries) (int, error) {
-	n := r.len()
+func writeBatch(m *ebpf.Map, r *RawEntries) (int, error) {
+	n := r.Len()
 	for done := 0; done < n; {
-		c := min(rawChunk, n-done)
-		keys, kb := byteArrays(r.keySize, c)
-		vals, vb := byteArrays(r.valueSize, c*r.ncpu)
-		copy(kb, r.keys[done*r.keySize:])
-		copy(vb, r.values[done*r.ncpu*r.valueSize:])
+		c := min(RawChunk, n-done)
+		keys, kb := byteArrays(r.KeySize, c)
+		vals, vb := byteArrays(r.ValueSize, c*r.NCPU)
+		copy(kb, r.keys[done*r.KeySize:])
+		copy(vb, r.values[done*r.NCPU*r.ValueSize:])
 		k, err := m.BatchUpdate(keys, vals, nil)
 		if err != nil {
 			return done, fmt.Errorf("write %s: %d of %d entries written: %w%s", m, done+k, n, err, fullHint(m, err))
@@ -205,15 +205,15 @@ func writeBatch(m *ebpf.Map, r *rawEntries) (int, error) {
 }
 
 // putRaw writes entry i of r into m with flags.
-func putRaw(m *ebpf.Map, r *rawEntries, i int, flags ebpf.MapUpdateFlags) error {
+func putRaw(m *ebpf.Map, r *RawEntries, i int, flags ebpf.MapUpdateFlags) error {
 	if !perCPU(m) {
-		return m.Update(r.key(i), r.entry(i), flags)
+		return m.Update(r.Key(i), r.Entry(i), flags)
 	}
-	per := make([][]byte, r.ncpu)
+	per := make([][]byte, r.NCPU)
 	for cpu := range per {
-		per[cpu] = r.value(i, cpu)
+		per[cpu] = r.Value(i, cpu)
 	}
-	return m.Update(r.key(i), per, flags)
+	return m.Update(r.Key(i), per, flags)
 }
 
 // lookupRaw reads the entry under key k of m into one value per CPU back

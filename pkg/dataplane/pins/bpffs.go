@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 import (
 	"errors"
@@ -58,10 +58,10 @@ func onBPFFS(path string) (bool, error) {
 	return uint32(st.Type) == unix.BPF_FS_MAGIC, nil
 }
 
-// probePinning is the FeaturePinning probe: the BPF filesystem under
+// ProbePinning is the FeaturePinning probe: the BPF filesystem under
 // stateDir (EnsureBPFFS) and one pin of a throwaway map there. A
 // read-only stateDir's refusal says how to make it writable.
-func probePinning(stateDir string) error {
+func ProbePinning(stateDir string) error {
 	err := probePinningIn(stateDir)
 	if errors.Is(err, unix.EROFS) {
 		// The packaged unit's sandbox (ProtectKernelTunables=yes) leaves
@@ -94,27 +94,27 @@ func probePinningIn(stateDir string) error {
 // replacement in progress (pins.go). A BPF filesystem refuses names with a
 // dot (reserved for the kernel's own files), hence no dot files.
 const (
-	metaFile    = "meta"
-	mapsDir     = "maps"
-	linksDir    = "links"
-	stagingDir  = "staging" // the complete new set, meta pinned last
-	retiredDir  = "retired" // replaced pins, removed once the new set is in place
-	stagingMeta = stagingDir + "/" + metaFile
+	MetaFile    = "meta"
+	MapsDir     = "maps"
+	LinksDir    = "links"
+	StagingDir  = "staging" // the complete new set, meta pinned last
+	RetiredDir  = "retired" // replaced pins, removed once the new set is in place
+	stagingMeta = StagingDir + "/" + MetaFile
 )
 
-func metaPath(stateDir string) string { return filepath.Join(stateDir, metaFile) }
+func MetaPath(stateDir string) string { return filepath.Join(stateDir, MetaFile) }
 
-func mapPath(stateDir, name string) string { return filepath.Join(stateDir, mapsDir, name) }
+func MapPath(stateDir, name string) string { return filepath.Join(stateDir, MapsDir, name) }
 
-// linkPath is where the link of interface ifname is pinned. Interface
+// LinkPath is where the link of interface ifname is pinned. Interface
 // names may hold dots (VLANs: eth0.100), which a BPF filesystem refuses:
 // they are escaped as %2E (and % as %25).
-func linkPath(stateDir, ifname string) string {
-	return filepath.Join(stateDir, linksDir, linkEscaper.Replace(ifname))
+func LinkPath(stateDir, ifname string) string {
+	return filepath.Join(stateDir, LinksDir, linkEscaper.Replace(ifname))
 }
 
-// ifnameOfLink is the interface name of a file under links/.
-func ifnameOfLink(file string) string { return linkUnescaper.Replace(file) }
+// IfnameOfLink is the interface name of a file under links/.
+func IfnameOfLink(file string) string { return linkUnescaper.Replace(file) }
 
 var (
 	linkEscaper   = strings.NewReplacer("%", "%25", ".", "%2E")

@@ -1,4 +1,4 @@
-package dataplane
+package pins
 
 import (
 	"fmt"
@@ -19,14 +19,14 @@ import (
 //     after every counter layout 6 had: the copy as it is, the new one
 //     starting at 0.
 //   - everything else is unchanged.
-var layout6Step = layoutStep{From: 6, Maps: map[string]entryConverter{
+var layout6Step = Step{From: 6, Maps: map[string]Converter{
 	xlbMapXlbFlows: {Value: flowFrom6},
 }}
 
-// flowValue6 is layouts 4 to 6's struct flow_value (layout 3's is the
+// FlowValue6 is layouts 4 to 6's struct flow_value (layout 3's is the
 // same without syn_us: flowValue3Size): nexthop before generation and
 // flags.
-type flowValue6 struct {
+type FlowValue6 struct {
 	_          structs.HostLayout
 	SaddrBe    uint32
 	DaddrBe    uint32
@@ -46,21 +46,21 @@ type flowValue6 struct {
 	SynUs      uint32
 }
 
-// flowValue6Size is the bytes of flowValue6; the same as layout 7's
+// FlowValue6Size is the bytes of flowValue6; the same as layout 7's
 // (flowValue7Size).
-const flowValue6Size = int(unsafe.Sizeof(flowValue6{}))
+const FlowValue6Size = int(unsafe.Sizeof(FlowValue6{}))
 
 // next is o in layout 7's order.
-func (o flowValue6) next() flowValue7 {
-	return flowValue7{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
+func (o FlowValue6) next() FlowValue7 {
+	return FlowValue7{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
 		CsumIp: o.CsumIp, CsumL4: o.CsumL4, Generation: o.Generation, Flags: o.Flags, Nexthop: o.Nexthop,
 		LastSeen: o.LastSeen, TrackSeq: o.TrackSeq, TrackWin: o.TrackWin, BackendId: o.BackendId,
 		Wscale: o.Wscale, Pad: o.Pad, SynUs: o.SynUs}
 }
 
-// asFlowValue6 is v (layout 7's) in layouts 4 to 6's order.
-func asFlowValue6(v flowValue7) flowValue6 {
-	return flowValue6{SaddrBe: v.SaddrBe, DaddrBe: v.DaddrBe, SportBe: v.SportBe, DportBe: v.DportBe,
+// AsFlowValue6 is v (layout 7's) in layouts 4 to 6's order.
+func AsFlowValue6(v FlowValue7) FlowValue6 {
+	return FlowValue6{SaddrBe: v.SaddrBe, DaddrBe: v.DaddrBe, SportBe: v.SportBe, DportBe: v.DportBe,
 		CsumIp: v.CsumIp, CsumL4: v.CsumL4, Nexthop: v.Nexthop, Generation: v.Generation, Flags: v.Flags,
 		LastSeen: v.LastSeen, TrackSeq: v.TrackSeq, TrackWin: v.TrackWin, BackendId: v.BackendId,
 		Wscale: v.Wscale, Pad: v.Pad, SynUs: v.SynUs}
@@ -68,10 +68,10 @@ func asFlowValue6(v flowValue7) flowValue6 {
 
 // flowFrom6 reorders a layout 6 flow value into layout 7's (layout6Step).
 func flowFrom6(_, old []byte) ([]byte, error) {
-	o, err := fromBytes[flowValue6](old)
+	o, err := FromBytes[FlowValue6](old)
 	if err != nil {
 		return nil, fmt.Errorf("layout 6 flow value: %w", err)
 	}
 	v := o.next()
-	return toBytes(&v), nil
+	return ToBytes(&v), nil
 }

@@ -1,9 +1,13 @@
-package dataplane
+package pins
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"unsafe"
+
+	"github.com/xlbproject/xlb/pkg/limits"
 )
 
 // The step from layout 2 (the first layout ever pinned: release commit
@@ -41,13 +45,13 @@ import (
 //     takes the reason slot layout 2 left empty.
 //   - xlb_close_ring grew; a ring is never copied.
 //   - everything else is unchanged.
-var layout2Step = layoutStep{From: 2, Maps: map[string]entryConverter{
+var layout2Step = Step{From: 2, Maps: map[string]Converter{
 	xlbMapXlbFlows: {Prepare: prepareFlowsFrom2},
 	xlbMapXlbCfg:   {Value: configFrom2},
 }}
 
-// flowValue2 is layout 2's struct flow_value (48 bytes).
-type flowValue2 struct {
+// FlowValue2 is layout 2's struct flow_value (48 bytes).
+type FlowValue2 struct {
 	SaddrBe, DaddrBe uint32
 	SportBe, DportBe uint16
 	Smac, Dmac       [6]byte
@@ -59,24 +63,24 @@ type flowValue2 struct {
 	BackendId, Pad   uint16
 }
 
-// config2 is layout 2's struct xlb_config (56 bytes).
-type config2 struct {
+// Config2 is layout 2's struct xlb_config (56 bytes).
+type Config2 struct {
 	ListenIpBe, SnatIpBe   uint32
 	SnatPortLo, SnatPortHi uint16
 	Nports                 uint32
-	Ports                  [MaxPorts]struct{ LocalPortBe, RemotePortBe uint16 }
+	Ports                  [limits.MaxPorts]struct{ LocalPortBe, RemotePortBe uint16 }
 	Flags, ActiveSet       uint32
 }
 
 func configFrom2(_, old []byte) ([]byte, error) {
-	c, err := fromBytes[config2](old)
+	c, err := FromBytes[Config2](old)
 	if err != nil {
 		return nil, fmt.Errorf("layout 2 config: %w", err)
 	}
-	n := xlbXlbConfig{ListenIpBe: c.ListenIpBe, SnatPortLo: c.SnatPortLo, SnatPortHi: c.SnatPortHi,
+	n := Config8{ListenIpBe: c.ListenIpBe, SnatPortLo: c.SnatPortLo, SnatPortHi: c.SnatPortHi,
 		Nports: c.Nports, Flags: c.Flags, ActiveSet: c.ActiveSet}
 	if c.SnatPortLo != 0 && c.SnatPortHi >= c.SnatPortLo {
-		n.SnatWords = SNATSpace{PortLo: c.SnatPortLo, PortHi: c.SnatPortHi}.words()
+		n.SnatWords = (uint32(c.SnatPortHi) - uint32(c.SnatPortLo) + 64) / 64 // the bitmap words of one (backend, SNAT address)
 	}
 	for i, p := range c.Ports {
 		n.Ports[i] = xlbPortMap{LocalPortBe: p.LocalPortBe, RemotePortBe: p.RemotePortBe}
@@ -84,40 +88,43 @@ func configFrom2(_, old []byte) ([]byte, error) {
 	if c.SnatIpBe != 0 {
 		n.Nsnat, n.SnatIpsBe[0] = 1, c.SnatIpBe
 	}
-	return toBytes(&n)[:config5Size], nil // layout 3's config: layout 6's without its tail
+	return ToBytes(&n)[:Config5Size], nil // layout 3's config: layout 8's without its tail
 }
 
 // prepareFlowsFrom2 makes one pass's flow converter: it reads each
 // interface's neighbours once and claims each next hop once.
-func prepareFlowsFrom2(c *passContext) (entryConverter, error) {
+func prepareFlowsFrom2(c *PassContext) (Converter, error) {
 	m := c.Dst[xlbMapXlbNexthops]
 	if m == nil || m.ValueSize() != uint32(unsafe.Sizeof(xlbNexthop{})) {
-		return entryConverter{}, errors.New("the new maps have no xlb_nexthops of struct nexthop for the entries' next hops")
+		return Converter{}, errors.New("the new maps have no xlb_nexthops of struct nexthop for the entries' next hops")
 	}
 	now, err := c.Host.Now()
 	if err != nil {
-		return entryConverter{}, err
+		return Converter{}, err
 	}
-	h := &hopsFrom2{claim: func(want xlbNexthop) (uint32, error) { return claimNextHop(m, want) }, host: c.Host, now: now,
+	if c.Host.ClaimNextHop == nil {
+		return Converter{}, errors.New("the host claims no next-hop slots")
+	}
+	h := &hopsFrom2{claim: func(want xlbNexthop) (uint32, error) { return c.Host.ClaimNextHop(m, want) }, host: c.Host, now: now,
 		neigh: map[uint32]map[[6]byte][]uint32{}, slots: map[xlbNexthop]uint32{}}
-	return entryConverter{Value: h.flow}, nil
+	return Converter{Value: h.flow}, nil
 }
 
 // hopsFrom2 gives layout 2 flow entries their next-hop slots.
 type hopsFrom2 struct {
 	claim func(xlbNexthop) (uint32, error)
-	host  migrationHost
+	host  Host
 	now   uint32
 	neigh map[uint32]map[[6]byte][]uint32 // ifindex → MAC → the addresses (in-memory __be32) that have it
 	slots map[xlbNexthop]uint32           // the next hops claimed in this pass (used zeroed)
 }
 
 func (h *hopsFrom2) flow(key, old []byte) ([]byte, error) {
-	k, err := fromBytes[FlowKey](key)
+	k, err := FromBytes[xlbFlowKey](key)
 	if err != nil {
 		return nil, fmt.Errorf("flow key: %w", err)
 	}
-	o, err := fromBytes[flowValue2](old)
+	o, err := FromBytes[FlowValue2](old)
 	if err != nil {
 		return nil, fmt.Errorf("layout 2 flow value: %w", err)
 	}
@@ -128,17 +135,17 @@ func (h *hopsFrom2) flow(key, old []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := flowValue6{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
+	v := FlowValue6{SaddrBe: o.SaddrBe, DaddrBe: o.DaddrBe, SportBe: o.SportBe, DportBe: o.DportBe,
 		CsumIp: o.CsumIp, CsumL4: o.CsumL4, Nexthop: id, Generation: o.Generation, Flags: o.Flags,
-		LastSeen: o.LastSeen, BackendId: o.BackendId, Wscale: WScaleUnknown}
-	if k.Direction() == DirClient {
-		v.Flags |= FlagSYNACK | FlagEstablished
+		LastSeen: o.LastSeen, BackendId: o.BackendId, Wscale: limits.WScaleUnknown}
+	if k.Dir == uint8(xlbXlbDirXLB_DIR_CLIENT) {
+		v.Flags |= uint32(xlbXlbFlowFlagsXLB_F_SYNACK | xlbXlbFlowFlagsXLB_F_ESTABLISHED)
 	}
-	return toBytes(&v)[:flowValue3Size], nil // layout 3's value: layout 4's without syn_us
+	return ToBytes(&v)[:FlowValue3Size], nil // layout 3's value: layout 4's without syn_us
 }
 
 // slot is the next-hop slot of an entry's interface and MACs.
-func (h *hopsFrom2) slot(o flowValue2) (uint32, error) {
+func (h *hopsFrom2) slot(o FlowValue2) (uint32, error) {
 	ip, err := h.neighbour(o.Ifindex, o.Dmac, o.DaddrBe)
 	if err != nil {
 		return 0, err
@@ -186,4 +193,10 @@ func (h *hopsFrom2) neighbour(ifindex uint32, mac [6]byte, dst uint32) (uint32, 
 		return ips[0], nil
 	}
 	return 0, nil
+}
+
+// be32 is an IPv4 address in the in-memory form of a __be32 field.
+func be32(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.NativeEndian.Uint32(b[:])
 }

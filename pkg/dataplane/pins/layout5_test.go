@@ -1,8 +1,7 @@
-package dataplane
+package pins
 
 import (
 	"testing"
-	"unsafe"
 )
 
 // Layout 5's established forward entries held the SYN's time in syn_us,
@@ -20,13 +19,13 @@ func TestLayout5Step(t *testing.T) {
 		{"embryonic forward entry keeps the SYN's time", uint8(xlbXlbDirXLB_DIR_CLIENT), uint32(xlbXlbFlowFlagsXLB_F_SYNACK), 777},
 		{"reverse entry", uint8(xlbXlbDirXLB_DIR_BACKEND), established, 777},
 	} {
-		k := FlowKey{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, Proto: 6, Dir: c.dir}
-		v := flowValue6{Generation: 9, Flags: c.flags, LastSeen: 5, SynUs: 777}
-		out, err := flowFrom5(toBytes(&k), toBytes(&v))
+		k := xlbFlowKey{SaddrBe: 1, DaddrBe: 2, SportBe: 3, DportBe: 4, Proto: 6, Dir: c.dir}
+		v := FlowValue6{Generation: 9, Flags: c.flags, LastSeen: 5, SynUs: 777}
+		out, err := flowFrom5(ToBytes(&k), ToBytes(&v))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := fromBytes[flowValue6](out)
+		got, err := FromBytes[FlowValue6](out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,11 +35,11 @@ func TestLayout5Step(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", c.name, got, want)
 		}
 	}
-	if _, err := flowFrom5(make([]byte, 3), make([]byte, flowValue6Size)); err == nil {
+	if _, err := flowFrom5(make([]byte, 3), make([]byte, FlowValue6Size)); err == nil {
 		t.Error("a short key was converted")
 	}
 
-	old := make([]byte, config5Size)
+	old := make([]byte, Config5Size)
 	for i := range old {
 		old[i] = byte(i + 1)
 	}
@@ -48,12 +47,12 @@ func TestLayout5Step(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != int(unsafe.Sizeof(xlbXlbConfig{})) || string(out[:config5Size]) != string(old) {
-		t.Fatalf("config: %d bytes, want layout 5's %d followed by zeros", len(out), config5Size)
+	if len(out) != Config8Size || string(out[:Config5Size]) != string(old) {
+		t.Fatalf("config: %d bytes, want layout 5's %d followed by zeros", len(out), Config5Size)
 	}
-	for i, b := range out[config5Size:] {
+	for i, b := range out[Config5Size:] {
 		if b != 0 {
-			t.Fatalf("config byte %d after layout 5's is %d, want 0", config5Size+i, b)
+			t.Fatalf("config byte %d after layout 5's is %d, want 0", Config5Size+i, b)
 		}
 	}
 	if _, err := configFrom5(nil, old[:10]); err == nil {
