@@ -2,8 +2,8 @@
 // down: it resolves the config against the host, takes the network
 // namespace's instance lock, journals and applies the host settings
 // (pkg/hostnet), loads, configures and attaches the data path
-// (pkg/dataplane), and starts backend discovery (pkg/backend). Stop undoes
-// all of it in reverse order.
+// (pkg/dataplane) with every service, and starts each service's backend
+// discovery (pkg/backend). Stop undoes all of it in reverse order.
 //
 // It is the only wiring of an instance: the daemon (pkg/daemon), the
 // in-process end-to-end tests and the packet fixtures (dataplane/dptest) all
@@ -74,7 +74,8 @@ type Successor struct {
 // Handed is what a running predecessor hands its successor besides the
 // pinned state.
 type Handed struct {
-	// Backends are every backend it knew (id, address, name).
+	// Backends are every backend of every service it knew (service,
+	// member and backend ids, address, name).
 	Backends []backend.Known
 	// HZ is the kernel tick rate it measured (0: none), which the
 	// successor then need not measure again (dataplane.AdoptHZ).
