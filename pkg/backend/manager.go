@@ -35,9 +35,15 @@ const (
 	Departed State = "departed"
 )
 
-// Status is one backend's current state.
+// Status is one backend's current state in one service.
 type Status struct {
+	// ID is the member id (per service and backend address), which keys
+	// the data path's per-backend counters; Backend is the address's
+	// backend id, which keys its SNAT port space and timestamp state,
+	// shared by every service the address serves (DESIGN §9).
 	ID         uint32
+	Backend    uint32
+	Service    string
 	Name       string
 	IP         netip.Addr
 	Port       uint16 // Backend.Port
@@ -59,23 +65,37 @@ type Status struct {
 	// it: it stays routable until its first health check answers, as
 	// the data path had it (no check failed yet).
 	holdRoutable bool
-	// departedAt is when the backend left discovery (or, adopted from a
-	// predecessor, when this process started): ids are reused only long
-	// enough after it (reuse.go).
-	departedAt time.Time
-	checker    *checker // nil without health checks
+	checker      *checker // nil without health checks
 }
 
-// Publisher receives the routable set; *dataplane.Dataplane implements it.
+// Publisher receives each service's routable set; *dataplane.Dataplane
+// implements it.
 type Publisher interface {
-	SetRoutable([]dataplane.BackendRef) error
-	// ResetBackend clears a backend id's data-path statistics, port
-	// cursor and histogram before the id is reused for another address.
+	// SetRoutable replaces service svc's routable set.
+	SetRoutable(svc uint16, refs []Ref) error
+	// ResetBackend clears a backend id's SNAT ports, port cursor and
+	// timestamp state before the id is reused for another address.
 	ResetBackend(id uint32) error
+	// ResetMember clears a member id's counter cells (statistics, pair
+	// events, reaped counts, handshake histogram) before the id is
+	// reused for another member.
+	ResetMember(id uint32) error
 }
+
+// Ref is one routable backend of a service as the data path gets it: its
+// backend id (ID), member id, address and port (Backend.Port; 0 when the
+// mappings' remote_port applies).
+type Ref = dataplane.BackendRef
 
 // Options tune a Manager. Zero values take the defaults noted.
 type Options struct {
+	// Service and ServiceID name the service whose backends the manager
+	// runs (its members are (Service, address)) and its data-path id.
+	Service   string
+	ServiceID uint16
+	// Pool hands out backend and member ids; every service's manager of
+	// an instance shares one (nil: a pool of this manager's own).
+	Pool *Pool
 	// RetryInterval is how often unresolved backends are retried (1 s).
 	RetryInterval time.Duration
 	// RecheckInterval is how often routable backends are re-resolved (10 s).
@@ -91,8 +111,8 @@ type Options struct {
 	HealthCheck  *config.HealthCheck
 	HealthPort   uint16
 	HealthSource netip.Addr
-	// Reserved are this instance's own addresses (the listen address and
-	// the SNAT addresses): a discovered backend at one of them would loop
+	// Reserved are this instance's own addresses (every service's listen
+	// address and the SNAT addresses): a discovered backend at one of them would loop
 	// through the data path, so it is skipped with a warning (static
 	// backends are refused by config validation already).
 	Reserved []netip.Addr
@@ -103,11 +123,11 @@ type Options struct {
 	// Clock is the time source of id reuse and health checks (nil: the
 	// wall clock); tests pass their own.
 	Clock Clock
-	// Known are backends a predecessor gave ids to (pairs in the adopted
-	// flow map reference them, or they were in its routable set): they
-	// keep their ids, so adopted pairs keep their backend's counters, and
-	// those the provider no longer discovers are departed (shown draining
-	// while pairs reference them).
+	// Known are this service's backends a predecessor gave ids to (pairs
+	// in the adopted flow map reference them, or they were in its
+	// routable set): they keep their ids, so adopted pairs keep their
+	// backend's counters, and those the provider no longer discovers are
+	// departed (shown draining while pairs reference them).
 	Known []Known
 	// Inherited is the routable set the data path holds at start, a
 	// predecessor's (handed over, or adopted after a crash): those
@@ -115,16 +135,20 @@ type Options struct {
 	// first set replaces them, so an instance whose provider cannot sync
 	// (the Kubernetes API down during a reload or a crash-restart) keeps
 	// serving them and stays ready, its provider stale (issue 28).
-	Inherited []dataplane.BackendRef
+	Inherited []Ref
 	Log       logrus.FieldLogger
 }
 
-// Known is a backend a predecessor knew: its data-path id, address and
-// name (the address as text when the name is unknown, after a crash).
+// Known is a backend a predecessor knew: its service, member id (ID),
+// backend id, address and name (the address as text when the name is
+// unknown, after a crash). A predecessor of layout 8 sends neither
+// Service nor Backend: its one service's member ids are its backend ids.
 type Known struct {
-	ID   uint32
-	IP   netip.Addr
-	Name string
+	ID      uint32
+	Backend uint32
+	Service string `json:",omitempty"`
+	IP      netip.Addr
+	Name    string
 }
 
 // Manager runs a provider, resolves what it discovers and publishes the
@@ -134,7 +158,7 @@ type Manager struct {
 	res      *hostnet.Resolver
 	pub      Publisher
 	opts     Options
-	reg      *registry
+	pool     *Pool
 	synced   chan struct{}
 	syncOnce sync.Once
 
@@ -143,8 +167,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	backends  map[netip.Addr]*Status
-	idle      idleness
-	published []dataplane.BackendRef
+	published []Ref
 	// publishedOnce: a set was published. Until then the data path's set
 	// is unknown (empty when fresh, a predecessor's when adopted): the
 	// first non-empty set is written at once, an empty one only once the
@@ -178,12 +201,14 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 	if o.Clock == nil {
 		o.Clock = wallClock{}
 	}
-	m := &Manager{prov: p, res: r, pub: pub, opts: o, runCtx: context.Background(),
-		synced: make(chan struct{}), backends: map[netip.Addr]*Status{}, idle: newIdleness(),
+	if o.Pool == nil {
+		o.Pool = NewPool(o.Clock)
+	}
+	m := &Manager{prov: p, res: r, pub: pub, opts: o, pool: o.Pool, runCtx: context.Background(),
+		synced: make(chan struct{}), backends: map[netip.Addr]*Status{},
 		changed: make(chan struct{}, 1), warnedReserved: map[netip.Addr]bool{}}
-	m.reg = newRegistry(m.idInUse)
 	for _, k := range o.Known {
-		if err := m.reg.adopt(k.ID, k.IP); err != nil {
+		if err := m.pool.adopt(m.member(k.IP), k.ID, k.Backend); err != nil {
 			o.Log.WithFields(logrus.Fields{"backend": k.Name, "ip": k.IP}).WithError(err).Warn("adopted backend id skipped")
 			continue
 		}
@@ -191,27 +216,44 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 		if name == "" {
 			name = k.IP.String()
 		}
-		m.backends[k.IP] = &Status{ID: k.ID, Name: name, IP: k.IP, State: Departed, departedAt: o.Clock.Now()}
+		m.backends[k.IP] = &Status{ID: k.ID, Backend: k.Backend, Service: o.Service, Name: name, IP: k.IP, State: Departed}
 	}
 	for _, r := range o.Inherited {
 		s, ok := m.backends[r.IP]
-		if !ok || s.ID != r.ID {
-			if err := m.reg.adopt(r.ID, r.IP); err != nil {
-				o.Log.WithFields(logrus.Fields{"ip": r.IP, "id": r.ID}).WithError(err).Warn("inherited routable backend skipped")
+		if !ok || s.ID != r.Member || s.Backend != r.ID {
+			if err := m.pool.adopt(m.member(r.IP), r.Member, r.ID); err != nil {
+				o.Log.WithFields(logrus.Fields{"ip": r.IP, "id": r.ID, "member": r.Member}).WithError(err).Warn("inherited routable backend skipped")
 				continue
 			}
-			s = &Status{ID: r.ID, Name: r.IP.String(), IP: r.IP}
+			s = &Status{ID: r.Member, Backend: r.ID, Service: o.Service, Name: r.IP.String(), IP: r.IP}
 			m.backends[r.IP] = s
 		}
-		s.State, s.Discovered, s.Port, s.inherited, s.departedAt = Routable, true, r.Port, true, time.Time{}
+		s.State, s.Discovered, s.Port, s.inherited = Routable, true, r.Port, true
+		m.pool.setDiscovered(s.ID, true, time.Time{})
 		m.published = append(m.published, r)
 	}
 	// The data path holds that set already: it is written again only
 	// when it changes.
-	slices.SortFunc(m.published, func(a, b dataplane.BackendRef) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(m.published, compareRefs)
 	m.publishedOnce = len(m.published) > 0
 	return m
 }
+
+// member is the pool's key of this service's backend at ip.
+func (m *Manager) member(ip netip.Addr) Member { return Member{Service: m.opts.Service, IP: ip} }
+
+// Pool is the pool the manager takes its ids from.
+func (m *Manager) Pool() *Pool { return m.pool }
+
+// Service is the name of the manager's service.
+func (m *Manager) Service() string { return m.opts.Service }
+
+// ServiceID is the data-path id of the manager's service.
+func (m *Manager) ServiceID() uint16 { return m.opts.ServiceID }
+
+// NotePairs is the pool's NotePairs (Pool.NotePairs): with one pool
+// shared by several managers, call it on the pool once per sample.
+func (m *Manager) NotePairs(at time.Time, busy []uint32) { m.pool.NotePairs(at, busy) }
 
 // Synced is closed once the provider's first set has been resolved (each
 // backend routable, unreachable, or still pending after PendingWait) and
@@ -267,6 +309,7 @@ func (m *Manager) Snapshot() []Status {
 	defer m.pubMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.pruneLocked()
 	out := make([]Status, 0, len(m.backends))
 	for _, s := range m.backends {
 		c := *s
@@ -278,6 +321,17 @@ func (m *Manager) Snapshot() []Status {
 	}
 	slices.SortFunc(out, func(a, b Status) int { return int(a.ID) - int(b.ID) })
 	return out
+}
+
+// pruneLocked forgets the departed backends whose member id another
+// service's member took over (Pool: once they were quiet). The caller
+// holds m.mu.
+func (m *Manager) pruneLocked() {
+	for ip, s := range m.backends {
+		if !s.Discovered && !m.pool.owns(s.ID, m.member(ip)) {
+			delete(m.backends, ip)
+		}
+	}
 }
 
 // Run runs the provider and the resolution loop until ctx ends.
@@ -346,38 +400,65 @@ func (m *Manager) apply(set []Backend) {
 	}
 	for ip, s := range m.backends {
 		if !current[ip] && s.Discovered {
-			s.Discovered, s.State, s.Reason, s.departedAt = false, Departed, "", now
+			s.Discovered, s.State, s.Reason = false, Departed, ""
+			m.pool.setDiscovered(s.ID, false, now)
 			m.stopChecker(s)
 			m.opts.Log.WithFields(logrus.Fields{"backend": s.Name, "ip": ip}).Info("backend left discovery; existing connections stay pinned to it")
 		}
 	}
 	for _, b := range set {
 		s, ok := m.backends[b.IP]
+		if ok && !m.pool.owns(s.ID, m.member(b.IP)) {
+			delete(m.backends, b.IP) // its id went to another service's member
+			ok = false
+		}
 		if !ok {
-			id, old, reused, err := m.reg.id(b.IP, current)
-			if err != nil {
-				m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP}).WithError(err).Error("backend skipped")
+			var err error
+			if s, err = m.newMember(b, current); err != nil {
 				continue
 			}
-			if reused {
-				if err := m.pub.ResetBackend(id); err != nil {
-					m.reg.undoReuse(b.IP, old)
-					m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP, "id": id}).WithError(err).Error("backend skipped: its reused id could not be reset")
-					continue
-				}
-				delete(m.backends, old)
-				m.idle.forget(id)
-				m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP, "id": id, "previous_ip": old}).Info("backend id reused: the previous backend owns no pairs")
-			}
-			s = &Status{ID: id, IP: b.IP, State: Unreachable, Reason: "not resolved yet"}
-			m.backends[b.IP] = s
 		}
 		s.Name, s.Port, s.Discovered = b.Name, b.Port, true
+		m.pool.setDiscovered(s.ID, true, now)
 		if s.State == Departed {
 			s.State, s.Reason, s.resolved = Unreachable, "not resolved yet", false
 		}
 		m.startChecker(s)
 	}
+}
+
+// newMember gives a newly discovered backend its ids (a reused id is
+// reset in the data path first) and its status. The caller holds m.mu.
+func (m *Manager) newMember(b Backend, current map[netip.Addr]bool) (*Status, error) {
+	k := m.member(b.IP)
+	a, err := m.pool.assign(k, func(o Member) bool { return o.Service == m.opts.Service && current[o.IP] })
+	log := m.opts.Log.WithFields(logrus.Fields{"backend": b.Name, "ip": b.IP})
+	if err != nil {
+		log.WithError(err).Error("backend skipped")
+		return nil, err
+	}
+	if a.MemberReused {
+		if err := m.pub.ResetMember(a.Member); err != nil {
+			m.pool.undo(k, a)
+			log.WithField("member", a.Member).WithError(err).Error("backend skipped: its reused member id could not be reset")
+			return nil, err
+		}
+		if a.OldMember.Service == m.opts.Service {
+			delete(m.backends, a.OldMember.IP)
+		}
+		log.WithFields(logrus.Fields{"member": a.Member, "previous_service": a.OldMember.Service, "previous_ip": a.OldMember.IP}).Info("member id reused: the previous member owns no pairs")
+	}
+	if a.BackendReused {
+		if err := m.pub.ResetBackend(a.Backend); err != nil {
+			m.pool.undo(k, a)
+			log.WithField("id", a.Backend).WithError(err).Error("backend skipped: its reused id could not be reset")
+			return nil, err
+		}
+		log.WithFields(logrus.Fields{"id": a.Backend, "previous_ip": a.OldAddr}).Info("backend id reused: no member holds the previous address")
+	}
+	s := &Status{ID: a.Member, Backend: a.Backend, Service: m.opts.Service, IP: b.IP, State: Unreachable, Reason: "not resolved yet"}
+	m.backends[b.IP] = s
+	return s, nil
 }
 
 // withoutReserved drops the backends at one of Options.Reserved, warning

@@ -23,14 +23,17 @@ import (
 
 // recorder is a Publisher that keeps every published set.
 type recorder struct {
-	mu     sync.Mutex
-	sets   [][]dataplane.BackendRef
-	resets []uint32 // ResetBackend calls
+	mu           sync.Mutex
+	svcs         []uint16 // the service of each set
+	sets         [][]Ref
+	resets       []uint32 // ResetBackend calls
+	memberResets []uint32 // ResetMember calls
 }
 
-func (r *recorder) SetRoutable(refs []dataplane.BackendRef) error {
+func (r *recorder) SetRoutable(svc uint16, refs []Ref) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.svcs = append(r.svcs, svc)
 	r.sets = append(r.sets, slices.Clone(refs))
 	return nil
 }
@@ -42,7 +45,14 @@ func (r *recorder) ResetBackend(id uint32) error {
 	return nil
 }
 
-func (r *recorder) last() []dataplane.BackendRef {
+func (r *recorder) ResetMember(id uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.memberResets = append(r.memberResets, id)
+	return nil
+}
+
+func (r *recorder) last() []Ref {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.sets) == 0 {
@@ -71,9 +81,9 @@ func TestManagerResolvesAndPublishes(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("manager never synced")
 	}
-	want := []dataplane.BackendRef{}
+	want := []Ref{}
 	for i, b := range l.Backends {
-		want = append(want, dataplane.BackendRef{ID: uint32(i), IP: b.IP()})
+		want = append(want, Ref{ID: uint32(i), Member: uint32(i), IP: b.IP()})
 	}
 	if got := pub.last(); !slices.Equal(got, want) {
 		t.Fatalf("published %v, want %v", got, want)
@@ -127,8 +137,8 @@ func TestManagerResolvesAndPublishes(t *testing.T) {
 
 func TestRegistryReusesOnlyFreeIDs(t *testing.T) {
 	inUse := map[uint32]bool{}
-	r := newRegistry(func(id uint32) bool { return inUse[id] })
-	cur := map[netip.Addr]bool{}
+	r := newRegistry[netip.Addr]("backend", dataplane.MaxBackends, func(id uint32) bool { return inUse[id] })
+	cur := func(netip.Addr) bool { return false }
 	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) }
 	first := func(i uint32) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}) }
 	for i := uint32(0); i < dataplane.MaxBackends; i++ {
@@ -218,8 +228,8 @@ func TestManagerReusesIDsOfDepartedBackends(t *testing.T) {
 	if _, ok := got[addr(0)]; ok {
 		t.Fatalf("the departed backend whose id was reused is still listed")
 	}
-	if !slices.Equal(pub.resets, []uint32{0}) {
-		t.Fatalf("ResetBackend calls %v, want [0] before the reuse", pub.resets)
+	if !slices.Equal(pub.memberResets, []uint32{0}) || !slices.Equal(pub.resets, []uint32{0}) {
+		t.Fatalf("ResetMember calls %v, ResetBackend calls %v, want [0] and [0] before the reuse", pub.memberResets, pub.resets)
 	}
 }
 
@@ -266,7 +276,7 @@ func TestManagerKeepsAdoptedIDs(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	res := hostnet.NewResolver(l.XLB.Netlink(), l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
 	kept, gone, added := l.Backends[0].IP(), netip.MustParseAddr("192.0.2.98"), l.Backends[1].IP()
-	known := []Known{{ID: 7, IP: kept, Name: "kept"}, {ID: 3, IP: gone}}
+	known := []Known{{ID: 7, Backend: 7, IP: kept, Name: "kept"}, {ID: 3, Backend: 3, IP: gone}}
 	cfg := []config.Backend{{Name: "kept", IP: kept}, {Name: "added", IP: added}}
 	pub := &recorder{}
 	m := NewManager(NewStatic(cfg), res, pub, Options{Known: known, RetryInterval: 50 * time.Millisecond})
@@ -278,7 +288,7 @@ func TestManagerKeepsAdoptedIDs(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("manager never synced")
 	}
-	want := []dataplane.BackendRef{{ID: 7, IP: kept}, {ID: 8, IP: added}}
+	want := []Ref{{ID: 7, Member: 7, IP: kept}, {ID: 8, Member: 8, IP: added}}
 	if got := pub.last(); !slices.Equal(got, want) {
 		t.Fatalf("published %v, want %v", got, want)
 	}
@@ -318,10 +328,10 @@ func TestManagerHealthChecks(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("manager never synced")
 	}
-	all := func() []dataplane.BackendRef {
-		var want []dataplane.BackendRef
+	all := func() []Ref {
+		var want []Ref
 		for i, b := range l.Backends {
-			want = append(want, dataplane.BackendRef{ID: uint32(i), IP: b.IP()})
+			want = append(want, Ref{ID: uint32(i), Member: uint32(i), IP: b.IP()})
 		}
 		return want
 	}
@@ -423,11 +433,11 @@ func TestManagerInheritedSet(t *testing.T) {
 	res := hostnet.NewResolver(l.XLB.Netlink(), l.XLB.IP(), map[int]string{l.XLB.Ifindex(): "eth0"})
 	t.Cleanup(func() { res.Cleanup() })
 	a, b := l.Backends[0].IP(), l.Backends[1].IP()
-	inherited := []dataplane.BackendRef{{ID: 3, IP: a, Port: 8080}, {ID: 5, IP: b, Port: 8081}}
+	inherited := []Ref{{ID: 3, Member: 3, IP: a, Port: 8080}, {ID: 5, Member: 5, IP: b, Port: 8081}}
 	prov := gatedProvider{sets: make(chan []Backend)}
 	pub := &recorder{}
 	m := NewManager(prov, res, pub, Options{RetryInterval: 20 * time.Millisecond, RecheckInterval: 20 * time.Millisecond,
-		Known: []Known{{ID: 3, IP: a, Name: "web-a"}, {ID: 5, IP: b, Name: "web-b"}}, Inherited: inherited})
+		Known: []Known{{ID: 3, Backend: 3, IP: a, Name: "web-a"}, {ID: 5, Backend: 5, IP: b, Name: "web-b"}}, Inherited: inherited})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -442,7 +452,7 @@ func TestManagerInheritedSet(t *testing.T) {
 		t.Fatalf("snapshot %+v, want the two inherited backends", snap)
 	}
 	for i, s := range snap {
-		if s.State != Routable || !s.Discovered || s.ID != inherited[i].ID || s.Port != inherited[i].Port || s.Name != []string{"web-a", "web-b"}[i] {
+		if s.State != Routable || !s.Discovered || s.ID != inherited[i].Member || s.Backend != inherited[i].ID || s.Port != inherited[i].Port || s.Name != []string{"web-a", "web-b"}[i] {
 			t.Errorf("inherited backend %+v, want routable and discovered as %+v", s, inherited[i])
 		}
 	}
@@ -462,7 +472,7 @@ func TestManagerInheritedSet(t *testing.T) {
 	if m.Stale() {
 		t.Error("stale after the provider's first set")
 	}
-	want := []dataplane.BackendRef{{ID: 3, IP: a, Port: 8080}}
+	want := []Ref{{ID: 3, Member: 3, IP: a, Port: 8080}}
 	if got := pub.last(); !slices.Equal(got, want) {
 		t.Errorf("published %v after the provider's first set, want %v", got, want)
 	}

@@ -1,12 +1,15 @@
 package backend
 
 import (
+	"cmp"
 	"slices"
-
-	"github.com/xlbproject/xlb/pkg/dataplane"
 )
 
-// publish sends the routable set to the data path when it changed.
+// compareRefs orders a routable set by member id.
+func compareRefs(a, b Ref) int { return cmp.Compare(a.Member, b.Member) }
+
+// publish sends the service's routable set to the data path when it
+// changed.
 func (m *Manager) publish() {
 	m.pubMu.Lock()
 	defer m.pubMu.Unlock()
@@ -16,20 +19,20 @@ func (m *Manager) publish() {
 // publishLocked is publish with m.pubMu held (not m.mu).
 func (m *Manager) publishLocked() {
 	m.mu.Lock()
-	var refs []dataplane.BackendRef
+	var refs []Ref
 	for _, s := range m.backends {
 		if s.Discovered && s.State == Routable {
-			refs = append(refs, dataplane.BackendRef{ID: s.ID, IP: s.IP, Port: s.Port})
+			refs = append(refs, Ref{ID: s.Backend, Member: s.ID, IP: s.IP, Port: s.Port})
 		}
 	}
-	slices.SortFunc(refs, func(a, b dataplane.BackendRef) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(refs, compareRefs)
 	same := m.publishedOnce && slices.Equal(refs, m.published)
 	early := !m.publishedOnce && len(refs) == 0 && !m.settled
 	m.mu.Unlock()
 	if same || early {
 		return
 	}
-	if err := m.pub.SetRoutable(refs); err != nil {
+	if err := m.pub.SetRoutable(m.opts.ServiceID, refs); err != nil {
 		m.opts.Log.WithError(err).Error("publish routable backends")
 		return
 	}

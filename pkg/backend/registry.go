@@ -2,82 +2,82 @@ package backend
 
 import (
 	"fmt"
-	"net/netip"
-
-	"github.com/xlbproject/xlb/pkg/dataplane"
 )
 
-// registry hands out data-path backend ids (0..dataplane.MaxBackends-1). An
-// id stays with its address while pairs may reference it, so pairs of a
+// registry hands out data-path ids 0..max-1 to keys: backend ids to
+// backend addresses, member ids to (service, address) members (Pool). An
+// id stays with its key while pairs may reference it, so pairs of a
 // backend that left discovery keep their counters (DESIGN §3 "draining").
 // Fresh ids are handed out first; once every id was handed out, the id of
-// a departed backend that inUse says owns nothing any more is reused
-// (issue 14: before, ids were never reused and the 1,025th distinct
-// address was skipped).
-type registry struct {
-	byIP  map[netip.Addr]uint32
-	byID  map[uint32]netip.Addr
+// a key that inUse says owns nothing any more is reused (issue 14:
+// before, ids were never reused and the 1,025th distinct address was
+// skipped).
+type registry[K comparable] struct {
+	what  string // "backend", "member": the ids' name in errors
+	max   uint32
+	byKey map[K]uint32
+	byID  map[uint32]K
 	next  uint32
 	inUse func(id uint32) bool
 }
 
-func newRegistry(inUse func(id uint32) bool) *registry {
+func newRegistry[K comparable](what string, max uint32, inUse func(id uint32) bool) *registry[K] {
 	if inUse == nil {
 		inUse = func(uint32) bool { return true }
 	}
-	return &registry{byIP: map[netip.Addr]uint32{}, byID: map[uint32]netip.Addr{}, inUse: inUse}
+	return &registry[K]{what: what, max: max, byKey: map[K]uint32{}, byID: map[uint32]K{}, inUse: inUse}
 }
 
-// id returns the id of ip, allocating one if needed. current holds the
-// addresses discovered right now, whose ids are never reused. reused
-// reports that the id belonged to old before: the caller resets the id's
+// id returns the id of k, allocating one if needed. current holds the
+// keys discovered right now, whose ids are never reused. reused reports
+// that the id belonged to old before: the caller resets the id's
 // data-path state and forgets old.
-func (r *registry) id(ip netip.Addr, current map[netip.Addr]bool) (id uint32, old netip.Addr, reused bool, err error) {
-	if id, ok := r.byIP[ip]; ok {
-		return id, netip.Addr{}, false, nil
+func (r *registry[K]) id(k K, current func(K) bool) (id uint32, old K, reused bool, err error) {
+	if id, ok := r.byKey[k]; ok {
+		return id, old, false, nil
 	}
-	if r.next < dataplane.MaxBackends {
+	if r.next < r.max {
 		id := r.next
 		r.next++
-		r.byIP[ip], r.byID[id] = id, ip
-		return id, netip.Addr{}, false, nil
+		r.byKey[k], r.byID[id] = id, k
+		return id, old, false, nil
 	}
-	for id := uint32(0); id < dataplane.MaxBackends; id++ {
-		old, owned := r.byID[id]
-		if owned && (current[old] || r.inUse(id)) {
+	for id := uint32(0); id < r.max; id++ {
+		prev, owned := r.byID[id]
+		if owned && (current != nil && current(prev) || r.inUse(id)) {
 			continue
 		}
 		if owned {
-			delete(r.byIP, old)
+			delete(r.byKey, prev)
 		}
-		r.byIP[ip], r.byID[id] = id, ip
-		return id, old, owned, nil
+		r.byKey[k], r.byID[id] = id, k
+		return id, prev, owned, nil
 	}
-	return 0, netip.Addr{}, false, fmt.Errorf("all %d backend ids are in use", dataplane.MaxBackends)
+	return 0, old, false, fmt.Errorf("all %d %s ids are in use", r.max, r.what)
 }
 
-// undoReuse gives ip's reused id back to old (the reset before the reuse
+// undoReuse gives k's reused id back to old (the reset before the reuse
 // failed).
-func (r *registry) undoReuse(ip, old netip.Addr) {
-	if id, ok := r.byIP[ip]; ok {
-		delete(r.byIP, ip)
-		r.byIP[old], r.byID[id] = id, old
+func (r *registry[K]) undoReuse(k, old K) {
+	if id, ok := r.byKey[k]; ok {
+		delete(r.byKey, k)
+		r.byKey[old], r.byID[id] = id, old
 	}
 }
 
-// adopt records the id a predecessor gave ip (Options.Known); fresh ids
+// adopt records the id a predecessor gave k (Options.Known); fresh ids
 // are then handed out above every adopted one.
-func (r *registry) adopt(id uint32, ip netip.Addr) error {
-	if id >= dataplane.MaxBackends {
-		return fmt.Errorf("backend id %d out of range", id)
+func (r *registry[K]) adopt(id uint32, k K) error {
+	if id >= r.max {
+		return fmt.Errorf("%s id %d out of range", r.what, id)
 	}
-	if have, ok := r.byIP[ip]; ok && have != id {
-		return fmt.Errorf("address already has id %d", have)
+	if have, ok := r.byKey[k]; ok && have != id {
+		return fmt.Errorf("%v already has %s id %d", k, r.what, have)
 	}
-	if have, ok := r.byID[id]; ok && have != ip {
-		return fmt.Errorf("id %d already belongs to %s", id, have)
+	if have, ok := r.byID[id]; ok && have != k {
+		return fmt.Errorf("%s id %d already belongs to %v", r.what, id, have)
 	}
-	r.byIP[ip], r.byID[id] = id, ip
+	r.byKey[k], r.byID[id] = id, k
 	r.next = max(r.next, id+1)
 	return nil
 }

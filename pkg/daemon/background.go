@@ -18,7 +18,7 @@ func (d *runner) startMaintenance() error {
 		EmbryonicTTL: d.cfg.FlowTable.EmbryonicTTL,
 		NextHopGC:    d.inst.NextHopGC,
 		Interval:     interval,
-		BackendIDs:   d.inst.BackendIDs,
+		Members:      d.inst.Members,
 		OnSample:     d.onSample,
 		Log:          d.log.WithField("component", "maintenance"),
 
@@ -39,24 +39,26 @@ func (d *runner) startMaintenance() error {
 			d.log.WithError(err).Error("maintenance loop stopped")
 		}
 	}()
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		d.followBackends(ctx)
-	}()
+	for _, s := range d.inst.Services() {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.followBackends(ctx, s.Backends.Changed())
+		}()
+	}
 	return nil
 }
 
-// followBackends publishes the backend states whenever the manager
-// published a new routable set (a health check's verdict, a route, a
-// provider change), so status and metrics show it at once; the
-// maintenance samples publish them every cycle as well.
-func (d *runner) followBackends(ctx context.Context) {
+// followBackends publishes the backend states whenever a service's
+// manager published a new routable set (changed: a health check's
+// verdict, a route, a provider change), so status and metrics show it at
+// once; the maintenance samples publish them every cycle as well.
+func (d *runner) followBackends(ctx context.Context, changed <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.inst.Backends.Changed():
+		case <-changed:
 			d.publishBackends()
 		}
 	}

@@ -57,6 +57,10 @@ type runner struct {
 	// storeMu serialises snapshot updates from the main, maintenance and
 	// config-watch goroutines (publish.go).
 	storeMu sync.Mutex
+	// svcCounts are the services' counters as of the latest sample,
+	// under storeMu; counts keeps them (maintenance goroutine only).
+	svcCounts map[string]snapshot.ServiceCounts
+	counts    serviceCounter
 
 	// drainMu guards drained, an operator's drain (drain.go).
 	drainMu sync.Mutex

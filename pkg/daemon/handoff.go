@@ -195,12 +195,14 @@ func (d *runner) reclaim() error {
 	return d.startMaintenance()
 }
 
-// knownBackends lists every backend this process knows, for the
-// successor.
+// knownBackends lists every backend of every service this process knows,
+// with its service, member id and backend id, for the successor.
 func (d *runner) knownBackends() []backend.Known {
 	var out []backend.Known
-	for _, b := range d.inst.Backends.Snapshot() {
-		out = append(out, backend.Known{ID: b.ID, IP: b.IP, Name: b.Name})
+	for _, s := range d.inst.Services() {
+		for _, b := range s.Backends.Snapshot() {
+			out = append(out, backend.Known{ID: b.ID, Backend: b.Backend, Service: s.Name, IP: b.IP, Name: b.Name})
+		}
 	}
 	return out
 }

@@ -50,7 +50,8 @@ type handOffMsg struct {
 	Type  string `json:"type"`
 	PID   int    `json:"pid,omitempty"`   // ready: the successor's pid
 	Error string `json:"error,omitempty"` // failed: why
-	// Backends are every backend the predecessor knew (quiesced): the
+	// Backends are every backend of every service the predecessor knew
+	// (quiesced), each with its service, member id and backend id: the
 	// successor keeps their ids, and their names while they drain.
 	Backends []backend.Known `json:"backends,omitempty"`
 	// HZ is the kernel tick rate the predecessor measured (quiesced; 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,12 +45,12 @@ type listeners struct {
 	released  atomic.Bool // stopAccepting closed the listeners: Serve's error is expected
 	stopOnce  sync.Once
 	stopErr   error
-	// serviceAddr, when valid, is the listen address held on lo (a
-	// shared service address): a listener bound to the unspecified
-	// address resets connections to it (weblisten.RefuseTo).
-	serviceAddr netip.Addr
-	adminAny    bool // the admin listener is bound to the unspecified address
-	metricsAny  bool
+	// serviceAddrs are the services' listen addresses held on lo
+	// (shared service addresses): a listener bound to the unspecified
+	// address resets connections to them (weblisten.RefuseTo).
+	serviceAddrs []netip.Addr
+	adminAny     bool // the admin listener is bound to the unspecified address
+	metricsAny   bool
 }
 
 // startListeners binds both listeners (a bind failure fails startup, and
@@ -119,10 +120,14 @@ func (d *runner) startListeners() (*listeners, error) {
 	}
 	l.adminLn, l.metricsLn = adminLn, metricsLn
 	l.adminAny, l.metricsAny = unspecified(c.Admin.Address), unspecified(c.Metrics.Address)
-	if ip := c.Listen.IP; ip.IsValid() && (l.adminAny || l.metricsAny) {
+	for _, svc := range c.ServiceList() {
+		ip := svc.Listen.IP
+		if !ip.IsValid() || !(l.adminAny || l.metricsAny) || slices.Contains(l.serviceAddrs, ip) {
+			continue
+		}
 		if ifname, err := hostnet.InterfaceOf(ip); err == nil && ifname == "lo" {
-			l.serviceAddr = ip
-			d.log.WithField("listen", ip.String()).Info("the listen address is a service address on lo: " +
+			l.serviceAddrs = append(l.serviceAddrs, ip)
+			d.log.WithFields(map[string]any{"listen": ip.String(), "service": svc.Name}).Info("the listen address is a service address on lo: " +
 				"the admin and metrics listeners bound to every address reset connections to it")
 		}
 	}
@@ -223,12 +228,12 @@ func sameAddr(a, b string) bool {
 }
 
 // refuseService wraps a listener bound to the unspecified address so
-// that it resets connections to the service address (serviceAddr).
+// that it resets connections to the service addresses (serviceAddrs).
 func (l *listeners) refuseService(ln net.Listener, wildcard bool) net.Listener {
-	if !wildcard || !l.serviceAddr.IsValid() {
+	if !wildcard {
 		return ln
 	}
-	return weblisten.RefuseTo(ln, l.serviceAddr)
+	return weblisten.RefuseTo(ln, l.serviceAddrs...)
 }
 
 // unspecified reports whether a listener's configured address binds

@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/xlbproject/xlb/pkg/buildinfo"
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/configwatch"
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/instance"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -25,7 +28,7 @@ func (d *runner) publishStarting() {
 	defer d.storeMu.Unlock()
 	d.store.Publish(&snapshot.Snapshot{
 		Name: d.cfg.Name, Version: buildinfo.Version, Revision: buildinfo.Revision,
-		Lifecycle: api.Starting, StartedAt: time.Now(), XDPMode: d.cfg.XDPMode,
+		Lifecycle: api.Starting, StartedAt: time.Now(), XDPMode: d.cfg.XDPMode, Form: d.cfg.Form,
 		Config: configwatch.State{Path: d.o.ConfigPath},
 	})
 }
@@ -55,15 +58,14 @@ func (d *runner) publishConfig(st configwatch.State) {
 }
 
 // publishInstance publishes what the instance resolved and attached, and
-// its backends.
+// its services and their backends.
 func (d *runner) publishInstance() {
 	r := d.inst.Resolved
-	ports, snat := slices.Clone(d.cfg.Ports), slices.Clone(r.SNAT)
+	snat := slices.Clone(r.SNAT)
 	d.update(func(s *snapshot.Snapshot) {
-		s.Listen, s.SNAT, s.Ports, s.Interfaces = r.Listen, snat, ports, r.Interfaces
+		s.SNAT, s.Interfaces = snat, r.Interfaces
 		s.Attached = d.inst.DP.Attachments()
 		s.Features = d.inst.DP.Features()
-		s.Provider = d.inst.Backends.ProviderName()
 		d.readBackends(s)
 	})
 }
@@ -81,11 +83,9 @@ func (d *runner) onSample(s *maintenance.Sample) {
 			busy = append(busy, b.ID)
 		}
 	}
-	d.inst.Backends.NotePairs(s.Time, busy)
-	provErr := ""
-	if err := d.inst.Backends.ProviderError(); err != nil {
-		provErr = err.Error()
-	}
+	d.inst.Pool.NotePairs(s.Time, busy)
+	d.freeDrained()
+	counts := d.counts.add(d.inst.Services(), s)
 	var settings []snapshot.HostSetting
 	for _, r := range d.inst.HostSettings() {
 		settings = append(settings, snapshot.HostSetting{Name: r.Setting, Repairs: r.Repairs})
@@ -93,7 +93,8 @@ func (d *runner) onSample(s *maintenance.Sample) {
 	retired := d.inst.DP.RetiredSNAT()
 	d.update(func(snap *snapshot.Snapshot) {
 		snap.AddSample(s)
-		snap.ProviderError, snap.HostSettings = provErr, settings
+		d.svcCounts = counts
+		snap.HostSettings = settings
 		snap.RetiredSNAT = retired
 		d.readBackends(snap)
 	})
@@ -102,15 +103,44 @@ func (d *runner) onSample(s *maintenance.Sample) {
 	}
 }
 
-// publishBackends publishes the backend manager's current view.
+// publishBackends publishes the backend managers' current view.
 func (d *runner) publishBackends() { d.update(d.readBackends) }
 
-// readBackends reads the backend manager's view into s. It runs inside
-// update, under the store's lock, so two publications never land in the
-// opposite order of their reads (a sample must not put back a state a
-// health check's transition already replaced).
+// readBackends reads every service and its backend manager's view into s
+// (DESIGN §9), and, while the instance has exactly one service, the
+// one-service fields of status schema 1. It runs inside update, under
+// the store's lock, so two publications never land in the opposite order
+// of their reads (a sample must not put back a state a health check's
+// transition already replaced).
 func (d *runner) readBackends(s *snapshot.Snapshot) {
-	s.Backends, s.ProviderSynced, s.ProviderStale = d.inst.Backends.Snapshot(), d.inst.Backends.EverSynced(), d.inst.Backends.Stale()
+	list := d.inst.Services()
+	svcs := make([]snapshot.Service, 0, len(list))
+	for _, is := range list {
+		m := is.Backends
+		ss := snapshot.Service{ID: is.ID, Name: is.Name, State: snapshot.ServiceServing, Listen: is.Listen,
+			Proto: is.Proto, Ports: slices.Clone(is.Ports), Scheduler: config.SchedulerRoundRobin,
+			Provider: m.ProviderName(), ProviderSynced: m.EverSynced(), ProviderStale: m.Stale(), Backends: m.Snapshot()}
+		if is.Draining {
+			ss.State = snapshot.ServiceDraining
+		}
+		if is.Config != nil && is.Config.Scheduler != "" {
+			ss.Scheduler = is.Config.Scheduler
+		}
+		if err := m.ProviderError(); err != nil {
+			ss.ProviderError = err.Error()
+		}
+		svcs = append(svcs, ss)
+	}
+	for i := range svcs {
+		svcs[i].Counts = d.svcCounts[svcs[i].Name]
+	}
+	s.Services = svcs
+	s.Listen, s.Ports, s.Provider, s.ProviderError, s.ProviderSynced, s.ProviderStale, s.Backends = netip.Addr{}, nil, "", "", false, false, nil
+	if len(svcs) == 1 {
+		o := svcs[0]
+		s.Listen, s.Ports, s.Provider, s.ProviderError, s.ProviderSynced, s.ProviderStale, s.Backends =
+			o.Listen, o.Ports, o.Provider, o.ProviderError, o.ProviderSynced, o.ProviderStale, o.Backends
+	}
 }
 
 // publishCounters reads the data path's counters into the snapshot, which
@@ -146,4 +176,83 @@ func (d *runner) publishUpgrades() {
 func (d *runner) publishUpgradeFailure(cause error) {
 	d.publishUpgrades()
 	d.update(func(s *snapshot.Snapshot) { s.Upgrades.LastFailure = cause.Error() })
+}
+
+// freeDrained frees the id of every draining service whose members have
+// held no pair for backend.IDReuseQuiet (DESIGN §9): it leaves the data
+// path, the status and the metrics.
+func (d *runner) freeDrained() {
+	for _, s := range d.inst.Services() {
+		if !s.Draining || !d.inst.Pool.Quiet(s.Name) {
+			continue
+		}
+		if err := d.inst.FreeService(s); err != nil {
+			d.log.WithField("service", s.Name).WithError(err).Warn("free the drained service's id")
+		}
+	}
+}
+
+// serviceCounter keeps each service's connection counters
+// (snapshot.ServiceCounts) from the samples: the sums of its members'
+// cells, plus what members it no longer lists (an id another member
+// took over) had counted, so they never decrease while the service keeps
+// its id. Only the maintenance loop's goroutine calls add.
+type serviceCounter struct {
+	last    map[uint32]memberShare // by member id, as of the previous sample
+	retired map[string]snapshot.ServiceCounts
+}
+
+// memberShare is one member's cells in a sample.
+type memberShare struct {
+	service string
+	counts  snapshot.ServiceCounts
+}
+
+// add takes a sample and returns every service's counters. With one
+// service they are the instance's (the closures split by initiator too);
+// with several, the data path counts closures per member by reason only,
+// so Closed stays zero (a per-service closure counter is issue 29's
+// follow-up in the data path).
+func (c *serviceCounter) add(svcs []*instance.Service, smp *maintenance.Sample) map[string]snapshot.ServiceCounts {
+	out := map[string]snapshot.ServiceCounts{}
+	if len(svcs) == 1 {
+		out[svcs[0].Name] = snapshot.ServiceCounts{Opened: smp.Opened, Closed: smp.Closed, Orphaned: smp.Orphaned, EmbryonicExpired: smp.EmbryonicExpired}
+		return out
+	}
+	if c.retired == nil {
+		c.retired = map[string]snapshot.ServiceCounts{}
+	}
+	cur := map[uint32]memberShare{}
+	for _, s := range svcs {
+		for _, b := range s.Backends.Snapshot() {
+			if bs, ok := smp.Backend(b.ID); ok {
+				cur[b.ID] = memberShare{service: s.Name, counts: snapshot.ServiceCounts{
+					Opened: bs.Stats.Opened, Orphaned: bs.Reaped.Orphaned, EmbryonicExpired: bs.Reaped.Embryonic}}
+			}
+		}
+	}
+	for id, old := range c.last {
+		if now, ok := cur[id]; !ok || now.service != old.service {
+			c.retired[old.service] = addCounts(c.retired[old.service], old.counts)
+		}
+	}
+	c.last = cur
+	for _, s := range svcs {
+		out[s.Name] = c.retired[s.Name]
+	}
+	for _, m := range cur {
+		out[m.service] = addCounts(out[m.service], m.counts)
+	}
+	return out
+}
+
+func addCounts(a, b snapshot.ServiceCounts) snapshot.ServiceCounts {
+	a.Opened += b.Opened
+	a.Orphaned += b.Orphaned
+	a.EmbryonicExpired += b.EmbryonicExpired
+	a.Closed.ClientFIN += b.Closed.ClientFIN
+	a.Closed.BackendFIN += b.Closed.BackendFIN
+	a.Closed.ClientRST += b.Closed.ClientRST
+	a.Closed.BackendRST += b.Closed.BackendRST
+	return a
 }

@@ -240,11 +240,11 @@ func TestStopDuringStartup(t *testing.T) {
 func TestFailedStartReturnsTheError(t *testing.T) {
 	l := lab.New(t, lab.Options{Topology: lab.OneArm})
 	c := labConfig(t, l)
-	c.Listen = config.Listen{IP: netip.MustParseAddr("203.0.113.7")} // no interface has it
+	c.Interfaces = []string{"eth9"} // no such interface
 	p := run(t, l, c)
 	err := p.wait(t)
-	if err == nil || !strings.Contains(err.Error(), "listen: 203.0.113.7 is not an address of this host") {
-		t.Fatalf("Run: %v, want the listen address error", err)
+	if err == nil || !strings.Contains(err.Error(), `interfaces[0]: no interface named "eth9"`) {
+		t.Fatalf("Run: %v, want the interfaces error", err)
 	}
 	if p.notes.index("READY=1") >= 0 {
 		t.Fatalf("systemd was told %q; want no READY=1", p.notes.all())

@@ -3,6 +3,8 @@ package daemon
 import (
 	"fmt"
 	"strings"
+
+	"github.com/xlbproject/xlb/pkg/backend"
 )
 
 // runningStatus is the STATUS= line while running.
@@ -16,14 +18,22 @@ func (d *runner) runningStatus() string {
 	if s.Sample != nil {
 		active = s.Sample.Active
 	}
-	discovered := 0
-	for _, b := range s.Backends {
-		if b.Discovered {
-			discovered++
+	discovered, routable := 0, 0
+	for _, svc := range s.Services {
+		for _, b := range svc.Backends {
+			if b.Discovered {
+				discovered++
+				if b.State == backend.Routable {
+					routable++
+				}
+			}
 		}
 	}
 	line := fmt.Sprintf("running: XDP %s; %d/%d backends routable; %d active connections",
-		strings.Join(modes, ", "), s.Routable(), discovered, active)
+		strings.Join(modes, ", "), routable, discovered, active)
+	if len(s.Services) > 1 {
+		line += fmt.Sprintf("; %d services", len(s.Services))
+	}
 	if s.Sample != nil && s.Sample.Maintenance.Failing() {
 		line += fmt.Sprintf("; maintenance failing (%d cycles in a row)", s.Sample.Maintenance.ConsecutiveFailures)
 	}

@@ -2,8 +2,8 @@
 // down: it resolves the config against the host, takes the network
 // namespace's instance lock, journals and applies the host settings
 // (pkg/hostnet), loads, configures and attaches the data path
-// (pkg/dataplane), and starts backend discovery (pkg/backend). Stop undoes
-// all of it in reverse order.
+// (pkg/dataplane) with every service, and starts each service's backend
+// discovery (pkg/backend). Stop undoes all of it in reverse order.
 //
 // It is the only wiring of an instance: the daemon (pkg/daemon), the
 // in-process end-to-end tests and the packet fixtures (dataplane/dptest) all
@@ -16,7 +16,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,9 +25,11 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xlbproject/xlb/pkg/backend"
+	k8sprovider "github.com/xlbproject/xlb/pkg/backend/kubernetes"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
@@ -73,7 +74,8 @@ type Successor struct {
 // Handed is what a running predecessor hands its successor besides the
 // pinned state.
 type Handed struct {
-	// Backends are every backend it knew (id, address, name).
+	// Backends are every backend of every service it knew (service,
+	// member and backend ids, address, name).
 	Backends []backend.Known
 	// HZ is the kernel tick rate it measured (0: none), which the
 	// successor then need not measure again (dataplane.AdoptHZ).
@@ -85,7 +87,17 @@ type Instance struct {
 	Config   *config.Config
 	Resolved Resolved             // what the host turned the config's auto values into
 	DP       *dataplane.Dataplane // the loaded and attached data path
-	Backends *backend.Manager     // discovery and the routable set
+	// Backends is the first service's manager: the only one of a
+	// top-level file.
+	Backends *backend.Manager
+	// Pool hands out every service's backend and member ids.
+	Pool *backend.Pool
+
+	// services are every service in the data path: the config's, in its
+	// order, then the draining ones a reload removed (DESIGN §9);
+	// FreeService removes one. svcMu guards the slice.
+	svcMu    sync.Mutex
+	services []*Service
 
 	resolver *hostnet.Resolver
 	guard    *hostnet.SysctlGuard
@@ -124,7 +136,7 @@ func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) 
 	if o.JournalDir == "" {
 		o.JournalDir = hostnet.DefaultJournalDir
 	}
-	in := &Instance{Config: c, opts: o, log: o.Log}
+	in := &Instance{Config: c, opts: o, log: o.Log, Pool: backend.NewPool(nil)}
 	if err := in.start(ctx); err != nil {
 		if in.adopted || o.Successor != nil {
 			in.log.Warn("start failed after adopting pinned state: leaving the data path attached and the host settings as they are for the next start")
@@ -141,9 +153,15 @@ func Start(ctx context.Context, c *config.Config, o Options) (*Instance, error) 
 
 func (in *Instance) start(ctx context.Context) error {
 	c := in.Config
-	prov, err := newProvider(c, in.log)
-	if err != nil {
-		return err
+	svcs := c.ServiceList()
+	hub := k8sprovider.NewHub()
+	provs := map[string]backend.Provider{}
+	for _, s := range svcs {
+		p, err := newProvider(s, hub, in.log.WithField("service", s.Name))
+		if err != nil {
+			return err
+		}
+		provs[s.Name] = p
 	}
 	r, err := Resolve(c)
 	if err != nil {
@@ -151,6 +169,12 @@ func (in *Instance) start(ctx context.Context) error {
 	}
 	in.Resolved = r
 	in.log.WithFields(logrus.Fields{"listen": r.Listen, "snat": r.SNAT, "interfaces": r.Interfaces}).Info("resolved host settings")
+	for _, s := range r.Services {
+		log := in.log.WithFields(logrus.Fields{"service": s.Name, "listen": s.Listen})
+		if s.Routed() {
+			log.Infof("listen address is not on an ingress interface (%s): the network must route it to this host", s.Where())
+		}
+	}
 
 	var lock *hostnet.NetnsLock
 	if in.opts.Successor != nil {
@@ -235,21 +259,10 @@ func (in *Instance) start(ctx context.Context) error {
 		return err
 	}
 	in.undo = append(in.undo, in.guard.Close)
-	// One service until the control plane of issue 29 runs one per
-	// config service (its member ids are its backend ids).
-	svc := dataplane.ServiceSettings{Name: c.Name, Listen: r.Listen, Proto: dataplane.ProtoTCP}
-	if svc.Name == "" {
-		svc.Name = config.DefaultName
-	}
-	for _, p := range c.Ports {
-		svc.Ports = append(svc.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
-	}
-	settings := dataplane.Settings{SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi, Services: []dataplane.ServiceSettings{svc}}
-	svcs, err := dp.Configure(settings)
+	placed, err := in.configure(svcs)
 	if err != nil {
 		return err
 	}
-	pub := onePublisher{dp: dp, svc: svcs[0].ID}
 	// Ports of a retired SNAT range stay reserved until no pair holds
 	// them (ReleaseRetiredSNAT); the predecessor had reserved them.
 	in.journal = j
@@ -299,18 +312,37 @@ func (in *Instance) start(ctx context.Context) error {
 		in.resolver.Adopt(n.Interface, n.IP)
 	}
 	in.undo = append(in.undo, in.resolver.Cleanup)
-	// The predecessor's routable set (read after Quiesce and Configure:
-	// its last publication) serves until the provider's first set.
-	var inherited []dataplane.BackendRef
-	if in.adopted {
-		if inherited, err = dp.Routable(pub.svc); err != nil {
-			return err
-		}
+	// Every service gets its manager: the configured ones their
+	// provider, a draining one an empty one (its members depart and show
+	// draining while their pairs live).
+	known := known(placed, ad, handed.Backends)
+	reserved := slices.Clone(r.SNAT)
+	for _, rs := range r.Services {
+		reserved = append(reserved, rs.Listen)
 	}
-	in.Backends = backend.NewManager(prov, in.resolver, pub, backend.Options{
-		Log: in.log.WithField("component", "backends"), Known: known(ad.Backends, handed.Backends), Inherited: inherited,
-		HealthCheck: c.HealthCheck, HealthPort: c.Ports[0].RemotePort, HealthSource: r.SNAT[0],
-		Reserved: append([]netip.Addr{r.Listen}, r.SNAT...)})
+	for _, ps := range placed {
+		svc := &Service{ID: ps.ID, Name: ps.Name, Draining: ps.Draining, Listen: ps.Listen, Proto: ps.Proto, Ports: ps.Ports}
+		prov := backend.Provider(backend.NewStatic(nil))
+		o := backend.Options{Service: ps.Name, ServiceID: ps.ID, Pool: in.Pool,
+			Log:   in.log.WithFields(logrus.Fields{"component": "backends", "service": ps.Name}),
+			Known: known[ps.Name], HealthSource: r.SNAT[0], Reserved: reserved}
+		if cs := ps.config; cs != nil {
+			svc.Config = cs
+			prov = provs[cs.Name]
+			o.HealthCheck, o.HealthPort = cs.HealthCheck, cs.Ports[0].RemotePort
+		}
+		// The predecessor's routable set (read after Quiesce and
+		// Configure: its last publication) serves until the provider's
+		// first set.
+		if in.adopted && !ps.Draining {
+			if o.Inherited, err = in.routable(ps.ID); err != nil {
+				return err
+			}
+		}
+		svc.Backends = backend.NewManager(prov, in.resolver, dp, o)
+		in.services = append(in.services, svc)
+	}
+	in.Backends = in.services[0].Backends
 
 	if err := in.startDiscovery(ctx); err != nil {
 		return err
@@ -341,13 +373,18 @@ func (in *Instance) startDiscovery(ctx context.Context) error {
 		return err
 	}
 	in.cancel = cancel
-	in.wg.Add(3)
-	go func() {
-		defer in.wg.Done()
-		if err := in.Backends.Run(runCtx); err != nil {
-			in.log.WithError(err).Error("backend provider stopped")
-		}
-	}()
+	svcs := in.Services()
+	in.wg.Add(2 + len(svcs))
+	for _, s := range svcs {
+		svcCtx, stop := context.WithCancel(runCtx)
+		s.stop = stop
+		go func() {
+			defer in.wg.Done()
+			if err := s.Backends.Run(svcCtx); err != nil {
+				in.log.WithField("service", s.Name).WithError(err).Error("backend provider stopped")
+			}
+		}()
+	}
 	go func() {
 		defer in.wg.Done()
 		<-w.Done()
@@ -359,17 +396,28 @@ func (in *Instance) startDiscovery(ctx context.Context) error {
 	return nil
 }
 
-// known is the backend manager's Options.Known: every backend a running
-// predecessor handed over (ids and names), and every other backend id the
-// adopted pairs reference (after a crash: no names).
-func known(inFlows map[uint32]netip.Addr, handed []backend.Known) []backend.Known {
-	out := slices.Clone(handed)
-	for id, ip := range inFlows {
-		if !slices.ContainsFunc(out, func(k backend.Known) bool { return k.ID == id || k.IP == ip }) {
-			out = append(out, backend.Known{ID: id, IP: ip})
+// known is each service's backend.Options.Known: every backend a running
+// predecessor handed over (service, ids and names), and every other
+// member the adopted pairs and routable sets reference (after a crash:
+// no names). A predecessor of layout 8 names no service: its backends are
+// the migrated service's, their member ids their backend ids.
+func known(placed []placedService, ad dataplane.Adoption, handed []backend.Known) map[string][]backend.Known {
+	out := map[string][]backend.Known{}
+	migrated := migratedService(placed)
+	for _, k := range handed {
+		if k.Service == "" {
+			k.Service, k.Backend = migrated, k.ID
+		}
+		out[k.Service] = append(out[k.Service], k)
+	}
+	for _, k := range adoptedMembers(ad, placed) {
+		if !slices.ContainsFunc(out[k.Service], func(o backend.Known) bool { return o.ID == k.ID || o.IP == k.IP }) {
+			out[k.Service] = append(out[k.Service], k)
 		}
 	}
-	slices.SortFunc(out, func(a, b backend.Known) int { return cmp.Compare(a.ID, b.ID) })
+	for _, ks := range out {
+		slices.SortFunc(ks, func(a, b backend.Known) int { return cmp.Compare(a.ID, b.ID) })
+	}
 	return out
 }
 
@@ -383,6 +431,34 @@ func configDigest(c *config.Config) ([32]byte, error) {
 	return sha256.Sum256(b), nil
 }
 
+// Services returns every service in the data path: the config's, in its
+// order, then the draining ones (DESIGN §9).
+func (in *Instance) Services() []*Service {
+	in.svcMu.Lock()
+	defer in.svcMu.Unlock()
+	return slices.Clone(in.services)
+}
+
+// FreeService frees a draining service's id in the data path once no
+// pair of it lives (the caller's judgement: backend.Pool.Quiet), stops
+// its backend manager and forgets it.
+func (in *Instance) FreeService(s *Service) error {
+	if !s.Draining {
+		return fmt.Errorf("service %s is not draining", s.Name)
+	}
+	if err := in.DP.FreeService(s.ID); err != nil {
+		return err
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+	in.svcMu.Lock()
+	in.services = slices.DeleteFunc(in.services, func(o *Service) bool { return o == s })
+	in.svcMu.Unlock()
+	in.log.WithFields(logrus.Fields{"service": s.Name, "id": s.ID}).Info("removed service drained: its id is free")
+	return nil
+}
+
 // Adopted reports whether the data path came from a predecessor's pins.
 func (in *Instance) Adopted() bool { return in.adopted }
 
@@ -393,13 +469,15 @@ func (in *Instance) LockFile() *os.File { return in.lock.File() }
 // Reclaim takes the data path back after a failed hand-off: the
 // successor may have replaced the program and rewritten the config map
 // before it failed. It points every interface back at this process's
-// program, rewrites its config and routable set, and restarts discovery.
-// The caller restarts its maintenance loop.
+// program, rewrites its config and every service's routable set, and
+// restarts discovery. The caller restarts its maintenance loop.
 func (in *Instance) Reclaim(ctx context.Context) error {
 	if err := in.DP.Reclaim(); err != nil {
 		return err
 	}
-	in.Backends.Republish()
+	for _, s := range in.Services() {
+		s.Backends.Republish()
+	}
 	return in.startDiscovery(ctx)
 }
 
@@ -473,15 +551,17 @@ func (in *Instance) HostSettings() []hostnet.SettingRepairs {
 	return in.guard.Repairs()
 }
 
-// BackendIDs lists the data-path ids of every backend the instance knows
-// (routable, draining or unreachable), for the maintenance loop's
-// per-backend figures (maintenance.Options.BackendIDs).
-func (in *Instance) BackendIDs() []uint32 {
-	var ids []uint32
-	for _, b := range in.Backends.Snapshot() {
-		ids = append(ids, b.ID)
+// Members lists the member and backend ids of every backend of every
+// service the instance knows (routable, draining or unreachable), for
+// the maintenance loop's per-backend figures (maintenance.Options.Members).
+func (in *Instance) Members() []maintenance.Member {
+	var out []maintenance.Member
+	for _, s := range in.Services() {
+		for _, b := range s.Backends.Snapshot() {
+			out = append(out, maintenance.Member{ID: b.ID, Backend: b.Backend})
+		}
 	}
-	return ids
+	return out
 }
 
 // StopDiscovery stops the backend provider and resolution loop, the
@@ -512,27 +592,4 @@ func (in *Instance) Stop() error {
 		}
 	})
 	return in.stopErr
-}
-
-// onePublisher publishes the routable set of the one service Start
-// configures, each backend's member id its backend id.
-type onePublisher struct {
-	dp  *dataplane.Dataplane
-	svc uint16
-}
-
-func (p onePublisher) SetRoutable(refs []dataplane.BackendRef) error {
-	out := make([]dataplane.BackendRef, len(refs))
-	for i, r := range refs {
-		r.Member = r.ID
-		out[i] = r
-	}
-	return p.dp.SetRoutable(p.svc, out)
-}
-
-func (p onePublisher) ResetBackend(id uint32) error {
-	if err := p.dp.ResetBackend(id); err != nil {
-		return err
-	}
-	return p.dp.ResetMember(id)
 }

@@ -23,43 +23,60 @@ import (
 // backend_provider_unhealthy.
 const ProviderSyncWait = 10 * time.Second
 
-// newProvider builds the configured backend provider (DESIGN §1
-// "provider").
-func newProvider(c *config.Config, log logrus.FieldLogger) (backend.Provider, error) {
-	if k := c.Provider.Kubernetes; k != nil {
-		fixed := !slices.ContainsFunc(c.Ports, func(p config.PortMapping) bool { return p.RemotePort == 0 })
-		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed})
+// newProvider builds a service's backend provider (DESIGN §1 "provider",
+// §9): the services whose Services share a namespace share hub's
+// informer.
+func newProvider(s config.Service, hub *k8sprovider.Hub, log logrus.FieldLogger) (backend.Provider, error) {
+	if k := s.Provider.Kubernetes; k != nil {
+		fixed := !slices.ContainsFunc(s.Ports, func(p config.PortMapping) bool { return p.RemotePort == 0 })
+		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed, Hub: hub})
 		if err != nil {
 			return nil, err // it names the field (provider.kubernetes.kubeconfig)
 		}
 		return p, nil
 	}
-	return backend.NewStatic(c.Provider.Static.Backends), nil
+	return backend.NewStatic(s.Provider.Static.Backends), nil
 }
 
-// awaitFirstSync waits for the backend manager's first set, at most
-// ProviderSyncWait plus the health checks' timeout.
+// awaitFirstSync waits for every service's first set, at most
+// ProviderSyncWait plus the longest health check timeout.
 func (in *Instance) awaitFirstSync(ctx context.Context) error {
 	wait := ProviderSyncWait
-	if hc := in.Config.HealthCheck; hc != nil {
-		wait += hc.Timeout + time.Second
+	var hcWait time.Duration
+	svcs := in.Services()
+	for _, s := range svcs {
+		if s.Config != nil && s.Config.HealthCheck != nil {
+			hcWait = max(hcWait, s.Config.HealthCheck.Timeout+time.Second)
+		}
 	}
+	wait += hcWait
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	select {
-	case <-in.Backends.Synced():
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		log := in.log.WithFields(logrus.Fields{"provider": in.Backends.ProviderName(), "waited": wait})
-		if err := in.Backends.ProviderError(); err != nil {
-			log = log.WithError(err)
+	for _, s := range svcs {
+		select {
+		case <-s.Backends.Synced():
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
 		}
-		if in.Backends.Stale() {
-			log.Warn("backend provider has not synced; serving the routable set handed over or adopted from the previous xlb, provider stale until it syncs (readiness stays ready)")
-		} else {
-			log.Warn("backend provider has not synced; running with the routable set the data path has (none when fresh); readiness says backend_provider_unhealthy until it syncs")
+		// Out of time: say so for each service not synced yet.
+		for _, s := range svcs {
+			m := s.Backends
+			if m.EverSynced() {
+				continue
+			}
+			log := in.log.WithFields(logrus.Fields{"service": s.Name, "provider": m.ProviderName(), "waited": wait})
+			if err := m.ProviderError(); err != nil {
+				log = log.WithError(err)
+			}
+			if m.Stale() {
+				log.Warn("backend provider has not synced; serving the routable set handed over or adopted from the previous xlb, provider stale until it syncs (readiness stays ready)")
+			} else {
+				log.Warn("backend provider has not synced; running with the routable set the data path has (none when fresh); readiness says backend_provider_unhealthy until it syncs")
+			}
 		}
+		return nil
 	}
 	return nil
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // gauges are the pair counts of one moment, from counters only: what the
-// data path opened, closed and replaced per backend, minus what the reaper
-// removed per backend (bpf/layout.h enum xlb_reaped_reason has the
+// data path opened, closed and replaced per member, minus what the reaper
+// removed per member (bpf/layout.h enum xlb_reaped_reason has the
 // formulas). A pair is accounted for by whoever deletes its forward entry,
 // so each pair leaves exactly one gauge exactly once: a pair removed
 // embryonic_ttl after its SYN leaves the active gauge (ReapedCounts.
@@ -27,7 +27,7 @@ type gauges struct {
 // readGauges reads the reaper's counts first and the data path's after, so
 // a removal is never seen before the closure it follows: a gauge read
 // between the two can only be high, never below zero.
-func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
+func readGauges(dp *dataplane.Dataplane, want func() []Member) (gauges, error) {
 	var g gauges
 	reaped, err := dp.AllReapedCounts()
 	if err != nil {
@@ -45,12 +45,11 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 	if err != nil {
 		return g, fmt.Errorf("maintenance: %w", err)
 	}
-	listed := make([]bool, dataplane.MaxBackends)
+	// the listed members' backend ids, by member id
+	listed := make(map[uint32]uint32)
 	if want != nil {
-		for _, id := range want() {
-			if id < dataplane.MaxBackends {
-				listed[id] = true
-			}
+		for _, m := range want() {
+			listed[m.ID] = m.Backend
 		}
 	}
 	for id := range stats {
@@ -60,10 +59,15 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 			Active:    sub(st.Opened, st.ClosedFIN, st.ClosedRST, r.Orphaned, r.LoneActive, r.LoneReverse, r.Embryonic),
 			TimeWait:  sub(st.ClosedFIN, r.TimeWait, st.ReplacedFIN, r.LoneTimeWait),
 			Stats:     st,
+			Reaped:    r,
 			Handshake: handshakes[id],
 		}
-		if id < len(timestamps) {
-			b.Timestamps = timestamps[id]
+		bid, isListed := listed[uint32(id)]
+		if isListed {
+			b.Backend = bid
+			if int(bid) < len(timestamps) {
+				b.Timestamps = timestamps[bid]
+			}
 		}
 		resetting := sub(st.ClosedRST, r.Reset, st.ReplacedRST, r.LoneReset)
 		g.active += b.Active
@@ -72,7 +76,7 @@ func readGauges(dp *dataplane.Dataplane, want func() []uint32) (gauges, error) {
 		g.orphaned += r.Orphaned
 		g.embryonic += r.Embryonic
 		g.repairs += r.Lone()
-		if listed[id] || b.Active+b.TimeWait+resetting > 0 {
+		if isListed || b.Active+b.TimeWait+resetting > 0 {
 			g.per = append(g.per, b)
 		}
 	}

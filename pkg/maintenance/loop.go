@@ -99,9 +99,10 @@ type Options struct {
 	Interval time.Duration
 	// Clock is the loop's notion of now; default the data path's clock.
 	Clock Clock
-	// BackendIDs returns the backend ids every sample must list (the
-	// discovered backends); ids with pairs are added. May be nil.
-	BackendIDs func() []uint32
+	// Members returns the members every sample must list (every
+	// service's discovered and draining backends, with their backend
+	// ids); members with pairs are added. May be nil.
+	Members func() []Member
 	// OnSample, when set, is called with each published sample, on the
 	// goroutine running the cycle (Run's, or Cycle's caller), in cycle
 	// order. It is how samples leave the loop; it must not block long.
@@ -433,7 +434,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: %w", err)
 	}
-	g, err := readGauges(l.dp, l.o.BackendIDs)
+	g, err := readGauges(l.dp, l.o.Members)
 	if err != nil {
 		return nil, err
 	}

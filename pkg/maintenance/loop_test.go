@@ -621,8 +621,10 @@ func TestFreshPairBetweenReadAndDeleteSurvives(t *testing.T) {
 func TestSample(t *testing.T) {
 	var got []*maintenance.Sample
 	r := newRig(t, dt.Options{MaxConnections: 64}, maintenance.Options{
-		BackendIDs: func() []uint32 { return []uint32{0, 1, 2, 7} },
-		OnSample:   func(s *maintenance.Sample) { got = append(got, s) },
+		Members: func() []maintenance.Member {
+			return []maintenance.Member{{ID: 0}, {ID: 1, Backend: 1}, {ID: 2, Backend: 2}, {ID: 7, Backend: 7}}
+		},
+		OnSample: func(s *maintenance.Sample) { got = append(got, s) },
 	})
 	if r.published() != 0 {
 		t.Fatal("a sample was published before the first cycle")

@@ -67,9 +67,9 @@ type Sample struct {
 	// Resetting is the number of pairs that saw a RST and are removed on
 	// the next cycle.
 	Resetting uint64
-	// Backends holds per-backend pair counts, data-path statistics and
-	// handshake histograms, sorted by ID: every id of Options.BackendIDs plus any id seen in
-	// the flow map.
+	// Backends holds per-member pair counts, data-path statistics and
+	// handshake histograms, sorted by member id: every member of
+	// Options.Members plus any member with pairs.
 	Backends []BackendSample
 
 	// Counters are the data path's global counters, read after the
@@ -184,10 +184,24 @@ type Removed struct {
 	Kept uint64
 }
 
-// BackendSample is one backend's share of a sample.
+// Member is one backend of one service: its member id
+// (0..dataplane.MaxMembers-1), which keys the data path's per-backend
+// counter cells, and its address's backend id
+// (0..dataplane.MaxBackends-1), which keys its timestamp state (DESIGN
+// §9).
+type Member struct {
+	ID, Backend uint32
+}
+
+// BackendSample is one member's share of a sample: one backend of one
+// service.
 type BackendSample struct {
-	// ID is the backend's data-path id (0..dataplane.MaxBackends-1).
+	// ID is the member id (0..dataplane.MaxMembers-1).
 	ID uint32
+	// Backend is the address's backend id, whose timestamp state
+	// Timestamps is; 0 (and Timestamps zero) for a member with pairs
+	// that Options.Members does not list.
+	Backend uint32
 	// Active and TimeWait count this backend's pairs, as Sample.Active
 	// and Sample.TimeWait do.
 	Active   uint64
@@ -195,16 +209,20 @@ type BackendSample struct {
 	// Stats are the backend's data-path counters (packets, bytes, pairs
 	// opened), summed over CPUs.
 	Stats dataplane.BackendStats
+	// Reaped are the reaper's removals of the member's pairs by reason
+	// (orphaned, embryonic, ...), since the member id was last reset.
+	Reaped dataplane.ReapedCounts
 	// Handshake is the backend's handshake latency histogram, summed over
 	// CPUs (dataplane.HandshakeHistograms: buckets not cumulative, bounds
 	// dataplane.HandshakeBuckets), read with Stats.
 	Handshake dataplane.Histogram
-	// Timestamps is what the data path last saw of the backend's TCP
-	// timestamps (dataplane.BackendTimestamps), read with Stats.
+	// Timestamps is what the data path last saw of the backend
+	// address's TCP timestamps (dataplane.BackendTimestamps, by backend
+	// id), read with Stats.
 	Timestamps dataplane.TimestampState
 }
 
-// Backend returns the sample of backend id.
+// Backend returns the sample of member id.
 func (s *Sample) Backend(id uint32) (BackendSample, bool) {
 	i := sort.Search(len(s.Backends), func(i int) bool { return s.Backends[i].ID >= id })
 	if i < len(s.Backends) && s.Backends[i].ID == id {

@@ -87,8 +87,8 @@ func startInproc(t *testing.T, l *lab.Lab, o inprocOptions) *inprocXLB {
 	x.Clock = newOffsetClock(maintenance.KernelClock(dp))
 	loop, err := maintenance.New(dp, maintenance.Options{
 		OrphanTTL: o.OrphanTTL, Interval: o.Interval, Clock: x.Clock, Log: log,
-		BackendIDs: inst.BackendIDs,
-		OnSample:   x.record,
+		Members:  inst.Members,
+		OnSample: x.record,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -169,3 +169,21 @@ func (l *Lab) AddClientAddresses(n int) ([]netip.Addr, error) {
 	}
 	return addrs, nil
 }
+
+// AddXLBAddresses gives XLB's eth0 further addresses,
+// testnet.XLBExtraIP(0 … n-1) (1 ≤ n ≤ testnet.MaxExtraIPs), and returns
+// them: the listen addresses of further services (issue 29) or further
+// SNAT addresses (issue 13). They go with the lab.
+func (l *Lab) AddXLBAddresses(n int) ([]netip.Addr, error) {
+	if n < 1 || n > testnet.MaxExtraIPs {
+		return nil, fmt.Errorf("lab: %d XLB addresses, want 1…%d", n, testnet.MaxExtraIPs)
+	}
+	addrs := make([]netip.Addr, n)
+	for i := range addrs {
+		addrs[i] = testnet.XLBExtraIP(i)
+		if err := l.XLB.AddAddress("eth0", netip.PrefixFrom(addrs[i], testnet.FrontNet.Bits())); err != nil {
+			return nil, err
+		}
+	}
+	return addrs, nil
+}

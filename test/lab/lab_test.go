@@ -335,3 +335,13 @@ func TestAddClientAddressesBounds(t *testing.T) {
 		}
 	}
 }
+
+// AddXLBAddresses refuses a count outside 1…testnet.MaxExtraIPs before it
+// touches the lab.
+func TestAddXLBAddressesBounds(t *testing.T) {
+	for _, n := range []int{0, -1, testnet.MaxExtraIPs + 1} {
+		if _, err := (&Lab{}).AddXLBAddresses(n); err == nil {
+			t.Errorf("AddXLBAddresses(%d) accepted", n)
+		}
+	}
+}

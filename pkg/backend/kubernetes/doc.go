@@ -1,10 +1,12 @@
 // Package kubernetes is the Kubernetes EndpointSlice backend provider
 // (provider.kubernetes in xlb.yaml; DESIGN §1, §6b; issue 14).
 //
-// The Provider runs a client-go informer on the discovery.k8s.io/v1
+// The Provider reads a client-go informer on the discovery.k8s.io/v1
 // EndpointSlices of one namespace labelled kubernetes.io/service-name=<the
 // Service>, and sends the backend manager the complete set of backends
-// eligible for new connections (Eligible) on every change. A backend that
+// eligible for new connections (Eligible) on every change. The services of
+// an instance that name Services of one namespace share one informer
+// through a Hub (issue 29): kubernetes.io/service-name in (<each Service>). A backend that
 // leaves the set is departed in the manager: its existing connections stay
 // pinned to it (seed "Backend changes"), it is shown draining while pairs
 // reference it and forgotten when the last is gone.

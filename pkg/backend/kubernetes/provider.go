@@ -5,18 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
@@ -49,26 +42,33 @@ type Options struct {
 	// PortsFixed: every port mapping sets remote_port, so a slice need
 	// not say which of its ports the backends serve on (PortRule.Fixed).
 	PortsFixed bool
+	// Hub shares one informer between the providers of every service
+	// that watches the same namespace through the same kubeconfig (or
+	// Client); nil: a hub of this provider's own.
+	Hub *Hub
 }
 
 // Provider discovers backends from the EndpointSlices of one Service
-// (provider.kubernetes, issue 14): an informer on discovery.k8s.io/v1
-// EndpointSlices in the Service's namespace labelled
-// kubernetes.io/service-name=<service>. It implements backend.Provider and
+// (provider.kubernetes, issue 14): the EndpointSlices labelled
+// kubernetes.io/service-name=<service> that the informer of its
+// namespace (shared through a Hub with the other services watching that
+// namespace, issue 29) holds. It implements backend.Provider and
 // backend.Reporter.
 type Provider struct {
 	cfg  config.KubernetesProvider
 	opts Options
+	sh   *shared
 
-	mu      sync.Mutex
-	lastErr error
 	// told are the Unusable problems already logged: each once.
 	told map[string]bool
 }
 
-// New returns the provider of cfg. Without Options.Client it loads the
+// New returns the provider of cfg. Without Options.Client, and unless its
+// hub already has a client for the namespace and kubeconfig, it loads the
 // kubeconfig file, or the in-cluster config when cfg.Kubeconfig is empty,
-// and fails when that fails; it contacts no server (Run does).
+// and fails when that fails; it contacts no server (Run does). Every
+// provider of a hub is created before the first one runs: the shared
+// informer's selector lists their Services.
 func New(cfg config.KubernetesProvider, o Options) (*Provider, error) {
 	if o.Log == nil {
 		o.Log = logrus.StandardLogger()
@@ -76,15 +76,15 @@ func New(cfg config.KubernetesProvider, o Options) (*Provider, error) {
 	if o.Debounce == 0 {
 		o.Debounce = DefaultDebounce
 	}
-	if o.Client == nil {
-		c, err := NewClient(cfg.Kubeconfig, cfg.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		o.Client = c
+	if o.Hub == nil {
+		o.Hub = NewHub()
+	}
+	sh, err := o.Hub.join(cfg, o)
+	if err != nil {
+		return nil, err
 	}
 	o.Log = o.Log.WithFields(logrus.Fields{"namespace": cfg.Namespace, "service": cfg.Service})
-	return &Provider{cfg: cfg, opts: o, told: map[string]bool{}}, nil
+	return &Provider{cfg: cfg, opts: o, sh: sh, told: map[string]bool{}}, nil
 }
 
 // Name implements backend.Provider.
@@ -94,9 +94,9 @@ func (p *Provider) Name() string { return "kubernetes" }
 // watch request, or of a watch stream; nil once a later list or watch
 // request succeeded. Meanwhile the provider keeps its last set.
 func (p *Provider) LastError() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastErr
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
+	return p.sh.lastErr
 }
 
 // Run implements backend.Provider. Once the informer has its first
@@ -106,34 +106,30 @@ func (p *Provider) LastError() error {
 // with backoff and the set stays as it was; after it comes back, a relist
 // applies whatever changed meanwhile. It returns ctx.Err() when ctx ends.
 func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) error {
-	ctx, cancel := context.WithCancel(klog.NewContext(ctx, logr.New(&logSink{log: p.opts.Log})))
-	inf := cache.NewSharedIndexInformerWithOptions(p.listWatch(ctx), &discoveryv1.EndpointSlice{},
-		cache.SharedIndexInformerOptions{ResyncPeriod: p.opts.Resync})
-	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
-		p.observe(ctx, "informer: list and watch", err)
-	}); err != nil {
-		cancel()
-		return fmt.Errorf("kubernetes: %w", err)
+	inf, err := p.sh.acquire()
+	if err != nil {
+		return err
 	}
+	defer p.sh.release()
 	changed := make(chan struct{}, 1)
-	poke := func() {
+	poke := func(obj any) {
+		if !p.concerns(obj) {
+			return
+		}
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(_, _ any) { poke() },
-		DeleteFunc: func(any) { poke() },
+		AddFunc:    poke,
+		UpdateFunc: func(old, cur any) { poke(old); poke(cur) },
+		DeleteFunc: poke,
 	})
 	if err != nil {
-		cancel()
 		return fmt.Errorf("kubernetes: %w", err)
 	}
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); inf.RunWithContext(ctx) }()
-	defer func() { cancel(); <-stopped }()
+	defer inf.RemoveEventHandler(reg)
 
 	select {
 	case <-ctx.Done():
@@ -202,52 +198,6 @@ func (p *Provider) awaitChange(ctx context.Context, changed <-chan struct{}, las
 	return nil
 }
 
-// listWatch is the informer's source: the client's list and watch of the
-// Service's slices, each request's outcome recorded for LastError.
-func (p *Provider) listWatch(ctx context.Context) cache.ListerWatcher {
-	selector := labels.Set{discoveryv1.LabelServiceName: p.cfg.Service}.String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			l, err := p.opts.Client.List(ctx, o)
-			p.observe(ctx, "list", err)
-			if err != nil {
-				return nil, err
-			}
-			return l, nil
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			w, err := p.opts.Client.Watch(ctx, o)
-			p.observe(ctx, "watch", err)
-			return w, err
-		},
-	}
-	return cache.ToListWatcherWithWatchListSemantics(lw, p.opts.Client)
-}
-
-// observe records the outcome of a request to the API server: an error
-// becomes LastError (logged when it differs from the previous one), a
-// success clears it. Errors after shutdown began are not the API's.
-func (p *Provider) observe(ctx context.Context, op string, err error) {
-	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case err == nil && p.lastErr != nil:
-		p.opts.Log.Info("Kubernetes API reachable again")
-		p.lastErr = nil
-	case err != nil:
-		err = fmt.Errorf("%s endpointslices: %w", op, err)
-		if p.lastErr == nil || rootCause(p.lastErr).Error() != rootCause(err).Error() {
-			p.opts.Log.WithError(err).Warn("Kubernetes API request failed; keeping the last set of backends while client-go retries")
-		}
-		p.lastErr = err
-	}
-}
-
 // rootCause is the innermost error err wraps: a request's error and the
 // informer's report of it ("failed to list ...: ...") share it, so a
 // repeated failure is logged once.
@@ -261,9 +211,19 @@ func rootCause(err error) error {
 	}
 }
 
-// serviceSlices returns the informer's cached slices of the Service. The
-// label is checked again here: the server filters by it, but client-go's
-// fake watch does not.
+// concerns reports whether an informer event's object is a slice of the
+// provider's Service (the shared informer holds other Services' too).
+func (p *Provider) concerns(obj any) bool {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	es, ok := obj.(*discoveryv1.EndpointSlice)
+	return !ok || es.Labels[discoveryv1.LabelServiceName] == p.cfg.Service
+}
+
+// serviceSlices returns the informer's cached slices of the Service: the
+// shared informer holds those of every Service of its hub, and the label
+// is checked here anyway (client-go's fake watch does not filter).
 func (p *Provider) serviceSlices(s cache.Store) []*discoveryv1.EndpointSlice {
 	items := s.List()
 	out := make([]*discoveryv1.EndpointSlice, 0, len(items))
