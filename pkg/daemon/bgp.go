@@ -141,14 +141,24 @@ type bgpServiceInput func(s *snapshot.Snapshot, now time.Time) []bgp.ServiceRead
 
 // bgpServiceSources returns the services' addresses the speaker may
 // announce (fixed for this process: a reload is a new process) and the
-// per-service input of its verdict. This instance runs one service, at
-// the resolved listen address, whose readiness is the instance's
-// (snapshot.Readiness), as a file of the top-level form describes.
+// per-service input of its verdict: every serving service's resolved
+// listen address (bgpPrefixes drops repeats), and each serving service's
+// own readiness (snapshot.ServiceReady, the instance-wide reasons
+// included). A draining service is no input: its address is withdrawn
+// unless a serving service shares it.
 func (d *runner) bgpServiceSources() ([]netip.Addr, bgpServiceInput) {
-	listen, name := d.inst.Resolved.Listen, d.cfg.Name
-	return []netip.Addr{listen}, func(s *snapshot.Snapshot, now time.Time) []bgp.ServiceReadiness {
-		ready, _ := s.Readiness(now)
-		return []bgp.ServiceReadiness{{Name: name, Address: listen, Ready: ready}}
+	var addrs []netip.Addr
+	for _, r := range d.inst.Resolved.Services {
+		addrs = append(addrs, r.Listen)
+	}
+	return addrs, func(s *snapshot.Snapshot, now time.Time) []bgp.ServiceReadiness {
+		var out []bgp.ServiceReadiness
+		for _, svc := range s.ServiceList() {
+			if svc.State == snapshot.ServiceServing {
+				out = append(out, bgp.ServiceReadiness{Name: svc.Name, Address: svc.Listen, Ready: s.ServiceReady(svc.Name, now)})
+			}
+		}
+		return out
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // Issue 29: each service's connection counters are the sums of its
 // members' cells, and never decrease while it keeps its id: a member id
 // another service took over leaves its share with the service it was
-// counted for. With one service they are the instance's.
+// counted for. Closures are split by initiator from the members' cells. With one service they are the instance's.
 func TestServiceCounts(t *testing.T) {
 	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(30 + i)}) }
 	svc := func(name string, members ...uint32) *instance.Service {
@@ -30,7 +30,8 @@ func TestServiceCounts(t *testing.T) {
 		s := &maintenance.Sample{}
 		for m, o := range opened {
 			s.Backends = append(s.Backends, maintenance.BackendSample{ID: uint32(m),
-				Stats: dataplane.BackendStats{Opened: o}, Reaped: dataplane.ReapedCounts{Orphaned: o / 2}})
+				Stats: dataplane.BackendStats{Opened: o, ClosedFIN: o / 2, ClosedFINByBackend: o / 4, ClosedRST: 1, ClosedRSTByBackend: 1},
+				Reaped: dataplane.ReapedCounts{Orphaned: o / 2}})
 		}
 		return s
 	}
@@ -38,6 +39,10 @@ func TestServiceCounts(t *testing.T) {
 	got := c.add([]*instance.Service{svc("web", 0), svc("api", 1)}, sample(5, 3))
 	if got["web"].Opened != 5 || got["api"].Opened != 3 || got["api"].Orphaned != 1 {
 		t.Fatalf("first sample: %+v, want web 5 opened, api 3 (1 orphaned)", got)
+	}
+	// closures by kind and initiator: the members' cells split by the backend's share
+	if want := (maintenance.Closed{ClientFIN: 1, BackendFIN: 1, BackendRST: 1}); got["web"].Closed != want {
+		t.Fatalf("web's closures %+v, want %+v", got["web"].Closed, want)
 	}
 	// api's member 1 is gone (its id reset and taken by web's new member,
 	// which opened 2 since)

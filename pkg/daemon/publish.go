@@ -209,10 +209,9 @@ type memberShare struct {
 }
 
 // add takes a sample and returns every service's counters. With one
-// service they are the instance's (the closures split by initiator too);
-// with several, the data path counts closures per member by reason only,
-// so Closed stays zero (a per-service closure counter is issue 29's
-// follow-up in the data path).
+// service they are the instance's; with several, the sums of the
+// members' cells (closures by kind and initiator: the data path's pair
+// events per member).
 func (c *serviceCounter) add(svcs []*instance.Service, smp *maintenance.Sample) map[string]snapshot.ServiceCounts {
 	out := map[string]snapshot.ServiceCounts{}
 	if len(svcs) == 1 {
@@ -226,8 +225,13 @@ func (c *serviceCounter) add(svcs []*instance.Service, smp *maintenance.Sample) 
 	for _, s := range svcs {
 		for _, b := range s.Backends.Snapshot() {
 			if bs, ok := smp.Backend(b.ID); ok {
+				st := bs.Stats
 				cur[b.ID] = memberShare{service: s.Name, counts: snapshot.ServiceCounts{
-					Opened: bs.Stats.Opened, Orphaned: bs.Reaped.Orphaned, EmbryonicExpired: bs.Reaped.Embryonic}}
+					Opened: st.Opened, Orphaned: bs.Reaped.Orphaned, EmbryonicExpired: bs.Reaped.Embryonic,
+					Closed: maintenance.Closed{
+						ClientFIN: st.ClosedFIN - st.ClosedFINByBackend, BackendFIN: st.ClosedFINByBackend,
+						ClientRST: st.ClosedRST - st.ClosedRSTByBackend, BackendRST: st.ClosedRSTByBackend,
+					}}}
 			}
 		}
 	}
