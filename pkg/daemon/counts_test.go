@@ -30,7 +30,7 @@ func TestServiceCounts(t *testing.T) {
 		s := &maintenance.Sample{}
 		for m, o := range opened {
 			s.Backends = append(s.Backends, maintenance.BackendSample{ID: uint32(m),
-				Stats: dataplane.BackendStats{Opened: o, ClosedFIN: o / 2, ClosedFINByBackend: o / 4, ClosedRST: 1, ClosedRSTByBackend: 1},
+				Stats:  dataplane.BackendStats{Opened: o, ClosedFIN: o / 2, ClosedFINByBackend: o / 4, ClosedRST: 1, ClosedRSTByBackend: 1},
 				Reaped: dataplane.ReapedCounts{Orphaned: o / 2}})
 		}
 		return s
