@@ -101,7 +101,7 @@ func TestSNATTakeover(t *testing.T) {
 			wantTaken(t, e, 0, 40000)
 			want := closeCounts{Opened: 2, ClosedFIN: 1, ReplacedFIN: 1}
 			if w.rst {
-				want = closeCounts{Opened: 2, ClosedRST: 1, ReplacedRST: 1}
+				want = closeCounts{Opened: 2, ClosedRST: 1, ReplacedRST: 1, ClosedRSTByBackend: w.counted.ClosedBackendRST}
 			}
 			wantCloseCounts(t, e, map[int]closeCounts{0: want})
 
@@ -169,7 +169,7 @@ func TestSNATBackendClosedPortHeldPastTimeWait(t *testing.T) {
 	wantTaken(t, e, 0, 40000)
 	refuse(t, e, 33002)
 	wantReaped(t, e, map[int]dataplane.ReapedCounts{0: {TimeWait: 1}})
-	wantCloseCounts(t, e, map[int]closeCounts{0: {Opened: 1, ClosedFIN: 1}})
+	wantCloseCounts(t, e, map[int]closeCounts{0: {Opened: 1, ClosedFIN: 1, ClosedFINByBackend: 1}})
 
 	holdReq := dataplane.ReapRequest{Key: op.RevKey, Generation: op.Rev.Generation, Op: dataplane.ReapHold}
 	reapWant(t, e, reapClock(restart+snatHold-1), holdReq, dataplane.ReapKept)
@@ -312,7 +312,7 @@ func TestSNATHoldAfterClientPortReuse(t *testing.T) {
 	}
 	wantHoldEvents(t, ev, op, k.p)
 	wantTaken(t, e, 0, 40000, 40001)
-	wantCloseCounts(t, e, map[int]closeCounts{0: {Opened: 2, ClosedFIN: 1, ReplacedFIN: 1}})
+	wantCloseCounts(t, e, map[int]closeCounts{0: {Opened: 2, ClosedFIN: 1, ReplacedFIN: 1, ClosedFINByBackend: 1}})
 
 	// What reaches the HOLD entry is dropped; no port is left for another client.
 	late := e.FromBackend(op.Backend(), 40000, dt.ACK, isnB+2, isnC+2, nil)

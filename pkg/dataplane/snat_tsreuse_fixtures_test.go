@@ -101,7 +101,7 @@ func TestSNATTimestampReuse(t *testing.T) {
 		t.Fatalf("%d entries, want 2 (the new pair)", n)
 	}
 	wantTaken(t, e, 0, 40000)
-	wantCloseCounts(t, e, map[int]closeCounts{0: {Opened: 2, ClosedFIN: 1, ReplacedFIN: 1}})
+	wantCloseCounts(t, e, map[int]closeCounts{0: {Opened: 2, ClosedFIN: 1, ReplacedFIN: 1, ClosedFINByBackend: 1}})
 	// Counted once: the maintenance loop's time-wait request finds nothing.
 	reapWant(t, e, reapClock(e.Now(t)+100*timeWait), fwdReq(op, dataplane.ReapTimeWait), dataplane.ReapGone)
 }

@@ -166,13 +166,13 @@ func TestStatusAndMetrics(t *testing.T) {
 	}
 
 	fams := scrape(t, l)
-	want := map[string][]string{ // DESIGN §4: name -> label names
-		"xlb_build_info": {"branch", "goarch", "goos", "goversion", "revision", "tags", "version"}, "xlb_connections_active": nil, "xlb_connections_timewait": nil,
-		"xlb_connections_opened_total": nil, "xlb_connections_closed_total": {"initiator", "reason"},
-		"xlb_connections_orphaned_total": nil, "xlb_backends": {"state"},
-		"xlb_backend_connections_active": {"backend"}, "xlb_backend_connections_opened_total": {"backend"},
-		"xlb_backend_sent_bytes_total": {"backend"}, "xlb_backend_received_bytes_total": {"backend"},
-		"xlb_backend_sent_packets_total": {"backend"}, "xlb_backend_received_packets_total": {"backend"},
+	want := map[string][]string{ // DESIGN §4, §9 (the service label): name -> label names
+		"xlb_build_info": {"branch", "goarch", "goos", "goversion", "revision", "tags", "version"}, "xlb_connections_active": {"service"}, "xlb_connections_timewait": {"service"},
+		"xlb_connections_opened_total": {"service"}, "xlb_connections_closed_total": {"initiator", "reason", "service"},
+		"xlb_connections_orphaned_total": {"service"}, "xlb_backends": {"service", "state"},
+		"xlb_backend_connections_active": {"backend", "service"}, "xlb_backend_connections_opened_total": {"backend", "service"},
+		"xlb_backend_sent_bytes_total": {"backend", "service"}, "xlb_backend_received_bytes_total": {"backend", "service"},
+		"xlb_backend_sent_packets_total": {"backend", "service"}, "xlb_backend_received_packets_total": {"backend", "service"},
 		"xlb_flow_map_entries": nil, "xlb_flow_map_capacity": nil, "xlb_flow_pair_invariant_violations_total": nil,
 		"xlb_snat_port_exhausted_total": nil, "xlb_xdp_attached": {"interface", "mode"}, "xlb_shutdown_resets_total": nil,
 		"xlb_config_reload_required": nil, "xlb_maintenance_duration_seconds": nil, "xlb_xdp_actions_total": {"action"},
