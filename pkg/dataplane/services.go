@@ -61,8 +61,10 @@ const (
 
 // ServiceSettings is one service as Configure takes it.
 type ServiceSettings struct {
-	// Name is unique among the settings' services, 1..ServiceNameLen
-	// bytes: the key Configure matches the data path's services by.
+	// Name is the key Configure matches the data path's services by:
+	// its first ServiceNameLen bytes (the record holds them; DESIGN §9
+	// names have at most that many, a top-level form's one service may
+	// have more) are unique among the settings' services.
 	Name string
 	// Listen is the service's address: IPv4 (IPv6 comes with issue 32).
 	Listen netip.Addr
@@ -102,13 +104,13 @@ func validateServices(svcs []ServiceSettings) error {
 	seen := map[listen]string{}
 	names := map[string]bool{}
 	for _, s := range svcs {
-		if s.Name == "" || len(s.Name) > ServiceNameLen {
-			return fmt.Errorf("dataplane: service name %q: want 1..%d bytes", s.Name, ServiceNameLen)
+		if s.Name == "" {
+			return errors.New("dataplane: a service without a name")
 		}
-		if names[s.Name] {
-			return fmt.Errorf("dataplane: service %q twice", s.Name)
+		if names[nameKey(s.Name)] {
+			return fmt.Errorf("dataplane: service %q twice (names are told apart by their first %d bytes)", s.Name, ServiceNameLen)
 		}
-		names[s.Name] = true
+		names[nameKey(s.Name)] = true
 		if !s.Listen.Is4() {
 			return fmt.Errorf("dataplane: service %q: the listen address %s is not IPv4", s.Name, s.Listen)
 		}
@@ -141,6 +143,9 @@ func proto(p string) string {
 	}
 	return p
 }
+
+// nameKey is what a record holds of name: its first ServiceNameLen bytes.
+func nameKey(name string) string { return name[:min(len(name), ServiceNameLen)] }
 
 // recordName is a record's name as a string.
 func recordName(r *xlbService) string {
@@ -182,7 +187,7 @@ func assignServices(recs *[MaxServices]xlbService, svcs []ServiceSettings) ([]ui
 	}
 	assigned := make([]bool, len(svcs))
 	for i, s := range svcs {
-		if id, ok := byName[s.Name]; ok {
+		if id, ok := byName[nameKey(s.Name)]; ok {
 			ids[i], assigned[i], taken[id] = id, true, true
 		}
 	}

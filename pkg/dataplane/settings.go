@@ -194,8 +194,10 @@ func (d *Dataplane) Configure(s Settings) ([]ServiceRef, error) {
 		return nil, err
 	}
 	refs := make([]ServiceRef, 0, len(s.Services))
-	for _, id := range ids {
-		refs = append(refs, serviceRef(id, &recs[id]))
+	for i, id := range ids {
+		ref := serviceRef(id, &recs[id])
+		ref.Name = s.Services[i].Name // the record holds its first ServiceNameLen bytes
+		refs = append(refs, ref)
 	}
 	for id := range recs {
 		if recs[id].State == uint8(ServiceDraining) {
