@@ -47,8 +47,9 @@ const (
 	FormServices
 )
 
-// ServiceList returns c.Services, or, for a Config built by hand without
-// them (tests), the one service its top-level fields describe.
+// ServiceList returns c.Services, or, for a Config without them (built
+// by hand, or a top-level file being decoded), the one service its
+// top-level fields describe.
 func (c *Config) ServiceList() []Service {
 	if len(c.Services) > 0 {
 		return c.Services

@@ -90,15 +90,8 @@ func (d *decoder) settleForm(c *Config) {
 	if !d.set["services"] {
 		c.Form = FormTopLevel
 		d.defaultRemotePorts("", c.Ports, c.Provider)
-		c.Services = []Service{{
-			Name:        c.Name,
-			Listen:      c.Listen,
-			Proto:       c.Proto,
-			Ports:       c.Ports,
-			Scheduler:   SchedulerRoundRobin,
-			Provider:    c.Provider,
-			HealthCheck: c.HealthCheck,
-		}}
+		c.Services = nil
+		c.Services = c.ServiceList() // the one service of the top-level fields
 		return
 	}
 	c.Form = FormServices

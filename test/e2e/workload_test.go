@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,22 +68,7 @@ const (
 
 // greet dials listen:80 from client, reads the backend's number and
 // returns the connection.
-func greet(client *lab.Host) (*net.TCPConn, byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	c, err := client.DialFrom(ctx, 0, listenAddr)
-	if err != nil {
-		return nil, 0, err
-	}
-	c.SetReadDeadline(time.Now().Add(15 * time.Second))
-	var b [1]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
-		c.Close()
-		return nil, 0, fmt.Errorf("greeting: %w", err)
-	}
-	c.SetReadDeadline(time.Time{})
-	return c, b[0], nil
-}
+func greet(client *lab.Host) (*net.TCPConn, byte, error) { return greetAt(client, listenAddr) }
 
 // roundTrip writes msg and expects it back.
 func roundTrip(c *net.TCPConn, msg []byte) error {
