@@ -107,8 +107,8 @@ func (d *runner) onSample(s *maintenance.Sample) {
 func (d *runner) publishBackends() { d.update(d.readBackends) }
 
 // readBackends reads every service and its backend manager's view into s
-// (DESIGN §9), and, while the instance has exactly one service, the
-// one-service fields of status schema 1. It runs inside update, under
+// (DESIGN §9), and, while the instance has exactly one serving service,
+// the one-service fields of status schema 1. It runs inside update, under
 // the store's lock, so two publications never land in the opposite order
 // of their reads (a sample must not put back a state a health check's
 // transition already replaced).
@@ -136,8 +136,9 @@ func (d *runner) readBackends(s *snapshot.Snapshot) {
 	}
 	s.Services = svcs
 	s.Listen, s.Ports, s.Provider, s.ProviderError, s.ProviderSynced, s.ProviderStale, s.Backends = netip.Addr{}, nil, "", "", false, false, nil
-	if len(svcs) == 1 {
-		o := svcs[0]
+	serving := slices.DeleteFunc(slices.Clone(svcs), func(s snapshot.Service) bool { return s.State != snapshot.ServiceServing })
+	if len(serving) == 1 { // the file's one service (a removed or renamed one may drain beside it)
+		o := serving[0]
 		s.Listen, s.Ports, s.Provider, s.ProviderError, s.ProviderSynced, s.ProviderStale, s.Backends =
 			o.Listen, o.Ports, o.Provider, o.ProviderError, o.ProviderSynced, o.ProviderStale, o.Backends
 	}

@@ -75,9 +75,10 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 			d.Shutdown.DeadlineUnixMs = s.ShutdownDeadline.UnixMilli()
 		}
 	}
-	// Schema version 1's fields: the only service's.
-	if len(d.Services) == 1 {
-		one := d.Services[0]
+	// Schema version 1's fields: the only serving service's (the file's
+	// one service; a service a reload removed or renamed may drain beside
+	// it).
+	if one, ok := onlyServing(d.Services); ok {
 		d.Listen, d.Provider, d.Backends = one.Listen, one.Provider, one.Backends
 	}
 	if smp := s.Sample; smp != nil {
@@ -329,4 +330,17 @@ func secondsLeft(deadline, now time.Time) int64 {
 		return 0
 	}
 	return int64((left + time.Second - 1) / time.Second)
+}
+
+// onlyServing is the one serving service of svcs, when there is exactly
+// one.
+func onlyServing(svcs []api.Service) (api.Service, bool) {
+	var one api.Service
+	n := 0
+	for _, s := range svcs {
+		if s.State == api.ServiceServing {
+			one, n = s, n+1
+		}
+	}
+	return one, n == 1
 }

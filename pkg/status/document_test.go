@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
@@ -427,5 +428,25 @@ func TestDocumentServices(t *testing.T) {
 	}
 	if k8s := d.Services[1]; k8s.Provider.Healthy || k8s.Provider.Error == "" || k8s.Provider.Name != "kubernetes" {
 		t.Errorf("api provider %+v, want kubernetes, unhealthy with its error", k8s.Provider)
+	}
+}
+
+// Schema 1's top-level fields describe the file's one service while a
+// service a reload removed or renamed drains beside it (tools such as the
+// Ansible role's verification read backends there).
+func TestDocumentOneServingBesideDraining(t *testing.T) {
+	s := fixtureServices()
+	s.Form = config.FormTopLevel
+	var kept []snapshot.Service
+	for _, svc := range s.Services {
+		if svc.Name != "api" {
+			kept = append(kept, svc)
+		}
+	}
+	s.Services = kept
+	d := Build(s, fixedNow)
+	if len(d.Services) != 2 || d.Listen.IP != "192.0.2.10" || len(d.Backends) != 6 || d.Provider.Name == "" {
+		t.Fatalf("one serving and one draining service: %d services, listen %+v, %d backends, provider %+v; want web's in schema 1's fields",
+			len(d.Services), d.Listen, len(d.Backends), d.Provider)
 	}
 }
