@@ -109,5 +109,9 @@
 // keepalive (BackendKeepAlive), which also clears the drained host's pairs;
 // the rolling upgrade's connection wait (xlb_drain_wait_connections, up to
 // no active connection) therefore ends before the stop, and the stop
-// resets nothing.
+// resets no connection a client still holds. A backend that was waiting
+// for the ACK of an echo when the route moved retransmits rather than
+// probes, which keeps its pair on the drained host fresh: such pairs may
+// outlast the wait, and the test bounds them by the long-lived connections
+// the drain moved off that host (checkActiveAtStop).
 package fleet

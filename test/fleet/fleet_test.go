@@ -504,6 +504,31 @@ func (f *fleet) reportOfAll(t *testing.T, path string) []ReportEntry {
 	return entries
 }
 
+// checkActiveAtStop checks what the drained host's connection wait left
+// for the stop: no connection that its client still holds. Every pair
+// still counted is one of the long-lived connections that the drain moved
+// (moved of them broke on it): the keepalive probes of BackendKeepAlive
+// clear most of those, but not one whose backend was still waiting for
+// the ACK of its last echo when the route moved. That ACK went to another
+// host, a backend with unacknowledged data retransmits instead of probing
+// (for tcp_retries2, about 15 minutes), each retransmission refreshes the
+// pair on the drained host, and no FIN or RST from the client reaches it.
+// The client's delayed ACK (up to 40 ms per exchange) makes that race
+// rare but real; in production it is why the wait has a maximum.
+func (f *fleet) checkActiveAtStop(t *testing.T, e ReportEntry, moved int) {
+	t.Helper()
+	switch {
+	case e.ActiveAtStop == nil:
+		t.Errorf("report %s: no active connections recorded at the stop", e.Host)
+	case *e.ActiveAtStop > moved:
+		t.Errorf("report %s: %d active connections at the stop, more than the %d long-lived connections the drain moved off it",
+			e.Host, *e.ActiveAtStop, moved)
+	case *e.ActiveAtStop > 0:
+		t.Logf("report %s: %d pairs still active at the stop, of the %d long-lived connections the drain moved off it (a backend retransmitting an echo whose ACK went elsewhere)",
+			e.Host, *e.ActiveAtStop, moved)
+	}
+}
+
 // checkResetBound checks that the long-lived connections reset on each
 // drained host are bounded by those it carried when its path left the
 // router's route: each moves with the router's rehash (and is reset by the
@@ -845,11 +870,6 @@ func (f *fleet) failingHost(t *testing.T) {
 	if e := byHost["xlb1"]; e.Result != "upgraded" || e.Method != "restart" || !e.Drained || e.VersionBefore != v2 || e.VersionAfter != v3 {
 		t.Errorf("report xlb1: %+v, want upgraded by drain and restart %s -> %s", e, v2, v3)
 	}
-	// The drained host's connection wait ended with nothing left on it:
-	// the stop reset no connection.
-	if e := byHost["xlb1"]; e.ActiveAtStop == nil || *e.ActiveAtStop != 0 {
-		t.Errorf("report xlb1: active connections at the stop %v, want 0", e.ActiveAtStop)
-	}
 	// The role's drain outlives the restart (issue 28), so /readyz answers
 	// draining, which the role's start wait accepts; the verification
 	// then fails on the routable backends.
@@ -892,6 +912,7 @@ func (f *fleet) failingHost(t *testing.T) {
 	b := f.checkTraffic(t, since, true)
 	f.logTraffic(t, since, b)
 	f.checkResetBound(t, b.drained, since)
+	f.checkActiveAtStop(t, byHost["xlb1"], b.drained["xlb1"])
 	t.Logf("restart rollout with the bgp hook: router's route changes %s", f.changes(since))
 	t.Logf("restart rollout with the bgp hook: long-lived connections broken: %d; on hosts out of the route (drained): %s; "+
 		"on hosts in service, moved by the router's rehash: %s", b.total(), f.perHost(b.drained), f.perHost(b.moved))
