@@ -176,18 +176,19 @@ func TestMaglevDeterministic(t *testing.T) {
 	}
 }
 
-// TestMaglevRemovalCollateral removes one member of N (equal weights) and
-// measures the collateral: the slots that change owner although their
-// owner stayed, as a fraction of M. All of the removed member's slots move
-// (their owner is gone); Maglev's property is that few others do.
+// TestMaglevRemovalCollateral removes one member of N and measures the
+// collateral: the slots that change owner although their owner stayed, as
+// a fraction of M. All of the removed member's slots move (their owner is
+// gone); Maglev's property is that few others do.
 //
 // Measured at MaglevSize(N) (100 slots per member or more), the worst of 5
-// removals: N=10, M=16381: 0.65 % (weights 1..7: 0.89 %); N=100, M=16381: 1.40 %; N=1000,
-// M=131071: 0.57 %. So the "100 × N keeps it under 1 %" rule holds at
-// N = 10 and 1000 but not at N = 100 (nor N = 50..500, 1.1–1.7 %; at
-// 32749 N = 100 gives 0.87 %). The test asserts 1 % where it holds and
-// pins the measured level elsewhere, so that a change making it worse
-// fails; the sizing rule is the lead's call (reported on issue 30).
+// removals, equal weights: N=10, M=16381: 0.65 % (weights 1..7: 0.89 %);
+// N=100, M=16381: 1.40 %; N=1000, M=131071: 0.57 %. So "100 × N keeps it
+// under 1 %" (Cilium's rule) holds at N = 10 and 1000 but not at N = 100
+// (nor at N = 50..500: 1.1–1.7 %), where 32749 slots give 0.87 %. The test
+// asserts 1 % where it holds and pins the measured level (2 %) at N = 100,
+// so that a change making it worse fails; the sizing rule is the lead's
+// call.
 func TestMaglevRemovalCollateral(t *testing.T) {
 	for _, tc := range []struct {
 		n        int
