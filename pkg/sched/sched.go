@@ -108,8 +108,9 @@ var (
 // Maglev table's size M and must pass ValidMaglevSize; it is ignored by the
 // other schedulers. No members give an empty table (Len 0) and no error.
 // Round robin uses no table and always gets an empty one. For the table
-// schedulers, every weight must be within MinWeight..MaxWeight and no two
-// members may share (Name, IP).
+// schedulers, every weight must be within MinWeight..MaxWeight, no two
+// members may share (Name, IP), and a Maglev table needs at least one slot
+// per member (MaglevSize's 100 per member is the configuration's rule).
 func Build(k Kind, ms []Member, size uint32) (Table, error) {
 	switch k {
 	case RoundRobin:
