@@ -47,6 +47,7 @@ type Status struct {
 	Name       string
 	IP         netip.Addr
 	Port       uint16 // Backend.Port
+	Weight     uint16 // Backend.Weight
 	State      State
 	Reason     string        // why it is unreachable or unhealthy; empty otherwise
 	Route      hostnet.Route // valid when resolved (routable or unhealthy)

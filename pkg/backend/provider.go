@@ -20,6 +20,10 @@ type Backend struct {
 	// Port is the backend's own port (the EndpointSlice port named
 	// provider.kubernetes.port_name); 0 when the provider has none.
 	Port uint16
+	// Weight is the backend's share of new connections under the table
+	// schedulers, 0..256: 0 takes no new connections (a Kubernetes
+	// weight annotation), a provider without weights gives 1.
+	Weight uint16
 }
 
 // Provider discovers backends (seed "Backend changes": discovery controls

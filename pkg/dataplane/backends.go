@@ -18,6 +18,12 @@ type BackendRef struct {
 	Member uint32
 	IP     netip.Addr
 	Port   uint16
+	// Name and Weight are what the table schedulers build from
+	// (pkg/sched Member): Maglev orders and permutes by Name, so every
+	// host builds the same table; Weight is 1..256. Only userspace keeps
+	// them (round robin ignores both).
+	Name   string
+	Weight uint16
 }
 
 // SetRoutable publishes the routable set service svc uses for new

@@ -53,6 +53,10 @@ func (s ServiceState) String() string {
 const (
 	ProtoTCP              = "tcp"
 	SchedulerRoundRobin   = "round_robin"
+	SchedulerWeightedRR   = "weighted_round_robin"
+	SchedulerMaglev       = "maglev"
+	MaglevHashFiveTuple   = "five_tuple"
+	MaglevHashClientIP    = "client_ip"
 	ipprotoTCP            = 6
 	afInet                = 2
 	serviceMigratedFlag   = uint16(xlbXlbServiceFlagsXLB_SVC_MIGRATED)
@@ -72,8 +76,16 @@ type ServiceSettings struct {
 	Proto string
 	// Ports are 1..MaxPorts mappings, local ports non-zero.
 	Ports []PortMap
-	// Scheduler is SchedulerRoundRobin ("" means it).
+	// Scheduler is SchedulerRoundRobin ("" means it), SchedulerWeightedRR
+	// or SchedulerMaglev.
 	Scheduler string
+	// MaglevHash is MaglevHashFiveTuple ("" means it) or
+	// MaglevHashClientIP; only for SchedulerMaglev.
+	MaglevHash string
+	// TableSize is the Maglev table's size (entries; pkg/sched
+	// ValidMaglevSize), resolved by the config; 0 for the other
+	// schedulers.
+	TableSize uint32
 }
 
 // ServiceRef is a service the data path holds (a record of xlb_services).

@@ -204,6 +204,21 @@ type xlbReapReq struct {
 	Pad        uint16
 }
 
+type xlbSchedChunk struct {
+	_   structs.HostLayout
+	Idx [32]uint16
+}
+
+type xlbSchedHead struct {
+	_           structs.HostLayout
+	Len         uint32
+	Kind        uint8
+	Pad         [3]uint8
+	Rebuilds    uint64
+	BuiltUnixMs uint64
+	Pad2        [40]uint8
+}
+
 type xlbService struct {
 	_         structs.HostLayout
 	State     uint8
@@ -315,7 +330,8 @@ const (
 	xlbXlbCounterXLB_C_RST_INEXACT          xlbXlbCounter = 31
 	xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT  xlbXlbCounter = 32
 	xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES xlbXlbCounter = 33
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_SCHED_FALLBACK       xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 35
 )
 
 type xlbXlbDir uint32
@@ -419,6 +435,8 @@ const (
 	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
 	xlbXlbLimitsXLB_FRAG_DATAGRAMS          xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_FRAG_TTL_MS             xlbXlbLimits = 1000
+	xlbXlbLimitsXLB_SCHED_CHUNK             xlbXlbLimits = 32
+	xlbXlbLimitsXLB_SCHED_SEED              xlbXlbLimits = 1481392689
 )
 
 type xlbXlbNexthopOp uint8
@@ -451,7 +469,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 9
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 10
 )
 
 type xlbXlbPinMeta struct {
@@ -508,12 +526,15 @@ type xlbXlbScheduler uint32
 
 const (
 	xlbXlbSchedulerXLB_SCHED_ROUND_ROBIN xlbXlbScheduler = 0
+	xlbXlbSchedulerXLB_SCHED_WEIGHTED_RR xlbXlbScheduler = 1
+	xlbXlbSchedulerXLB_SCHED_MAGLEV      xlbXlbScheduler = 2
 )
 
 type xlbXlbServiceFlags uint32
 
 const (
-	xlbXlbServiceFlagsXLB_SVC_MIGRATED xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_MIGRATED       xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_HASH_CLIENT_IP xlbXlbServiceFlags = 2
 )
 
 type xlbXlbServiceState uint32
@@ -573,6 +594,7 @@ const (
 	xlbMapXlbReapBatch         = "xlb_reap_batch"
 	xlbMapXlbReaped            = "xlb_reaped"
 	xlbMapXlbRr                = "xlb_rr"
+	xlbMapXlbSched             = "xlb_sched"
 	xlbMapXlbScratch           = "xlb_scratch"
 	xlbMapXlbServices          = "xlb_services"
 	xlbMapXlbShared            = "xlb_shared"
@@ -600,6 +622,8 @@ const (
 	xlbVarXlbPairEventBtf      = "__xlb_pair_event_btf"
 	xlbVarXlbPinBtf            = "__xlb_pin_btf"
 	xlbVarXlbReapedReasonBtf   = "__xlb_reaped_reason_btf"
+	xlbVarXlbSchedChunkBtf     = "__xlb_sched_chunk_btf"
+	xlbVarXlbSchedHeadBtf      = "__xlb_sched_head_btf"
 	xlbVarXlbSchedulerBtf      = "__xlb_scheduler_btf"
 	xlbVarXlbServiceFlagsBtf   = "__xlb_service_flags_btf"
 	xlbVarXlbServiceStateBtf   = "__xlb_service_state_btf"
@@ -680,6 +704,7 @@ type xlbMapSpecs struct {
 	XlbReapBatch     *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
 	XlbReaped        *ebpf.MapSpec `ebpf:"xlb_reaped"`
 	XlbRr            *ebpf.MapSpec `ebpf:"xlb_rr"`
+	XlbSched         *ebpf.MapSpec `ebpf:"xlb_sched"`
 	XlbScratch       *ebpf.MapSpec `ebpf:"xlb_scratch"`
 	XlbServices      *ebpf.MapSpec `ebpf:"xlb_services"`
 	XlbShared        *ebpf.MapSpec `ebpf:"xlb_shared"`
@@ -708,6 +733,8 @@ type xlbVariableSpecs struct {
 	XlbPairEventBtf      *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf            *ebpf.VariableSpec `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf   *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
+	XlbSchedChunkBtf     *ebpf.VariableSpec `ebpf:"__xlb_sched_chunk_btf"`
+	XlbSchedHeadBtf      *ebpf.VariableSpec `ebpf:"__xlb_sched_head_btf"`
 	XlbSchedulerBtf      *ebpf.VariableSpec `ebpf:"__xlb_scheduler_btf"`
 	XlbServiceFlagsBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_flags_btf"`
 	XlbServiceStateBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_state_btf"`
@@ -755,6 +782,7 @@ type xlbMaps struct {
 	XlbReapBatch     *ebpf.Map `ebpf:"xlb_reap_batch"`
 	XlbReaped        *ebpf.Map `ebpf:"xlb_reaped"`
 	XlbRr            *ebpf.Map `ebpf:"xlb_rr"`
+	XlbSched         *ebpf.Map `ebpf:"xlb_sched"`
 	XlbScratch       *ebpf.Map `ebpf:"xlb_scratch"`
 	XlbServices      *ebpf.Map `ebpf:"xlb_services"`
 	XlbShared        *ebpf.Map `ebpf:"xlb_shared"`
@@ -789,6 +817,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbReapBatch,
 		m.XlbReaped,
 		m.XlbRr,
+		m.XlbSched,
 		m.XlbScratch,
 		m.XlbServices,
 		m.XlbShared,
@@ -818,6 +847,8 @@ type xlbVariables struct {
 	XlbPairEventBtf      *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf            *ebpf.Variable `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf   *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
+	XlbSchedChunkBtf     *ebpf.Variable `ebpf:"__xlb_sched_chunk_btf"`
+	XlbSchedHeadBtf      *ebpf.Variable `ebpf:"__xlb_sched_head_btf"`
 	XlbSchedulerBtf      *ebpf.Variable `ebpf:"__xlb_scheduler_btf"`
 	XlbServiceFlagsBtf   *ebpf.Variable `ebpf:"__xlb_service_flags_btf"`
 	XlbServiceStateBtf   *ebpf.Variable `ebpf:"__xlb_service_state_btf"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -38,6 +39,13 @@ type Service struct {
 	Proto     string
 	Ports     []config.PortMapping
 	Scheduler string
+	// Maglev is the configured maglev section with its size resolved
+	// (config.Service.TableSize); nil unless Scheduler is maglev.
+	Maglev *config.Maglev
+	// Schedule is the table the data path holds for a weighted round
+	// robin or Maglev service (dataplane.Dataplane.Schedule); zero for
+	// round robin and before the first table.
+	Schedule dataplane.Schedule
 
 	Provider       string // "static", "kubernetes"
 	ProviderError  string // the provider's latest error; "" while it is healthy

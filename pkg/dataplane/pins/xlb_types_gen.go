@@ -191,6 +191,21 @@ type xlbReapBatch struct {
 	}
 }
 
+type xlbSchedChunk struct {
+	_   structs.HostLayout
+	Idx [32]uint16
+}
+
+type xlbSchedHead struct {
+	_           structs.HostLayout
+	Len         uint32
+	Kind        uint8
+	Pad         [3]uint8
+	Rebuilds    uint64
+	BuiltUnixMs uint64
+	Pad2        [40]uint8
+}
+
 type xlbService struct {
 	_         structs.HostLayout
 	State     uint8
@@ -276,7 +291,8 @@ const (
 	xlbXlbCounterXLB_C_RST_INEXACT          xlbXlbCounter = 31
 	xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT  xlbXlbCounter = 32
 	xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES xlbXlbCounter = 33
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_SCHED_FALLBACK       xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 35
 )
 
 type xlbXlbDir uint32
@@ -352,13 +368,15 @@ const (
 	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
 	xlbXlbLimitsXLB_FRAG_DATAGRAMS          xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_FRAG_TTL_MS             xlbXlbLimits = 1000
+	xlbXlbLimitsXLB_SCHED_CHUNK             xlbXlbLimits = 32
+	xlbXlbLimitsXLB_SCHED_SEED              xlbXlbLimits = 1481392689
 )
 
 type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 9
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 10
 )
 
 type xlbXlbPinMeta struct {
@@ -377,12 +395,15 @@ type xlbXlbScheduler uint32
 
 const (
 	xlbXlbSchedulerXLB_SCHED_ROUND_ROBIN xlbXlbScheduler = 0
+	xlbXlbSchedulerXLB_SCHED_WEIGHTED_RR xlbXlbScheduler = 1
+	xlbXlbSchedulerXLB_SCHED_MAGLEV      xlbXlbScheduler = 2
 )
 
 type xlbXlbServiceFlags uint32
 
 const (
-	xlbXlbServiceFlagsXLB_SVC_MIGRATED xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_MIGRATED       xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_HASH_CLIENT_IP xlbXlbServiceFlags = 2
 )
 
 type xlbXlbServiceState uint32
@@ -423,6 +444,7 @@ const (
 	xlbMapXlbReapBatch     = "xlb_reap_batch"
 	xlbMapXlbReaped        = "xlb_reaped"
 	xlbMapXlbRr            = "xlb_rr"
+	xlbMapXlbSched         = "xlb_sched"
 	xlbMapXlbScratch       = "xlb_scratch"
 	xlbMapXlbServices      = "xlb_services"
 	xlbMapXlbShared        = "xlb_shared"
