@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// BenchmarkMaglevBuild measures one table build at MaglevSize(N).
+// BenchmarkMaglevBuild measures one table build at MaglevSize(N) (the
+// default sizes: 16381, 65521, 524287) and at the largest size.
 func BenchmarkMaglevBuild(b *testing.B) {
 	for _, n := range []int{3, 100, 1000} {
 		ws := make([]uint16, n)
@@ -21,6 +22,18 @@ func BenchmarkMaglevBuild(b *testing.B) {
 			}
 		})
 	}
+	ws := make([]uint16, 1024)
+	for i := range ws {
+		ws[i] = uint16(i%7 + 1)
+	}
+	ms := members(ws...)
+	b.Run(fmt.Sprintf("N=1024/M=%d", MaxMaglevSize), func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Build(Maglev, ms, MaxMaglevSize); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkMaglevCollateral reports the collateral of removing each of up

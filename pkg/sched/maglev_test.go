@@ -16,8 +16,10 @@ func TestMaglevSizes(t *testing.T) {
 		n    int
 		want uint32
 	}{
-		{0, 16381}, {1, 16381}, {163, 16381}, {164, 32749}, {327, 32749}, {328, 65521},
-		{655, 65521}, {656, 131071}, {1310, 131071}, {1311, 0}, {100000, 0},
+		{0, 16381}, {1, 16381}, {32, 16381}, {33, 32749}, {65, 32749}, {66, 65521},
+		{100, 65521}, {131, 65521}, {132, 131071}, {262, 131071}, {263, 262139},
+		{524, 262139}, {525, 524287}, {1000, 524287}, {1048, 524287}, {1049, 1048573},
+		{2097, 1048573}, {2098, 0}, {100000, 0},
 	} {
 		if got := MaglevSize(tc.n); got != tc.want {
 			t.Errorf("MaglevSize(%d) = %d, want %d", tc.n, got, tc.want)
@@ -28,13 +30,23 @@ func TestMaglevSizes(t *testing.T) {
 			t.Errorf("ValidMaglevSize(%d): %v", m, err)
 		}
 	}
-	for _, m := range []uint32{0, 16000, 16379, 16383, 65535, 131069, 131073, 262139} {
+	for _, m := range []uint32{0, 16000, 16379, 16383, 65535, 131069, 131073, 262143, 1048576, 1048583} {
 		if err := ValidMaglevSize(m); !errors.Is(err, ErrTableSize) {
 			t.Errorf("ValidMaglevSize(%d) = %v, want ErrTableSize", m, err)
 		}
 	}
-	if err := ValidMaglevSize(20011); err != nil { // any prime in range
-		t.Errorf("ValidMaglevSize(20011): %v", err)
+	for _, m := range []uint32{20011, 1048573} { // any prime in range
+		if err := ValidMaglevSize(m); err != nil {
+			t.Errorf("ValidMaglevSize(%d): %v", m, err)
+		}
+	}
+	for _, tc := range []struct {
+		m    uint32
+		want int
+	}{{16381, 163}, {65521, 655}, {1048573, 10485}} {
+		if got := MaglevMembers(tc.m); got != tc.want {
+			t.Errorf("MaglevMembers(%d) = %d, want %d", tc.m, got, tc.want)
+		}
 	}
 }
 
@@ -52,7 +64,7 @@ func TestBuildErrors(t *testing.T) {
 		{"wrr weight 300", WeightedRoundRobin, members(300), 0, ErrWeight},
 		{"size not prime", Maglev, members(1), 16383, ErrTableSize},
 		{"size too small", Maglev, members(1), 16000, ErrTableSize},
-		{"size too large", Maglev, members(1), 262139, ErrTableSize},
+		{"size too large", Maglev, members(1), 1048583, ErrTableSize},
 		{"size not prime, no members", Maglev, nil, 16383, ErrTableSize},
 		{"duplicate", Maglev, append(members(1, 2), members(3)...), 16381, ErrDuplicate},
 		{"unknown kind", Kind(9), members(1), 16381, ErrKind},
@@ -101,10 +113,11 @@ func checkFilled(t *testing.T, tab Table, n int, m uint32) {
 // i has taken floor(R·w_i/w_max) slots, and the table fills during turn
 // R+1, so its count is R·w_i/w_max within -1 and +w_i/w_max; summing over
 // the N members, M is RΣw/w_max within -N and +Σw/w_max. Together:
-// |count_i - M·w_i/Σw| <= 2 + N·w_i/Σw slots. With weights 1..7 that is
-// under 4 slots, well under 1 % of a share of 400 slots or more (N <= 100 at
-// 16381..32749; at N = 1000 shares are about 130 slots and the bound is
-// 3 %, still a handful of slots). The test logs the worst relative error.
+// |count_i - M·w_i/Σw| <= 2 + N·w_i/Σw slots. The test asserts that bound
+// and the issue's: within 1 % of M·w_i/Σw, or within 2 slots where that is
+// under 100 slots (weight 1 beside weight 256). At the default sizes
+// (MaglevSize, 500 slots per member) shares of weights 1..7 are 130 slots
+// or more. The test logs the worst relative error.
 func TestMaglevSharesProportional(t *testing.T) {
 	for _, tc := range []struct {
 		n       int
@@ -138,6 +151,9 @@ func TestMaglevSharesProportional(t *testing.T) {
 				diff := math.Abs(float64(tab.Slots[i]) - want)
 				if bound := 2 + float64(tc.n)*float64(w)/sum; diff > bound {
 					t.Errorf("member %d (weight %d): %d slots, want %.1f ± %.1f", i, w, tab.Slots[i], want, bound)
+				}
+				if diff > max(0.01*want, 2) {
+					t.Errorf("member %d (weight %d): %d slots, want %.1f within 1 %% (or 2 slots)", i, w, tab.Slots[i], want)
 				}
 				worst = max(worst, diff/want)
 				worstSlots = max(worstSlots, diff)
@@ -179,29 +195,23 @@ func TestMaglevDeterministic(t *testing.T) {
 // TestMaglevRemovalCollateral removes one member of N and measures the
 // collateral: the slots that change owner although their owner stayed, as
 // a fraction of M. All of the removed member's slots move (their owner is
-// gone); Maglev's property is that few others do.
-//
-// Measured at MaglevSize(N) (100 slots per member or more), the worst of 5
-// removals, equal weights: N=10, M=16381: 0.65 % (weights 1..7: 0.89 %);
-// N=100, M=16381: 1.40 %; N=1000, M=131071: 0.57 %. So "100 × N keeps it
-// under 1 %" (Cilium's rule) holds at N = 10 and 1000 but not at N = 100
-// (nor at N = 50..500: 1.1–1.7 %), where 32749 slots give 0.87 %. The test
-// asserts 1 % where it holds and pins the measured level (2 %) at N = 100,
-// so that a change making it worse fails; the sizing rule is the lead's
-// call.
+// gone); Maglev's property is that few others do. The issue asks for under
+// 1 % at the documented size, the default MaglevSize(N) (500 slots per
+// member or more): Cilium's 100 per member gave 1.1–1.7 % for N = 50..500.
+// The test logs the measured collateral of 5 removals each;
+// BenchmarkMaglevCollateral sweeps 20 removals.
 func TestMaglevRemovalCollateral(t *testing.T) {
 	for _, tc := range []struct {
 		n        int
 		m        uint32
-		weighted bool    // weights cycling 1..7, else all 1
-		most     float64 // the collateral asserted, a fraction of M
+		weighted bool // weights cycling 1..7, else all 1
 	}{
-		{3, MaglevSize(3), false, 0.01},
-		{10, MaglevSize(10), false, 0.01},
-		{10, MaglevSize(10), true, 0.01},
-		{100, MaglevSize(100), false, 0.02},
-		{100, 32749, false, 0.01},
-		{1000, MaglevSize(1000), false, 0.01},
+		{3, MaglevSize(3), false},
+		{10, MaglevSize(10), false},
+		{10, MaglevSize(10), true},
+		{100, MaglevSize(100), false},
+		{100, MaglevSize(100), true},
+		{1000, MaglevSize(1000), false},
 	} {
 		n, m := tc.n, tc.m
 		t.Run(fmt.Sprintf("N=%d/M=%d/weighted=%v", n, m, tc.weighted), func(t *testing.T) {
@@ -240,8 +250,8 @@ func TestMaglevRemovalCollateral(t *testing.T) {
 				c := float64(moved) / float64(m)
 				worst = max(worst, c)
 				t.Logf("remove %s: %d of %d slots are collateral (%.3f %%), the removed one had %d", ms[gone].Name, moved, m, 100*c, before.Slots[gone])
-				if c >= tc.most {
-					t.Errorf("remove %s: collateral %.3f %%, want under %.0f %%", ms[gone].Name, 100*c, 100*tc.most)
+				if c >= 0.01 {
+					t.Errorf("remove %s: collateral %.3f %%, want under 1 %%", ms[gone].Name, 100*c)
 				}
 			}
 			t.Logf("worst collateral %.3f %% of %d slots", 100*worst, m)

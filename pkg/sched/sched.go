@@ -110,7 +110,8 @@ var (
 // Round robin uses no table and always gets an empty one. For the table
 // schedulers, every weight must be within MinWeight..MaxWeight, no two
 // members may share (Name, IP), and a Maglev table needs at least one slot
-// per member (MaglevSize's 100 per member is the configuration's rule).
+// per member (MinSlotsPerMember, 100 per member, is the configuration's
+// rule; MaglevSize gives 500 per member).
 func Build(k Kind, ms []Member, size uint32) (Table, error) {
 	switch k {
 	case RoundRobin:
