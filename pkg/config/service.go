@@ -84,7 +84,9 @@ func (c *Config) ServiceList() []Service {
 	}}
 }
 
-// Schedulers (DESIGN §9 scheduler).
+// Schedulers (DESIGN §9 scheduler; docs/schedulers.md).
 const (
-	SchedulerRoundRobin = "round_robin"
+	SchedulerRoundRobin         = "round_robin"
+	SchedulerWeightedRoundRobin = "weighted_round_robin"
+	SchedulerMaglev             = "maglev"
 )
