@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // members returns members named b00, b01, ... with the given weights and
@@ -122,10 +123,12 @@ func TestSmoothWRRLargestCycle(t *testing.T) {
 		ws[i] = 256
 	}
 	ws[0] = 255 // gcd 1: the cycle is 1024*256-1 entries
+	start := time.Now()
 	tab, err := Build(WeightedRoundRobin, members(ws...), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("a cycle of %d entries over %d members built in %v", tab.Len, len(ws), time.Since(start))
 	if tab.Len != MaxWRRCycle-1 {
 		t.Fatalf("Len %d, want %d", tab.Len, MaxWRRCycle-1)
 	}
