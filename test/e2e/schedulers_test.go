@@ -177,6 +177,22 @@ func allShared(names ...string) func(api.Service) bool {
 	}
 }
 
+// fallbacks reads xlb_scheduler_fallbacks_total: SYNs of a table
+// scheduler's service that found no table and were picked round robin.
+func fallbacks(t *testing.T, l *lab.Lab) float64 {
+	t.Helper()
+	return metricValue(t, scrape(t, l), "xlb_scheduler_fallbacks_total", nil)
+}
+
+// byBackend counts answers by backend number.
+func byBackend(answers []byte) map[byte]int {
+	m := map[byte]int{}
+	for _, b := range answers {
+		m[b]++
+	}
+	return m
+}
+
 // longestRun is the longest run of one value in seq.
 func longestRun(seq []byte) int {
 	best, run := 0, 0
@@ -324,10 +340,12 @@ func TestSchedulers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer closeRST(held)
+		fb := fallbacks(t, l)
 		before, err := answers(client, sources, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("600 tuples by backend: %v", byBackend(before))
 
 		reloadTo(t, bin, p, schedConfig(l, "maglev", "{hash: five_tuple}", schedBackend{n: 1}, schedBackend{n: 2}))
 		waitTable(t, l, "maglev", func(s api.Service) bool {
@@ -336,6 +354,12 @@ func TestSchedulers(t *testing.T) {
 		after, err := answers(client, sources, 4)
 		if err != nil {
 			t.Fatal(err)
+		}
+		t.Logf("replayed, by backend: %v", byBackend(after))
+		// Every pick came from a table, none from the round robin
+		// fallback (the counter continues across the hot upgrade).
+		if got := fallbacks(t, l); got != fb {
+			t.Errorf("xlb_scheduler_fallbacks_total went from %v to %v while the tables were in place", fb, got)
 		}
 		var kept, others, moved3 int
 		for i := range sources {
