@@ -229,3 +229,50 @@ func (s *Snapshot) serviceReasons() api.Reason {
 	}
 	return api.Reason(strings.Join(parts, "; "))
 }
+
+// MinSlotsPerMember is the fewest Maglev table slots per routable backend
+// below which a table is overfull: the rule (at least 100 × the
+// backends for under 1 % collateral; pkg/sched's sizes). A static
+// service's config refuses more backends than that; a Kubernetes
+// service's table is built anyway and shown overfull (Service.Overfull).
+const MinSlotsPerMember = 100
+
+// TableScheduler reports whether the service's scheduler builds a
+// schedule (weighted_round_robin, maglev); round robin does not.
+func (svc Service) TableScheduler() bool {
+	return svc.Scheduler == config.SchedulerWeightedRoundRobin || svc.Scheduler == config.SchedulerMaglev
+}
+
+// Overfull reports whether a Maglev service's table has fewer than
+// MinSlotsPerMember slots per routable backend (routable > size/100):
+// removing a backend then moves more than 1 % of the other backends'
+// connections. The size is the table's (Schedule.Len), or the
+// configured one before the first table. Always false for the other
+// schedulers.
+func (svc Service) Overfull() bool {
+	if svc.Scheduler != config.SchedulerMaglev {
+		return false
+	}
+	size := svc.Schedule.Len
+	if size == 0 && svc.Maglev != nil {
+		size = svc.Maglev.TableSize
+	}
+	return size > 0 && svc.Routable() > int(size/MinSlotsPerMember)
+}
+
+// TableShare is the share (0..1) of the service's new connections that
+// backend b (one of svc.Backends) is scheduled to take: under a table
+// scheduler its slots in the schedule over the schedule's length
+// (Schedule.Slots by member id); under round robin, and for a table
+// scheduler before its first schedule (the data path then picks round
+// robin and counts a fallback), 1/n of the n routable backends. 0 for a
+// backend outside the routable set.
+func (svc Service) TableShare(b Backend) float64 {
+	if svc.TableScheduler() && svc.Schedule.Len > 0 {
+		return float64(svc.Schedule.Slots[b.ID]) / float64(svc.Schedule.Len)
+	}
+	if !b.Discovered || b.State != backend.Routable {
+		return 0
+	}
+	return 1 / float64(svc.Routable())
+}

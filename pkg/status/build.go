@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -236,8 +237,9 @@ func buildServices(s *snapshot.Snapshot, now time.Time) []api.Service {
 			Readiness: api.Readiness{Ready: ready, Reason: reason},
 			Provider: api.Provider{Name: svc.Provider, Healthy: svc.ProviderError == "", Error: svc.ProviderError,
 				Synced: svc.ProviderSynced, Stale: svc.ProviderStale},
-			Backends: buildBackends(s, svc.Backends),
+			Backends: buildBackends(s, svc),
 		}
+		e.Maglev, e.Table = buildSchedule(svc)
 		for _, p := range svc.Ports {
 			e.Listen.Ports = append(e.Listen.Ports, api.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort})
 		}
@@ -256,12 +258,40 @@ func buildServices(s *snapshot.Snapshot, now time.Time) []api.Service {
 	return out
 }
 
-// buildBackends lists backends in id order, omitting those BackendState
-// does not list (departed, no pairs left).
-func buildBackends(s *snapshot.Snapshot, backends []snapshot.Backend) []api.Backend {
-	out := make([]api.Backend, 0, len(backends))
+// buildSchedule is a service's maglev settings (maglev only) and its
+// schedule (weighted_round_robin and maglev); nil for what it lacks.
+func buildSchedule(svc snapshot.Service) (*api.Maglev, *api.ServiceTable) {
+	if !svc.TableScheduler() {
+		return nil, nil
+	}
+	sch := svc.Schedule
+	table := &api.ServiceTable{Size: sch.Len, RebuildsTotal: sch.Rebuilds, Overfull: svc.Overfull()}
+	if !sch.BuiltAt.IsZero() {
+		table.BuiltUnixMs = sch.BuiltAt.UnixMilli()
+	}
+	if svc.Scheduler != config.SchedulerMaglev {
+		return nil, table
+	}
+	m := &api.Maglev{Hash: config.MaglevHashFiveTuple, TableSize: sch.Len}
+	if svc.Maglev != nil {
+		if svc.Maglev.Hash != "" {
+			m.Hash = svc.Maglev.Hash
+		}
+		if svc.Maglev.TableSize != 0 {
+			m.TableSize = svc.Maglev.TableSize
+		}
+	} else if sch.Hash != "" {
+		m.Hash = sch.Hash
+	}
+	return m, table
+}
+
+// buildBackends lists the service's backends in id order, omitting those
+// BackendState does not list (departed, no pairs left).
+func buildBackends(s *snapshot.Snapshot, svc snapshot.Service) []api.Backend {
+	out := make([]api.Backend, 0, len(svc.Backends))
 	shutting := s.Lifecycle == api.ShuttingDown
-	for _, b := range backends {
+	for _, b := range svc.Backends {
 		state, ok := s.BackendState(b)
 		if !ok {
 			continue
@@ -276,6 +306,8 @@ func buildBackends(s *snapshot.Snapshot, backends []snapshot.Backend) []api.Back
 			AvailableForNewConnections: state == api.Routable && !shutting,
 			Health:                     snapshot.BackendHealth(b),
 			Timestamps:                 api.TimestampsUnknown,
+			Weight:                     b.Weight,
+			TableShare:                 svc.TableShare(b),
 		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {
