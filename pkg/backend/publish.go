@@ -16,13 +16,21 @@ func (m *Manager) publish() {
 	m.publishLocked()
 }
 
-// publishLocked is publish with m.pubMu held (not m.mu).
+// publishLocked is publish with m.pubMu held (not m.mu). The refs carry
+// each backend's name and weight, which the table schedulers build from
+// (dataplane.BackendRef): a change of either publishes again, and the
+// data path rebuilds the service's table. Nothing is published while the
+// inherited set is kept (Manager.inheriting).
 func (m *Manager) publishLocked() {
 	m.mu.Lock()
+	if m.inheriting {
+		m.mu.Unlock()
+		return
+	}
 	var refs []Ref
 	for _, s := range m.backends {
 		if s.Discovered && s.State == Routable {
-			refs = append(refs, Ref{ID: s.Backend, Member: s.ID, IP: s.IP, Port: s.Port})
+			refs = append(refs, Ref{ID: s.Backend, Member: s.ID, IP: s.IP, Port: s.Port, Name: s.Name, Weight: s.Weight})
 		}
 	}
 	slices.SortFunc(refs, compareRefs)
@@ -48,7 +56,8 @@ func (m *Manager) publishLocked() {
 
 // Republish writes the routable set to the data path again, even when it
 // did not change: after a failed hot upgrade whose successor may have
-// published its own.
+// published its own. While the inherited set is kept (the provider has
+// not sent its first set) it writes nothing: see Manager.inheriting.
 func (m *Manager) Republish() {
 	m.mu.Lock()
 	m.publishedOnce = false
