@@ -3,7 +3,9 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/xlbproject/xlb/internal/kubefake"
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
 )
@@ -268,4 +271,56 @@ func TestServiceWatchForbidden(t *testing.T) {
 	waitFor(t, "the recovery logged", func() bool {
 		return len(messages(hook, logrus.InfoLevel, "weight annotations apply")) == 1
 	})
+}
+
+// TestWireWeights (issue 30): a weighted service's provider reaching an
+// internal/kubefake server over HTTP through a kubeconfig, as the daemon
+// does, lists and watches its Service (fieldSelector metadata.name) with
+// the core/v1 client: the annotation's weights come with the first set,
+// and a change of it arrives through the watch.
+func TestWireWeights(t *testing.T) {
+	srv, err := kubefake.Start(kubefake.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	if _, err := srv.Apply(web("web-1", http8080, a, b)); err != nil {
+		t.Fatal(err)
+	}
+	service := func(weights string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc, Annotations: map[string]string{WeightsAnnotation: weights}}}
+	}
+	if _, err := srv.ApplyService(service("10.1.0.2=9")); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := srv.WriteKubeconfig(kc, ns); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := test.NewNullLogger()
+	p, err := New(config.KubernetesProvider{Namespace: ns, Service: svc, Kubeconfig: kc, PortName: "http"}, Options{Log: log, Weights: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, p)
+	r.wait(t, []backend.Backend{ba, weighted(bb, 9)})
+	if _, err := srv.ApplyService(service("10.1.0.1=0, 10.1.0.2=2")); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, []backend.Backend{weighted(ba, 0), weighted(bb, 2)})
+	srv.DeleteService(ns, svc)
+	r.wait(t, []backend.Backend{ba, bb})
+	var watched bool
+	for _, q := range srv.Requests() {
+		if q.Resource != "services" {
+			continue
+		}
+		if got := q.Query.Get("fieldSelector"); got != "metadata.name="+svc {
+			t.Errorf("%s of services with fieldSelector %q, want metadata.name=%s", q.Verb, got, svc)
+		}
+		watched = watched || strings.HasPrefix(q.Verb, "watch") && q.Status == http.StatusOK
+	}
+	if !watched {
+		t.Error("no watch of services answered 200")
+	}
 }
