@@ -4,7 +4,11 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/hostnet"
@@ -196,5 +200,46 @@ func TestManagerAdoptedTableUnchanged(t *testing.T) {
 	}
 	if !slices.Equal(table(pub.last()), table(before)) {
 		t.Fatal("the rebuilt table differs from the predecessor's")
+	}
+}
+
+// TestManagerOverfullWarnsOnce (issue 30): a Maglev service whose routable
+// set outgrows its table (more than MaglevTableSize/100 members, possible
+// with Kubernetes) is still published, with one warning per overfull
+// spell.
+func TestManagerOverfullWarnsOnce(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	size := uint32(sched.MaglevSizes[0])
+	limit := int(size / OverfullSlots)
+	set := func(n int) []Backend {
+		var bs []Backend
+		for i := range n {
+			ip := netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)})
+			bs = append(bs, Backend{Name: ip.String(), IP: ip, Weight: 1})
+		}
+		return bs
+	}
+	pub := &recorder{}
+	m := NewManager(NewStatic(nil), nil, pub, Options{MaglevTableSize: size, Log: log})
+	warnings := func() int {
+		n := 0
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "overfull") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, step := range []struct {
+		n, warnings int
+	}{{limit, 0}, {limit + 1, 1}, {limit + 2, 1}, {limit, 1}, {limit + 1, 2}} {
+		m.apply(set(step.n))
+		resolveAs(m)
+		if got := len(pub.last()); got != step.n {
+			t.Fatalf("%d routable: published %d", step.n, got)
+		}
+		if got := warnings(); got != step.warnings {
+			t.Errorf("%d routable for %d slots: %d warnings, want %d", step.n, size, got, step.warnings)
+		}
 	}
 }
