@@ -115,13 +115,15 @@ func (p *Provider) LastError() error {
 // Run implements backend.Provider. Once the informer has its first
 // complete list it sends the eligible set (Eligible), even an empty one,
 // then the complete set again whenever it changes, at most once per
-// Options.Debounce. With Options.Weights the set carries the weights of
-// the Service's annotation (Provider.weigh): the first set waits for the
-// Services informer's first list too, unless a request of it fails
-// (forbidden: every weight 1, one warning), and a change of the
-// annotation sends the set again. While the API server is unreachable client-go retries
+// Options.Debounce. While the API server is unreachable client-go retries
 // with backoff and the set stays as it was; after it comes back, a relist
 // applies whatever changed meanwhile. It returns ctx.Err() when ctx ends.
+//
+// With Options.Weights the set carries the weights of the Service's
+// annotation (Provider.weigh): the first set also waits for the Services
+// informer's first list, unless a request of it fails first (forbidden:
+// every weight 1, one warning), and a change of the annotation sends the
+// set again.
 func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) error {
 	inf, err := p.sh.acquire()
 	if err != nil {
