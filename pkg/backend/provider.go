@@ -53,11 +53,17 @@ type Static struct {
 	backends []Backend
 }
 
-// NewStatic returns a provider serving the configured list, in file order.
+// NewStatic returns a provider serving the configured list, in file order,
+// with the configured weights (config.Backend.Weight; 0, not given,
+// is the default 1).
 func NewStatic(bs []config.Backend) *Static {
 	s := &Static{}
 	for _, b := range bs {
-		s.backends = append(s.backends, Backend{Name: b.Name, IP: b.IP})
+		w := b.Weight
+		if w == 0 {
+			w = 1
+		}
+		s.backends = append(s.backends, Backend{Name: b.Name, IP: b.IP, Weight: w})
 	}
 	return s
 }

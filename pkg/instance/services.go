@@ -8,6 +8,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
+	"github.com/xlbproject/xlb/pkg/sched"
 )
 
 // Service is one service of a running instance (DESIGN §9): its data-path
@@ -21,7 +22,11 @@ type Service struct {
 	Proto    string
 	Ports    []config.PortMapping
 	// Config is the service's config; nil while draining.
-	Config   *config.Service
+	Config *config.Service
+	// Maglev is Config's maglev section with its default resolved (hash
+	// five_tuple, the table size of maglevSettings); nil unless the
+	// scheduler is maglev.
+	Maglev   *config.Maglev
 	Backends *backend.Manager
 
 	stop context.CancelFunc // stops the manager (FreeService)
@@ -49,6 +54,9 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 	settings := dataplane.Settings{SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
 	for i, s := range svcs {
 		ss := dataplane.ServiceSettings{Name: s.Name, Listen: r.Services[i].Listen, Proto: s.Proto, Scheduler: s.Scheduler}
+		if mg := maglevSettings(s); mg != nil {
+			ss.MaglevHash, ss.TableSize = mg.Hash, mg.TableSize
+		}
 		for _, p := range s.Ports {
 			ss.Ports = append(ss.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
 		}
@@ -75,6 +83,43 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 		out = append(out, ps)
 	}
 	return out, nil
+}
+
+// kubernetesMaglevSize is the Maglev table size of a Kubernetes service
+// without maglev.table_size: its backend count is not known when the
+// table is sized, and a table is never resized as endpoints come and go
+// (a resize remaps nearly every slot); above size/100 routable members
+// the table is still built, overfull (DESIGN §9).
+const kubernetesMaglevSize = 65521
+
+// maglevSettings is service s's maglev section with its defaults
+// resolved: hash five_tuple, and the table size maglev.table_size, else,
+// with static backends, sched.MaglevSize of their configured count (not
+// the routable one: a health flap never resizes the table), else
+// kubernetesMaglevSize. nil unless the scheduler is maglev.
+//
+// It resolves the size as config.Service.TableSize does (issue 30's
+// config work, on its own branch); the two are one rule and merge into
+// that method.
+func maglevSettings(s config.Service) *config.Maglev {
+	if s.Scheduler != config.SchedulerMaglev {
+		return nil
+	}
+	out := config.Maglev{Hash: config.MaglevHashFiveTuple}
+	if s.Maglev != nil {
+		out = *s.Maglev
+		if out.Hash == "" {
+			out.Hash = config.MaglevHashFiveTuple
+		}
+	}
+	switch {
+	case out.TableSize != 0:
+	case s.Provider.Static != nil:
+		out.TableSize = sched.MaglevSize(len(s.Provider.Static.Backends))
+	default:
+		out.TableSize = kubernetesMaglevSize
+	}
+	return &out
 }
 
 // routable is the routable set the data path holds for service svc.
