@@ -112,7 +112,7 @@ var readSide = map[string][]string{
 	"pkg/status":      {"pkg/buildinfo", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
 	"pkg/status/api":  {},
 	"pkg/metrics":     {"pkg/buildinfo", "pkg/dataplane", "pkg/maintenance", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
-	"pkg/snapshot":    {"pkg/backend", "pkg/config", "pkg/configwatch", "pkg/dataplane", "pkg/maintenance", "pkg/status/api"},
+	"pkg/snapshot":    {"pkg/backend", "pkg/config", "pkg/configwatch", "pkg/dataplane", "pkg/maintenance", "pkg/sched", "pkg/status/api"},
 	"pkg/configwatch": {"pkg/config"},
 }
 

@@ -148,17 +148,12 @@ type Options struct {
 	// MaglevTableSize is the service's Maglev table size (0: another
 	// scheduler). The table is sized from the config, never from the
 	// routable count; a routable set of more than MaglevTableSize/
-	// OverfullSlots members (Kubernetes: static sets are refused by the
+	// sched.MinSlotsPerMember members (Kubernetes: static sets are refused by the
 	// config) is still published, with one warning per overfull spell:
 	// the table's collateral then exceeds about 1 % (DESIGN §9).
 	MaglevTableSize uint32
 	Log             logrus.FieldLogger
 }
-
-// OverfullSlots is the fewest Maglev table slots per routable member
-// that keep the collateral of a removal under about 1 % (the issue's
-// rule, Cilium's): fewer make the table overfull.
-const OverfullSlots = 100
 
 // Known is a backend a predecessor knew: its service, member id (ID),
 // backend id, address and name (the address as text when the name is

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/xlbproject/xlb/pkg/sched"
 )
 
 // compareRefs orders a routable set by member id.
@@ -49,12 +51,12 @@ func (m *Manager) publishLocked() {
 	m.mu.Lock()
 	m.published, m.publishedOnce = refs, true
 	was := m.overfull
-	m.overfull = m.opts.MaglevTableSize > 0 && uint64(len(refs))*OverfullSlots > uint64(m.opts.MaglevTableSize)
+	m.overfull = m.opts.MaglevTableSize > 0 && uint64(len(refs))*sched.MinSlotsPerMember > uint64(m.opts.MaglevTableSize)
 	m.mu.Unlock()
 	m.opts.Log.WithField("routable", len(refs)).Info("routable backend set published")
 	if m.overfull && !was {
 		m.opts.Log.WithFields(logrus.Fields{"routable": len(refs), "table_size": m.opts.MaglevTableSize}).
-			Warnf("Maglev table overfull: fewer than %d slots per routable backend, so removing one moves more than about 1 %% of the other clients; set a larger maglev.table_size", OverfullSlots)
+			Warnf("Maglev table overfull: fewer than %d slots per routable backend, so removing one moves more than about 1 %% of the other clients; set a larger maglev.table_size", sched.MinSlotsPerMember)
 	}
 	select {
 	case m.changed <- struct{}{}:

@@ -210,7 +210,7 @@ func TestManagerAdoptedTableUnchanged(t *testing.T) {
 func TestManagerOverfullWarnsOnce(t *testing.T) {
 	log, hook := logtest.NewNullLogger()
 	size := uint32(sched.MaglevSizes[0])
-	limit := int(size / OverfullSlots)
+	limit := int(size / sched.MinSlotsPerMember)
 	set := func(n int) []Backend {
 		var bs []Backend
 		for i := range n {

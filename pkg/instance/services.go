@@ -8,7 +8,6 @@ import (
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
-	"github.com/xlbproject/xlb/pkg/sched"
 )
 
 // Service is one service of a running instance (DESIGN §9): its data-path
@@ -85,41 +84,15 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 	return out, nil
 }
 
-// kubernetesMaglevSize is the Maglev table size of a Kubernetes service
-// without maglev.table_size: its backend count is not known when the
-// table is sized, and a table is never resized as endpoints come and go
-// (a resize remaps nearly every slot); above size/100 routable members
-// the table is still built, overfull (DESIGN §9).
-const kubernetesMaglevSize = 65521
-
 // maglevSettings is service s's maglev section with its defaults
-// resolved: hash five_tuple, and the table size maglev.table_size, else,
-// with static backends, sched.MaglevSize of their configured count (not
-// the routable one: a health flap never resizes the table), else
-// kubernetesMaglevSize. nil unless the scheduler is maglev.
-//
-// It resolves the size as config.Service.TableSize does (issue 30's
-// config work, on its own branch); the two are one rule and merge into
-// that method.
+// resolved (config.Service MaglevHash and TableSize: the size never
+// depends on how many backends are routable); nil unless the scheduler is
+// maglev.
 func maglevSettings(s config.Service) *config.Maglev {
 	if s.Scheduler != config.SchedulerMaglev {
 		return nil
 	}
-	out := config.Maglev{Hash: config.MaglevHashFiveTuple}
-	if s.Maglev != nil {
-		out = *s.Maglev
-		if out.Hash == "" {
-			out.Hash = config.MaglevHashFiveTuple
-		}
-	}
-	switch {
-	case out.TableSize != 0:
-	case s.Provider.Static != nil:
-		out.TableSize = sched.MaglevSize(len(s.Provider.Static.Backends))
-	default:
-		out.TableSize = kubernetesMaglevSize
-	}
-	return &out
+	return &config.Maglev{Hash: s.MaglevHash(), TableSize: s.TableSize()}
 }
 
 // routable is the routable set the data path holds for service svc.

@@ -9,6 +9,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
+	"github.com/xlbproject/xlb/pkg/sched"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
@@ -230,13 +231,6 @@ func (s *Snapshot) serviceReasons() api.Reason {
 	return api.Reason(strings.Join(parts, "; "))
 }
 
-// MinSlotsPerMember is the fewest Maglev table slots per routable backend
-// below which a table is overfull: the rule (at least 100 × the
-// backends for under 1 % collateral; pkg/sched's sizes). A static
-// service's config refuses more backends than that; a Kubernetes
-// service's table is built anyway and shown overfull (Service.Overfull).
-const MinSlotsPerMember = 100
-
 // TableScheduler reports whether the service's scheduler builds a
 // schedule (weighted_round_robin, maglev); round robin does not.
 func (svc Service) TableScheduler() bool {
@@ -244,7 +238,7 @@ func (svc Service) TableScheduler() bool {
 }
 
 // Overfull reports whether a Maglev service's table has fewer than
-// MinSlotsPerMember slots per routable backend (routable > size/100):
+// sched.MinSlotsPerMember slots per routable backend (routable > size/100):
 // removing a backend then moves more than 1 % of the other backends'
 // connections. The size is the table's (Schedule.Len), or the
 // configured one before the first table. Always false for the other
@@ -257,7 +251,7 @@ func (svc Service) Overfull() bool {
 	if size == 0 && svc.Maglev != nil {
 		size = svc.Maglev.TableSize
 	}
-	return size > 0 && svc.Routable() > int(size/MinSlotsPerMember)
+	return size > 0 && svc.Routable() > int(size/sched.MinSlotsPerMember)
 }
 
 // TableShare is the share (0..1) of the service's new connections that
