@@ -3,7 +3,6 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
@@ -177,11 +176,7 @@ func (c *backendsCollector) service(s *snapshot.Snapshot, svc snapshot.Service, 
 	gauge(ch, c.count, float64(unhealthy), sv, string(api.Unhealthy))
 	gauge(ch, c.count, float64(draining), sv, string(api.Draining))
 	gauge(ch, c.count, float64(unreachable), sv, string(api.Unreachable))
-	scheduler := svc.Scheduler
-	if scheduler == "" {
-		scheduler = config.SchedulerRoundRobin // what "" means (dataplane.ServiceSettings)
-	}
-	gauge(ch, c.schedulerInfo, 1, sv, scheduler)
+	gauge(ch, c.schedulerInfo, 1, sv, svc.SchedulerName())
 	if svc.TableScheduler() {
 		gauge(ch, c.tableSize, float64(svc.Schedule.Len), sv)
 		counter(ch, c.tableRebuilds, svc.Schedule.Rebuilds, sv)

@@ -231,6 +231,38 @@ func (s *Snapshot) serviceReasons() api.Reason {
 	return api.Reason(strings.Join(parts, "; "))
 }
 
+// SchedulerName is the service's scheduler as the config names it (""
+// means round_robin, as in dataplane.ServiceSettings).
+func (svc Service) SchedulerName() string {
+	if svc.Scheduler == "" {
+		return config.SchedulerRoundRobin
+	}
+	return svc.Scheduler
+}
+
+// MaglevSettings returns a Maglev service's hash and table size: the
+// config's as the daemon resolved them, else what its table was built
+// with (a draining service has no config), else the defaults. ok is false
+// for the other schedulers.
+func (svc Service) MaglevSettings() (hash string, size uint32, ok bool) {
+	if svc.Scheduler != config.SchedulerMaglev {
+		return "", 0, false
+	}
+	hash, size = config.MaglevHashFiveTuple, svc.Schedule.Len
+	if svc.Schedule.Hash != "" {
+		hash = svc.Schedule.Hash
+	}
+	if m := svc.Maglev; m != nil {
+		if m.Hash != "" {
+			hash = m.Hash
+		}
+		if m.TableSize != 0 {
+			size = m.TableSize
+		}
+	}
+	return hash, size, true
+}
+
 // TableScheduler reports whether the service's scheduler builds a
 // schedule (weighted_round_robin, maglev); round robin does not.
 func (svc Service) TableScheduler() bool {

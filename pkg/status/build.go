@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/snapshot"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -269,20 +268,11 @@ func buildSchedule(svc snapshot.Service) (*api.Maglev, *api.ServiceTable) {
 	if !sch.BuiltAt.IsZero() {
 		table.BuiltUnixMs = sch.BuiltAt.UnixMilli()
 	}
-	if svc.Scheduler != config.SchedulerMaglev {
+	hash, size, ok := svc.MaglevSettings()
+	if !ok {
 		return nil, table
 	}
-	m := &api.Maglev{Hash: config.MaglevHashFiveTuple, TableSize: sch.Len}
-	if svc.Maglev != nil {
-		if svc.Maglev.Hash != "" {
-			m.Hash = svc.Maglev.Hash
-		}
-		if svc.Maglev.TableSize != 0 {
-			m.TableSize = svc.Maglev.TableSize
-		}
-	} else if sch.Hash != "" {
-		m.Hash = sch.Hash
-	}
+	m := &api.Maglev{Hash: hash, TableSize: size}
 	return m, table
 }
 
