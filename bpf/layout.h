@@ -882,8 +882,11 @@ struct create_scratch {
 	__u32 service;          /* service id */
 	__u32 set_slot;         /* its live routable set: slot of xlb_backend_sets */
 	__be16 remote_port_be;  /* its mapping's remote port; 0: each backend's own */
-	__u16 pad;
-	__u32 pad2;
+	__u8 sched;             /* its scheduler (struct service scheduler, enum xlb_scheduler) */
+	__u8 sched_flags;       /* its flags' low byte (enum xlb_service_flags: XLB_SVC_HASH_CLIENT_IP) */
+	__u32 start;            /* the position in the set of the first backend tried (sched.h sched_start) */
+	__u32 hash;             /* Maglev: the SYN's hash (sched.h sched_hash); 0 for the other schedulers */
+	__u32 pad;
 	/*
 	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
 	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has

@@ -49,8 +49,11 @@ type xlbCreateScratch struct {
 	Service      uint32
 	SetSlot      uint32
 	RemotePortBe uint16
-	Pad          uint16
-	Pad2         uint32
+	Sched        uint8
+	SchedFlags   uint8
+	Start        uint32
+	Hash         uint32
+	Pad          uint32
 	Fib          [8]uint64
 	Memo         [1024]struct {
 		_       structs.HostLayout
