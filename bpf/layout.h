@@ -563,6 +563,21 @@ struct sched_chunk {
 _Static_assert(sizeof(struct sched_chunk) == sizeof(struct sched_head), "key 0 of a schedule holds its struct sched_head");
 
 /*
+ * The schedule reader's single slot (xlb_sched_info; sched.h
+ * xlb_sched_read, run by userspace with BPF_PROG_TEST_RUN): userspace
+ * writes slot, the program answers with the schedule at that slot of
+ * xlb_sched, its header and the entries naming each position of the set.
+ * Opening an inner map by its id would need CAP_SYS_ADMIN, which XLB does
+ * not hold. Never pinned.
+ */
+struct sched_info {
+	__u32 slot;          /* in: the xlb_sched slot (service * 2 + set) */
+	__u32 found;         /* out: 1 when the slot holds a schedule */
+	struct sched_head head;
+	__u32 slots[XLB_MAX_BACKENDS]; /* out: entries naming each position (entries at or beyond XLB_MAX_BACKENDS are not counted) */
+};
+
+/*
  * A service (xlb_services, XLB_MAX_SERVICES slots by service id): written
  * by userspace only; the data path reads active_set. A successor or a
  * restart after a crash learns the ids, names and draining services from

@@ -109,4 +109,68 @@ fallback:
 	return 0;
 }
 
+struct sched_read_loop {
+	struct sched_info *info;
+};
+
+/* One chunk of the schedule xlb_sched_read reads: its entries counted. */
+static long sched_read_step(__u64 i, void *arg)
+{
+	struct sched_info *info = ((struct sched_read_loop *)arg)->info;
+	struct sched_chunk *c;
+	__u32 key = 1 + (__u32)i, pos = (__u32)i * XLB_SCHED_CHUNK, idx;
+	void *tbl;
+	int j;
+
+	tbl = bpf_map_lookup_elem(&xlb_sched, &info->slot);
+	if (!tbl)
+		return 1;
+	c = bpf_map_lookup_elem(tbl, &key);
+	if (!c)
+		return 1;
+#pragma clang loop unroll(full) /* constant offsets: no pointer walks past the chunk (!root) */
+	for (j = 0; j < XLB_SCHED_CHUNK; j++) {
+		if (pos + j >= info->head.len)
+			return 1;
+		idx = c->idx[j];
+		if (idx < XLB_MAX_BACKENDS)
+			info->slots[idx & (XLB_MAX_BACKENDS - 1)]++;
+	}
+	return 0;
+}
+
+/*
+ * The schedule reader (struct sched_info): the header of the schedule at
+ * xlb_sched_info's slot and its entries per set position, added to the
+ * slot's counts (userspace writes them zero). XDP_PASS once answered;
+ * XDP_DROP without its slot.
+ */
+SEC("xdp")
+int xlb_sched_read(struct xdp_md *ctx)
+{
+	struct sched_read_loop l;
+	struct sched_info *info;
+	struct sched_head *h;
+	__u32 zero = 0, n;
+	void *tbl;
+
+	info = bpf_map_lookup_elem(&xlb_sched_info, &zero);
+	if (!info)
+		return XDP_DROP;
+	l.info = info;
+	info->found = 0;
+	__builtin_memset(&info->head, 0, sizeof(info->head));
+	tbl = bpf_map_lookup_elem(&xlb_sched, &info->slot);
+	if (!tbl)
+		return XDP_PASS;
+	h = bpf_map_lookup_elem(tbl, &zero);
+	if (!h)
+		return XDP_PASS;
+	info->found = 1;
+	info->head = *h;
+	n = (h->len + XLB_SCHED_CHUNK - 1) / XLB_SCHED_CHUNK;
+	bpf_loop(n, sched_read_step, &l, 0);
+	return XDP_PASS;
+}
+
 #endif /* XLB_SCHED_H */

@@ -209,6 +209,14 @@ type xlbSchedHead struct {
 	Pad2        [40]uint8
 }
 
+type xlbSchedInfo struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Found uint32
+	Head  xlbSchedHead
+	Slots [1024]uint32
+}
+
 type xlbService struct {
 	_         structs.HostLayout
 	State     uint8
@@ -448,6 +456,7 @@ const (
 	xlbMapXlbReaped        = "xlb_reaped"
 	xlbMapXlbRr            = "xlb_rr"
 	xlbMapXlbSched         = "xlb_sched"
+	xlbMapXlbSchedInfo     = "xlb_sched_info"
 	xlbMapXlbScratch       = "xlb_scratch"
 	xlbMapXlbServices      = "xlb_services"
 	xlbMapXlbShared        = "xlb_shared"
