@@ -95,7 +95,9 @@ func TestValidateServices(t *testing.T) {
 		{"udp", with(func(s *ServiceSettings) { s.Proto = "udp" }), `protocol "udp"`},
 		{"weighted round robin", with(func(s *ServiceSettings) { s.Scheduler = SchedulerWeightedRR }), ""},
 		{"maglev", with(func(s *ServiceSettings) { s.Scheduler, s.TableSize = SchedulerMaglev, 16381 }), ""},
-		{"maglev client_ip", with(func(s *ServiceSettings) { s.Scheduler, s.MaglevHash, s.TableSize = SchedulerMaglev, MaglevHashClientIP, 16381 }), ""},
+		{"maglev client_ip", with(func(s *ServiceSettings) {
+			s.Scheduler, s.MaglevHash, s.TableSize = SchedulerMaglev, MaglevHashClientIP, 16381
+		}), ""},
 		{"maglev without a table size", with(func(s *ServiceSettings) { s.Scheduler = SchedulerMaglev }), "table size"},
 		{"maglev table size not prime", with(func(s *ServiceSettings) { s.Scheduler, s.TableSize = SchedulerMaglev, 16383 }), "table size"},
 		{"maglev hash", with(func(s *ServiceSettings) { s.Scheduler, s.MaglevHash, s.TableSize = SchedulerMaglev, "src", 16381 }), `Maglev hash "src"`},
