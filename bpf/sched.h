@@ -54,7 +54,7 @@ __noinline int sched_start(__u32 saddr_be, __u32 daddr_be, __u32 ports)
 	struct sched_chunk *c;
 	struct sched_head *h;
 	__u32 zero = 0, pos, key, len, start;
-	__u64 *rr;
+	__u64 *rr, n = 0;
 	void *tbl;
 	int kind;
 
@@ -68,7 +68,8 @@ __noinline int sched_start(__u32 saddr_be, __u32 daddr_be, __u32 ports)
 		rr = bpf_map_lookup_elem(&xlb_rr, &s->service);
 		if (!rr)
 			return -1;
-		s->rr = (__u32)__sync_fetch_and_add(rr, 1);
+		n = __sync_fetch_and_add(rr, 1);
+		s->rr = (__u32)n;
 	}
 	s->start = s->rr;
 	if (kind == XLB_SCHED_ROUND_ROBIN)
@@ -85,7 +86,8 @@ __noinline int sched_start(__u32 saddr_be, __u32 daddr_be, __u32 ports)
 	len = h->len;
 	if (len == 0)
 		goto fallback;
-	pos = (kind == XLB_SCHED_MAGLEV ? s->hash : s->rr) % len;
+	/* weighted round robin: the whole 64-bit position, so the cycle never jumps at 2^32 */
+	pos = kind == XLB_SCHED_MAGLEV ? s->hash % len : (__u32)(n % len);
 	key = 1 + pos / XLB_SCHED_CHUNK;
 	c = bpf_map_lookup_elem(tbl, &key);
 	if (!c)

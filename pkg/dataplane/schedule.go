@@ -222,7 +222,11 @@ func (d *Dataplane) buildScheduleLocked(svc uint16, rec xlbService, refs []Backe
 		}
 	}
 	now := time.Now()
-	s := &Schedule{Scheduler: kind.String(), Hash: hash, Len: t.Len, Slots: map[uint32]uint32{},
+	name := SchedulerWeightedRR
+	if kind == sched.Maglev {
+		name = SchedulerMaglev
+	}
+	s := &Schedule{Scheduler: name, Hash: hash, Len: t.Len, Slots: map[uint32]uint32{},
 		Rebuilds: rebuilds + 1, BuiltAt: time.UnixMilli(now.UnixMilli())}
 	for i, n := range t.Slots {
 		s.Slots[refs[i].Member] += n
@@ -248,7 +252,7 @@ func newScheduleMap(t sched.Table, s *Schedule) (*ebpf.Map, error) {
 	}
 	keys := make([]uint32, 1+chunks)
 	vals := make([]xlbSchedChunk, 1+chunks)
-	head := xlbSchedHead{Len: t.Len, Kind: uint8(t.Kind), Rebuilds: s.Rebuilds, BuiltUnixMs: uint64(s.BuiltAt.UnixMilli())}
+	head := xlbSchedHead{Len: t.Len, Kind: schedulerID(s.Scheduler), Rebuilds: s.Rebuilds, BuiltUnixMs: uint64(s.BuiltAt.UnixMilli())}
 	vals[0] = xlbSchedChunk(headChunk(head))
 	for i := range keys {
 		keys[i] = uint32(i)
@@ -323,7 +327,11 @@ func (d *Dataplane) readScheduleLocked(svc uint16, rec xlbService) (*Schedule, e
 	if err := d.objs.XlbBackendSets.Lookup(slot, &set); err != nil {
 		return nil, fmt.Errorf("dataplane: read the routable set of service %d: %w", svc, err)
 	}
-	s := &Schedule{Scheduler: schedKind(info.Head.Kind).String(), Len: info.Head.Len, Slots: map[uint32]uint32{},
+	name := SchedulerWeightedRR
+	if info.Head.Kind == schedulerMaglevID {
+		name = SchedulerMaglev
+	}
+	s := &Schedule{Scheduler: name, Len: info.Head.Len, Slots: map[uint32]uint32{},
 		Rebuilds: info.Head.Rebuilds, BuiltAt: time.UnixMilli(int64(info.Head.BuiltUnixMs))}
 	if info.Head.Kind == schedulerMaglevID {
 		s.Hash = MaglevHashFiveTuple
