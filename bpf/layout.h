@@ -563,6 +563,21 @@ struct sched_chunk {
 _Static_assert(sizeof(struct sched_chunk) == sizeof(struct sched_head), "key 0 of a schedule holds its struct sched_head");
 
 /*
+ * The schedule reader's single slot (xlb_sched_info; sched.h
+ * xlb_sched_read, run by userspace with BPF_PROG_TEST_RUN): userspace
+ * writes slot, the program answers with the schedule at that slot of
+ * xlb_sched, its header and the entries naming each position of the set.
+ * Opening an inner map by its id would need CAP_SYS_ADMIN, which XLB does
+ * not hold. Never pinned.
+ */
+struct sched_info {
+	__u32 slot;          /* in: the xlb_sched slot (service * 2 + set) */
+	__u32 found;         /* out: 1 when the slot holds a schedule */
+	struct sched_head head;
+	__u32 slots[XLB_MAX_BACKENDS]; /* out: entries naming each position (entries at or beyond XLB_MAX_BACKENDS are not counted) */
+};
+
+/*
  * A service (xlb_services, XLB_MAX_SERVICES slots by service id): written
  * by userspace only; the data path reads active_set. A successor or a
  * restart after a crash learns the ids, names and draining services from
@@ -882,8 +897,11 @@ struct create_scratch {
 	__u32 service;          /* service id */
 	__u32 set_slot;         /* its live routable set: slot of xlb_backend_sets */
 	__be16 remote_port_be;  /* its mapping's remote port; 0: each backend's own */
-	__u16 pad;
-	__u32 pad2;
+	__u8 sched;             /* its scheduler (struct service scheduler, enum xlb_scheduler) */
+	__u8 sched_flags;       /* its flags' low byte (enum xlb_service_flags: XLB_SVC_HASH_CLIENT_IP) */
+	__u32 start;            /* the position in the set of the first backend tried (sched.h sched_start) */
+	__u32 hash;             /* Maglev: the SYN's hash (sched.h sched_hash); 0 for the other schedulers */
+	__u32 pad;
 	/*
 	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
 	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has

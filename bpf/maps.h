@@ -63,6 +63,14 @@ struct {
 	__array(values, struct sched_inner);
 } xlb_sched SEC(".maps");
 
+/* The schedule reader's single slot (struct sched_info). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sched_info);
+	__uint(max_entries, 1);
+} xlb_sched_info SEC(".maps");
+
 /* The services by id (struct service), written by userspace only. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -58,8 +58,11 @@ type xlbCreateScratch struct {
 	Service      uint32
 	SetSlot      uint32
 	RemotePortBe uint16
-	Pad          uint16
-	Pad2         uint32
+	Sched        uint8
+	SchedFlags   uint8
+	Start        uint32
+	Hash         uint32
+	Pad          uint32
 	Fib          [8]uint64
 	Memo         [1024]struct {
 		_       structs.HostLayout
@@ -217,6 +220,14 @@ type xlbSchedHead struct {
 	Rebuilds    uint64
 	BuiltUnixMs uint64
 	Pad2        [40]uint8
+}
+
+type xlbSchedInfo struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Found uint32
+	Head  xlbSchedHead
+	Slots [1024]uint32
 }
 
 type xlbService struct {
@@ -595,6 +606,7 @@ const (
 	xlbMapXlbReaped            = "xlb_reaped"
 	xlbMapXlbRr                = "xlb_rr"
 	xlbMapXlbSched             = "xlb_sched"
+	xlbMapXlbSchedInfo         = "xlb_sched_info"
 	xlbMapXlbScratch           = "xlb_scratch"
 	xlbMapXlbServices          = "xlb_services"
 	xlbMapXlbShared            = "xlb_shared"
@@ -607,6 +619,7 @@ const (
 	xlbProgXlbClock            = "xlb_clock"
 	xlbProgXlbNexthopCtl       = "xlb_nexthop_ctl"
 	xlbProgXlbReap             = "xlb_reap"
+	xlbProgXlbSchedRead        = "xlb_sched_read"
 	xlbProgXlbSnatSync         = "xlb_snat_sync"
 	xlbProgXlbXdp              = "xlb_xdp"
 	xlbVarXlbBackendTsStateBtf = "__xlb_backend_ts_state_btf"
@@ -675,6 +688,7 @@ type xlbProgramSpecs struct {
 	XlbClock      *ebpf.ProgramSpec `ebpf:"xlb_clock"`
 	XlbNexthopCtl *ebpf.ProgramSpec `ebpf:"xlb_nexthop_ctl"`
 	XlbReap       *ebpf.ProgramSpec `ebpf:"xlb_reap"`
+	XlbSchedRead  *ebpf.ProgramSpec `ebpf:"xlb_sched_read"`
 	XlbSnatSync   *ebpf.ProgramSpec `ebpf:"xlb_snat_sync"`
 	XlbXdp        *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
 }
@@ -705,6 +719,7 @@ type xlbMapSpecs struct {
 	XlbReaped        *ebpf.MapSpec `ebpf:"xlb_reaped"`
 	XlbRr            *ebpf.MapSpec `ebpf:"xlb_rr"`
 	XlbSched         *ebpf.MapSpec `ebpf:"xlb_sched"`
+	XlbSchedInfo     *ebpf.MapSpec `ebpf:"xlb_sched_info"`
 	XlbScratch       *ebpf.MapSpec `ebpf:"xlb_scratch"`
 	XlbServices      *ebpf.MapSpec `ebpf:"xlb_services"`
 	XlbShared        *ebpf.MapSpec `ebpf:"xlb_shared"`
@@ -783,6 +798,7 @@ type xlbMaps struct {
 	XlbReaped        *ebpf.Map `ebpf:"xlb_reaped"`
 	XlbRr            *ebpf.Map `ebpf:"xlb_rr"`
 	XlbSched         *ebpf.Map `ebpf:"xlb_sched"`
+	XlbSchedInfo     *ebpf.Map `ebpf:"xlb_sched_info"`
 	XlbScratch       *ebpf.Map `ebpf:"xlb_scratch"`
 	XlbServices      *ebpf.Map `ebpf:"xlb_services"`
 	XlbShared        *ebpf.Map `ebpf:"xlb_shared"`
@@ -818,6 +834,7 @@ func (m *xlbMaps) Close() error {
 		m.XlbReaped,
 		m.XlbRr,
 		m.XlbSched,
+		m.XlbSchedInfo,
 		m.XlbScratch,
 		m.XlbServices,
 		m.XlbShared,
@@ -862,6 +879,7 @@ type xlbPrograms struct {
 	XlbClock      *ebpf.Program `ebpf:"xlb_clock"`
 	XlbNexthopCtl *ebpf.Program `ebpf:"xlb_nexthop_ctl"`
 	XlbReap       *ebpf.Program `ebpf:"xlb_reap"`
+	XlbSchedRead  *ebpf.Program `ebpf:"xlb_sched_read"`
 	XlbSnatSync   *ebpf.Program `ebpf:"xlb_snat_sync"`
 	XlbXdp        *ebpf.Program `ebpf:"xlb_xdp"`
 }
@@ -871,6 +889,7 @@ func (p *xlbPrograms) Close() error {
 		p.XlbClock,
 		p.XlbNexthopCtl,
 		p.XlbReap,
+		p.XlbSchedRead,
 		p.XlbSnatSync,
 		p.XlbXdp,
 	)

@@ -49,8 +49,11 @@ type xlbCreateScratch struct {
 	Service      uint32
 	SetSlot      uint32
 	RemotePortBe uint16
-	Pad          uint16
-	Pad2         uint32
+	Sched        uint8
+	SchedFlags   uint8
+	Start        uint32
+	Hash         uint32
+	Pad          uint32
 	Fib          [8]uint64
 	Memo         [1024]struct {
 		_       structs.HostLayout
@@ -204,6 +207,14 @@ type xlbSchedHead struct {
 	Rebuilds    uint64
 	BuiltUnixMs uint64
 	Pad2        [40]uint8
+}
+
+type xlbSchedInfo struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Found uint32
+	Head  xlbSchedHead
+	Slots [1024]uint32
 }
 
 type xlbService struct {
@@ -445,6 +456,7 @@ const (
 	xlbMapXlbReaped        = "xlb_reaped"
 	xlbMapXlbRr            = "xlb_rr"
 	xlbMapXlbSched         = "xlb_sched"
+	xlbMapXlbSchedInfo     = "xlb_sched_info"
 	xlbMapXlbScratch       = "xlb_scratch"
 	xlbMapXlbServices      = "xlb_services"
 	xlbMapXlbShared        = "xlb_shared"
