@@ -3,6 +3,9 @@ module github.com/xlbproject/xlb
 go 1.26.8
 
 require (
+	// xxhash keys the Maglev permutations (pkg/sched); its seeded XXH64 is
+	// frozen by TestMaglevGolden.
+	github.com/cespare/xxhash/v2 v2.3.0
 	// chromedp drives Debian's headless Chromium over the DevTools
 	// protocol in the console's lab test only (test/e2e).
 	github.com/chromedp/cdproto v0.159.0
@@ -57,7 +60,6 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/eapache/channels v1.1.0 // indirect

@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 9,
+	XLB_LAYOUT_VERSION = 10,
 };
 
 /*
@@ -112,6 +112,9 @@ enum xlb_limits {
 	XLB_HANDSHAKE_CELLS = XLB_MAX_MEMBERS * XLB_HS_CELLS,
 	XLB_FRAG_DATAGRAMS = 8192,   /* fragmented datagrams remembered at once (xlb_frags, an LRU hash) */
 	XLB_FRAG_TTL_MS = 1000,      /* a remembered datagram's later fragments follow its first for this long */
+	/* schedules of the table schedulers (layout 10; struct sched_head, struct sched_chunk) */
+	XLB_SCHED_CHUNK = 32,        /* schedule entries per struct sched_chunk (u16 each: 64 bytes) */
+	XLB_SCHED_SEED = 0x584c4231, /* the fixed jhash seed of the Maglev hashes (jhash.h sched_hash; pkg/sched HashFiveTuple, HashClientIP): the same pick on every host and version */
 };
 
 /* Flow direction, part of the flow key. */
@@ -517,11 +520,61 @@ enum xlb_service_state {
 /* struct service flags. */
 enum xlb_service_flags {
 	XLB_SVC_MIGRATED = 1 << 0, /* layout 8's one service, as the migration made it (no name: the successor's config names it) */
+	XLB_SVC_HASH_CLIENT_IP = 1 << 1, /* XLB_SCHED_MAGLEV: hash the client's address alone (maglev.hash client_ip), not the 5-tuple */
 };
 
 /* struct service scheduler. */
 enum xlb_scheduler {
 	XLB_SCHED_ROUND_ROBIN = 0, /* the seed's rule: the next routable backend (xlb_rr) */
+	XLB_SCHED_WEIGHTED_RR = 1, /* smooth weighted round robin: entry xlb_rr % len of the service's schedule (layout 10) */
+	XLB_SCHED_MAGLEV = 2,      /* Maglev: entry hash % len of the service's schedule (layout 10) */
+};
+
+/*
+ * A table scheduler's schedule (layout 10; DESIGN §9): the inner map that
+ * xlb_sched holds at the slot of the routable set it indexes (service * 2
+ * + set, as xlb_backend_sets). Built by userspace only (pkg/sched; a new
+ * inner map per build, never rewritten in place), put beside the set it
+ * indexes before the service's active_set flips to both. Key 0 holds a
+ * struct sched_head (read through a cast: the same 64 bytes), keys
+ * 1..ceil(len / XLB_SCHED_CHUNK) the entries: entry i is idx[i %
+ * XLB_SCHED_CHUNK] of key 1 + i / XLB_SCHED_CHUNK, a position in the
+ * routable set (< its count). Weighted round robin reads entry xlb_rr %
+ * len (the smooth cycle, expanded), Maglev entry hash % len (the lookup
+ * table). A schedule describes itself, so its length is never torn from
+ * its entries; a SYN that finds none, an empty one or an entry beyond the
+ * set's count uses round robin and counts XLB_C_SCHED_FALLBACK.
+ */
+struct sched_head {
+	__u32 len;           /* entries: the cycle's length, or the Maglev table's size */
+	__u8 kind;           /* enum xlb_scheduler it was built for */
+	__u8 pad[3];         /* always zero */
+	__u64 rebuilds;      /* schedules built for this service since it took its id (this one included) */
+	__u64 built_unix_ms; /* when userspace built it */
+	__u8 pad2[40];       /* always zero */
+};
+
+_Static_assert(sizeof(struct sched_head) == 64, "struct sched_head has no implicit padding");
+
+struct sched_chunk {
+	__u16 idx[XLB_SCHED_CHUNK];
+};
+
+_Static_assert(sizeof(struct sched_chunk) == sizeof(struct sched_head), "key 0 of a schedule holds its struct sched_head");
+
+/*
+ * The schedule reader's single slot (xlb_sched_info; sched.h
+ * xlb_sched_read, run by userspace with BPF_PROG_TEST_RUN): userspace
+ * writes slot, the program answers with the schedule at that slot of
+ * xlb_sched, its header and the entries naming each position of the set.
+ * Opening an inner map by its id would need CAP_SYS_ADMIN, which XLB does
+ * not hold. Never pinned.
+ */
+struct sched_info {
+	__u32 slot;          /* in: the xlb_sched slot (service * 2 + set) */
+	__u32 found;         /* out: 1 when the slot holds a schedule */
+	struct sched_head head;
+	__u32 slots[XLB_MAX_BACKENDS]; /* out: entries naming each position (entries at or beyond XLB_MAX_BACKENDS are not counted) */
 };
 
 /*
@@ -844,8 +897,11 @@ struct create_scratch {
 	__u32 service;          /* service id */
 	__u32 set_slot;         /* its live routable set: slot of xlb_backend_sets */
 	__be16 remote_port_be;  /* its mapping's remote port; 0: each backend's own */
-	__u16 pad;
-	__u32 pad2;
+	__u8 sched;             /* its scheduler (struct service scheduler, enum xlb_scheduler) */
+	__u8 sched_flags;       /* its flags' low byte (enum xlb_service_flags: XLB_SVC_HASH_CLIENT_IP) */
+	__u32 start;            /* the position in the set of the first backend tried (sched.h sched_start) */
+	__u32 hash;             /* Maglev: the SYN's hash (sched.h sched_hash); 0 for the other schedulers */
+	__u32 pad;
 	/*
 	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
 	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has
@@ -930,6 +986,7 @@ enum xlb_counter {
 	XLB_C_RST_INEXACT,      /* RSTs in the receiver's window but not at its next sequence: forwarded, the pair kept (RFC 5961 §3: the endpoint answers with a challenge ACK) */
 	XLB_C_PAIR_GONE_IN_FLIGHT, /* packets whose pair another CPU replaced or reaped while they were rewritten: dropped, the sender retransmits (flow.h: stale pointers) */
 	XLB_C_SNAT_TIMEWAIT_REUSES, /* SNAT ports held for a backend's TIME_WAIT that a SYN with timestamps took (tsopt.h: the backend accepts it, RFC 6191) */
+	XLB_C_SCHED_FALLBACK,   /* SYNs of a table scheduler's service that found no usable schedule (none yet, empty, or an entry beyond the set): round robin picked (layout 10) */
 	XLB_C_MAX,
 };
 

@@ -41,6 +41,36 @@ struct {
 	__uint(max_entries, XLB_SERVICE_SETS);
 } xlb_backend_sets SEC(".maps");
 
+/*
+ * The schedules of the table schedulers (struct sched_head), by routable
+ * set slot (service * 2 + set, as xlb_backend_sets): an inner array per
+ * weighted round robin or Maglev service's set, none for round robin.
+ * BPF_F_INNER_MAP: each schedule's array has its own length (1 + its
+ * chunks). Written by userspace only.
+ */
+struct sched_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_INNER_MAP);
+	__type(key, __u32);
+	__type(value, struct sched_chunk);
+	__uint(max_entries, 1);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, XLB_SERVICE_SETS);
+	__array(values, struct sched_inner);
+} xlb_sched SEC(".maps");
+
+/* The schedule reader's single slot (struct sched_info). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sched_info);
+	__uint(max_entries, 1);
+} xlb_sched_info SEC(".maps");
+
 /* The services by id (struct service), written by userspace only. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -27,9 +27,10 @@
  *     and passed untouched, so the kernel drops it as PACKET_OTHERHOST;
  *   - client SYN (no ACK) without a live pair to a serving service's
  *     listen address and local port (xlb_listen: listen_find) creates a
- *     connection pair: the service's round-robin backend (on the
- *     mapping's remote port,
- *     or the backend's own when the mapping has none), the SYN's time
+ *     connection pair: the backend the service's scheduler picks
+ *     (sched.h: round robin, weighted round robin or Maglev) on the
+ *     mapping's remote port (or the backend's own when the mapping has
+ *     none), the SYN's time
  *     (handshake.h), a SNAT port claimed in the
  *     backend's bitmap and reserved by inserting the reverse entry with
  *     BPF_NOEXIST (or taken over from a terminal pair that left the backend
@@ -105,6 +106,7 @@
 #include "frag.h"
 #include "reap.h"
 #include "snatsync.h"
+#include "sched.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
@@ -608,8 +610,9 @@ struct pick {
 };
 
 /*
- * Try the n-th backend from the round-robin position. Stops at a result
- * other than "no free port" or "no next hop".
+ * Try the n-th backend from the scheduled start (the scratch's start: in
+ * set order from there). Stops at a result other than "no free port" or
+ * "no next hop".
  */
 static long pick_step(__u64 n, void *arg)
 {
@@ -622,7 +625,7 @@ static long pick_step(__u64 n, void *arg)
 
 	if (n >= pk->count)
 		return 1;
-	idx = (s->rr + (__u32)n) % pk->count;
+	idx = (s->start + (__u32)n) % pk->count;
 	/* hide idx's range from clang so the verifier sees the bound check */
 	asm volatile("" : "+r"(idx));
 	if (idx >= XLB_MAX_BACKENDS)
@@ -648,8 +651,8 @@ static long pick_step(__u64 n, void *arg)
 
 /*
  * Pick the backend for a new pair and install it (DESIGN §6b): the
- * round-robin one (the scratch's rr) of the service's live routable set
- * (the scratch's set_slot), or when its SNAT ports are all taken
+ * one its scheduler chose (the scratch's start, sched.h) of the service's
+ * live routable set (the scratch's set_slot), or when its SNAT ports are all taken
  * or its next hop is unknown, the next routable ones, XLB_PICK_TRIES
  * backends at most. The scratch's tmpl holds the forward entry's fields
  * shared by every try. A global function, checked once by the verifier.
@@ -741,29 +744,8 @@ __noinline int listen_find(__u32 addr_be, __u32 port_be)
 	if (!svc || svc->state != XLB_SVC_SERVING)
 		return -1;
 	s->set_slot = s->service * 2 + (svc->active_set & 1);
-	return 0;
-}
-
-/*
- * The scratch's rr: the position of the SYN's service (the scratch's
- * service), moved on by one. Returns 0, or -1 without one. A global
- * function: its pointer stays off the frame of xlb_xdp (the SYN's call
- * chain has no stack to spare, and without CAP_PERFMON the verifier
- * refuses a later narrower store into a slot a pointer was spilled to).
- */
-__noinline int next_rr(void)
-{
-	struct create_scratch *s;
-	__u32 zero = 0;
-	__u64 *rr;
-
-	s = bpf_map_lookup_elem(&xlb_scratch, &zero);
-	if (!s)
-		return -1;
-	rr = bpf_map_lookup_elem(&xlb_rr, &s->service);
-	if (!rr)
-		return -1;
-	s->rr = (__u32)__sync_fetch_and_add(rr, 1);
+	s->sched = svc->scheduler;
+	s->sched_flags = (__u8)svc->flags;
 	return 0;
 }
 
@@ -827,7 +809,7 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
 	syn_options(ctx, p->l4_off, p->tcp->doff);
 	s->tmpl.syn_us = now_us32();
-	if (next_rr())
+	if (sched_start(fk->saddr_be, fk->daddr_be, (__u32)bpf_ntohs(fk->sport_be) << 16 | bpf_ntohs(fk->dport_be)))
 		return CREATE_FULL;
 	rc = pick_backend(ctx, fk);
 	if (rc != CREATE_OK)
@@ -1180,3 +1162,5 @@ const enum xlb_service_state *__xlb_service_state_btf __attribute__((unused));
 const enum xlb_service_flags *__xlb_service_flags_btf __attribute__((unused));
 const enum xlb_scheduler *__xlb_scheduler_btf __attribute__((unused));
 const struct nexthop *__xlb_nexthop_btf __attribute__((unused));
+const struct sched_head *__xlb_sched_head_btf __attribute__((unused));
+const struct sched_chunk *__xlb_sched_chunk_btf __attribute__((unused));

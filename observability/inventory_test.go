@@ -23,6 +23,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/xlbproject/xlb/pkg/backend"
+	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/metrics"
@@ -194,7 +195,7 @@ func inventorySnapshot() *snapshot.Snapshot {
 			{ID: 3, TimeWait: 1},
 		},
 	}
-	return &snapshot.Snapshot{
+	s := &snapshot.Snapshot{
 		Name: "inventory", Lifecycle: api.Running, StartedAt: inventoryNow.Add(-time.Minute),
 		Attached: []dataplane.Attachment{
 			{Interface: "eth0", Ifindex: 2, Mode: dataplane.ModeNative},
@@ -213,6 +214,18 @@ func inventorySnapshot() *snapshot.Snapshot {
 		},
 		HostSettings: []snapshot.HostSetting{{Name: "net.ipv4.conf.lo.forwarding"}, {Name: "net.ipv4.ip_local_reserved_ports"}},
 	}
+	// The file's one service as ServiceList gives it (round robin), and a
+	// second one on each table scheduler, so every scheduler series and
+	// scheduler label value shows.
+	svcs := s.ServiceList()
+	for i, sched := range []string{config.SchedulerMaglev, config.SchedulerWeightedRoundRobin} {
+		svc := svcs[0]
+		svc.ID, svc.Name, svc.Scheduler = uint16(i+1), "inventory-"+sched, sched
+		svc.Schedule = dataplane.Schedule{Scheduler: sched, Len: 16381, Slots: map[uint32]uint32{1: 16381}, Rebuilds: 1, BuiltAt: inventoryNow}
+		svcs = append(svcs, svc)
+	}
+	s.Form, s.Services = config.FormServices, svcs
+	return s
 }
 
 // metricRef is an xlb_* name where a rule, a fixture series, the dashboard

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/sched"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/pkg/weblisten"
 )
@@ -20,9 +21,10 @@ import (
 var checkAbout = fmt.Sprintf(`Validates FILE (or standard input, "-"), prints the effective config (defaults
 filled in) on stdout and exits 0, or prints every error with its file, line and
 field on stderr and exits 1. Warnings go to stderr either way. After the config,
-comments list each service's address on this host: an address of which
-interface (lo for a fleet VIP), what auto resolves to, or an address the host
-does not hold, which the network must route here.
+comments list each service's scheduler (a Maglev service's hash, table size
+and the kernel memory of its table) and its address on this host: an address
+of which interface (lo for a fleet VIP), what auto resolves to, or an address
+the host does not hold, which the network must route here.
 
 It checks what xlb's start checks, the data path's limits among them: at most
 %d services, %d backends of all services, %d backends and %d port mappings
@@ -110,6 +112,7 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	stdout.Write(out)
+	io.WriteString(stdout, serviceSchedulers(cfg))
 	io.WriteString(stdout, serviceAddresses(cfg, hostAddrs))
 	return 0
 }
@@ -147,6 +150,71 @@ func serviceAddresses(cfg *config.Config, book addressBook) string {
 		fmt.Fprintf(&b, "#   %s: %s\n", s.Name, effectiveAddress(s.Listen, book))
 	}
 	return b.String()
+}
+
+// serviceSchedulers lists each service's scheduler as YAML comments that
+// follow the effective config (issue 30): the Maglev hash, the table size
+// and where it comes from, and the kernel memory of one table (a service
+// may hold two, one beside each of its two backend sets;
+// docs/schedulers.md).
+func serviceSchedulers(cfg *config.Config) string {
+	var b strings.Builder
+	b.WriteString("# The services' schedulers (the kernel memory of one table; a service may hold two, one per backend set):\n")
+	for _, s := range cfg.ServiceList() {
+		fmt.Fprintf(&b, "#   %s: %s\n", s.Name, describeScheduler(&s))
+	}
+	return b.String()
+}
+
+// describeScheduler is one service's line of serviceSchedulers.
+func describeScheduler(s *config.Service) string {
+	switch s.Scheduler {
+	case config.SchedulerMaglev:
+		m := s.TableSize()
+		var from string
+		switch {
+		case s.Maglev != nil && s.Maglev.TableSize != 0:
+			from = "maglev.table_size"
+		case s.Provider.Static != nil:
+			n := len(s.Provider.Static.Backends)
+			from = fmt.Sprintf("the default for %d static backends, up to %d; more change it and move nearly every client: set maglev.table_size to keep it",
+				n, int(m)/sched.MaglevSlotsPerMember)
+		default:
+			from = fmt.Sprintf("the Kubernetes default: %d endpoints at %d slots each, more make it overfull: set maglev.table_size for more", sched.MaglevMembers(m), sched.MinSlotsPerMember)
+		}
+		return fmt.Sprintf("maglev, hash %s, table of %d slots (%s), %s", s.MaglevHash(), m, from, memory(s.TableMemory()))
+	case config.SchedulerWeightedRoundRobin:
+		st := s.Provider.Static
+		if st == nil {
+			return "weighted_round_robin, a cycle as long as the endpoints' weights add up (divided by their gcd), 64 bytes per 32 connections of it"
+		}
+		var g, sum uint64
+		for _, be := range st.Backends {
+			w := uint64(max(be.Weight, 1))
+			g, sum = gcd(g, w), sum+w
+		}
+		n := sum / max(g, 1)
+		return fmt.Sprintf("weighted_round_robin, a cycle of %d connections with every backend routable, %s", n, memory(64*(1+(n+31)/32)))
+	}
+	return s.Scheduler + " (no table)"
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// memory renders a size in bytes, KiB or MiB.
+func memory(b uint64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", b)
 }
 
 // effectiveAddress describes one listen address on this host.

@@ -344,3 +344,32 @@ func TestCheckServiceAddresses(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSchedulers (issue 30): after the effective config, xlb check
+// lists each service's scheduler as comments: the Maglev hash, the table
+// size and where it comes from, and one table's kernel memory.
+func TestCheckSchedulers(t *testing.T) {
+	defer func(b addressBook) { hostAddrs = b }(hostAddrs)
+	hostAddrs = fakeAddrs{}
+	const src = `services:
+  - {name: web, listen: {ip: 192.0.2.2}, ports: [{local_port: 80}], provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+  - {name: wrr, listen: {ip: 192.0.2.3}, ports: [{local_port: 80}], scheduler: weighted_round_robin, provider: {static: {backends: [{ip: 198.51.100.11, weight: 6}, {ip: 198.51.100.12, weight: 2}, {ip: 198.51.100.13, weight: 2}]}}}
+  - {name: cache, listen: {ip: 192.0.2.4}, ports: [{local_port: 80}], scheduler: maglev, maglev: {hash: client_ip}, provider: {static: {backends: [{ip: 198.51.100.11}, {ip: 198.51.100.12}]}}}
+  - {name: big, listen: {ip: 192.0.2.5}, ports: [{local_port: 80}], scheduler: maglev, maglev: {table_size: 1048573}, provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+  - {name: kube, listen: {ip: 192.0.2.6}, ports: [{local_port: 80}], scheduler: maglev, provider: {kubernetes: {namespace: prod, service: web}}}
+  - {name: kwrr, listen: {ip: 192.0.2.7}, ports: [{local_port: 80}], scheduler: weighted_round_robin, provider: {kubernetes: {namespace: prod, service: web}}}
+`
+	const want = "# The services' schedulers (the kernel memory of one table; a service may hold two, one per backend set):\n" +
+		"#   web: round_robin (no table)\n" +
+		"#   wrr: weighted_round_robin, a cycle of 5 connections with every backend routable, 128 bytes\n" +
+		"#   cache: maglev, hash client_ip, table of 16381 slots (the default for 2 static backends, up to 32; more change it and move nearly every client: set maglev.table_size to keep it), 32.1 KiB\n" +
+		"#   big: maglev, hash five_tuple, table of 1048573 slots (maglev.table_size), 2.0 MiB\n" +
+		"#   kube: maglev, hash five_tuple, table of 65521 slots (the Kubernetes default: 655 endpoints at 100 slots each, more make it overfull: set maglev.table_size for more), 128.1 KiB\n" +
+		"#   kwrr: weighted_round_robin, a cycle as long as the endpoints' weights add up (divided by their gcd), 64 bytes per 32 connections of it\n" +
+		"# The services' addresses on this host"
+	var out, errs bytes.Buffer
+	code := check([]string{"-"}, strings.NewReader(src), &out, &errs)
+	if code != 0 || !strings.Contains(out.String(), "\n"+want) {
+		t.Errorf("exit %d, stderr %q, stdout\n%s\nwant the config, then\n%s", code, errs.String(), out.String(), want)
+	}
+}

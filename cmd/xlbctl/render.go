@@ -70,9 +70,11 @@ func renderStatus(w io.Writer, d *api.Document) error {
 }
 
 // renderBackends writes the `xlbctl backends` tables, one per service
-// after its header line, in the document's (id) order; the last column,
-// REASON, says why a backend is unreachable or unhealthy ("-"
-// otherwise). Bytes as u writes them.
+// after its header line, in the document's (id) order; WEIGHT is the
+// backend's weight and SHARE its share of the service's new connections
+// as the table schedules them (table_share); the last column, REASON,
+// says why a backend is unreachable or unhealthy ("-" otherwise). Bytes
+// as u writes them.
 func renderBackends(w io.Writer, d *api.Document, u units) error {
 	for i, svc := range d.Services {
 		if i > 0 {
@@ -80,10 +82,10 @@ func renderBackends(w io.Writer, d *api.Document, u units) error {
 		}
 		fmt.Fprintln(w, serviceHeader(svc))
 		t := newTable(w)
-		fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH\tREASON")
+		fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tWEIGHT\tSHARE\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH\tREASON")
 		for _, b := range svc.Backends {
-			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
-				yesNo(b.AvailableForNewConnections), b.ActiveConnections, b.OpenedTotal,
+			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
+				yesNo(b.AvailableForNewConnections), b.Weight, share(b.TableShare), b.ActiveConnections, b.OpenedTotal,
 				u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), healthCell(b.Health, b.Reason), orDash(b.Reason))
 		}
 		if err := t.Flush(); err != nil {
@@ -98,6 +100,12 @@ func renderBackends(w io.Writer, d *api.Document, u units) error {
 		return err
 	}
 	return nil
+}
+
+// share is a backend's table share as a percentage with one decimal:
+// "50.0%", "33.3%", "0.0%".
+func share(f float64) string {
+	return fmt.Sprintf("%.1f%%", f*100)
 }
 
 // bgpLine summarises the speaker: sessions up, and what is announced.

@@ -367,3 +367,24 @@ func TestOlderDaemonAndQuietHost(t *testing.T) {
 		t.Errorf("hostSettings(no repairs) = %q", got)
 	}
 }
+
+// TestServiceScheduler: the scheduler with its hash and table as the
+// service line shows it (issue 30), before the first table and overfull.
+func TestServiceScheduler(t *testing.T) {
+	for _, c := range []struct {
+		svc  api.Service
+		want string
+	}{
+		{api.Service{Scheduler: "round_robin"}, "round_robin"},
+		{api.Service{Scheduler: "weighted_round_robin", Table: &api.ServiceTable{Size: 5, RebuildsTotal: 1}}, "weighted_round_robin: 5 slots, 1 rebuild"},
+		{api.Service{Scheduler: "maglev", Maglev: &api.Maglev{Hash: "five_tuple", TableSize: 16381}, Table: &api.ServiceTable{}},
+			"maglev: five_tuple, no table yet"},
+		{api.Service{Scheduler: "maglev", Maglev: &api.Maglev{Hash: "client_ip", TableSize: 16381},
+			Table: &api.ServiceTable{Size: 16381, RebuildsTotal: 9, Overfull: true}},
+			"maglev: client_ip, 16381 slots, 9 rebuilds, OVERFULL: under 100 slots per routable backend"},
+	} {
+		if got := serviceScheduler(c.svc); got != c.want {
+			t.Errorf("serviceScheduler(%+v) = %q, want %q", c.svc, got, c.want)
+		}
+	}
+}

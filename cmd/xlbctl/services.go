@@ -62,8 +62,9 @@ func serviceState(svc api.Service) string {
 	return orDash(string(svc.State)) + ", " + readiness(svc.Readiness)
 }
 
-// serviceListen is the service's address, protocol, ports and scheduler:
-// "192.0.2.10 tcp ports 80->8080, 443->8443 (round_robin)".
+// serviceListen is the service's address, protocol, ports and scheduler
+// (serviceScheduler): "192.0.2.10 tcp ports 80->8080, 443->8443
+// (round_robin)".
 func serviceListen(svc api.Service) string {
 	l := listen(svc.Listen)
 	if svc.Proto != "" {
@@ -74,9 +75,43 @@ func serviceListen(svc api.Service) string {
 		}
 	}
 	if svc.Scheduler != "" {
-		l += " (" + svc.Scheduler + ")"
+		l += " (" + serviceScheduler(svc) + ")"
 	}
 	return l
+}
+
+// serviceScheduler is the scheduler with its table (issue 30):
+// "round_robin", "weighted_round_robin: 5 slots, 2 rebuilds",
+// "maglev: client_ip, 16381 slots, 4 rebuilds"; "no table yet" before the
+// first, and OVERFULL when a Maglev table has fewer than 100 slots per
+// routable backend.
+func serviceScheduler(svc api.Service) string {
+	var parts []string
+	if m := svc.Maglev; m != nil {
+		parts = append(parts, m.Hash)
+	}
+	if t := svc.Table; t != nil {
+		if t.Size == 0 {
+			parts = append(parts, "no table yet")
+		} else {
+			parts = append(parts, plural(uint64(t.Size), "slot"), plural(t.RebuildsTotal, "rebuild"))
+		}
+		if t.Overfull {
+			parts = append(parts, "OVERFULL: under 100 slots per routable backend")
+		}
+	}
+	if len(parts) == 0 {
+		return svc.Scheduler
+	}
+	return svc.Scheduler + ": " + strings.Join(parts, ", ")
+}
+
+// plural is "1 slot", "16381 slots".
+func plural(n uint64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // serviceConnections summarises a service's connection counts.

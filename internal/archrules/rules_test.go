@@ -112,7 +112,7 @@ var readSide = map[string][]string{
 	"pkg/status":      {"pkg/buildinfo", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
 	"pkg/status/api":  {},
 	"pkg/metrics":     {"pkg/buildinfo", "pkg/dataplane", "pkg/maintenance", "pkg/snapshot", "pkg/status/api", "pkg/weblisten"},
-	"pkg/snapshot":    {"pkg/backend", "pkg/config", "pkg/configwatch", "pkg/dataplane", "pkg/maintenance", "pkg/status/api"},
+	"pkg/snapshot":    {"pkg/backend", "pkg/config", "pkg/configwatch", "pkg/dataplane", "pkg/maintenance", "pkg/sched", "pkg/status/api"},
 	"pkg/configwatch": {"pkg/config"},
 }
 
@@ -139,13 +139,14 @@ func TestOnlyDataplaneLoadsBPF(t *testing.T) {
 // path's code.
 var leaves = map[string][]string{
 	// package: the module packages it may import
-	"pkg/config":         {"pkg/limits"},
+	"pkg/config":         {"pkg/limits", "pkg/sched"},
 	"pkg/limits":         {},
+	"pkg/sched":          {"pkg/limits"},
 	"pkg/dataplane/pins": {"pkg/limits"},
 }
 
-// pkg/config, pkg/limits and pkg/dataplane/pins import only what their
-// row of leaves lists.
+// pkg/config, pkg/limits, pkg/sched and pkg/dataplane/pins import only
+// what their row of leaves lists.
 func TestLeafImports(t *testing.T) {
 	pkgs := tree(t)
 	for dir, allowed := range leaves {

@@ -1,14 +1,17 @@
 // Package kubefake is a fake Kubernetes API server over real HTTP that
-// serves discovery.k8s.io/v1 EndpointSlices: enough of the API for
-// client-go's informers (issue 14: "the wire protocol, with a real HTTP
-// server").
+// serves discovery.k8s.io/v1 EndpointSlices and core/v1 Services: enough
+// of the API for client-go's informers (issue 14: "the wire protocol, with
+// a real HTTP server"; issue 30: the Services' weight annotation).
 //
 // It serves, as JSON and for any namespace:
 //
 //	GET /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices            list
 //	GET /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices?watch=true watch
+//	GET /api/v1/namespaces/NS/services                                    list
+//	GET /api/v1/namespaces/NS/services?watch=true                         watch
 //
-// with labelSelector filtering and resourceVersions: a list carries the
+// with labelSelector and fieldSelector (metadata.name, metadata.namespace)
+// filtering and resourceVersions (one counter for both resources): a list carries the
 // current version; a watch from version N replays the changes after N,
 // then streams live ones as newline-separated watch events; a watch from
 // "" or "0" starts with an ADDED event per object. A watch with
@@ -18,7 +21,8 @@
 // Invalid, as a server without the WatchList feature does, and client-go
 // falls back to list and watch.
 //
-// The test drives the objects (Apply, Delete) and the failures: a watch
+// The test drives the objects (Apply, Delete; ApplyService,
+// DeleteService) and the failures: a watch
 // the server closes (CloseWatches), a change the clients miss through a
 // compaction, so that their next watch gets 410 Gone (ApplyMissed), an
 // in-stream 410 Expired (ExpireWatches), errors with a given HTTP status (Fail), and the server

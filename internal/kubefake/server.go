@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -32,7 +33,9 @@ type Request struct {
 	At time.Time
 	// Verb is "list" or "watch"; "watch-list" for a watch with
 	// sendInitialEvents=true; "other" for any other path.
-	Verb      string
+	Verb string
+	// Resource is "endpointslices" or "services"; "" for another path.
+	Resource  string
 	Namespace string
 	Query     url.Values
 	// Status is the HTTP status answered.
@@ -120,22 +123,41 @@ func (s *Server) Close() { s.Stop() }
 // required) and returns the resourceVersion it got; watchers see ADDED
 // or MODIFIED.
 func (s *Server) Apply(slice *discoveryv1.EndpointSlice) (string, error) {
+	return s.applyObject(slice)
+}
+
+// ApplyService creates or replaces a Service (namespace and name
+// required), as Apply does an EndpointSlice.
+func (s *Server) ApplyService(svc *corev1.Service) (string, error) {
+	return s.applyObject(svc)
+}
+
+func (s *Server) applyObject(o object) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, err := s.st.apply(slice)
+	e, err := s.st.apply(o)
 	if err != nil {
 		return "", err
 	}
 	s.notifyLocked(e)
-	return e.Object.ResourceVersion, nil
+	return e.Object.GetResourceVersion(), nil
 }
 
 // Delete removes an EndpointSlice; watchers see DELETED. It reports
 // whether there was one.
 func (s *Server) Delete(namespace, name string) bool {
+	return s.deleteObject(endpointSlices, namespace, name)
+}
+
+// DeleteService removes a Service, as Delete does an EndpointSlice.
+func (s *Server) DeleteService(namespace, name string) bool {
+	return s.deleteObject(services, namespace, name)
+}
+
+func (s *Server) deleteObject(res resource, namespace, name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.st.remove(namespace, name)
+	e, ok := s.st.remove(res, namespace, name)
 	if ok {
 		s.notifyLocked(e)
 	}
@@ -179,7 +201,7 @@ func (s *Server) ApplyMissed(slice *discoveryv1.EndpointSlice) (string, error) {
 		return "", err
 	}
 	s.st.compact()
-	return e.Object.ResourceVersion, nil
+	return e.Object.GetResourceVersion(), nil
 }
 
 // ExpireWatches compacts the history and ends every open watch with an
@@ -221,5 +243,5 @@ func (s *Server) logRequest(r Request) {
 }
 
 func sortEvents(es []event) {
-	slices.SortFunc(es, func(a, b event) int { return cmp.Compare(a.Object.Name, b.Object.Name) })
+	slices.SortFunc(es, func(a, b event) int { return cmp.Compare(a.Object.GetName(), b.Object.GetName()) })
 }

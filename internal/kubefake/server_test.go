@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -226,5 +227,62 @@ func TestKubeconfig(t *testing.T) {
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Services (issue 30): list and watch under /api/v1, selected by
+// fieldSelector metadata.name; a Service change is no slice watcher's
+// event, and the resourceVersion counter is shared.
+func TestServices(t *testing.T) {
+	s := start(t, Options{})
+	svcPath := "/api/v1/namespaces/ns/services"
+	getSvc := func(q url.Values) *http.Response {
+		t.Helper()
+		resp, err := http.Get(s.URL() + svcPath + "?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	service := func(name, weights string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: map[string]string{"w": weights}}}
+	}
+	for _, sv := range []*corev1.Service{service("web", "a"), service("db", "b")} { // rv 2, 3
+		if _, err := s.ApplyService(sv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list corev1.ServiceList
+	if err := json.NewDecoder(getSvc(url.Values{"fieldSelector": {"metadata.name=web"}}).Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Kind != "ServiceList" || list.ResourceVersion != "3" || len(list.Items) != 1 || list.Items[0].Name != "web" ||
+		list.Items[0].Annotations["w"] != "a" || list.Items[0].Kind != "Service" {
+		t.Fatalf("list = %+v", list)
+	}
+	slices := get(t, s, url.Values{"watch": {"true"}, "resourceVersion": {"3"}})
+	w := getSvc(url.Values{"watch": {"true"}, "resourceVersion": {"3"}, "fieldSelector": {"metadata.name=web"}})
+	if _, err := s.ApplyService(service("db", "c")); err != nil { // rv 4: not selected
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyService(service("web", "d")); err != nil { // rv 5
+		t.Fatal(err)
+	}
+	apply(t, s, Slice("ns", "web", "web-a", Ports(TCPPort("http", 8080)))) // rv 6
+	s.DeleteService("ns", "web")                                           // rv 7
+	es := events(t, w, 2)
+	if got := summary(es); got != "MODIFIED web@5, DELETED web@7" || es[0].Object.Kind != "Service" {
+		t.Errorf("Services watch = %s (%s)", got, es[0].Object.Kind)
+	}
+	if got := summary(events(t, slices, 1)); got != "ADDED web-a@6" {
+		t.Errorf("slices watch = %s, want the slice only", got)
+	}
+	var res []string
+	for _, r := range s.Requests() {
+		res = append(res, r.Verb+" "+r.Resource)
+	}
+	if want := "list services,watch endpointslices,watch services"; strings.Join(res, ",") != want {
+		t.Errorf("requests %q, want %q", res, want)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -20,9 +22,11 @@ const watchBuffer = 1024
 
 // watcher is one open watch stream.
 type watcher struct {
-	ns  string
-	sel labels.Selector
-	ch  chan event
+	res  resource
+	ns   string
+	sel  labels.Selector
+	fsel fields.Selector
+	ch   chan event
 	// done is closed to end the stream; final, when set before, is sent
 	// first as an ERROR event.
 	done  chan struct{}
@@ -32,7 +36,7 @@ type watcher struct {
 // notifyLocked sends e to the watchers that select it.
 func (s *Server) notifyLocked(e event) {
 	for w := range s.watchers {
-		if w.ns != e.Object.Namespace || !w.sel.Matches(labels.Set(e.Object.Labels)) {
+		if !selects(e.Object, w.res, w.ns, w.sel, w.fsel, e.res) {
 			continue
 		}
 		select {
@@ -61,11 +65,11 @@ func (s *Server) endLocked(w *watcher, st *metav1.Status) {
 // package doc), then live ones until the client leaves, timeoutSeconds
 // pass or the test ends the stream. The request is logged when its
 // status is written, before the stream.
-func (s *Server) serveWatch(rw http.ResponseWriter, r *http.Request, req Request, sel labels.Selector) {
+func (s *Server) serveWatch(rw http.ResponseWriter, r *http.Request, req Request, res resource, sel labels.Selector, fsel fields.Selector) {
 	q := req.Query
-	w := &watcher{ns: req.Namespace, sel: sel, ch: make(chan event, watchBuffer), done: make(chan struct{})}
+	w := &watcher{res: res, ns: req.Namespace, sel: sel, fsel: fsel, ch: make(chan event, watchBuffer), done: make(chan struct{})}
 	s.mu.Lock()
-	initial, st := s.startLocked(req, sel)
+	initial, st := s.startLocked(req, res, sel, fsel)
 	if st == nil {
 		s.watchers[w] = struct{}{}
 	}
@@ -137,7 +141,7 @@ func (s *Server) serveWatch(rw http.ResponseWriter, r *http.Request, req Request
 
 // startLocked decides how a watch starts: the events it begins with, or
 // the error status it is refused with.
-func (s *Server) startLocked(req Request, sel labels.Selector) ([]event, *metav1.Status) {
+func (s *Server) startLocked(req Request, res resource, sel labels.Selector, fsel fields.Selector) ([]event, *metav1.Status) {
 	q := req.Query
 	rv := q.Get("resourceVersion")
 	if req.Verb == "watch-list" {
@@ -149,14 +153,18 @@ func (s *Server) startLocked(req Request, sel labels.Selector) ([]event, *metav1
 			return nil, statusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
 				"sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan")
 		}
-		bookmark := &discoveryv1.EndpointSlice{TypeMeta: sliceType, ObjectMeta: metav1.ObjectMeta{
+		meta := metav1.ObjectMeta{
 			ResourceVersion: strconv.FormatInt(s.st.rv, 10),
 			Annotations:     map[string]string{metav1.InitialEventsAnnotationKey: "true"},
-		}}
-		return append(s.st.matching(req.Namespace, sel), event{Type: watch.Bookmark, Object: bookmark, rv: s.st.rv}), nil
+		}
+		var bookmark object = &discoveryv1.EndpointSlice{TypeMeta: sliceType, ObjectMeta: meta}
+		if res == services {
+			bookmark = &corev1.Service{TypeMeta: serviceType, ObjectMeta: meta}
+		}
+		return append(s.st.matching(res, req.Namespace, sel, fsel), event{Type: watch.Bookmark, Object: bookmark, res: res, rv: s.st.rv}), nil
 	}
 	if rv == "" || rv == "0" {
-		return s.st.matching(req.Namespace, sel), nil
+		return s.st.matching(res, req.Namespace, sel, fsel), nil
 	}
 	n, err := strconv.ParseInt(rv, 10, 64)
 	switch {
@@ -166,5 +174,5 @@ func (s *Server) startLocked(req Request, sel labels.Selector) ([]event, *metav1
 		return nil, statusError(http.StatusGone, metav1.StatusReasonExpired,
 			fmt.Sprintf("too old resource version: %d (%d)", n, s.st.compacted))
 	}
-	return s.st.since(n, req.Namespace, sel), nil
+	return s.st.since(n, res, req.Namespace, sel, fsel), nil
 }

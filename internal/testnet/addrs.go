@@ -13,7 +13,7 @@ import (
 //	                          .11–.19 fleet XLB hosts, .20–.29 clients,
 //	                          .31–.94 one-arm (and fleet) backends,
 //	                          .100–.115 XLB's extra addresses (eth0),
-//	                          .120–.135 the first client's extra addresses
+//	                          .120–.219 the first client's extra addresses
 //	BackNet  198.51.100.0/24: .1 XLB eth1 (two-arm), .10 fleet service
 //	                          address, .11–.74 two-arm backends
 //	OuterNet 203.0.113.0/24:  .1 fleet router (client side), .10 fleet client
@@ -45,8 +45,9 @@ const (
 	MaxBackends = 64 // OneArmBackendIP and TwoArmBackendIP (0 … 63)
 	MaxHosts    = 9  // HostIP(0 … 8)
 	MaxExtraIPs = 16 // XLBExtraIP(0 … 15)
-	// MaxClientExtraIPs: ClientExtraIP(0 … 15).
-	MaxClientExtraIPs = 16
+	// MaxClientExtraIPs: ClientExtraIP(0 … 99), 100 clients' addresses
+	// (issue 30: client affinity for 100 clients).
+	MaxClientExtraIPs = 100
 )
 
 const (

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"syscall"
 	"time"
 
@@ -27,9 +28,21 @@ func (h *Host) Dial(ctx context.Context, addr string) (net.Conn, error) {
 // SO_REUSEADDR set so a port can be reused while an older connection on a
 // different 4-tuple lingers in TIME_WAIT.
 func (h *Host) DialFrom(ctx context.Context, localPort int, addr string) (*net.TCPConn, error) {
+	return h.DialFromAddr(ctx, netip.AddrPortFrom(netip.Addr{}, uint16(localPort)), addr)
+}
+
+// DialFromAddr is Dial from the local address and port src: an address
+// of the host (one of a client's extra addresses: the connection comes
+// from that client), the kernel's choice when src's address is the zero
+// Addr, an ephemeral port when its port is 0. As DialFrom, a fixed port is
+// bound with SO_REUSEADDR; to reuse a 4-tuple at once, close the
+// connection with SetLinger(0) (a RST: no TIME_WAIT on either side).
+func (h *Host) DialFromAddr(ctx context.Context, src netip.AddrPort, addr string) (*net.TCPConn, error) {
 	d := net.Dialer{}
-	if localPort != 0 {
-		d.LocalAddr = &net.TCPAddr{Port: localPort}
+	if src.Addr().IsValid() || src.Port() != 0 {
+		d.LocalAddr = net.TCPAddrFromAddrPort(src)
+	}
+	if src.Port() != 0 {
 		d.Control = func(_, _ string, rc syscall.RawConn) error {
 			var serr error
 			err := rc.Control(func(fd uintptr) {
@@ -45,7 +58,11 @@ func (h *Host) DialFrom(ctx context.Context, localPort int, addr string) (*net.T
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("testnet: dial %s from %s: %w", addr, h.NS, err)
+		from := h.NS
+		if src.Addr().IsValid() {
+			from += " " + src.Addr().String()
+		}
+		return nil, fmt.Errorf("testnet: dial %s from %s: %w", addr, from, err)
 	}
 	return c.(*net.TCPConn), nil
 }

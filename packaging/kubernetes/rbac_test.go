@@ -1,7 +1,8 @@
 // Package kubernetes holds the Kubernetes manifests XLB ships; its test
 // checks that they parse and grant what the EndpointSlice provider needs
 // and nothing more (issue 14: get, list and watch of EndpointSlices in
-// one namespace).
+// one namespace; issue 30: and of its Services, for the weight
+// annotation of the weighted schedulers).
 package kubernetes
 
 import (
@@ -53,6 +54,10 @@ func TestRBAC(t *testing.T) {
 	wantRules := []rbacv1.PolicyRule{{
 		APIGroups: []string{"discovery.k8s.io"},
 		Resources: []string{"endpointslices"},
+		Verbs:     []string{"get", "list", "watch"},
+	}, {
+		APIGroups: []string{""},
+		Resources: []string{"services"},
 		Verbs:     []string{"get", "list", "watch"},
 	}}
 	if !reflect.DeepEqual(role.Rules, wantRules) {

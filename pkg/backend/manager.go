@@ -33,7 +33,15 @@ const (
 	// Departed: no longer discovered; pairs may still reference it (the
 	// status API shows it as draining while they do).
 	Departed State = "departed"
+	// Quiesced: discovered and resolved, but its weight is 0 (a
+	// Kubernetes weight annotation): never published, so no new
+	// connections, its pairs untouched; the status API shows it as
+	// draining with reason ReasonWeightZero (issue 30).
+	Quiesced State = "quiesced"
 )
+
+// ReasonWeightZero is a Quiesced backend's Status.Reason.
+const ReasonWeightZero = "weight 0"
 
 // Status is one backend's current state in one service.
 type Status struct {
@@ -47,6 +55,7 @@ type Status struct {
 	Name       string
 	IP         netip.Addr
 	Port       uint16 // Backend.Port
+	Weight     uint16 // Backend.Weight; an inherited backend's Ref's, else 1
 	State      State
 	Reason     string        // why it is unreachable or unhealthy; empty otherwise
 	Route      hostnet.Route // valid when resolved (routable or unhealthy)
@@ -136,7 +145,14 @@ type Options struct {
 	// (the Kubernetes API down during a reload or a crash-restart) keeps
 	// serving them and stays ready, its provider stale (issue 28).
 	Inherited []Ref
-	Log       logrus.FieldLogger
+	// MaglevTableSize is the service's Maglev table size (0: another
+	// scheduler). The table is sized from the config, never from the
+	// routable count; a routable set of more than MaglevTableSize/
+	// sched.MinSlotsPerMember members (Kubernetes: static sets are refused by the
+	// config) is still published, with one warning per overfull spell:
+	// the table's collateral then exceeds about 1 % (DESIGN §9).
+	MaglevTableSize uint32
+	Log             logrus.FieldLogger
 }
 
 // Known is a backend a predecessor knew: its service, member id (ID),
@@ -178,10 +194,20 @@ type Manager struct {
 	// pubMu serialises publications: health checkers publish from their
 	// own goroutines, and an older set must never land after a newer one.
 	pubMu sync.Mutex
+	// inheriting: Options.Inherited was not empty and the provider's
+	// first set has not been applied yet. Nothing is published
+	// meanwhile (Republish included): the inherited set's names are the
+	// addresses as text after a crash, and a table scheduler built from
+	// them would move connections; the provider's first set has the real
+	// names and rebuilds the predecessor's table as it was (issue 30).
+	inheriting bool
 	// changed gets a token (capacity 1) after each publication.
 	changed chan struct{}
 	// warnedReserved: the reserved addresses a provider offered (warned once).
 	warnedReserved map[netip.Addr]bool
+	// overfull: the last published set overfills the Maglev table
+	// (Options.MaglevTableSize), warned once per spell.
+	overfull bool
 }
 
 // NewManager wires a provider, a resolver and a publisher.
@@ -229,6 +255,9 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 			m.backends[r.IP] = s
 		}
 		s.State, s.Discovered, s.Port, s.inherited = Routable, true, r.Port, true
+		// It was routable, so its weight was not 0; the data path does
+		// not keep weights: 1 until the provider's first set.
+		s.Weight = max(r.Weight, 1)
 		m.pool.setDiscovered(s.ID, true, time.Time{})
 		m.published = append(m.published, r)
 	}
@@ -236,6 +265,7 @@ func NewManager(p Provider, r *hostnet.Resolver, pub Publisher, o Options) *Mana
 	// when it changes.
 	slices.SortFunc(m.published, compareRefs)
 	m.publishedOnce = len(m.published) > 0
+	m.inheriting = m.publishedOnce
 	return m
 }
 
@@ -398,6 +428,7 @@ func (m *Manager) apply(set []Backend) {
 			s.inherited, s.holdRoutable = false, current[ip]
 		}
 	}
+	m.inheriting = false
 	for ip, s := range m.backends {
 		if !current[ip] && s.Discovered {
 			s.Discovered, s.State, s.Reason = false, Departed, ""
@@ -418,12 +449,13 @@ func (m *Manager) apply(set []Backend) {
 				continue
 			}
 		}
-		s.Name, s.Port, s.Discovered = b.Name, b.Port, true
+		s.Name, s.Port, s.Weight, s.Discovered = b.Name, b.Port, b.Weight, true
 		m.pool.setDiscovered(s.ID, true, now)
 		if s.State == Departed {
 			s.State, s.Reason, s.resolved = Unreachable, "not resolved yet", false
 		}
 		m.startChecker(s)
+		m.settle(s) // a weight that turned 0, or back (resolved ones only)
 	}
 }
 

@@ -83,7 +83,7 @@ func TestManagerResolvesAndPublishes(t *testing.T) {
 	}
 	want := []Ref{}
 	for i, b := range l.Backends {
-		want = append(want, Ref{ID: uint32(i), Member: uint32(i), IP: b.IP()})
+		want = append(want, Ref{ID: uint32(i), Member: uint32(i), IP: b.IP(), Name: "backend-" + string(rune('1'+i)), Weight: 1})
 	}
 	if got := pub.last(); !slices.Equal(got, want) {
 		t.Fatalf("published %v, want %v", got, want)
@@ -288,7 +288,7 @@ func TestManagerKeepsAdoptedIDs(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("manager never synced")
 	}
-	want := []Ref{{ID: 7, Member: 7, IP: kept}, {ID: 8, Member: 8, IP: added}}
+	want := []Ref{{ID: 7, Member: 7, IP: kept, Name: "kept", Weight: 1}, {ID: 8, Member: 8, IP: added, Name: "added", Weight: 1}}
 	if got := pub.last(); !slices.Equal(got, want) {
 		t.Fatalf("published %v, want %v", got, want)
 	}
@@ -331,7 +331,7 @@ func TestManagerHealthChecks(t *testing.T) {
 	all := func() []Ref {
 		var want []Ref
 		for i, b := range l.Backends {
-			want = append(want, Ref{ID: uint32(i), Member: uint32(i), IP: b.IP()})
+			want = append(want, Ref{ID: uint32(i), Member: uint32(i), IP: b.IP(), Name: "backend-" + string(rune('1'+i)), Weight: 1})
 		}
 		return want
 	}
@@ -463,7 +463,7 @@ func TestManagerInheritedSet(t *testing.T) {
 		t.Fatalf("published %v before the provider's first set, want nothing: the data path holds the inherited set", early)
 	}
 
-	prov.sets <- []Backend{{Name: "web-a", IP: a, Port: 8080}}
+	prov.sets <- []Backend{{Name: "web-a", IP: a, Port: 8080, Weight: 1}}
 	select {
 	case <-m.Synced():
 	case <-time.After(30 * time.Second):
@@ -472,7 +472,7 @@ func TestManagerInheritedSet(t *testing.T) {
 	if m.Stale() {
 		t.Error("stale after the provider's first set")
 	}
-	want := []Ref{{ID: 3, Member: 3, IP: a, Port: 8080}}
+	want := []Ref{{ID: 3, Member: 3, IP: a, Port: 8080, Name: "web-a", Weight: 1}}
 	if got := pub.last(); !slices.Equal(got, want) {
 		t.Errorf("published %v after the provider's first set, want %v", got, want)
 	}

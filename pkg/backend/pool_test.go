@@ -19,8 +19,8 @@ func TestPoolSharesBackendIDsAcrossServices(t *testing.T) {
 	web := NewManager(NewStatic(nil), nil, pub, Options{Service: "web", ServiceID: 3, Pool: pool, Clock: clk})
 	api := NewManager(NewStatic(nil), nil, pub, Options{Service: "api", ServiceID: 7, Pool: pool, Clock: clk})
 	a, b, c := netip.MustParseAddr("192.0.2.31"), netip.MustParseAddr("192.0.2.32"), netip.MustParseAddr("192.0.2.33")
-	web.apply([]Backend{{Name: "a", IP: a}, {Name: "b", IP: b}})
-	api.apply([]Backend{{Name: "b", IP: b}, {Name: "c", IP: c}})
+	web.apply([]Backend{{Name: "a", IP: a, Weight: 1}, {Name: "b", IP: b, Weight: 1}})
+	api.apply([]Backend{{Name: "b", IP: b, Weight: 1}, {Name: "c", IP: c, Weight: 2}})
 	ids := func(m *Manager) map[netip.Addr][2]uint32 {
 		out := map[netip.Addr][2]uint32{}
 		for _, s := range m.Snapshot() {
@@ -58,7 +58,7 @@ func TestPoolSharesBackendIDsAcrossServices(t *testing.T) {
 	if got := pub.svcs[len(pub.svcs)-1]; got != 7 {
 		t.Fatalf("api published under service %d, want 7", got)
 	}
-	want := []Ref{{ID: p[b][1], Member: p[b][0], IP: b}, {ID: p[c][1], Member: p[c][0], IP: c}}
+	want := []Ref{{ID: p[b][1], Member: p[b][0], IP: b, Name: "b", Weight: 1}, {ID: p[c][1], Member: p[c][0], IP: c, Name: "c", Weight: 2}}
 	slices.SortFunc(want, compareRefs)
 	if got := pub.last(); !slices.Equal(got, want) {
 		t.Fatalf("api published %v, want %v", got, want)

@@ -20,6 +20,10 @@ type Backend struct {
 	// Port is the backend's own port (the EndpointSlice port named
 	// provider.kubernetes.port_name); 0 when the provider has none.
 	Port uint16
+	// Weight is the backend's share of new connections under the table
+	// schedulers, 0..256: 0 takes no new connections (a Kubernetes
+	// weight annotation), a provider without weights gives 1.
+	Weight uint16
 }
 
 // Provider discovers backends (seed "Backend changes": discovery controls
@@ -49,11 +53,17 @@ type Static struct {
 	backends []Backend
 }
 
-// NewStatic returns a provider serving the configured list, in file order.
+// NewStatic returns a provider serving the configured list, in file order,
+// with the configured weights (config.Backend.Weight; 0, not given,
+// is the default 1).
 func NewStatic(bs []config.Backend) *Static {
 	s := &Static{}
 	for _, b := range bs {
-		s.backends = append(s.backends, Backend{Name: b.Name, IP: b.IP})
+		w := b.Weight
+		if w == 0 {
+			w = 1
+		}
+		s.backends = append(s.backends, Backend{Name: b.Name, IP: b.IP, Weight: w})
 	}
 	return s
 }

@@ -82,10 +82,12 @@ func (m *Manager) record(ip netip.Addr, route hostnet.Route, err error) {
 	}
 }
 
-// settle decides a discovered, resolved backend's state from its health
-// checks: routable without checks or while they pass, unhealthy while they
-// fail or have not answered yet (routable while an inherited one awaits
-// its first answer: the data path had it routable). Becoming routable is logged; the checks
+// settle decides a discovered, resolved backend's state from its weight
+// and health checks: quiesced with weight 0 (whatever its checks say: it
+// takes no new connections either way), else routable without checks or
+// while they pass, unhealthy while they fail or have not answered yet
+// (routable while an inherited one awaits its first answer: the data path
+// had it routable). Becoming routable or quiesced is logged; the checks
 // log their own transitions. The caller holds m.mu.
 func (m *Manager) settle(s *Status) {
 	if !s.Discovered || !s.resolved {
@@ -101,8 +103,14 @@ func (m *Manager) settle(s *Status) {
 			s.holdRoutable = false
 		}
 	}
-	if state == Routable && s.State != Routable {
+	if s.Weight == 0 && !s.inherited {
+		state, reason = Quiesced, ReasonWeightZero
+	}
+	switch {
+	case state == Routable && s.State != Routable:
 		m.opts.Log.WithFields(logrus.Fields{"backend": s.Name, "ip": s.IP, "interface": s.Route.Interface, "next_hop": s.Route.NextHop}).Info("backend routable")
+	case state == Quiesced && s.State != Quiesced:
+		m.opts.Log.WithFields(logrus.Fields{"backend": s.Name, "ip": s.IP}).Info("backend has weight 0: no new connections, existing ones untouched")
 	}
 	s.State, s.Reason = state, reason
 }

@@ -130,13 +130,19 @@ func (d *decoder) decodeProvider(n *yaml.Node, path string, pr *Provider) {
 }
 
 // decodeBackends reads static backends; a backend without a name is named
-// after its IP address (DESIGN §1 via the brief).
+// after its IP address (DESIGN §1 via the brief), one without a weight
+// has DefaultWeight.
 func (d *decoder) decodeBackends(n *yaml.Node, path string) []Backend {
 	return decodeSequence(d, n, path, func(it *yaml.Node, p string, b *Backend) {
+		b.Weight = DefaultWeight
 		d.mapping(it, p, []field{
 			{"name", d.into(&b.Name)},
 			{"ip", func(n *yaml.Node, p string) { b.IP, _ = d.addr(n, p) }},
-			{"weight", d.refuse(refusedWeight)},
+			{"weight", func(n *yaml.Node, p string) {
+				if v, ok := d.integer(n, p, MinWeight, MaxWeight, ""); ok {
+					b.Weight = uint16(v)
+				}
+			}},
 		})
 		if !d.set[childPath(p, "name")] && b.IP.IsValid() {
 			b.Name = b.IP.String()

@@ -70,10 +70,14 @@ func Diff(a, b *Config) []string {
 // serviceKeyEqual compares one key of two services (serviceKeys but
 // name, by which they were matched).
 var serviceKeyEqual = map[string]func(a, b *Service) bool{
-	"listen":       func(a, b *Service) bool { return a.Listen == b.Listen },
-	"proto":        func(a, b *Service) bool { return a.Proto == b.Proto },
-	"ports":        func(a, b *Service) bool { return slices.Equal(a.Ports, b.Ports) },
-	"scheduler":    func(a, b *Service) bool { return a.Scheduler == b.Scheduler },
+	"listen":    func(a, b *Service) bool { return a.Listen == b.Listen },
+	"proto":     func(a, b *Service) bool { return a.Proto == b.Proto },
+	"ports":     func(a, b *Service) bool { return slices.Equal(a.Ports, b.Ports) },
+	"scheduler": func(a, b *Service) bool { return a.Scheduler == b.Scheduler },
+	// maglev: the effective hash and table size, so that a change of the
+	// static backends' count that changes the default size (a remap of
+	// nearly every client) is named too.
+	"maglev":       func(a, b *Service) bool { return a.MaglevHash() == b.MaglevHash() && a.TableSize() == b.TableSize() },
 	"provider":     func(a, b *Service) bool { return providerEqual(a.Provider, b.Provider) },
 	"health_check": func(a, b *Service) bool { return healthCheckEqual(a.HealthCheck, b.HealthCheck) },
 }

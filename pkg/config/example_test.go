@@ -25,9 +25,9 @@ func TestExampleFile(t *testing.T) {
 		Mode:   "nat",
 		Ports:  []PortMapping{{80, 8080}, {443, 443}},
 		Provider: Provider{Static: &StaticProvider{Backends: []Backend{
-			{"backend-1", ip("198.51.100.11")},
-			{"backend-2", ip("198.51.100.12")},
-			{"198.51.100.13", ip("198.51.100.13")},
+			{"backend-1", ip("198.51.100.11"), 1},
+			{"backend-2", ip("198.51.100.12"), 1},
+			{"198.51.100.13", ip("198.51.100.13"), 1},
 		}}},
 		HealthCheck: &HealthCheck{Type: "http", Port: 8081, Interval: 5 * time.Second, Timeout: 1500 * time.Millisecond,
 			Rise: 3, Fall: 4, Path: "/healthz", ExpectStatus: 204},

@@ -14,9 +14,12 @@ import (
 // in the file's form (the top-level form, or DESIGN §9's services:),
 // every field present with its value or default, keys in DESIGN order; it
 // is what `xlb check --config F` prints (DESIGN §2). Parsing the output of
-// a Config that Parse returned yields an equal Config. It fails only for a
-// Config that cannot be written in the schema (an address left invalid, a
-// duration that is not whole seconds), which Parse never returns.
+// a Config that Parse returned yields an equal Config. A backend's weight
+// is written only when it is not the default 1, so that the output (and
+// the config digest in the pins) of a file without weights is unchanged.
+// It fails only for a Config that cannot be written in the schema (an
+// address left invalid, a duration that is not whole seconds), which
+// Parse never returns.
 func (c *Config) Marshal() ([]byte, error) {
 	m := &marshaler{}
 	root := m.config(c)
@@ -95,8 +98,15 @@ func (m *marshaler) service(path string, s *Service) *yaml.Node {
 		"listen", m.listen(path, s.Listen),
 		"proto", str(s.Proto),
 		"ports", m.ports(s.Ports),
-		"scheduler", str(s.Scheduler),
-		"provider", m.provider(path, s.Provider))
+		"scheduler", str(s.Scheduler))
+	if g := s.Maglev; g != nil {
+		mg := mapNode("hash", str(g.Hash))
+		if g.TableSize != 0 { // 0: chosen from the backends, written by omitting it
+			mg.Content = append(mg.Content, str("table_size"), integer(g.TableSize))
+		}
+		n.Content = append(n.Content, str("maglev"), mg)
+	}
+	n.Content = append(n.Content, str("provider"), m.provider(path, s.Provider))
 	if s.HealthCheck != nil {
 		n.Content = append(n.Content, str("health_check"), m.healthCheck(childPath(path, "health_check"), s.HealthCheck))
 	}
@@ -129,9 +139,13 @@ func (m *marshaler) provider(prefix string, p Provider) *yaml.Node {
 	if s := p.Static; s != nil {
 		seq := &yaml.Node{Kind: yaml.SequenceNode}
 		for i, b := range s.Backends {
-			seq.Content = append(seq.Content, mapNode(
+			bn := mapNode(
 				"name", str(b.Name),
-				"ip", m.addr(childPath(prefix, fmt.Sprintf("provider.static.backends[%d].ip", i)), b.IP)))
+				"ip", m.addr(childPath(prefix, fmt.Sprintf("provider.static.backends[%d].ip", i)), b.IP))
+			if b.Weight > DefaultWeight { // 0 (a Config built by hand) and 1 are the default
+				bn.Content = append(bn.Content, str("weight"), integer(b.Weight))
+			}
+			seq.Content = append(seq.Content, bn)
 		}
 		n.Content = append(n.Content, str("static"), mapNode("backends", seq))
 	}

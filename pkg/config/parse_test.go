@@ -16,7 +16,7 @@ func TestDefaults(t *testing.T) {
 	want := Default()
 	want.Ports = []PortMapping{{LocalPort: 80, RemotePort: 80}}
 	want.Provider = Provider{Static: &StaticProvider{Backends: []Backend{
-		{Name: "198.51.100.11", IP: netip.MustParseAddr("198.51.100.11")},
+		{Name: "198.51.100.11", IP: netip.MustParseAddr("198.51.100.11"), Weight: 1},
 	}}}
 	want.Services = want.ServiceList()
 	if !reflect.DeepEqual(c, want) {

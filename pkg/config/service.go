@@ -25,8 +25,12 @@ type Service struct {
 	Ports []PortMapping
 
 	// Scheduler picks a backend for a new connection: "round_robin" (the
-	// default, the seed's rule). Others are refused until issue 30.
+	// default, the seed's rule), "weighted_round_robin" or "maglev".
 	Scheduler string
+
+	// Maglev is the maglev scheduler's settings; nil unless the file
+	// gives a `maglev:` key (only with scheduler maglev).
+	Maglev *Maglev
 
 	// Provider is the source of the service's backends.
 	Provider Provider
@@ -35,6 +39,21 @@ type Service struct {
 	// nil: none.
 	HealthCheck *HealthCheck
 }
+
+// Maglev is a service's `maglev:` section (DESIGN §9).
+type Maglev struct {
+	// Hash is MaglevHashFiveTuple (the default) or MaglevHashClientIP.
+	Hash string
+	// TableSize is the lookup table's size, a prime (pkg/sched
+	// ValidMaglevSize); 0: chosen from the backends (Service.TableSize).
+	TableSize uint32
+}
+
+// Maglev hashes (DESIGN §9 maglev.hash).
+const (
+	MaglevHashFiveTuple = "five_tuple"
+	MaglevHashClientIP  = "client_ip"
+)
 
 // Form is the shape of the file a Config came from.
 type Form int
@@ -65,7 +84,9 @@ func (c *Config) ServiceList() []Service {
 	}}
 }
 
-// Schedulers (DESIGN §9 scheduler).
+// Schedulers (DESIGN §9 scheduler; docs/schedulers.md).
 const (
-	SchedulerRoundRobin = "round_robin"
+	SchedulerRoundRobin         = "round_robin"
+	SchedulerWeightedRoundRobin = "weighted_round_robin"
+	SchedulerMaglev             = "maglev"
 )

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"net/netip"
 	"regexp"
 
@@ -16,7 +17,7 @@ import (
 // serviceKeys are a service's keys, in the order Marshal writes them
 // (DESIGN §9): the top-level form has all but scheduler, maglev and
 // proxy_protocol at the top level.
-var serviceKeys = []string{"name", "listen", "proto", "ports", "scheduler", "provider", "health_check"}
+var serviceKeys = []string{"name", "listen", "proto", "ports", "scheduler", "maglev", "provider", "health_check"}
 
 // topLevelServiceKeys are the top-level form's keys that describe its one
 // service; with `services:` they belong inside each service.
@@ -29,13 +30,6 @@ var instanceKeys = []string{
 	"interfaces", "xdp_mode", "snat", "flow_table", "state_dir", "bgp",
 }
 
-// Schedulers that DESIGN §9 names and issue 30 implements; refused until
-// then.
-const (
-	SchedulerWeightedRoundRobin = "weighted_round_robin"
-	SchedulerMaglev             = "maglev"
-)
-
 // serviceName is the syntax of a service name (DESIGN §9): it labels
 // metrics and fits the data path's XLB_SERVICE_NAME_LEN (32) bytes.
 var serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
@@ -44,8 +38,6 @@ var serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 // refusal names them (not "unknown field"), one line each, worded like
 // the refusal of proto udp.
 const (
-	refusedMaglev        = "maglev is not implemented yet; only scheduler round_robin is supported"
-	refusedWeight        = "weight is not implemented yet; only scheduler round_robin, which has no weights, is supported"
 	refusedProxyProtocol = "proxy_protocol is not implemented yet; backends get no PROXY header"
 )
 
@@ -65,7 +57,7 @@ func (d *decoder) decodeServices(n *yaml.Node, path string) []Service {
 			{"proto", d.into(&s.Proto)},
 			{"ports", func(n *yaml.Node, p string) { s.Ports = d.decodePorts(n, p) }},
 			{"scheduler", d.into(&s.Scheduler)},
-			{"maglev", d.refuse(refusedMaglev)},
+			{"maglev", func(n *yaml.Node, p string) { s.Maglev = d.decodeMaglev(n, p) }},
 			{"provider", func(n *yaml.Node, p string) { d.decodeProvider(n, p, &s.Provider) }},
 			{"health_check", func(n *yaml.Node, p string) { s.HealthCheck = d.decodeHealthCheck(n, p) }},
 			{"proxy_protocol", d.refuse(refusedProxyProtocol)},
@@ -78,6 +70,23 @@ func (d *decoder) decodeServices(n *yaml.Node, path string) []Service {
 		d.mapping(it, p, fields)
 		d.defaultRemotePorts(p, s.Ports, s.Provider)
 	})
+}
+
+// decodeMaglev reads `maglev: {hash, table_size}`; hash defaults to
+// five_tuple, an omitted table_size stays 0 (Service.TableSize chooses
+// it). The enumeration, the size's primality and its relation to the
+// backends are checked by validation (scheduler.go).
+func (d *decoder) decodeMaglev(n *yaml.Node, path string) *Maglev {
+	m := &Maglev{Hash: MaglevHashFiveTuple}
+	d.mapping(n, path, []field{
+		{"hash", d.into(&m.Hash)},
+		{"table_size", func(n *yaml.Node, p string) {
+			if v, ok := d.integer(n, p, 0, math.MaxUint32, ""); ok {
+				m.TableSize = uint32(v)
+			}
+		}},
+	})
+	return m
 }
 
 // settleForm fills Config.Services and Config.Form once the whole file is

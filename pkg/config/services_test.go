@@ -140,23 +140,15 @@ func TestServicesRules(t *testing.T) {
 		{"kubernetes provider of a service", webService + api("name: api", apiRest[0], apiRest[1], "provider: {kubernetes: {namespace: Prod, service: api}}"),
 			`t.yaml:9: services[1].provider.kubernetes.namespace: must be a DNS-1123 label (1-63 lowercase letters, digits or '-'; first and last a letter or digit), got "Prod"`},
 
-		// Refused until their issues (31, 32, 30, 33), one line each.
+		// Refused until their issues (31, 32, 33), one line each.
 		{"proto udp (issue 31)", webService + api("name: api", append(slices.Clone(apiRest), "proto: udp")...),
 			`t.yaml:10: services[1].proto: udp is not implemented yet; only tcp is supported`},
 		{"IPv6 listen (issue 32)", webService + api("name: api", `listen: {ip: "2001:db8::10"}`, apiRest[1], `provider: {static: {backends: [{ip: "2001:db8:1::11"}]}}`),
 			`t.yaml:7: services[1].listen.ip: 2001:db8::10: IPv6 is not supported yet; use an IPv4 address`},
 		{"IPv6 backend (issue 32)", webService + api("name: api", apiRest[0], apiRest[1], `provider: {static: {backends: [{ip: "2001:db8:1::11"}]}}`),
 			`t.yaml:9: services[1].provider.static.backends[0].ip: 2001:db8:1::11 is IPv6 and the listen address (192.0.2.11) IPv4: a service's backends are of its listen family (no NAT64)`},
-		{"scheduler maglev (issue 30)", webService + api("name: api", append(slices.Clone(apiRest), "scheduler: maglev")...),
-			`t.yaml:10: services[1].scheduler: maglev is not implemented yet; only round_robin is supported`},
-		{"scheduler weighted_round_robin (issue 30)", webService + api("name: api", append(slices.Clone(apiRest), "scheduler: weighted_round_robin")...),
-			`t.yaml:10: services[1].scheduler: weighted_round_robin is not implemented yet; only round_robin is supported`},
 		{"scheduler unknown", webService + api("name: api", append(slices.Clone(apiRest), "scheduler: least_conn")...),
-			`t.yaml:10: services[1].scheduler: must be "round_robin", got "least_conn"`},
-		{"maglev key (issue 30)", webService + api("name: api", append(slices.Clone(apiRest), "maglev: {hash: client_ip}")...),
-			`t.yaml:10: services[1].maglev: maglev is not implemented yet; only scheduler round_robin is supported`},
-		{"backend weight (issue 30)", webService + api("name: api", apiRest[0], apiRest[1], "provider: {static: {backends: [{ip: 198.51.100.12, weight: 3}]}}"),
-			`t.yaml:9: services[1].provider.static.backends[0].weight: weight is not implemented yet; only scheduler round_robin, which has no weights, is supported`},
+			`t.yaml:10: services[1].scheduler: must be one of round_robin, weighted_round_robin, maglev; got "least_conn"`},
 		{"proxy_protocol (issue 33)", webService + api("name: api", append(slices.Clone(apiRest), "proxy_protocol: v2")...),
 			`t.yaml:10: services[1].proxy_protocol: proxy_protocol is not implemented yet; backends get no PROXY header`},
 	}
@@ -222,9 +214,9 @@ func TestServicesFormRoundTrip(t *testing.T) {
 	}
 	want := []Service{
 		{Name: "web", Listen: Listen{IP: ip("192.0.2.10")}, Proto: "tcp", Ports: []PortMapping{{80, 8080}}, Scheduler: SchedulerRoundRobin,
-			Provider: Provider{Static: &StaticProvider{Backends: []Backend{{"198.51.100.11", ip("198.51.100.11")}}}}},
+			Provider: Provider{Static: &StaticProvider{Backends: []Backend{{"198.51.100.11", ip("198.51.100.11"), 1}}}}},
 		{Name: "api", Listen: Listen{IP: ip("192.0.2.11")}, Proto: "tcp", Ports: []PortMapping{{443, 443}}, Scheduler: SchedulerRoundRobin,
-			Provider: Provider{Static: &StaticProvider{Backends: []Backend{{"198.51.100.12", ip("198.51.100.12")}}}}},
+			Provider: Provider{Static: &StaticProvider{Backends: []Backend{{"198.51.100.12", ip("198.51.100.12"), 1}}}}},
 		{Name: "kube", Listen: Listen{Auto: true}, Proto: "tcp", Ports: []PortMapping{{8443, 0}}, Scheduler: SchedulerRoundRobin,
 			Provider:    Provider{Kubernetes: &KubernetesProvider{Namespace: "default", Service: "web", PortName: "https"}},
 			HealthCheck: &HealthCheck{Type: "tcp", Interval: DefaultHealthCheckInterval, Timeout: DefaultHealthCheckTimeout, Rise: 2, Fall: 3}},

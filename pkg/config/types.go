@@ -145,6 +145,9 @@ type Backend struct {
 	// IP is the backend's IPv4 address: not unspecified, loopback,
 	// multicast, broadcast, or the listen address.
 	IP netip.Addr
+	// Weight is the backend's share of new connections under
+	// weighted_round_robin and maglev, 1..256 (default 1; DESIGN §9).
+	Weight uint16
 }
 
 // KubernetesProvider names the Service whose EndpointSlices supply the

@@ -157,7 +157,7 @@ func (v *validator) unicastIPv4(path string, a netip.Addr) bool {
 
 // service checks one service's own fields and reports whether its listen
 // address is usable: listen, proto (only tcp is implemented, DESIGN §1),
-// ports, and the scheduler (only round_robin, until issue 30).
+// ports, and the scheduler and its settings (scheduler.go).
 func (v *validator) service(r svcRef) bool {
 	if v.c.Form == FormServices {
 		v.serviceName(r)
@@ -165,15 +165,7 @@ func (v *validator) service(r svcRef) bool {
 	usable := v.listen(r)
 	v.implemented(r.field("proto"), r.s.Proto, ProtoTCP, ProtoUDP)
 	v.ports(r)
-	if p := r.field("scheduler"); !v.failed(p) {
-		switch r.s.Scheduler {
-		case SchedulerRoundRobin:
-		case SchedulerWeightedRoundRobin, SchedulerMaglev:
-			v.errorf(p, "%s is not implemented yet; only %s is supported", r.s.Scheduler, SchedulerRoundRobin)
-		default:
-			v.errorf(p, "must be %q, got %q", SchedulerRoundRobin, r.s.Scheduler)
-		}
-	}
+	v.scheduler(r)
 	return usable
 }
 

@@ -126,6 +126,14 @@ func (d *runner) readBackends(s *snapshot.Snapshot) {
 		if is.Config != nil && is.Config.Scheduler != "" {
 			ss.Scheduler = is.Config.Scheduler
 		}
+		if is.Maglev != nil {
+			mg := *is.Maglev
+			ss.Maglev = &mg
+		}
+		// The table the data path holds (weighted round robin, Maglev).
+		if sch, ok := d.inst.DP.Schedule(is.ID); ok {
+			ss.Schedule = sch
+		}
 		if err := m.ProviderError(); err != nil {
 			ss.ProviderError = err.Error()
 		}

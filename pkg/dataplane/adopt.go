@@ -91,14 +91,15 @@ func (p *loadPlan) close() {
 
 // unpinnedMaps are the maps of the object that are never pinned: the
 // scratch space, the reaper's, the SNAT bitmap sync's and
-// xlb_nexthop_ctl's slots (rewritten before every use), the interfaces'
+// xlb_nexthop_ctl's and the schedule reader's slots (rewritten before
+// every use), the interfaces'
 // MACs (written at every attach: ifmacs.go), the fragmented datagrams in
 // flight (short-lived: a successor that lost one passes the rest of that
 // datagram to the kernel; bpf/frag.h), the timestamp reuse hints (a
 // successor starts without: the ports held at the hand-over keep their
 // hold; bpf/snat.h) and the metadata record (pinned as meta, not under
 // maps/).
-var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbSnatSyncBatch, xlbMapXlbNexthopBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbFrags, xlbMapXlbSnatTsreuse, xlbMapXlbSnatTsreuseN, xlbMapXlbMeta}
+var unpinnedMaps = []string{xlbMapXlbScratch, xlbMapXlbReapBatch, xlbMapXlbSnatSyncBatch, xlbMapXlbNexthopBatch, xlbMapXlbIfMacs, xlbMapXlbIfMacSlots, xlbMapXlbFrags, xlbMapXlbSnatTsreuse, xlbMapXlbSnatTsreuseN, xlbMapXlbMeta, xlbMapXlbSchedInfo}
 
 // stateMaps lists the maps of spec that are pinned: all but unpinnedMaps
 // and the constants.

@@ -1,8 +1,11 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/cilium/ebpf"
 )
 
 // BackendRef names a routable backend of a service for the data path: its
@@ -18,6 +21,12 @@ type BackendRef struct {
 	Member uint32
 	IP     netip.Addr
 	Port   uint16
+	// Name and Weight are what the table schedulers build from
+	// (pkg/sched Member): Maglev orders and permutes by Name, so every
+	// host builds the same table; Weight is 1..256. Only userspace keeps
+	// them (round robin ignores both).
+	Name   string
+	Weight uint16
 }
 
 // SetRoutable publishes the routable set service svc uses for new
@@ -27,14 +36,16 @@ type BackendRef struct {
 // "Backend changes"). It refuses a service that is not configured, and a
 // set with a backend of Port 0 while the service has a mapping without a
 // remote port (Configure): new connections of that mapping would have no
-// port to go to.
+// port to go to. A weighted round robin or Maglev service's table is
+// built from the refs' names and weights (pkg/sched Build, refs in set
+// order) into a new schedule, put beside the set before the flip
+// (schedule.go): a weight outside 1..256 or two refs of one name and
+// address are refused.
 func (d *Dataplane) SetRoutable(svc uint16, refs []BackendRef) error {
 	if len(refs) > int(MaxBackends) {
 		return fmt.Errorf("dataplane: %d routable backends exceed the limit of %d", len(refs), MaxBackends)
 	}
-	var set xlbBackendSet
-	set.Count = uint32(len(refs))
-	for i, r := range refs {
+	for _, r := range refs {
 		if r.ID >= MaxBackends {
 			return fmt.Errorf("dataplane: backend id %d out of range", r.ID)
 		}
@@ -44,7 +55,6 @@ func (d *Dataplane) SetRoutable(svc uint16, refs []BackendRef) error {
 		if !r.IP.Is4() {
 			return fmt.Errorf("dataplane: backend %s is not IPv4", r.IP)
 		}
-		set.Entries[i] = xlbBackendRef{IpBe: be32(r.IP), Id: uint16(r.ID), PortBe: be16(r.Port), Member: uint16(r.Member)}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -62,9 +72,36 @@ func (d *Dataplane) SetRoutable(svc uint16, refs []BackendRef) error {
 			}
 		}
 	}
+	return d.publishLocked(svc, rec, refs)
+}
+
+// publishLocked writes refs (checked) as service svc's inactive routable
+// set, with the table of its scheduler beside it (schedule.go), and flips
+// the service's record rec to that set. Callers hold d.mu.
+func (d *Dataplane) publishLocked(svc uint16, rec xlbService, refs []BackendRef) error {
+	var set xlbBackendSet
+	set.Count = uint32(len(refs))
+	for i, r := range refs {
+		set.Entries[i] = xlbBackendRef{IpBe: be32(r.IP), Id: uint16(r.ID), PortBe: be16(r.Port), Member: uint16(r.Member)}
+	}
+	tbl, s, err := d.buildScheduleLocked(svc, rec, refs)
+	if err != nil {
+		return err
+	}
+	if tbl != nil {
+		defer tbl.Close() // xlb_sched holds it once put
+	}
 	next := rec.ActiveSet&1 ^ 1
-	if err := d.objs.XlbBackendSets.Update(uint32(svc)*2+uint32(next), &set, 0); err != nil {
+	slot := uint32(svc)*2 + uint32(next)
+	if err := d.objs.XlbBackendSets.Update(slot, &set, 0); err != nil {
 		return fmt.Errorf("dataplane: write the routable set of service %d: %w", svc, err)
+	}
+	if tbl != nil {
+		if err := d.objs.XlbSched.Put(slot, tbl); err != nil {
+			return fmt.Errorf("dataplane: write the schedule of service %d: %w", svc, err)
+		}
+	} else if err := d.objs.XlbSched.Delete(slot); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("dataplane: drop the schedule of routable set %d of service %d: %w", slot, svc, err)
 	}
 	rec.ActiveSet = next
 	if err := d.objs.XlbServices.Update(uint32(svc), &rec, 0); err != nil {
@@ -73,6 +110,8 @@ func (d *Dataplane) SetRoutable(svc uint16, refs []BackendRef) error {
 	if d.svcs != nil {
 		d.svcs[svc] = rec
 	}
+	st := d.schedStateLocked(svc)
+	st.refs, st.cur, st.read = schedRefs(refs), s, true
 	return nil
 }
 

@@ -56,12 +56,19 @@ const (
 // service benchMeasured.
 func newBenchEnvServices(b *testing.B, maxConn uint32, services, backends int) *benchEnv {
 	b.Helper()
+	return newBenchEnvWith(b, maxConn, services, backends, nil)
+}
+
+// newBenchEnvWith is newBenchEnvServices with setup run on the Env before
+// the measured pair's handshake (a scheduler, another routable set).
+func newBenchEnvWith(b *testing.B, maxConn uint32, services, backends int, setup func(e *dt.Env)) *benchEnv {
+	b.Helper()
 	o := dt.Options{MaxConnections: maxConn, SNATPortLo: 1024, SNATPortHi: 65535}
 	dst := netip.AddrPortFrom(dt.ListenIP, 80)
+	for i := range backends {
+		o.Backends = append(o.Backends, testnet.OneArmBackendIP(i))
+	}
 	if services > 0 {
-		for i := range backends {
-			o.Backends = append(o.Backends, testnet.OneArmBackendIP(i))
-		}
 		for i := range services {
 			addr, port := testnet.XLBExtraIP(i/benchServicePorts), uint16(80+i%benchServicePorts)
 			o.Services = append(o.Services, dt.Service{Name: fmt.Sprintf("s%d", i), Listen: addr,
@@ -72,14 +79,17 @@ func newBenchEnvServices(b *testing.B, maxConn uint32, services, backends int) *
 		}
 	}
 	e := dt.NewEnv(b, o)
-	be := netip.AddrPortFrom(e.Backends[0], 8080)
+	if setup != nil {
+		setup(e)
+	}
 	// A whole handshake: the pair is established, as a real flow's is
 	// (an embryonic pair takes the handshake's slower path per packet).
 	e.MustRun(b, benchSYN(e, cli, dst).Frame(), e.Front, dt.XDPTX)
 	var snat uint16
+	var be netip.AddrPort
 	for k := range e.Flows(b) {
 		if k.Direction() == dataplane.DirBackend {
-			snat = k.Dst().Port()
+			be, snat = k.Src(), k.Dst().Port()
 		}
 	}
 	e.MustRun(b, e.FromBackend(be, snat, dt.SYN|dt.ACK, 5000, 1001, nil).Frame(), e.BackendIface(), dt.XDPTX)

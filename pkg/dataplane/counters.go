@@ -70,6 +70,9 @@ type Counters struct {
 	// SNATFallbacks counts SYNs sent on to another routable backend
 	// because the one picked had no free SNAT port (or no next hop).
 	SNATFallbacks uint64
+	// SchedFallbacks counts SYNs of a weighted round robin or Maglev
+	// service that found no usable table and took the round robin pick.
+	SchedFallbacks uint64
 	// HoldDrops counts packets dropped on a held SNAT port: the backend's
 	// TIME_WAIT side of a pair the client's new SYN replaced.
 	HoldDrops uint64
@@ -138,6 +141,7 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.SNATTakeovers = raw[xlbXlbCounterXLB_C_SNAT_TAKEOVERS]
 	c.SNATTimewaitReuses = raw[xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES]
 	c.SNATFallbacks = raw[xlbXlbCounterXLB_C_SNAT_FALLBACKS]
+	c.SchedFallbacks = raw[xlbXlbCounterXLB_C_SCHED_FALLBACK]
 	c.HoldDrops = raw[xlbXlbCounterXLB_C_HOLD_DROPS]
 	c.ICMPToClient = raw[xlbXlbCounterXLB_C_ICMP_TO_CLIENT]
 	c.ICMPToBackend = raw[xlbXlbCounterXLB_C_ICMP_TO_BACKEND]

@@ -79,7 +79,10 @@ type Dataplane struct {
 	// svcs are the service records as this process last wrote them
 	// (Configure, SetRoutable, FreeService); nil before its first write.
 	// Reclaim writes them back with cfg.
-	svcs     *[MaxServices]xlbService
+	svcs *[MaxServices]xlbService
+	// scheds is each service's scheduler as this process knows it
+	// (schedule.go); guarded by mu.
+	scheds   map[uint16]*schedState
 	clockMu  sync.Mutex
 	attached map[string]*Attachment
 	features Features          // guarded by mu

@@ -19,9 +19,13 @@ import (
 // flow values without member and service ids (pad2 zero).
 
 // reshapeLayout8 shapes this build's spec ms of map name as layout 8 had
-// it: false for a map layout 9 added. The older layouts' map makers apply
-// it before their own shapes.
+// it (layout 9's shape first: reshapeLayout9): false for a map layout 9
+// or 10 added. The older layouts' map makers apply it before their own
+// shapes.
 func reshapeLayout8(name string, ms *ebpf.MapSpec) bool {
+	if !reshapeLayout9(name, ms) {
+		return false
+	}
 	switch name {
 	case xlbMapXlbServices, xlbMapXlbListen, xlbMapXlbRr:
 		return false // new in layout 9
@@ -45,9 +49,10 @@ func reshapeLayout8(name string, ms *ebpf.MapSpec) bool {
 // routable sets, 4 pair events per backend id (closures by kind only), the shared state with service 0's round-robin position,
 // no xlb_services, xlb_listen or xlb_rr (new maps pinned in place of the
 // changed ones) and a metadata record of layout 8. For the external
-// tests.
+// tests. It starts with DowngradeToLayout9.
 func DowngradeToLayout8(t testing.TB, dir string) {
 	t.Helper()
+	DowngradeToLayout9(t, dir)
 	open := func(name string) *ebpf.Map {
 		t.Helper()
 		m, err := ebpf.LoadPinnedMap(mapPath(dir, name), nil)

@@ -117,6 +117,8 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbServices:      m.XlbServices,
 		xlbMapXlbListen:        m.XlbListen,
 		xlbMapXlbRr:            m.XlbRr,
+		xlbMapXlbSched:         m.XlbSched,
+		xlbMapXlbSchedInfo:     m.XlbSchedInfo,
 	}
 }
 

@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
 	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/sched"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
@@ -272,6 +274,9 @@ func pinnedLifeCycle(dir string) error {
 		if a.Adopted != (i > 0) || a.Via != dataplane.PathBPFLink {
 			return fmt.Errorf("load %d: attachment %+v", i, *a)
 		}
+		if err := lifeCycleSchedule(dp, i); err != nil {
+			return fmt.Errorf("load %d: %w", i, err)
+		}
 		if err := dp.Pin(dataplane.PinMeta{OwnerPID: uint32(i)}); err != nil {
 			return err
 		}
@@ -292,6 +297,37 @@ func pinnedLifeCycle(dir string) error {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("state_dir after Close: %v", err)
+	}
+	return nil
+}
+
+// lifeCycleSchedule is pinnedLifeCycle's Maglev service: the table the
+// i-th process finds (none for the first; each successor reads its
+// predecessor's through xlb_sched_read, with no CAP_SYS_ADMIN to open the
+// inner map by id), then its own first set's, which continues the count.
+func lifeCycleSchedule(dp *dataplane.Dataplane, i int) error {
+	listen := netip.MustParseAddr("192.0.2.10")
+	svcs := dataplane.OneService(listen, []dataplane.PortMap{{Local: 80, Remote: 8080}})
+	svcs[0].Scheduler, svcs[0].MaglevHash, svcs[0].TableSize = dataplane.SchedulerMaglev, dataplane.MaglevHashClientIP, sched.MinMaglevSize
+	if i > 0 {
+		if sc, ok := dp.Schedule(0); !ok || sc.Rebuilds != uint64(i) || sc.Len != sched.MinMaglevSize || sc.Hash != dataplane.MaglevHashClientIP || len(sc.Slots) != 3 {
+			return fmt.Errorf("the predecessor's schedule: %+v (%v), want %d rebuilds of a %d-entry client_ip table over 3 members", sc, ok, i, sched.MinMaglevSize)
+		}
+	}
+	settings := dataplane.Settings{SNAT: []netip.Addr{listen}, SNATPortLo: dt.SNATSpace.PortLo, SNATPortHi: dt.SNATSpace.PortHi, Services: svcs}
+	if _, err := dp.Configure(settings); err != nil {
+		return err
+	}
+	var refs []dataplane.BackendRef
+	for b := range 3 {
+		refs = append(refs, dataplane.BackendRef{ID: uint32(b), Member: uint32(b), IP: netip.AddrFrom4([4]byte{192, 0, 2, byte(21 + b)}),
+			Name: fmt.Sprintf("backend-%d", b), Weight: uint16(1 + b)})
+	}
+	if err := dp.SetRoutable(0, refs); err != nil {
+		return err
+	}
+	if sc, ok := dp.Schedule(0); !ok || sc.Rebuilds != uint64(i+1) {
+		return fmt.Errorf("the schedule after SetRoutable: %+v (%v), want rebuild %d", sc, ok, i+1)
 	}
 	return nil
 }

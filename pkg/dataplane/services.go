@@ -53,10 +53,17 @@ func (s ServiceState) String() string {
 const (
 	ProtoTCP              = "tcp"
 	SchedulerRoundRobin   = "round_robin"
+	SchedulerWeightedRR   = "weighted_round_robin"
+	SchedulerMaglev       = "maglev"
+	MaglevHashFiveTuple   = "five_tuple"
+	MaglevHashClientIP    = "client_ip"
 	ipprotoTCP            = 6
 	afInet                = 2
 	serviceMigratedFlag   = uint16(xlbXlbServiceFlagsXLB_SVC_MIGRATED)
+	serviceClientIPFlag   = uint16(xlbXlbServiceFlagsXLB_SVC_HASH_CLIENT_IP)
 	schedulerRoundRobinID = uint8(xlbXlbSchedulerXLB_SCHED_ROUND_ROBIN)
+	schedulerWeightedRRID = uint8(xlbXlbSchedulerXLB_SCHED_WEIGHTED_RR)
+	schedulerMaglevID     = uint8(xlbXlbSchedulerXLB_SCHED_MAGLEV)
 )
 
 // ServiceSettings is one service as Configure takes it.
@@ -72,8 +79,16 @@ type ServiceSettings struct {
 	Proto string
 	// Ports are 1..MaxPorts mappings, local ports non-zero.
 	Ports []PortMap
-	// Scheduler is SchedulerRoundRobin ("" means it).
+	// Scheduler is SchedulerRoundRobin ("" means it), SchedulerWeightedRR
+	// or SchedulerMaglev.
 	Scheduler string
+	// MaglevHash is MaglevHashFiveTuple ("" means it) or
+	// MaglevHashClientIP; only for SchedulerMaglev.
+	MaglevHash string
+	// TableSize is the Maglev table's size (entries; pkg/sched
+	// ValidMaglevSize), resolved by the config; 0 for the other
+	// schedulers.
+	TableSize uint32
 }
 
 // ServiceRef is a service the data path holds (a record of xlb_services).
@@ -117,8 +132,8 @@ func validateServices(svcs []ServiceSettings) error {
 		if proto(s.Proto) != ProtoTCP {
 			return fmt.Errorf("dataplane: service %q: protocol %q, want %s", s.Name, s.Proto, ProtoTCP)
 		}
-		if s.Scheduler != "" && s.Scheduler != SchedulerRoundRobin {
-			return fmt.Errorf("dataplane: service %q: scheduler %q, want %s", s.Name, s.Scheduler, SchedulerRoundRobin)
+		if err := validateScheduler(s); err != nil {
+			return err
 		}
 		if len(s.Ports) == 0 || len(s.Ports) > MaxPorts {
 			return fmt.Errorf("dataplane: service %q: %d port mappings, want 1..%d", s.Name, len(s.Ports), MaxPorts)
@@ -219,12 +234,16 @@ func assignServices(recs *[MaxServices]xlbService, svcs []ServiceSettings) ([]ui
 }
 
 // serviceRecord is s's record, serving, keeping old's routable set and
-// migrated flag (old: the record of its id, FREE for a new one).
+// migrated flag (old: the record of its id, FREE for a new one), with s's
+// scheduler and, for Maglev on the client's address, the client_ip flag.
 func serviceRecord(s ServiceSettings, old xlbService) xlbService {
 	r := xlbService{State: uint8(ServiceServing), ActiveSet: old.ActiveSet & 1, Proto: ipprotoTCP, Family: afInet,
-		Scheduler: schedulerRoundRobinID, Nports: uint8(len(s.Ports)), Flags: old.Flags & serviceMigratedFlag}
+		Scheduler: schedulerID(s.Scheduler), Nports: uint8(len(s.Ports)), Flags: old.Flags & serviceMigratedFlag}
 	if ServiceState(old.State) == ServiceFree {
 		r.ActiveSet, r.Flags = 0, 0
+	}
+	if r.Scheduler == schedulerMaglevID && s.MaglevHash == MaglevHashClientIP {
+		r.Flags |= serviceClientIPFlag
 	}
 	a := s.Listen.As4()
 	copy(r.Addr[:], a[:])
@@ -370,7 +389,8 @@ func (d *Dataplane) Services() ([]ServiceRef, error) {
 }
 
 // FreeService frees the id of a draining service (DESIGN §9): its record,
-// both routable sets and its round-robin position are zeroed (its
+// both routable sets and its round-robin position are zeroed, its
+// schedules dropped (its
 // address keeps its prefilter bit: bits are only added). The caller
 // guarantees that no pair of the service lives (a pair's ServiceId then
 // names a free id, or the next service given it). Errors: an id out of
@@ -405,6 +425,10 @@ func (d *Dataplane) FreeService(id uint16) error {
 	if err := d.objs.XlbRr.Update(uint32(id), uint64(0), ebpf.UpdateExist); err != nil {
 		return fmt.Errorf("dataplane: free service %d: its round-robin position: %w", id, err)
 	}
+	if err := d.dropSchedulesLocked(id); err != nil {
+		return fmt.Errorf("dataplane: free service %d: %w", id, err)
+	}
+	delete(d.scheds, id)
 	return nil
 }
 

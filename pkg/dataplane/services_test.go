@@ -93,7 +93,15 @@ func TestValidateServices(t *testing.T) {
 		{"a name twice", append(with(func(*ServiceSettings) {}), ServiceSettings{Name: "web", Listen: a, Ports: []PortMap{{Local: 81}}}), `service "web" twice`},
 		{"IPv6", with(func(s *ServiceSettings) { s.Listen = netip.MustParseAddr("2001:db8::1") }), "not IPv4"},
 		{"udp", with(func(s *ServiceSettings) { s.Proto = "udp" }), `protocol "udp"`},
-		{"maglev", with(func(s *ServiceSettings) { s.Scheduler = "maglev" }), `scheduler "maglev"`},
+		{"weighted round robin", with(func(s *ServiceSettings) { s.Scheduler = SchedulerWeightedRR }), ""},
+		{"maglev", with(func(s *ServiceSettings) { s.Scheduler, s.TableSize = SchedulerMaglev, 16381 }), ""},
+		{"maglev client_ip", with(func(s *ServiceSettings) {
+			s.Scheduler, s.MaglevHash, s.TableSize = SchedulerMaglev, MaglevHashClientIP, 16381
+		}), ""},
+		{"maglev without a table size", with(func(s *ServiceSettings) { s.Scheduler = SchedulerMaglev }), "table size"},
+		{"maglev table size not prime", with(func(s *ServiceSettings) { s.Scheduler, s.TableSize = SchedulerMaglev, 16383 }), "table size"},
+		{"maglev hash", with(func(s *ServiceSettings) { s.Scheduler, s.MaglevHash, s.TableSize = SchedulerMaglev, "src", 16381 }), `Maglev hash "src"`},
+		{"unknown scheduler", with(func(s *ServiceSettings) { s.Scheduler = "least_conn" }), `scheduler "least_conn"`},
 		{"no ports", with(func(s *ServiceSettings) { s.Ports = nil }), "0 port mappings"},
 		{"too many ports", with(func(s *ServiceSettings) {
 			for p := range MaxPorts {

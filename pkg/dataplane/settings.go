@@ -119,6 +119,10 @@ const SNATReuseGuard = time.Second
 // and these settings do not are retired (RetiredSNAT): the data path
 // still forwards the backends' packets of the pairs that hold them.
 //
+// A service that turns round robin loses its tables; one whose scheduler
+// or Maglev table size changed gets a new table of the set this process
+// last published, if it published one (schedule.go).
+//
 // Services get their ids by name (assignServices): a service the data
 // path holds keeps its id, a new one takes the lowest free id, and one it
 // holds that the settings lack turns ServiceDraining: its SYNs pass to the
@@ -186,6 +190,9 @@ func (d *Dataplane) Configure(s Settings) ([]ServiceRef, error) {
 		return nil, err
 	}
 	if err := d.writeListenLocked(&recs); err != nil {
+		return nil, err
+	}
+	if err := d.configureSchedulesLocked(ids, s.Services); err != nil {
 		return nil, err
 	}
 	d.retiredEpoch++ // a walk pass begun before this write decides nothing

@@ -58,8 +58,11 @@ type xlbCreateScratch struct {
 	Service      uint32
 	SetSlot      uint32
 	RemotePortBe uint16
-	Pad          uint16
-	Pad2         uint32
+	Sched        uint8
+	SchedFlags   uint8
+	Start        uint32
+	Hash         uint32
+	Pad          uint32
 	Fib          [8]uint64
 	Memo         [1024]struct {
 		_       structs.HostLayout
@@ -204,6 +207,29 @@ type xlbReapReq struct {
 	Pad        uint16
 }
 
+type xlbSchedChunk struct {
+	_   structs.HostLayout
+	Idx [32]uint16
+}
+
+type xlbSchedHead struct {
+	_           structs.HostLayout
+	Len         uint32
+	Kind        uint8
+	Pad         [3]uint8
+	Rebuilds    uint64
+	BuiltUnixMs uint64
+	Pad2        [40]uint8
+}
+
+type xlbSchedInfo struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Found uint32
+	Head  xlbSchedHead
+	Slots [1024]uint32
+}
+
 type xlbService struct {
 	_         structs.HostLayout
 	State     uint8
@@ -315,7 +341,8 @@ const (
 	xlbXlbCounterXLB_C_RST_INEXACT          xlbXlbCounter = 31
 	xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT  xlbXlbCounter = 32
 	xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES xlbXlbCounter = 33
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_SCHED_FALLBACK       xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 35
 )
 
 type xlbXlbDir uint32
@@ -419,6 +446,8 @@ const (
 	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
 	xlbXlbLimitsXLB_FRAG_DATAGRAMS          xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_FRAG_TTL_MS             xlbXlbLimits = 1000
+	xlbXlbLimitsXLB_SCHED_CHUNK             xlbXlbLimits = 32
+	xlbXlbLimitsXLB_SCHED_SEED              xlbXlbLimits = 1481392689
 )
 
 type xlbXlbNexthopOp uint8
@@ -451,7 +480,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 9
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 10
 )
 
 type xlbXlbPinMeta struct {
@@ -508,12 +537,15 @@ type xlbXlbScheduler uint32
 
 const (
 	xlbXlbSchedulerXLB_SCHED_ROUND_ROBIN xlbXlbScheduler = 0
+	xlbXlbSchedulerXLB_SCHED_WEIGHTED_RR xlbXlbScheduler = 1
+	xlbXlbSchedulerXLB_SCHED_MAGLEV      xlbXlbScheduler = 2
 )
 
 type xlbXlbServiceFlags uint32
 
 const (
-	xlbXlbServiceFlagsXLB_SVC_MIGRATED xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_MIGRATED       xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_HASH_CLIENT_IP xlbXlbServiceFlags = 2
 )
 
 type xlbXlbServiceState uint32
@@ -573,6 +605,8 @@ const (
 	xlbMapXlbReapBatch         = "xlb_reap_batch"
 	xlbMapXlbReaped            = "xlb_reaped"
 	xlbMapXlbRr                = "xlb_rr"
+	xlbMapXlbSched             = "xlb_sched"
+	xlbMapXlbSchedInfo         = "xlb_sched_info"
 	xlbMapXlbScratch           = "xlb_scratch"
 	xlbMapXlbServices          = "xlb_services"
 	xlbMapXlbShared            = "xlb_shared"
@@ -585,6 +619,7 @@ const (
 	xlbProgXlbClock            = "xlb_clock"
 	xlbProgXlbNexthopCtl       = "xlb_nexthop_ctl"
 	xlbProgXlbReap             = "xlb_reap"
+	xlbProgXlbSchedRead        = "xlb_sched_read"
 	xlbProgXlbSnatSync         = "xlb_snat_sync"
 	xlbProgXlbXdp              = "xlb_xdp"
 	xlbVarXlbBackendTsStateBtf = "__xlb_backend_ts_state_btf"
@@ -600,6 +635,8 @@ const (
 	xlbVarXlbPairEventBtf      = "__xlb_pair_event_btf"
 	xlbVarXlbPinBtf            = "__xlb_pin_btf"
 	xlbVarXlbReapedReasonBtf   = "__xlb_reaped_reason_btf"
+	xlbVarXlbSchedChunkBtf     = "__xlb_sched_chunk_btf"
+	xlbVarXlbSchedHeadBtf      = "__xlb_sched_head_btf"
 	xlbVarXlbSchedulerBtf      = "__xlb_scheduler_btf"
 	xlbVarXlbServiceFlagsBtf   = "__xlb_service_flags_btf"
 	xlbVarXlbServiceStateBtf   = "__xlb_service_state_btf"
@@ -651,6 +688,7 @@ type xlbProgramSpecs struct {
 	XlbClock      *ebpf.ProgramSpec `ebpf:"xlb_clock"`
 	XlbNexthopCtl *ebpf.ProgramSpec `ebpf:"xlb_nexthop_ctl"`
 	XlbReap       *ebpf.ProgramSpec `ebpf:"xlb_reap"`
+	XlbSchedRead  *ebpf.ProgramSpec `ebpf:"xlb_sched_read"`
 	XlbSnatSync   *ebpf.ProgramSpec `ebpf:"xlb_snat_sync"`
 	XlbXdp        *ebpf.ProgramSpec `ebpf:"xlb_xdp"`
 }
@@ -680,6 +718,8 @@ type xlbMapSpecs struct {
 	XlbReapBatch     *ebpf.MapSpec `ebpf:"xlb_reap_batch"`
 	XlbReaped        *ebpf.MapSpec `ebpf:"xlb_reaped"`
 	XlbRr            *ebpf.MapSpec `ebpf:"xlb_rr"`
+	XlbSched         *ebpf.MapSpec `ebpf:"xlb_sched"`
+	XlbSchedInfo     *ebpf.MapSpec `ebpf:"xlb_sched_info"`
 	XlbScratch       *ebpf.MapSpec `ebpf:"xlb_scratch"`
 	XlbServices      *ebpf.MapSpec `ebpf:"xlb_services"`
 	XlbShared        *ebpf.MapSpec `ebpf:"xlb_shared"`
@@ -708,6 +748,8 @@ type xlbVariableSpecs struct {
 	XlbPairEventBtf      *ebpf.VariableSpec `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf            *ebpf.VariableSpec `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf   *ebpf.VariableSpec `ebpf:"__xlb_reaped_reason_btf"`
+	XlbSchedChunkBtf     *ebpf.VariableSpec `ebpf:"__xlb_sched_chunk_btf"`
+	XlbSchedHeadBtf      *ebpf.VariableSpec `ebpf:"__xlb_sched_head_btf"`
 	XlbSchedulerBtf      *ebpf.VariableSpec `ebpf:"__xlb_scheduler_btf"`
 	XlbServiceFlagsBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_flags_btf"`
 	XlbServiceStateBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_state_btf"`
@@ -755,6 +797,8 @@ type xlbMaps struct {
 	XlbReapBatch     *ebpf.Map `ebpf:"xlb_reap_batch"`
 	XlbReaped        *ebpf.Map `ebpf:"xlb_reaped"`
 	XlbRr            *ebpf.Map `ebpf:"xlb_rr"`
+	XlbSched         *ebpf.Map `ebpf:"xlb_sched"`
+	XlbSchedInfo     *ebpf.Map `ebpf:"xlb_sched_info"`
 	XlbScratch       *ebpf.Map `ebpf:"xlb_scratch"`
 	XlbServices      *ebpf.Map `ebpf:"xlb_services"`
 	XlbShared        *ebpf.Map `ebpf:"xlb_shared"`
@@ -789,6 +833,8 @@ func (m *xlbMaps) Close() error {
 		m.XlbReapBatch,
 		m.XlbReaped,
 		m.XlbRr,
+		m.XlbSched,
+		m.XlbSchedInfo,
 		m.XlbScratch,
 		m.XlbServices,
 		m.XlbShared,
@@ -818,6 +864,8 @@ type xlbVariables struct {
 	XlbPairEventBtf      *ebpf.Variable `ebpf:"__xlb_pair_event_btf"`
 	XlbPinBtf            *ebpf.Variable `ebpf:"__xlb_pin_btf"`
 	XlbReapedReasonBtf   *ebpf.Variable `ebpf:"__xlb_reaped_reason_btf"`
+	XlbSchedChunkBtf     *ebpf.Variable `ebpf:"__xlb_sched_chunk_btf"`
+	XlbSchedHeadBtf      *ebpf.Variable `ebpf:"__xlb_sched_head_btf"`
 	XlbSchedulerBtf      *ebpf.Variable `ebpf:"__xlb_scheduler_btf"`
 	XlbServiceFlagsBtf   *ebpf.Variable `ebpf:"__xlb_service_flags_btf"`
 	XlbServiceStateBtf   *ebpf.Variable `ebpf:"__xlb_service_state_btf"`
@@ -831,6 +879,7 @@ type xlbPrograms struct {
 	XlbClock      *ebpf.Program `ebpf:"xlb_clock"`
 	XlbNexthopCtl *ebpf.Program `ebpf:"xlb_nexthop_ctl"`
 	XlbReap       *ebpf.Program `ebpf:"xlb_reap"`
+	XlbSchedRead  *ebpf.Program `ebpf:"xlb_sched_read"`
 	XlbSnatSync   *ebpf.Program `ebpf:"xlb_snat_sync"`
 	XlbXdp        *ebpf.Program `ebpf:"xlb_xdp"`
 }
@@ -840,6 +889,7 @@ func (p *xlbPrograms) Close() error {
 		p.XlbClock,
 		p.XlbNexthopCtl,
 		p.XlbReap,
+		p.XlbSchedRead,
 		p.XlbSnatSync,
 		p.XlbXdp,
 	)

@@ -327,7 +327,10 @@ func (in *Instance) start(ctx context.Context) error {
 			Log:   in.log.WithFields(logrus.Fields{"component": "backends", "service": ps.Name}),
 			Known: known[ps.Name], HealthSource: r.SNAT[0], Reserved: reserved}
 		if cs := ps.config; cs != nil {
-			svc.Config = cs
+			svc.Config, svc.Maglev = cs, maglevSettings(*cs)
+			if svc.Maglev != nil {
+				o.MaglevTableSize = svc.Maglev.TableSize
+			}
 			prov = provs[cs.Name]
 			o.HealthCheck, o.HealthPort = cs.HealthCheck, cs.Ports[0].RemotePort
 		}

@@ -29,7 +29,10 @@ const ProviderSyncWait = 10 * time.Second
 func newProvider(s config.Service, hub *k8sprovider.Hub, log logrus.FieldLogger) (backend.Provider, error) {
 	if k := s.Provider.Kubernetes; k != nil {
 		fixed := !slices.ContainsFunc(s.Ports, func(p config.PortMapping) bool { return p.RemotePort == 0 })
-		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed, Hub: hub})
+		// Only a table scheduler reads the Service's weight annotation
+		// (round_robin needs no access to Services).
+		weights := s.Scheduler == config.SchedulerWeightedRoundRobin || s.Scheduler == config.SchedulerMaglev
+		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed, Hub: hub, Weights: weights})
 		if err != nil {
 			return nil, err // it names the field (provider.kubernetes.kubeconfig)
 		}

@@ -21,7 +21,11 @@ type Service struct {
 	Proto    string
 	Ports    []config.PortMapping
 	// Config is the service's config; nil while draining.
-	Config   *config.Service
+	Config *config.Service
+	// Maglev is Config's maglev section with its default resolved (hash
+	// five_tuple, the table size of maglevSettings); nil unless the
+	// scheduler is maglev.
+	Maglev   *config.Maglev
 	Backends *backend.Manager
 
 	stop context.CancelFunc // stops the manager (FreeService)
@@ -49,6 +53,9 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 	settings := dataplane.Settings{SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
 	for i, s := range svcs {
 		ss := dataplane.ServiceSettings{Name: s.Name, Listen: r.Services[i].Listen, Proto: s.Proto, Scheduler: s.Scheduler}
+		if mg := maglevSettings(s); mg != nil {
+			ss.MaglevHash, ss.TableSize = mg.Hash, mg.TableSize
+		}
 		for _, p := range s.Ports {
 			ss.Ports = append(ss.Ports, dataplane.PortMap{Local: p.LocalPort, Remote: p.RemotePort})
 		}
@@ -75,6 +82,17 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 		out = append(out, ps)
 	}
 	return out, nil
+}
+
+// maglevSettings is service s's maglev section with its defaults
+// resolved (config.Service MaglevHash and TableSize: the size never
+// depends on how many backends are routable); nil unless the scheduler is
+// maglev.
+func maglevSettings(s config.Service) *config.Maglev {
+	if s.Scheduler != config.SchedulerMaglev {
+		return nil
+	}
+	return &config.Maglev{Hash: s.MaglevHash(), TableSize: s.TableSize()}
 }
 
 // routable is the routable set the data path holds for service svc.

@@ -91,4 +91,8 @@ const (
 	FragDatagrams = 8192
 	// FragTTLMS is XLB_FRAG_TTL_MS: a remembered datagram's later fragments follow its first for this long
 	FragTTLMS = 1000
+	// SchedChunk is XLB_SCHED_CHUNK: schedule entries per struct sched_chunk (u16 each: 64 bytes)
+	SchedChunk = 32
+	// SchedSeed is XLB_SCHED_SEED: the fixed jhash seed of the Maglev hashes (jhash.h sched_hash; pkg/sched HashFiveTuple, HashClientIP): the same pick on every host and version
+	SchedSeed = 1481392689
 )

@@ -19,13 +19,23 @@ import (
 // and its successor under the same name) are summed into one series; ids
 // seen in the flow map that no backend manager knows have no name and are
 // left out. Without perBackend (config metrics.per_backend: false) only
-// xlb_backends is exported.
+// xlb_backends and the services' scheduler series are exported.
+//
+// The scheduler series (issue 30) come from the snapshot too: each
+// service's scheduler (xlb_service_scheduler_info), the table of a
+// weighted round robin or Maglev service (snapshot.Service.Schedule: its
+// size and rebuilds, the rebuilds from the table's own header, so they
+// continue across hot upgrades), and each backend's weight and share of
+// the table (snapshot.Service.TableShare; a name's backends' shares are
+// summed, its weight is the one of the backend whose state it shows).
 type backendsCollector struct {
 	descs
 
 	perBackend bool
 
 	count, state, checks, timestamps *prometheus.Desc
+	schedulerInfo, tableSize         *prometheus.Desc
+	tableRebuilds, weight, share     *prometheus.Desc
 	// traffic are the per-backend series taken from the sample.
 	traffic []backendSeries
 }
@@ -44,6 +54,11 @@ func newBackendsCollector(perBackend bool) *backendsCollector {
 	c.state = c.add("xlb_backend_state", "State of each listed backend as the status API reports it: 1 for the current state (routable, unhealthy, draining, unreachable), 0 for the others.", "service", "backend", "state")
 	c.timestamps = c.add("xlb_backend_tcp_timestamps", "Whether the backend's last SYN-ACK to a client SYN with TCP timestamps carried them, as of the latest maintenance cycle: 1 for the current state (yes; no: its net.ipv4.tcp_timestamps is 0, so XLB leaves its pairs' timestamps as they are; unknown: none seen yet), 0 for the others.", "service", "backend", "state")
 	c.checks = c.add("xlb_backend_health_checks_total", "Active health checks of the backend by result (ok, fail) since it was discovered; only with health_check configured.", "service", "backend", "result")
+	c.schedulerInfo = c.add("xlb_service_scheduler_info", "A metric with a constant '1' value for each service, labeled by its scheduler (round_robin, weighted_round_robin, maglev).", "service", "scheduler")
+	c.tableSize = c.add("xlb_scheduler_table_size", "Entries of the schedule of a weighted_round_robin or maglev service: the Maglev table's slots, or the weighted round robin cycle's length; 0 before the first schedule (new connections are then picked round robin: xlb_scheduler_fallbacks_total).", "service")
+	c.tableRebuilds = c.add("xlb_scheduler_table_rebuilds_total", "Schedules built for a weighted_round_robin or maglev service since it took its id (each change of its routable backends, their names or weights builds one and swaps it in whole); kept in the schedule, so counted across hot upgrades.", "service")
+	c.weight = c.add("xlb_backend_weight", "Weight of the backend (backend weight, or a Kubernetes Service's weight annotation; 0..256): its share of new connections relative to the others' under weighted_round_robin and maglev, 0 for no new connections; round_robin ignores it.", "service", "backend")
+	c.share = c.add("xlb_backend_table_share", "Share (0..1) of the service's new connections the data path is scheduled to give the backend: its slots in the service's schedule over the schedule's size, or 1/n of the n routable backends under round_robin; 0 outside the routable set.", "service", "backend")
 	type B = maintenance.BackendSample
 	for _, s := range []struct {
 		name, help string
@@ -80,6 +95,10 @@ type backendTotals struct {
 	checked    bool
 	ok, failed uint64
 	timestamps api.Timestamps
+	// weight is the backend's whose state the name shows; share sums the
+	// name's backends' table shares.
+	weight uint16
+	share  float64
 }
 
 // add sums one backend's sample into t; its timestamp state is the
@@ -133,12 +152,13 @@ func (c *backendsCollector) service(s *snapshot.Snapshot, svc snapshot.Service, 
 		}
 		t := byName[b.Name]
 		if t == nil {
-			t = &backendTotals{state: state, timestamps: api.TimestampsUnknown}
+			t = &backendTotals{state: state, timestamps: api.TimestampsUnknown, weight: b.Weight}
 			byName[b.Name] = t
 			names = append(names, b.Name)
 		} else if rank(state) < rank(t.state) {
-			t.state = state
+			t.state, t.weight = state, b.Weight
 		}
+		t.share += svc.TableShare(b)
 		if h := b.Health; h != nil {
 			t.checked = true
 			t.ok += h.OK
@@ -156,11 +176,18 @@ func (c *backendsCollector) service(s *snapshot.Snapshot, svc snapshot.Service, 
 	gauge(ch, c.count, float64(unhealthy), sv, string(api.Unhealthy))
 	gauge(ch, c.count, float64(draining), sv, string(api.Draining))
 	gauge(ch, c.count, float64(unreachable), sv, string(api.Unreachable))
+	gauge(ch, c.schedulerInfo, 1, sv, svc.SchedulerName())
+	if svc.TableScheduler() {
+		gauge(ch, c.tableSize, float64(svc.Schedule.Len), sv)
+		counter(ch, c.tableRebuilds, svc.Schedule.Rebuilds, sv)
+	}
 	if !c.perBackend {
 		return
 	}
 	for _, name := range names {
 		t := byName[name]
+		gauge(ch, c.weight, float64(t.weight), sv, name)
+		gauge(ch, c.share, t.share, sv, name)
 		for _, st := range api.BackendStates() {
 			gauge(ch, c.state, boolValue(t.state == st), sv, name, string(st))
 		}

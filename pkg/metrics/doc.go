@@ -85,6 +85,16 @@
 //     (an earlier config's, before a reload that changed snat.ip or
 //     snat.port_range) that live connections may still hold, every
 //     address's together (addresses are never label values); 0 when none.
+//   - The schedulers (issue 30) come from each snapshot.Service:
+//     xlb_service_scheduler_info{service,scheduler}, and for a
+//     weighted_round_robin or maglev service its table
+//     (snapshot.Service.Schedule, the daemon's copy of
+//     dataplane.Dataplane.Schedule): xlb_scheduler_table_size and
+//     xlb_scheduler_table_rebuilds_total (the table header's count, so it
+//     continues across hot upgrades); per backend xlb_backend_weight and
+//     xlb_backend_table_share (snapshot.Service.TableShare). The
+//     instance-wide xlb_scheduler_fallbacks_total is a data-path counter
+//     (XLB_C_SCHED_FALLBACK).
 //   - xlb_scrape_collector_success{collector} is 1 for each collector that
 //     exported its series from the snapshot and 0 for one whose source the
 //     snapshot records as unreadable (only the data-path counters can be:
@@ -99,8 +109,9 @@
 // instance already knows is exported (xlb_service_info,
 // xlb_lifecycle_state, xlb_ready, xlb_xdp_attached, xlb_config_*,
 // xlb_hot_upgrades_total, xlb_adopted_connection_pairs, xlb_service_ready,
-// xlb_service_state, xlb_backend_provider_stale, xlb_backends and
-// xlb_backend_state); the sample-derived series and the
+// xlb_service_state, xlb_backend_provider_stale, xlb_backends,
+// xlb_backend_state and the scheduler series but the fallbacks); the
+// sample-derived series and the
 // data-path counters, which the first cycle reads, are absent rather than
 // zero, so a dashboard does not mistake "not measured yet" for "no
 // connections".
@@ -117,7 +128,8 @@
 //
 // Each backend name has its own series in each service that lists it
 // (docs/observability.md counts them): xlb_backend_state, xlb_backend_tcp_timestamps, the traffic
-// series, the handshake histogram, and with health checks their counts.
+// series, the handshake histogram, xlb_backend_weight,
+// xlb_backend_table_share, and with health checks their counts.
 // Options.OmitPerBackend (config metrics.per_backend: false; issue 28
 // item 9) leaves all of them out; xlb_backends and the services'
 // connection series stay.

@@ -14,11 +14,12 @@ import (
 
 // seriesPerBackend is the count docs/observability.md gives (issue 28
 // item 9): xlb_backend_state (4), xlb_backend_tcp_timestamps (3), the 7
-// traffic series and the handshake histogram (8 buckets, +Inf, sum and
-// count), and 2 more with health checks.
+// traffic series, the handshake histogram (8 buckets, +Inf, sum and
+// count), xlb_backend_weight and xlb_backend_table_share (issue 30), and
+// 2 more with health checks.
 const (
-	seriesPerBackend       = 25
-	seriesPerBackendHealth = 27
+	seriesPerBackend       = 27
+	seriesPerBackendHealth = 29
 )
 
 // seriesByBackend counts the series of fams with a backend label, by

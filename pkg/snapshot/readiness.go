@@ -108,7 +108,7 @@ func (s *Snapshot) instanceReason(now time.Time) api.Reason {
 // become the API's: routable; unhealthy while discovered and resolved but
 // failing its health checks (with or without pairs: they are untouched);
 // draining when it is no longer routable (left discovery or became
-// unreachable) but pairs still reference it; unreachable when discovered
+// unreachable) but pairs still reference it, or quiesced (weight 0); unreachable when discovered
 // but not routable and idle. A departed backend without pairs is not
 // listed (ok false).
 func (s *Snapshot) BackendState(b backend.Status) (state api.BackendState, ok bool) {
@@ -123,6 +123,9 @@ func (s *Snapshot) BackendState(b backend.Status) (state api.BackendState, ok bo
 		return api.Routable, true
 	case b.Discovered && b.State == backend.Unhealthy:
 		return api.Unhealthy, true
+	case b.Discovered && b.State == backend.Quiesced:
+		// weight 0: takes no new connections, its pairs flow on
+		return api.Draining, true
 	case active > 0:
 		return api.Draining, true
 	case b.Discovered:

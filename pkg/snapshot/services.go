@@ -7,7 +7,9 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
+	"github.com/xlbproject/xlb/pkg/sched"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
 
@@ -38,6 +40,13 @@ type Service struct {
 	Proto     string
 	Ports     []config.PortMapping
 	Scheduler string
+	// Maglev is the configured maglev section with its size resolved
+	// (config.Service.TableSize); nil unless Scheduler is maglev.
+	Maglev *config.Maglev
+	// Schedule is the table the data path holds for a weighted round
+	// robin or Maglev service (dataplane.Dataplane.Schedule); zero for
+	// round robin and before the first table.
+	Schedule dataplane.Schedule
 
 	Provider       string // "static", "kubernetes"
 	ProviderError  string // the provider's latest error; "" while it is healthy
@@ -220,4 +229,76 @@ func (s *Snapshot) serviceReasons() api.Reason {
 		}
 	}
 	return api.Reason(strings.Join(parts, "; "))
+}
+
+// SchedulerName is the service's scheduler as the config names it (""
+// means round_robin, as in dataplane.ServiceSettings).
+func (svc Service) SchedulerName() string {
+	if svc.Scheduler == "" {
+		return config.SchedulerRoundRobin
+	}
+	return svc.Scheduler
+}
+
+// MaglevSettings returns a Maglev service's hash and table size: the
+// config's as the daemon resolved them, else what its table was built
+// with (a draining service has no config), else the defaults. ok is false
+// for the other schedulers.
+func (svc Service) MaglevSettings() (hash string, size uint32, ok bool) {
+	if svc.Scheduler != config.SchedulerMaglev {
+		return "", 0, false
+	}
+	hash, size = config.MaglevHashFiveTuple, svc.Schedule.Len
+	if svc.Schedule.Hash != "" {
+		hash = svc.Schedule.Hash
+	}
+	if m := svc.Maglev; m != nil {
+		if m.Hash != "" {
+			hash = m.Hash
+		}
+		if m.TableSize != 0 {
+			size = m.TableSize
+		}
+	}
+	return hash, size, true
+}
+
+// TableScheduler reports whether the service's scheduler builds a
+// schedule (weighted_round_robin, maglev); round robin does not.
+func (svc Service) TableScheduler() bool {
+	return svc.Scheduler == config.SchedulerWeightedRoundRobin || svc.Scheduler == config.SchedulerMaglev
+}
+
+// Overfull reports whether a Maglev service's table has fewer than
+// sched.MinSlotsPerMember slots per routable backend (routable > size/100):
+// removing a backend then moves more than 1 % of the other backends'
+// connections. The size is the table's (Schedule.Len), or the
+// configured one before the first table. Always false for the other
+// schedulers.
+func (svc Service) Overfull() bool {
+	if svc.Scheduler != config.SchedulerMaglev {
+		return false
+	}
+	size := svc.Schedule.Len
+	if size == 0 && svc.Maglev != nil {
+		size = svc.Maglev.TableSize
+	}
+	return size > 0 && svc.Routable() > int(size/sched.MinSlotsPerMember)
+}
+
+// TableShare is the share (0..1) of the service's new connections that
+// backend b (one of svc.Backends) is scheduled to take: under a table
+// scheduler its slots in the schedule over the schedule's length
+// (Schedule.Slots by member id); under round robin, and for a table
+// scheduler before its first schedule (the data path then picks round
+// robin and counts a fallback), 1/n of the n routable backends. 0 for a
+// backend outside the routable set.
+func (svc Service) TableShare(b Backend) float64 {
+	if svc.TableScheduler() && svc.Schedule.Len > 0 {
+		return float64(svc.Schedule.Slots[b.ID]) / float64(svc.Schedule.Len)
+	}
+	if !b.Discovered || b.State != backend.Routable {
+		return 0
+	}
+	return 1 / float64(svc.Routable())
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
+	"github.com/xlbproject/xlb/pkg/dataplane"
 	"github.com/xlbproject/xlb/pkg/maintenance"
 	"github.com/xlbproject/xlb/pkg/status/api"
 )
@@ -92,5 +93,56 @@ func TestServiceListStandsInForOneService(t *testing.T) {
 	}
 	if !s.ServiceReady("edge", testNow) {
 		t.Error("the one service is not ready")
+	}
+}
+
+// TestTableShare: a Maglev service's shares are its slots over the table
+// size by member id (0 for a backend the table leaves out); round robin,
+// and a table scheduler before its first table, share evenly among the
+// routable backends and give the others 0; Overfull counts routable
+// backends against size/100, for Maglev only.
+func TestTableShare(t *testing.T) {
+	bs := []backend.Status{
+		{ID: 4, Name: "a", State: backend.Routable, Discovered: true},
+		{ID: 5, Name: "b", State: backend.Routable, Discovered: true},
+		{ID: 6, Name: "c", State: backend.Unhealthy, Discovered: true},
+		{ID: 7, Name: "d", State: backend.Departed},
+	}
+	mg := Service{Scheduler: config.SchedulerMaglev, Backends: bs, Maglev: &config.Maglev{Hash: config.MaglevHashClientIP, TableSize: 16381}}
+	mg.Schedule = dataplane.Schedule{Scheduler: dataplane.SchedulerMaglev, Hash: dataplane.MaglevHashClientIP, Len: 16381,
+		Slots: map[uint32]uint32{4: 12286, 5: 4095}, Rebuilds: 4}
+	rr := Service{Scheduler: config.SchedulerRoundRobin, Backends: bs}
+	fresh := Service{Scheduler: config.SchedulerWeightedRoundRobin, Backends: bs}
+	for _, c := range []struct {
+		name string
+		svc  Service
+		want [4]float64
+	}{
+		{"maglev", mg, [4]float64{12286.0 / 16381, 4095.0 / 16381, 0, 0}},
+		{"round_robin", rr, [4]float64{0.5, 0.5, 0, 0}},
+		{"no_table_yet", fresh, [4]float64{0.5, 0.5, 0, 0}},
+	} {
+		for i, b := range bs {
+			if got := c.svc.TableShare(b); got != c.want[i] {
+				t.Errorf("%s: share of %s = %v, want %v", c.name, b.Name, got, c.want[i])
+			}
+		}
+	}
+	if mg.Overfull() || rr.Overfull() {
+		t.Error("2 routable backends in 16381 slots: overfull")
+	}
+	small := mg
+	small.Schedule.Len = 199 // 1 slot per 100 backends
+	if !small.Overfull() {
+		t.Error("2 routable backends in 199 slots: not overfull")
+	}
+	small.Schedule.Len = 0 // before the first table: the configured size
+	if small.Overfull() {
+		t.Error("before the first table, 2 backends in the configured 16381 slots: overfull")
+	}
+	wrr := fresh
+	wrr.Schedule = dataplane.Schedule{Scheduler: dataplane.SchedulerWeightedRR, Len: 1}
+	if wrr.Overfull() {
+		t.Error("weighted round robin is never overfull")
 	}
 }

@@ -236,8 +236,9 @@ func buildServices(s *snapshot.Snapshot, now time.Time) []api.Service {
 			Readiness: api.Readiness{Ready: ready, Reason: reason},
 			Provider: api.Provider{Name: svc.Provider, Healthy: svc.ProviderError == "", Error: svc.ProviderError,
 				Synced: svc.ProviderSynced, Stale: svc.ProviderStale},
-			Backends: buildBackends(s, svc.Backends),
+			Backends: buildBackends(s, svc),
 		}
+		e.Maglev, e.Table = buildSchedule(svc)
 		for _, p := range svc.Ports {
 			e.Listen.Ports = append(e.Listen.Ports, api.PortMap{LocalPort: p.LocalPort, RemotePort: p.RemotePort})
 		}
@@ -256,12 +257,31 @@ func buildServices(s *snapshot.Snapshot, now time.Time) []api.Service {
 	return out
 }
 
-// buildBackends lists backends in id order, omitting those BackendState
-// does not list (departed, no pairs left).
-func buildBackends(s *snapshot.Snapshot, backends []snapshot.Backend) []api.Backend {
-	out := make([]api.Backend, 0, len(backends))
+// buildSchedule is a service's maglev settings (maglev only) and its
+// schedule (weighted_round_robin and maglev); nil for what it lacks.
+func buildSchedule(svc snapshot.Service) (*api.Maglev, *api.ServiceTable) {
+	if !svc.TableScheduler() {
+		return nil, nil
+	}
+	sch := svc.Schedule
+	table := &api.ServiceTable{Size: sch.Len, RebuildsTotal: sch.Rebuilds, Overfull: svc.Overfull()}
+	if !sch.BuiltAt.IsZero() {
+		table.BuiltUnixMs = sch.BuiltAt.UnixMilli()
+	}
+	hash, size, ok := svc.MaglevSettings()
+	if !ok {
+		return nil, table
+	}
+	m := &api.Maglev{Hash: hash, TableSize: size}
+	return m, table
+}
+
+// buildBackends lists the service's backends in id order, omitting those
+// BackendState does not list (departed, no pairs left).
+func buildBackends(s *snapshot.Snapshot, svc snapshot.Service) []api.Backend {
+	out := make([]api.Backend, 0, len(svc.Backends))
 	shutting := s.Lifecycle == api.ShuttingDown
-	for _, b := range backends {
+	for _, b := range svc.Backends {
 		state, ok := s.BackendState(b)
 		if !ok {
 			continue
@@ -276,6 +296,8 @@ func buildBackends(s *snapshot.Snapshot, backends []snapshot.Backend) []api.Back
 			AvailableForNewConnections: state == api.Routable && !shutting,
 			Health:                     snapshot.BackendHealth(b),
 			Timestamps:                 api.TimestampsUnknown,
+			Weight:                     b.Weight,
+			TableShare:                 svc.TableShare(b),
 		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {

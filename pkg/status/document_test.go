@@ -86,20 +86,20 @@ func TestDocumentValues(t *testing.T) {
 		},
 		Provider: api.Provider{Name: "static", Healthy: true, Error: "", Synced: true},
 		Backends: []api.Backend{
-			{ID: 1, Name: "backend-1", IP: "198.51.100.11", State: "routable", AvailableForNewConnections: true,
+			{ID: 1, Name: "backend-1", IP: "198.51.100.11", State: "routable", AvailableForNewConnections: true, Weight: 1, TableShare: 1.0 / 3,
 				ActiveConnections: 10, TimeWaitConnections: 1, OpenedTotal: 420,
 				SentBytesTotal: 1288490, ReceivedBytesTotal: 36700160, SentPacketsTotal: 2100, ReceivedPacketsTotal: 26000, Timestamps: "yes"},
-			{ID: 2, Name: "backend-2", IP: "198.51.100.12", State: "routable", AvailableForNewConnections: true,
+			{ID: 2, Name: "backend-2", IP: "198.51.100.12", State: "routable", AvailableForNewConnections: true, Weight: 1, TableShare: 1.0 / 3,
 				ActiveConnections: 9, OpenedTotal: 410,
 				SentBytesTotal: 1153433, ReceivedBytesTotal: 33554432, SentPacketsTotal: 2000, ReceivedPacketsTotal: 24000, Timestamps: "no"},
-			{ID: 3, Name: "backend-3", IP: "198.51.100.13", State: "routable", AvailableForNewConnections: true,
+			{ID: 3, Name: "backend-3", IP: "198.51.100.13", State: "routable", AvailableForNewConnections: true, Weight: 1, TableShare: 1.0 / 3,
 				ActiveConnections: 6, TimeWaitConnections: 1, OpenedTotal: 380,
 				SentBytesTotal: 987654, ReceivedBytesTotal: 31457280, SentPacketsTotal: 1900, ReceivedPacketsTotal: 23000, Timestamps: "unknown"},
-			{ID: 4, Name: "backend-old", IP: "198.51.100.14", State: "draining",
+			{ID: 4, Name: "backend-old", IP: "198.51.100.14", State: "draining", Weight: 1,
 				ActiveConnections: 2, OpenedTotal: 24,
 				SentBytesTotal: 40960, ReceivedBytesTotal: 2097152, SentPacketsTotal: 90, ReceivedPacketsTotal: 700, Timestamps: "unknown"},
-			{ID: 5, Name: "backend-5", IP: "198.51.100.15", State: "unreachable", Reason: "no route to 198.51.100.15", Timestamps: "unknown"},
-			{ID: 7, Name: "backend-sick", IP: "198.51.100.17", Port: 8443, State: "unhealthy", Reason: "health check failing: connect: connection refused",
+			{ID: 5, Name: "backend-5", IP: "198.51.100.15", State: "unreachable", Weight: 1, Reason: "no route to 198.51.100.15", Timestamps: "unknown"},
+			{ID: 7, Name: "backend-sick", IP: "198.51.100.17", Port: 8443, State: "unhealthy", Weight: 1, Reason: "health check failing: connect: connection refused",
 				Health: &api.BackendHealth{LastResult: "fail", LastCheckUnixMs: 1_773_489_599_250, LastCheckMs: 2,
 					LastError: "connect: connection refused", ChecksOKTotal: 12, ChecksFailedTotal: 3}, Timestamps: "unknown"},
 		},
@@ -261,6 +261,9 @@ var designFields = []string{
 	"services.[].connections.orphaned_total", "services.[].connections.embryonic_expired_total",
 	"services.[].provider.name", "services.[].provider.healthy", "services.[].backends.[].name",
 	"services.[].backends.[].state", "services.[].backends.[].active_connections",
+	// Issue 30 (schedulers).
+	"backends.[].weight", "backends.[].table_share",
+	"services.[].backends.[].weight", "services.[].backends.[].table_share",
 }
 
 func lookup(v any, path string) (any, bool) {
@@ -425,6 +428,37 @@ func TestDocumentServices(t *testing.T) {
 	if sum.Active != c.Active || sum.TimeWait != c.TimeWait || sum.OpenedTotal != c.OpenedTotal || sum.ClosedTotal != c.ClosedTotal ||
 		sum.OrphanedTotal != c.OrphanedTotal || sum.EmbryonicExpiredTotal != c.EmbryonicExpiredTotal {
 		t.Errorf("services add up to %+v, instance connections %+v", sum, c)
+	}
+	// The schedulers (issue 30): web's Maglev table and settings, api's
+	// weighted round robin cycle, old's round robin (no table); each
+	// backend's weight and share of its service's table.
+	type sched struct {
+		scheduler string
+		maglev    *api.Maglev
+		table     *api.ServiceTable
+		shares    []string
+	}
+	var gotSched []sched
+	for _, svc := range d.Services {
+		r := sched{scheduler: svc.Scheduler, maglev: svc.Maglev, table: svc.Table}
+		for _, b := range svc.Backends {
+			r.shares = append(r.shares, fmt.Sprintf("%s %d %.4f", b.Name, b.Weight, b.TableShare))
+		}
+		gotSched = append(gotSched, r)
+	}
+	wantSched := []sched{
+		{"maglev", &api.Maglev{Hash: "client_ip", TableSize: 16381},
+			&api.ServiceTable{Size: 16381, RebuildsTotal: 4, BuiltUnixMs: fixedNow.UnixMilli() - 90_000},
+			[]string{"backend-1 2 0.5000", "backend-2 1 0.2500", "backend-3 1 0.2500", "backend-old 1 0.0000", "backend-5 1 0.0000", "backend-sick 1 0.0000"}},
+		{"weighted_round_robin", nil, &api.ServiceTable{Size: 1, RebuildsTotal: 2, BuiltUnixMs: fixedNow.UnixMilli() - 600_000},
+			[]string{"api-1 3 1.0000", "api-2 1 0.0000"}},
+		{"round_robin", nil, nil, []string{"mail-1 0 0.0000"}},
+	}
+	if !reflect.DeepEqual(gotSched, wantSched) {
+		for i := range gotSched {
+			t.Errorf("service %d: scheduler %s, maglev %+v, table %+v, backends %v", i, gotSched[i].scheduler, gotSched[i].maglev, gotSched[i].table, gotSched[i].shares)
+		}
+		t.Errorf("want %+v", wantSched)
 	}
 	if k8s := d.Services[1]; k8s.Provider.Healthy || k8s.Provider.Error == "" || k8s.Provider.Name != "kubernetes" {
 		t.Errorf("api provider %+v, want kubernetes, unhealthy with its error", k8s.Provider)

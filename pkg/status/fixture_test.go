@@ -102,13 +102,13 @@ func fixture() *snapshot.Snapshot {
 			Announced: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")},
 		},
 		Backends: []backend.Status{
-			{ID: 1, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
-			{ID: 2, Name: "backend-2", IP: ip("198.51.100.12"), State: backend.Routable, Discovered: true},
-			{ID: 3, Name: "backend-3", IP: ip("198.51.100.13"), State: backend.Routable, Discovered: true},
-			{ID: 4, Name: "backend-old", IP: ip("198.51.100.14"), State: backend.Departed},
-			{ID: 5, Name: "backend-5", IP: ip("198.51.100.15"), State: backend.Unreachable, Reason: "no route to 198.51.100.15", Discovered: true},
+			{ID: 1, Name: "backend-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true, Weight: 1},
+			{ID: 2, Name: "backend-2", IP: ip("198.51.100.12"), State: backend.Routable, Discovered: true, Weight: 1},
+			{ID: 3, Name: "backend-3", IP: ip("198.51.100.13"), State: backend.Routable, Discovered: true, Weight: 1},
+			{ID: 4, Name: "backend-old", IP: ip("198.51.100.14"), State: backend.Departed, Weight: 1},
+			{ID: 5, Name: "backend-5", IP: ip("198.51.100.15"), State: backend.Unreachable, Reason: "no route to 198.51.100.15", Discovered: true, Weight: 1},
 			{ID: 6, Name: "backend-gone", IP: ip("198.51.100.16"), State: backend.Departed},
-			{ID: 7, Name: "backend-sick", IP: ip("198.51.100.17"), Port: 8443, State: backend.Unhealthy, Reason: "health check failing: connect: connection refused", Discovered: true,
+			{ID: 7, Name: "backend-sick", IP: ip("198.51.100.17"), Port: 8443, State: backend.Unhealthy, Reason: "health check failing: connect: connection refused", Discovered: true, Weight: 1,
 				Health: &backend.Health{Known: true, OK: 12, Failed: 3, Last: health.Result{At: time.UnixMilli(1_773_489_599_250), Took: 2 * time.Millisecond, Err: "connect: connection refused"}}},
 		},
 		Config: configwatch.State{Path: "/etc/xlb/xlb.yaml", ReloadRequired: true, ChangedKeys: []string{"ports", "provider"}},
@@ -159,20 +159,31 @@ func fixtureServices() *snapshot.Snapshot {
 	smp.Closed = maintenance.Closed{ClientFIN: 1050, BackendFIN: 160, ClientRST: 44, BackendRST: 15}
 	smp.Orphaned += 1
 	s.Sample = &smp
+	// web is Maglev on the client's address, backend-1 weighted 2: half
+	// the table (16381 = 8191 + 4095 + 4095 slots), built 4 times.
+	webBackends := append([]backend.Status{}, s.Backends...)
+	webBackends[0].Weight = 2
 	web := snapshot.Service{
 		ID: 0, Name: "web", State: snapshot.ServiceServing, Listen: s.Listen, Proto: "tcp", Ports: s.Ports,
-		Scheduler: config.SchedulerRoundRobin, Provider: "static", ProviderSynced: true, Backends: s.Backends,
+		Scheduler: config.SchedulerMaglev, Provider: "static", ProviderSynced: true, Backends: webBackends,
+		Maglev: &config.Maglev{Hash: config.MaglevHashClientIP, TableSize: 16381},
+		Schedule: dataplane.Schedule{Scheduler: dataplane.SchedulerMaglev, Hash: dataplane.MaglevHashClientIP, Len: 16381,
+			Slots: map[uint32]uint32{1: 8191, 2: 4095, 3: 4095}, Rebuilds: 4, BuiltAt: fixedNow.Add(-90 * time.Second)},
 		Counts: snapshot.ServiceCounts{Opened: 1234, Closed: maintenance.Closed{ClientFIN: 1000, BackendFIN: 150, ClientRST: 40, BackendRST: 14},
 			Orphaned: 3, EmbryonicExpired: 11},
 	}
 	api := snapshot.Service{
 		ID: 1, Name: "api", State: snapshot.ServiceServing, Listen: ip("192.0.2.11"), Proto: "tcp",
-		Ports:     []config.PortMapping{{LocalPort: 8080, RemotePort: 9090}},
-		Scheduler: config.SchedulerRoundRobin, Provider: "kubernetes", ProviderSynced: true,
+		Ports: []config.PortMapping{{LocalPort: 8080, RemotePort: 9090}},
+		// Weighted round robin over its one routable backend: a cycle of
+		// one entry (weight 3 over the gcd 3), built twice.
+		Scheduler: config.SchedulerWeightedRoundRobin, Provider: "kubernetes", ProviderSynced: true,
 		ProviderError: "kubernetes: watch: connection refused",
+		Schedule: dataplane.Schedule{Scheduler: dataplane.SchedulerWeightedRR, Len: 1, Slots: map[uint32]uint32{8: 1},
+			Rebuilds: 2, BuiltAt: fixedNow.Add(-10 * time.Minute)},
 		Backends: []backend.Status{
-			{ID: 8, Name: "api-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true},
-			{ID: 9, Name: "api-2", IP: ip("198.51.100.21"), State: backend.Unreachable, Reason: "no route to 198.51.100.21", Discovered: true},
+			{ID: 8, Name: "api-1", IP: ip("198.51.100.11"), State: backend.Routable, Discovered: true, Weight: 3},
+			{ID: 9, Name: "api-2", IP: ip("198.51.100.21"), State: backend.Unreachable, Reason: "no route to 198.51.100.21", Discovered: true, Weight: 1},
 		},
 		Counts: snapshot.ServiceCounts{Opened: 66, Closed: maintenance.Closed{ClientFIN: 40, BackendFIN: 8, ClientRST: 3, BackendRST: 1}, Orphaned: 1},
 	}

@@ -11,9 +11,15 @@
 // pinned to it (seed "Backend changes"), it is shown draining while pairs
 // reference it and forgotten when the last is gone.
 //
+// A provider of a weighted_round_robin or maglev service (Options.Weights)
+// also reads its Service's WeightsAnnotation through a Services informer
+// of the namespace, which the Hub starts only for such providers (issue
+// 30): each endpoint's weight is 1 unless the annotation says otherwise.
+//
 // The API server is reached with a kubeconfig file or, when
 // provider.kubernetes.kubeconfig is empty, the in-cluster config. Only
-// list and watch of EndpointSlices in that namespace are needed
+// list and watch of EndpointSlices in that namespace are needed, and of
+// its Services for the weighted schedulers
 // (packaging/kubernetes/rbac.yaml). While the server is unreachable the
 // informer retries with backoff and the provider keeps its last set;
 // LastError says why (status, readiness). The client is client-go's REST

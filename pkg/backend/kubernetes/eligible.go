@@ -40,7 +40,9 @@ type PortRule struct {
 //     ready's value) and not terminating (nil: false).
 //   - an endpoint's address is its first one (the API defines no meaning
 //     for the others); it must be a usable IPv4 unicast address.
-//   - its name is its targetRef's name (the pod), or the address.
+//   - its name is its targetRef's name (the pod), or the address; its
+//     weight is 1 (a weighted service's annotation may change it:
+//     Weights).
 //   - several slices make one set (their union); an address listed more
 //     than once is eligible if any of its entries is, and takes the name
 //     and port of the first eligible entry in slice-name order.
@@ -69,7 +71,7 @@ func Eligible(all []*discoveryv1.EndpointSlice, rule PortRule) ([]backend.Backen
 			if ep.TargetRef != nil && ep.TargetRef.Name != "" {
 				name = ep.TargetRef.Name
 			}
-			out = append(out, backend.Backend{Name: name, IP: ip, Port: port})
+			out = append(out, backend.Backend{Name: name, IP: ip, Port: port, Weight: 1})
 		}
 	}
 	slices.SortFunc(out, func(a, b backend.Backend) int { return a.IP.Compare(b.IP) })

@@ -20,7 +20,7 @@ const (
 
 // be is a backend of the expected sets.
 func be(name, ip string, port uint16) backend.Backend {
-	return backend.Backend{Name: name, IP: netip.MustParseAddr(ip), Port: port}
+	return backend.Backend{Name: name, IP: netip.MustParseAddr(ip), Port: port, Weight: 1}
 }
 
 // cond builds conditions; nil is the API's null.

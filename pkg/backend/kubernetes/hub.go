@@ -56,12 +56,18 @@ type shared struct {
 	inf     cache.SharedIndexInformer
 	cancel  context.CancelFunc
 	stopped chan struct{}
+
+	// svcs is the namespace's Services informer, for the weight
+	// annotation; nil while no provider reads weights (Options.Weights).
+	svcs *services
 }
 
 // join returns the shared informer of cfg's namespace, creating it (and
 // its client, unless o.Client is given) the first time, and adds cfg's
-// Service to the ones it watches. A Service cannot be added once the
-// informer runs.
+// Service to the ones it watches; with o.Weights, to the ones its
+// Services informer reads too (a client of its own, unless
+// o.ServiceClient is given). A Service cannot be added once the informer
+// runs.
 func (h *Hub) join(cfg config.KubernetesProvider, o Options) (*shared, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -83,6 +89,11 @@ func (h *Hub) join(cfg config.KubernetesProvider, o Options) (*shared, error) {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if o.Weights {
+		if err := sh.readWeights(cfg, o); err != nil {
+			return nil, err
+		}
+	}
 	if slices.Contains(sh.services, cfg.Service) {
 		return sh, nil
 	}
@@ -92,6 +103,35 @@ func (h *Hub) join(cfg config.KubernetesProvider, o Options) (*shared, error) {
 	sh.services = append(sh.services, cfg.Service)
 	sort.Strings(sh.services)
 	return sh, nil
+}
+
+// readWeights adds cfg's Service to the ones the Services informer
+// reads, creating it (not running yet) the first time. The caller holds
+// sh.mu.
+func (sh *shared) readWeights(cfg config.KubernetesProvider, o Options) error {
+	if sh.svcs == nil {
+		c := o.ServiceClient
+		switch {
+		case c != nil:
+		case o.Client != nil:
+			return errors.New("kubernetes: Options.Client without Options.ServiceClient cannot read the weight annotation")
+		default:
+			var err error
+			if c, err = NewServiceClient(cfg.Kubeconfig, cfg.Namespace); err != nil {
+				return err
+			}
+		}
+		sh.svcs = &services{client: c}
+	}
+	if slices.Contains(sh.svcs.names, cfg.Service) {
+		return nil
+	}
+	if sh.svcs.inf != nil {
+		return fmt.Errorf("kubernetes: Service %s/%s reads weights after the namespace's Services informer started", cfg.Namespace, cfg.Service)
+	}
+	sh.svcs.names = append(sh.svcs.names, cfg.Service)
+	sort.Strings(sh.svcs.names)
+	return nil
 }
 
 // acquire returns the running informer, starting it for the first

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -46,6 +47,15 @@ type Options struct {
 	// that watches the same namespace through the same kubeconfig (or
 	// Client); nil: a hub of this provider's own.
 	Hub *Hub
+	// Weights reads the Service's WeightsAnnotation: the service's
+	// scheduler is weighted_round_robin or maglev. It needs get, list and
+	// watch of Services; without it every endpoint has weight 1 and
+	// Services are never read.
+	Weights bool
+	// ServiceClient lists and watches the namespace's Services when
+	// Weights is set; nil builds one from the config (NewServiceClient).
+	// Required with Client.
+	ServiceClient ServiceClient
 }
 
 // Provider discovers backends from the EndpointSlices of one Service
@@ -61,6 +71,9 @@ type Provider struct {
 
 	// told are the Unusable problems already logged: each once.
 	told map[string]bool
+	// toldWeights are the weight annotation values whose bad entries
+	// were warned about: each once.
+	toldWeights map[string]bool
 }
 
 // New returns the provider of cfg. Without Options.Client, and unless its
@@ -84,7 +97,7 @@ func New(cfg config.KubernetesProvider, o Options) (*Provider, error) {
 		return nil, err
 	}
 	o.Log = o.Log.WithFields(logrus.Fields{"namespace": cfg.Namespace, "service": cfg.Service})
-	return &Provider{cfg: cfg, opts: o, sh: sh, told: map[string]bool{}}, nil
+	return &Provider{cfg: cfg, opts: o, sh: sh, told: map[string]bool{}, toldWeights: map[string]bool{}}, nil
 }
 
 // Name implements backend.Provider.
@@ -105,6 +118,12 @@ func (p *Provider) LastError() error {
 // Options.Debounce. While the API server is unreachable client-go retries
 // with backoff and the set stays as it was; after it comes back, a relist
 // applies whatever changed meanwhile. It returns ctx.Err() when ctx ends.
+//
+// With Options.Weights the set carries the weights of the Service's
+// annotation (Provider.weigh): the first set also waits for the Services
+// informer's first list, unless a request of it fails first (forbidden:
+// every weight 1, one warning), and a change of the annotation sends the
+// set again.
 func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) error {
 	inf, err := p.sh.acquire()
 	if err != nil {
@@ -112,13 +131,15 @@ func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) er
 	}
 	defer p.sh.release()
 	changed := make(chan struct{}, 1)
-	poke := func(obj any) {
-		if !p.concerns(obj) {
-			return
-		}
+	wake := func() {
 		select {
 		case changed <- struct{}{}:
 		default:
+		}
+	}
+	poke := func(obj any) {
+		if p.concerns(obj) {
+			wake()
 		}
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -130,11 +151,46 @@ func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) er
 		return fmt.Errorf("kubernetes: %w", err)
 	}
 	defer inf.RemoveEventHandler(reg)
+	var svcStore cache.Store
+	var svcSynced, svcFailed <-chan struct{}
+	if p.opts.Weights {
+		sinf, failed, err := p.sh.acquireServices()
+		if err != nil {
+			return err
+		}
+		defer p.sh.releaseServices()
+		pokeService := func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if s, ok := obj.(*corev1.Service); !ok || s.Name == p.cfg.Service {
+				wake()
+			}
+		}
+		sreg, err := sinf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    pokeService,
+			UpdateFunc: func(_, cur any) { pokeService(cur) },
+			DeleteFunc: pokeService,
+		})
+		if err != nil {
+			return fmt.Errorf("kubernetes: %w", err)
+		}
+		defer sinf.RemoveEventHandler(sreg)
+		svcStore, svcSynced, svcFailed = sinf.GetStore(), sreg.HasSyncedChecker().Done(), failed
+	}
 
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-reg.HasSyncedChecker().Done():
+	}
+	if svcSynced != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-svcSynced:
+		case <-svcFailed:
+		}
 	}
 	var last []backend.Backend
 	var lastSent time.Time
@@ -146,6 +202,9 @@ func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) er
 		}
 		set, unusable := Eligible(p.serviceSlices(inf.GetStore()), PortRule{Name: p.cfg.PortName, Fixed: p.opts.PortsFixed})
 		p.tell(unusable)
+		if svcStore != nil {
+			p.weigh(set, p.service(svcStore))
+		}
 		if !first && slices.Equal(set, last) {
 			continue
 		}

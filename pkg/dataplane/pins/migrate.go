@@ -8,10 +8,12 @@ import (
 	"hash/maphash"
 	"maps"
 	"net/netip"
+	"os"
 	"slices"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Migration copies a predecessor's pinned maps entry by entry into this
@@ -94,6 +96,7 @@ var layoutSteps = map[uint32]Step{
 	6: layout6Step, // layout6.go
 	7: layout7Step, // layout7.go
 	8: layout8Step, // layout8.go
+	9: layout9Step, // layout9.go
 }
 
 // Layout is what a migration copies into: the version, the steps that
@@ -134,7 +137,7 @@ func CurrentLayout() Layout {
 			xlbMapXlbRr:           addDeltas(8, 0),
 			xlbMapXlbSnatCursors:  addDeltas(4, 0),
 		},
-		Refresh: []string{xlbMapXlbCfg, xlbMapXlbBackendSets, xlbMapXlbServices, xlbMapXlbListen},
+		Refresh: []string{xlbMapXlbCfg, xlbMapXlbBackendSets, xlbMapXlbServices, xlbMapXlbListen, xlbMapXlbSched},
 	}
 }
 
@@ -213,6 +216,12 @@ func (m *Migration) CopyAll() error {
 		if src.Type() != dst.Type() {
 			return fmt.Errorf("map %s: type %s, this build's is %s", name, src.Type(), dst.Type())
 		}
+		if dst.Type() == ebpf.ArrayOfMaps {
+			if err := copyInnerMaps(src, dst); err != nil {
+				return fmt.Errorf("map %s: %w", name, err)
+			}
+			continue
+		}
 		r, err := m.read(name)
 		if err != nil {
 			return err
@@ -252,9 +261,50 @@ func (m *Migration) deriveState() error {
 
 // skipCopy: a ring buffer's records cannot be copied (a new ring starts
 // empty), and neither into nor out of the one-slot array that stands in
-// for a refused ring buffer.
+// for a refused ring buffer. An array of maps is not copied entry by
+// entry either: its values are references (copyInnerMaps).
 func skipCopy(src, dst *ebpf.Map) bool {
-	return src.Type() == ebpf.RingBuf || dst.Type() == ebpf.RingBuf
+	return src.Type() == ebpf.RingBuf || dst.Type() == ebpf.RingBuf ||
+		(src.Type() == ebpf.ArrayOfMaps) != (dst.Type() == ebpf.ArrayOfMaps)
+}
+
+// copyInnerMaps makes every slot of the array of maps dst refer to the
+// inner map src's slot refers to (the schedules of xlb_sched: a later
+// layout keeps them), and empties the slots src has none at. The lookup
+// gives an inner map's id; opening it by id needs CAP_SYS_ADMIN. Without
+// it (the packaged unit grants CAP_BPF and CAP_NET_ADMIN only) dst is
+// left empty: each service's next published set rebuilds its table, and
+// until then its SYNs use round robin (XLB_C_SCHED_FALLBACK).
+func copyInnerMaps(src, dst *ebpf.Map) error {
+	for k := range src.MaxEntries() {
+		if k >= dst.MaxEntries() {
+			break
+		}
+		var id uint32
+		err := src.Lookup(k, &id)
+		if errors.Is(err, ebpf.ErrKeyNotExist) || (err == nil && id == 0) {
+			if err := dst.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("clear slot %d: %w", k, err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read slot %d: %w", k, err)
+		}
+		inner, err := ebpf.NewMapFromID(ebpf.MapID(id))
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EPERM) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("open the inner map %d of slot %d: %w", id, k, err)
+		}
+		err = dst.Put(k, inner)
+		inner.Close()
+		if err != nil {
+			return fmt.Errorf("write slot %d: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // read dumps the source map name and converts it to the new layout.
@@ -346,6 +396,15 @@ func (m *Migration) CatchUp() error {
 func (m *Migration) Refresh() error {
 	for _, name := range m.layout.Refresh {
 		if m.src[name] == nil || m.dst[name] == nil {
+			continue
+		}
+		if m.dst[name].Type() == ebpf.ArrayOfMaps {
+			if m.src[name].Type() != ebpf.ArrayOfMaps {
+				continue
+			}
+			if err := copyInnerMaps(m.src[name], m.dst[name]); err != nil {
+				return fmt.Errorf("map %s: %w", name, err)
+			}
 			continue
 		}
 		r, err := m.read(name)

@@ -49,8 +49,11 @@ type xlbCreateScratch struct {
 	Service      uint32
 	SetSlot      uint32
 	RemotePortBe uint16
-	Pad          uint16
-	Pad2         uint32
+	Sched        uint8
+	SchedFlags   uint8
+	Start        uint32
+	Hash         uint32
+	Pad          uint32
 	Fib          [8]uint64
 	Memo         [1024]struct {
 		_       structs.HostLayout
@@ -191,6 +194,29 @@ type xlbReapBatch struct {
 	}
 }
 
+type xlbSchedChunk struct {
+	_   structs.HostLayout
+	Idx [32]uint16
+}
+
+type xlbSchedHead struct {
+	_           structs.HostLayout
+	Len         uint32
+	Kind        uint8
+	Pad         [3]uint8
+	Rebuilds    uint64
+	BuiltUnixMs uint64
+	Pad2        [40]uint8
+}
+
+type xlbSchedInfo struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Found uint32
+	Head  xlbSchedHead
+	Slots [1024]uint32
+}
+
 type xlbService struct {
 	_         structs.HostLayout
 	State     uint8
@@ -276,7 +302,8 @@ const (
 	xlbXlbCounterXLB_C_RST_INEXACT          xlbXlbCounter = 31
 	xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT  xlbXlbCounter = 32
 	xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES xlbXlbCounter = 33
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_SCHED_FALLBACK       xlbXlbCounter = 34
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 35
 )
 
 type xlbXlbDir uint32
@@ -352,13 +379,15 @@ const (
 	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
 	xlbXlbLimitsXLB_FRAG_DATAGRAMS          xlbXlbLimits = 8192
 	xlbXlbLimitsXLB_FRAG_TTL_MS             xlbXlbLimits = 1000
+	xlbXlbLimitsXLB_SCHED_CHUNK             xlbXlbLimits = 32
+	xlbXlbLimitsXLB_SCHED_SEED              xlbXlbLimits = 1481392689
 )
 
 type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 9
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 10
 )
 
 type xlbXlbPinMeta struct {
@@ -377,12 +406,15 @@ type xlbXlbScheduler uint32
 
 const (
 	xlbXlbSchedulerXLB_SCHED_ROUND_ROBIN xlbXlbScheduler = 0
+	xlbXlbSchedulerXLB_SCHED_WEIGHTED_RR xlbXlbScheduler = 1
+	xlbXlbSchedulerXLB_SCHED_MAGLEV      xlbXlbScheduler = 2
 )
 
 type xlbXlbServiceFlags uint32
 
 const (
-	xlbXlbServiceFlagsXLB_SVC_MIGRATED xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_MIGRATED       xlbXlbServiceFlags = 1
+	xlbXlbServiceFlagsXLB_SVC_HASH_CLIENT_IP xlbXlbServiceFlags = 2
 )
 
 type xlbXlbServiceState uint32
@@ -423,6 +455,8 @@ const (
 	xlbMapXlbReapBatch     = "xlb_reap_batch"
 	xlbMapXlbReaped        = "xlb_reaped"
 	xlbMapXlbRr            = "xlb_rr"
+	xlbMapXlbSched         = "xlb_sched"
+	xlbMapXlbSchedInfo     = "xlb_sched_info"
 	xlbMapXlbScratch       = "xlb_scratch"
 	xlbMapXlbServices      = "xlb_services"
 	xlbMapXlbShared        = "xlb_shared"

@@ -398,10 +398,17 @@ type Service struct {
 	Name string `json:"name"`
 	// State is serving, or draining once a reload removed it
 	// (ServiceStates).
-	State     ServiceState `json:"state"`
-	Listen    Listen       `json:"listen"`
-	Proto     string       `json:"proto"`     // tcp
-	Scheduler string       `json:"scheduler"` // round_robin
+	State  ServiceState `json:"state"`
+	Listen Listen       `json:"listen"`
+	Proto  string       `json:"proto"` // tcp
+	// Scheduler is round_robin, weighted_round_robin or maglev (DESIGN
+	// §9 scheduler).
+	Scheduler string `json:"scheduler"`
+	// Maglev is the maglev scheduler's settings; absent for the others.
+	Maglev *Maglev `json:"maglev,omitempty"`
+	// Table is the schedule the data path holds for a
+	// weighted_round_robin or maglev service; absent for round_robin.
+	Table *ServiceTable `json:"table,omitempty"`
 	// Readiness is the service's own answer (/readyz?service=NAME): the
 	// instance-wide reasons first, then the service's; the reason is one
 	// bare word, removed for a draining service.
@@ -411,6 +418,43 @@ type Service struct {
 	// Backends are the service's, as the top-level backends (id order;
 	// id is the member id, one per service and backend address).
 	Backends []Backend `json:"backends"`
+}
+
+// Maglev is a maglev service's settings (DESIGN §9 maglev).
+type Maglev struct {
+	// Hash is five_tuple (the connection's addresses and ports) or
+	// client_ip (the client's address alone: every connection of a
+	// client to one backend, on every host with the same backends).
+	Hash string `json:"hash"`
+	// TableSize is the lookup table's size in slots, a prime: the
+	// configured maglev.table_size, or the size chosen from the static
+	// backends' count.
+	TableSize uint32 `json:"table_size"`
+}
+
+// ServiceTable is the schedule of a weighted_round_robin or maglev
+// service (dataplane.Schedule): built from the routable backends, by
+// name and weight, and swapped in whole whenever they change.
+type ServiceTable struct {
+	// Size is the schedule's entries: the Maglev table's slots, or the
+	// weighted round robin cycle's length (the weights' sum over their
+	// greatest common divisor). 0 before the first schedule: until then
+	// new connections are picked round robin
+	// (xlb_scheduler_fallbacks_total counts them).
+	Size uint32 `json:"size"`
+	// RebuildsTotal counts the schedules built for the service since it
+	// took its id, this one included; it lives in the schedule itself,
+	// so it continues across hot upgrades
+	// (xlb_scheduler_table_rebuilds_total).
+	RebuildsTotal uint64 `json:"rebuilds_total"`
+	// BuiltUnixMs is when the schedule was built; 0 before the first.
+	BuiltUnixMs int64 `json:"built_unix_ms"`
+	// Overfull is true when a Maglev table has fewer than 100 slots per
+	// routable backend (possible with Kubernetes only: a static
+	// service's config refuses it): removing a backend then moves more
+	// than 1 % of the others' connections. Set maglev.table_size to a
+	// larger prime.
+	Overfull bool `json:"overfull"`
 }
 
 // ServiceConnections counts one service's connection pairs (DESIGN §4
@@ -480,6 +524,17 @@ type Backend struct {
 	ReceivedBytesTotal         uint64 `json:"received_bytes_total"`
 	SentPacketsTotal           uint64 `json:"sent_packets_total"`
 	ReceivedPacketsTotal       uint64 `json:"received_packets_total"`
+	// Weight is the backend's weight, 0..256 (backend weight; a
+	// Kubernetes Service's weight annotation): its share of new
+	// connections under weighted_round_robin and maglev relative to the
+	// others'; 0 takes no new connections. round_robin ignores it.
+	Weight uint16 `json:"weight"`
+	// TableShare is the share of the service's new connections the data
+	// path is scheduled to give the backend, 0..1: its slots in the
+	// service's table over the table's size (services[].table), or 1/n
+	// of the n routable backends under round_robin; 0 outside the
+	// routable set.
+	TableShare float64 `json:"table_share"`
 	// Timestamps is whether the backend's last SYN-ACK to a client SYN
 	// with TCP timestamps carried them: yes, no (its
 	// net.ipv4.tcp_timestamps is 0) or unknown (none seen yet). XLB

@@ -116,6 +116,18 @@ function listenText(s) {
   return s.listen.ip + " " + s.proto + "  " + ports;
 }
 
+// schedulerText is a service's scheduler with its Maglev hash and table
+// (issue 30): "maglev: client_ip, 16381 slots, 4 rebuilds".
+function schedulerText(s) {
+  const parts = [];
+  if (s.maglev) parts.push(s.maglev.hash);
+  if (s.table) {
+    parts.push(s.table.size ? s.table.size + " slots, " + s.table.rebuilds_total + " rebuilds" : "no table yet");
+    if (s.table.overfull) parts.push("OVERFULL: under 100 slots per routable backend");
+  }
+  return (s.scheduler || "round_robin") + (parts.length ? ": " + parts.join(", ") : "");
+}
+
 // syncSelector lists the document's services in the selector and keeps
 // the selection while the service exists.
 function syncSelector(d) {
@@ -271,8 +283,8 @@ function renderBackends(d, r) {
   tb.replaceChildren();
   for (const s of shown(d)) {
     const head = el("tr", undefined, "service");
-    const th = el("th", "Service " + s.name + " (" + s.state + "): " + listenText(s));
-    th.colSpan = 14;
+    const th = el("th", "Service " + s.name + " (" + s.state + "): " + listenText(s) + " (" + schedulerText(s) + ")");
+    th.colSpan = 16;
     head.append(th);
     tb.append(head);
     for (const b of s.backends) {
@@ -281,6 +293,7 @@ function renderBackends(d, r) {
       tr.dataset.service = s.name;
       tr.append(el("td", b.name, "", "name"), el("td", b.ip, "", "ip"), el("td", b.state, stateClass(b.state), "state"),
         el("td", b.available_for_new_connections ? "yes" : "no"),
+        el("td", b.weight, "n", "weight"), el("td", (100 * (b.table_share || 0)).toFixed(1) + "%", "n", "table_share"),
         el("td", b.active_connections, "n", "active_connections"), el("td", b.timewait_connections, "n"),
         el("td", b.opened_total, "n", "opened_total"), el("td", perSecond(r.backend(b, x => x.opened_total)), "n"),
         el("td", bytes(b.sent_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.sent_bytes_total)), "n"),
@@ -290,11 +303,11 @@ function renderBackends(d, r) {
       tb.append(tr);
     }
     if (!s.backends.length) {
-      const td = el("td", "no backends"); td.colSpan = 14; tb.append(el("tr")); tb.lastChild.append(td);
+      const td = el("td", "no backends"); td.colSpan = 16; tb.append(el("tr")); tb.lastChild.append(td);
     }
   }
   if (!shown(d).length) {
-    const td = el("td", "no services yet"); td.colSpan = 14; tb.append(el("tr")); tb.lastChild.append(td);
+    const td = el("td", "no services yet"); td.colSpan = 16; tb.append(el("tr")); tb.lastChild.append(td);
   }
 }
 
