@@ -113,6 +113,7 @@ test-e2e: build
 # 30 cycles (Nx with N > 1 would build every table twice).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./pkg/dataplane/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./pkg/sched/
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./pkg/maintenance/
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench 'Lab(Throughput|Connections)' -benchtime 5x ./test/e2e/
 	XLB_BINARY=$(abspath $(BIN)/xlb) $(GO) test -run '^$$' -bench LabHandOff -benchtime 20x -timeout 30m ./test/e2e/
