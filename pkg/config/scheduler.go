@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
@@ -106,12 +107,9 @@ func (v *validator) scheduler(r svcRef) {
 		return
 	}
 	if err := sched.ValidMaglevSize(m.TableSize); err != nil {
-		if m.TableSize < sched.MinMaglevSize || m.TableSize > sched.MaxMaglevSize {
-			v.errorf(tp, "must be a prime between %d and %d, got %d (%s)", sched.MinMaglevSize, sched.MaxMaglevSize, m.TableSize, sizesHint)
-		} else {
-			lo, hi := nearPrimes(m.TableSize)
-			v.errorf(tp, "must be a prime, got %d; the nearest primes are %d and %d (%s)", m.TableSize, lo, hi, sizesHint)
-		}
+		// within range (decodeMaglev refuses the rest): not a prime
+		lo, hi := nearPrimes(m.TableSize)
+		v.errorf(tp, "must be a prime, got %d; the nearest primes are %d and %d (%s)", m.TableSize, lo, hi, sizesHint)
 		return
 	}
 	v.maglevMembers(r, tp)
@@ -148,10 +146,38 @@ func (v *validator) maglevMembers(r svcRef, path string) {
 	}
 	n, m := len(st.Backends), r.s.TableSize()
 	if n <= sched.MaglevMembers(m) {
+		v.starvedByWeight(r, m)
 		return
 	}
 	v.errorf(path, "a table of %d slots holds at most %d backends (%d slots each), and the service has %d static backends; use table_size %d or more, or omit it (%d for %d backends)",
 		m, sched.MaglevMembers(m), sched.MinSlotsPerMember, n, suggestSize(n), sched.MaglevSize(n), n)
+}
+
+// starvedByWeight warns once per Maglev service whose lightest static
+// backend's weight gives it less than one of the table's m slots (m ×
+// weight / the weights' sum, Katran's population): that backend may get
+// no new connection at all although it is routable.
+func (v *validator) starvedByWeight(r svcRef, m uint32) {
+	st := r.s.Provider.Static
+	var sum uint64
+	light := -1
+	for i, b := range st.Backends {
+		w := uint64(max(b.Weight, 1))
+		sum += w
+		if light < 0 || w < uint64(max(st.Backends[light].Weight, 1)) {
+			light = i
+		}
+	}
+	if light < 0 {
+		return
+	}
+	w := uint64(max(st.Backends[light].Weight, 1))
+	if uint64(m)*w >= sum {
+		return
+	}
+	bp := r.field("provider.static.backends")
+	v.warnf(childPath(indexPath(bp, light), "weight"), "weight %d of the weights' sum %d gives backend %s %.2f of the Maglev table's %d slots: it may get no new connections; raise table_size or its weight",
+		w, sum, st.Backends[light].Name, float64(uint64(m)*w)/float64(sum), m)
 }
 
 // suggestSize is the smallest of sched.MaglevSizes that holds n members at
@@ -190,5 +216,9 @@ func (v *validator) weightsIgnored(r svcRef) {
 	if v.c.Form == FormTopLevel {
 		how = "the top-level form's service is round robin; list it under services: with scheduler weighted_round_robin or maglev to use them"
 	}
-	v.warnf(childPath(indexPath(bp, first), "weight"), "weights are ignored by round_robin (%d backends give one); %s", n, how)
+	given := "1 backend gives one"
+	if n > 1 {
+		given = fmt.Sprintf("%d backends give one", n)
+	}
+	v.warnf(childPath(indexPath(bp, first), "weight"), "weights are ignored by round_robin (%s); %s", given, how)
 }

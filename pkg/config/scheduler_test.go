@@ -100,7 +100,7 @@ func TestWeightsIgnoredByRoundRobinWarns(t *testing.T) {
 		{"services form, default scheduler", strings.Replace(weighted("round_robin"), "    scheduler: round_robin\n", "", 1),
 			[]string{`t.yaml:9: services[1].provider.static.backends[0].weight: weights are ignored by round_robin (2 backends give one); set scheduler: weighted_round_robin or maglev to use them`}},
 		{"top-level form", "ports:\n  - local_port: 80\nprovider:\n  static:\n    backends:\n      - ip: 198.51.100.11\n      - {ip: 198.51.100.12, weight: 2}\n",
-			[]string{`t.yaml:7: provider.static.backends[1].weight: weights are ignored by round_robin (1 backends give one); the top-level form's service is round robin; list it under services: with scheduler weighted_round_robin or maglev to use them`}},
+			[]string{`t.yaml:7: provider.static.backends[1].weight: weights are ignored by round_robin (1 backend gives one); the top-level form's service is round robin; list it under services: with scheduler weighted_round_robin or maglev to use them`}},
 		{"weighted_round_robin", weighted("weighted_round_robin"), nil},
 		{"maglev", weighted("maglev"), nil},
 	} {
@@ -152,8 +152,10 @@ func TestSchedulerRefusals(t *testing.T) {
 			`t.yaml:7: services[0].maglev.table_size: must be a prime between 16381 and 1048573, got 1048583 (the default sizes are 16381, 32749, 65521, 131071, 262139, 524287, 1048573)`},
 		{"table_size 0", maglevBackends(3, "{table_size: 0}"),
 			`t.yaml:7: services[0].maglev.table_size: must be a prime between 16381 and 1048573, got 0 (the default sizes are 16381, 32749, 65521, 131071, 262139, 524287, 1048573)`},
+		{"table_size -1", maglevBackends(3, "{table_size: -1}"),
+			`t.yaml:7: services[0].maglev.table_size: must be a prime between 16381 and 1048573, got -1 (the default sizes are 16381, 32749, 65521, 131071, 262139, 524287, 1048573)`},
 		{"table_size beyond 32 bits", maglevBackends(3, "{table_size: 4294967296}"),
-			`t.yaml:7: services[0].maglev.table_size: must be between 0 and 4294967295, got 4294967296`},
+			`t.yaml:7: services[0].maglev.table_size: must be a prime between 16381 and 1048573, got 4294967296 (the default sizes are 16381, 32749, 65521, 131071, 262139, 524287, 1048573)`},
 		{"200 static backends with table_size 16381", maglevBackends(200, "{table_size: 16381}"),
 			`t.yaml:7: services[0].maglev.table_size: a table of 16381 slots holds at most 163 backends (100 slots each), and the service has 200 static backends; use table_size 32749 or more, or omit it (131071 for 200 backends)`},
 		{"164 static backends with table_size 16381", maglevBackends(164, "{table_size: 16381}"),
@@ -227,4 +229,40 @@ func TestDiffSchedulers(t *testing.T) {
 		{"backends within a default size", mustParse(t, maglevBackends(3, "")), mustParse(t, maglevBackends(4, "")),
 			[]string{"services[web].provider"}},
 	})
+}
+
+// TestMaglevStarvedWeightWarns: a configured table too small for the
+// lightest backend's weight (less than one slot: m × w / Σw < 1) warns
+// once, naming that backend; the default sizes never starve one.
+func TestMaglevStarvedWeightWarns(t *testing.T) {
+	starved := func(size string) string {
+		bs := []string{"{name: light, ip: 172.16.0.1, weight: 1}"}
+		for j := range 162 {
+			bs = append(bs, fmt.Sprintf("{ip: 172.16.1.%d, weight: 256}", j+1))
+		}
+		src := "services:\n" + service("name: web", "listen: {ip: 192.0.2.10}", "ports: [{local_port: 80}]",
+			"provider: {static: {backends: ["+strings.Join(bs, ", ")+"]}}", "scheduler: maglev")
+		if size != "" {
+			src += "    maglev: {table_size: " + size + "}\n"
+		}
+		return src
+	}
+	for _, tc := range []struct {
+		name, size string
+		want       []string
+	}{
+		{"16381", "16381", []string{`t.yaml:5: services[0].provider.static.backends[0].weight: weight 1 of the weights' sum 41473 gives backend light 0.39 of the Maglev table's 16381 slots: it may get no new connections; raise table_size or its weight`}},
+		{"65521", "65521", nil},
+		{"default", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, warnings, err := parseT(t, starved(tc.size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(warnings, tc.want) {
+				t.Errorf("warnings\n%q\nwant\n%q", warnings, tc.want)
+			}
+		})
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/xlbproject/xlb/pkg/sched"
 )
 
 // The `services:` form of DESIGN §9: decoding. Validation of each service
@@ -81,7 +83,12 @@ func (d *decoder) decodeMaglev(n *yaml.Node, path string) *Maglev {
 	d.mapping(n, path, []field{
 		{"hash", d.into(&m.Hash)},
 		{"table_size", func(n *yaml.Node, p string) {
-			if v, ok := d.integer(n, p, 0, math.MaxUint32, ""); ok {
+			v, ok := d.integer(n, p, math.MinInt64, math.MaxInt64, "")
+			switch {
+			case !ok:
+			case v < sched.MinMaglevSize || v > sched.MaxMaglevSize:
+				d.fail(n.Line, p, "must be a prime between %d and %d, got %d (%s)", sched.MinMaglevSize, sched.MaxMaglevSize, v, sizesHint)
+			default:
 				m.TableSize = uint32(v)
 			}
 		}},
