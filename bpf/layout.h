@@ -37,7 +37,7 @@
  */
 enum xlb_pin {
 	XLB_PIN_MAGIC = 0x584c4250,  /* 'XLBP': the first field of struct xlb_pin_meta */
-	XLB_LAYOUT_VERSION = 10,
+	XLB_LAYOUT_VERSION = 11,
 };
 
 /*
@@ -102,7 +102,7 @@ enum xlb_limits {
 	XLB_SNAT_SYNC_BATCH = 1024,  /* requests per run of the SNAT bitmap sync (struct snat_sync_batch) */
 	XLB_NEXTHOP_BATCH = 1024,    /* next-hop requests per run of xlb_nexthop_ctl */
 	XLB_PAIR_EVENTS = 8,         /* counters per member id in xlb_pair_events (enum xlb_pair_event; room for 8) */
-	XLB_REAPED_REASONS = 8,      /* counters per member id in xlb_reaped (enum xlb_reaped_reason; room for 8) */
+	XLB_REAPED_REASONS = 16,     /* counters per member id in xlb_reaped (enum xlb_reaped_reason; room for 16; 8 until layout 10) */
 	/* cells of the per-backend counter maps (counters.h backend_cell), by member id (layout 9) */
 	XLB_BACKEND_STATS_SLOTS = XLB_MAX_MEMBERS * XLB_DIRS, /* one per member id and enum xlb_dir */
 	XLB_PAIR_EVENT_CELLS = XLB_MAX_MEMBERS * XLB_PAIR_EVENTS,
@@ -115,6 +115,13 @@ enum xlb_limits {
 	/* schedules of the table schedulers (layout 10; struct sched_head, struct sched_chunk) */
 	XLB_SCHED_CHUNK = 32,        /* schedule entries per struct sched_chunk (u16 each: 64 bytes) */
 	XLB_SCHED_SEED = 0x584c4231, /* the fixed jhash seed of the Maglev hashes (jhash.h sched_hash; pkg/sched HashFiveTuple, HashClientIP): the same pick on every host and version */
+	/* UDP (layout 11; DESIGN §9) */
+	XLB_SNAT_PROTOS = 2,         /* SNAT port spaces per (backend id, SNAT address): TCP (half 0) and UDP (half 1); the UDP half exists only while a UDP service does */
+	XLB_SNAT_CURSORS = XLB_SNAT_PROTOS * XLB_MAX_BACKENDS, /* xlb_snat_cursors: half * XLB_MAX_BACKENDS + backend id */
+	XLB_SVC_COUNTERS = 4,        /* per-CPU counters per service id in xlb_svc_counters (enum xlb_svc_counter; room for 4) */
+	XLB_SVC_COUNTER_CELLS = XLB_MAX_SERVICES * XLB_SVC_COUNTERS,
+	XLB_DEFAULT_UDP_TIMEOUT_SECS = 30,         /* flow_table.udp_timeout_secs default: a UDP pair that saw no reply (conntrack's nf_conntrack_udp_timeout) */
+	XLB_DEFAULT_UDP_STREAM_TIMEOUT_SECS = 120, /* flow_table.udp_stream_timeout_secs default: a UDP pair once a reply was seen (nf_conntrack_udp_timeout_stream) */
 };
 
 /* Flow direction, part of the flow key. */
@@ -178,10 +185,12 @@ enum xlb_flow_flags {
 	XLB_F_HOLD = 1 << 11,        /* (reverse entry) lone on purpose: its pair was replaced or reaped while the backend may hold TIME_WAIT; keeps the SNAT port until snat_hold after the close */
 	XLB_F_TS_SYN = 1 << 12,      /* (forward entry) the client's SYN carried timestamps: ts_off is the pair's offset */
 	XLB_F_TS = 1 << 13,          /* (both entries) timestamps negotiated on this pair: TSval and TSecr rewritten by ts_off */
+	XLB_F_UDP = 1 << 14,         /* (both entries, set at creation; layout 11) a UDP pair: the peer's key has IPPROTO_UDP; any datagram refreshes it; no TCP state */
+	XLB_F_UDP_REPLIED = 1 << 15, /* (both entries, forward first; layout 11) the backend answered: the stream timeout applies; whoever adds it to the forward entry takes the pair out of its service's unreplied count (xlb_udp_unreplied) */
 };
 
 /* The number of flow flags: bounds flow_set's retries (flow.h). */
-#define XLB_FLOW_FLAG_BITS 14
+#define XLB_FLOW_FLAG_BITS 16
 
 #define XLB_F_CLOSED (XLB_F_CLOSED_FIN | XLB_F_CLOSED_RST)
 
@@ -289,7 +298,7 @@ _Static_assert(sizeof(struct flow_value) == 56, "struct flow_value has no implic
 _Static_assert(__builtin_offsetof(struct flow_value, flags) == __builtin_offsetof(struct flow_value, generation) + 4 &&
 	       __builtin_offsetof(struct flow_value, generation) % 8 == 0,
 	       "generation and flags form one aligned 64-bit word (flow_set's compare-and-swap)");
-_Static_assert(XLB_F_TS < (1 << XLB_FLOW_FLAG_BITS), "XLB_FLOW_FLAG_BITS counts every flow flag");
+_Static_assert(XLB_F_UDP_REPLIED < (1 << XLB_FLOW_FLAG_BITS), "XLB_FLOW_FLAG_BITS counts every flow flag");
 
 /*
  * A next hop (xlb_nexthops, XLB_MAX_NEXTHOPS slots): where packets of the
@@ -582,7 +591,7 @@ struct sched_info {
  * by userspace only; the data path reads active_set. A successor or a
  * restart after a crash learns the ids, names and draining services from
  * it without the old config. addr holds an IPv4 address in its first 4
- * bytes (network order), the rest zero. 88 bytes.
+ * bytes (network order), the rest zero. 96 bytes (88 until layout 10).
  */
 struct service {
 	__u8 state;        /* enum xlb_service_state */
@@ -595,9 +604,11 @@ struct service {
 	__u8 addr[16];
 	struct port_map ports[XLB_MAX_PORTS];
 	char name[XLB_SERVICE_NAME_LEN]; /* NUL-padded; empty on a XLB_SVC_MIGRATED record not yet named */
+	__u32 udp_unreplied_max; /* proto IPPROTO_UDP: at most this many of its pairs without a reply (xlb_udp_unreplied); 0 for TCP (layout 11) */
+	__u32 pad2;        /* always zero */
 };
 
-_Static_assert(sizeof(struct service) == 88, "struct service has no implicit padding");
+_Static_assert(sizeof(struct service) == 96, "struct service has no implicit padding");
 
 /*
  * Per-backend per-CPU counters, one slot per direction, indexed by
@@ -654,9 +665,22 @@ enum xlb_reaped_reason {
 	XLB_REAPED_LONE_RESET = 5,
 	XLB_REAPED_LONE_REVERSE = 6,  /* lone reverse entries removed (forward entry lost outside XLB) */
 	XLB_REAPED_EMBRYONIC = 7,     /* pairs removed embryonic_ttl after their SYN, never established */
+	XLB_REAPED_UDP_UNREPLIED = 8, /* UDP pairs removed udp_timeout after their last datagram, no reply seen (layout 11) */
+	XLB_REAPED_UDP_REPLIED = 9,   /* UDP pairs removed udp_stream_timeout after the later entry's last datagram */
+	XLB_REAPED_LONE_UDP = 10,     /* lone UDP entries removed, either direction */
 };
 
-_Static_assert(XLB_REAPED_EMBRYONIC < XLB_REAPED_REASONS, "XLB_REAPED_REASONS counts every enum xlb_reaped_reason");
+/*
+ * Per-CPU counters per service id (xlb_svc_counters, cell service id *
+ * XLB_SVC_COUNTERS + counter; layout 11).
+ */
+enum xlb_svc_counter {
+	XLB_SVC_UDP_OVER_CAP = 0, /* first datagrams passed to the kernel: the service's udp_unreplied_max was reached */
+};
+
+_Static_assert(XLB_SVC_UDP_OVER_CAP < XLB_SVC_COUNTERS, "XLB_SVC_COUNTERS counts every enum xlb_svc_counter");
+
+_Static_assert(XLB_REAPED_LONE_UDP < XLB_REAPED_REASONS, "XLB_REAPED_REASONS counts every enum xlb_reaped_reason");
 
 /*
  * What the data path last saw of a backend's timestamps (xlb_backend_ts,
@@ -759,6 +783,7 @@ enum __attribute__((packed)) xlb_reap_op {
 	XLB_REAP_EMBRYONIC = 6, /* remove the pair if live, never established and >= embryonic_ttl since its SYN */
 	XLB_REAP_HOLD = 7,     /* remove the XLB_F_HOLD reverse entry if >= snat_hold since its pair's close */
 	XLB_REAP_TS_HOLD = 8,  /* (forward key) a pair ended by FINs leaving the backend in TIME_WAIT with XLB_F_TS: hint its port for timestamp reuse (snat.h); nothing removed */
+	XLB_REAP_UDP = 9,      /* (forward key; layout 11) remove the UDP pair if idle >= udp_timeout (no reply seen) or udp_stream_timeout (replied); KEPT answers next */
 };
 
 enum __attribute__((packed)) xlb_reap_result {
@@ -777,6 +802,7 @@ struct reap_req {
 	enum xlb_reap_op op;
 	enum xlb_reap_result result; /* written by the reaper */
 	__u16 pad;
+	__u32 next;        /* written by the reaper for a KEPT XLB_REAP_UDP: jiffies (low 32 bits) at which the pair falls due as it stands */
 };
 
 /* The reaper's single request slot: a batch and the clock it is judged by. */
@@ -786,6 +812,8 @@ struct reap_batch {
 	__u64 orphan_ttl;  /* jiffies */
 	__u64 embryonic_ttl; /* jiffies */
 	__u64 snat_hold;   /* jiffies: a XLB_F_HOLD entry's wait after its pair's close (pkg/maintenance SNATHold) */
+	__u64 udp_ttl;     /* jiffies: flow_table.udp_timeout_secs (layout 11) */
+	__u64 udp_stream_ttl; /* jiffies: flow_table.udp_stream_timeout_secs */
 	__u32 count;
 	__u32 pad;
 	struct reap_req reqs[XLB_REAP_BATCH];
@@ -987,6 +1015,10 @@ enum xlb_counter {
 	XLB_C_PAIR_GONE_IN_FLIGHT, /* packets whose pair another CPU replaced or reaped while they were rewritten: dropped, the sender retransmits (flow.h: stale pointers) */
 	XLB_C_SNAT_TIMEWAIT_REUSES, /* SNAT ports held for a backend's TIME_WAIT that a SYN with timestamps took (tsopt.h: the backend accepts it, RFC 6191) */
 	XLB_C_SCHED_FALLBACK,   /* SYNs of a table scheduler's service that found no usable schedule (none yet, empty, or an entry beyond the set): round robin picked (layout 10) */
+	XLB_C_UDP_PAIRS_CREATED, /* UDP pairs created (layout 11; XLB_C_PAIRS_CREATED stays TCP's) */
+	XLB_C_UDP_OVER_CAP,     /* first datagrams passed: their service's udp_unreplied_max was reached */
+	XLB_C_UDP_NO_BACKEND,   /* first datagrams passed: their service had no routable backend */
+	XLB_C_UDP_FRAGS_PASSED, /* UDP fragments to a listen or SNAT address passed untouched (not tracked) */
 	XLB_C_MAX,
 };
 

@@ -154,8 +154,31 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, __u32);
-	__uint(max_entries, XLB_MAX_BACKENDS);
+	__uint(max_entries, XLB_SNAT_CURSORS);
 } xlb_snat_cursors SEC(".maps");
+
+/*
+ * Each UDP service's pairs that saw no reply yet, by service id (layout
+ * 11): added to atomically by the pair's creation (udp.h udp_admit, which
+ * refuses above the service's udp_unreplied_max), taken from exactly once
+ * by whoever adds XLB_F_UDP_REPLIED to the pair's forward entry (its first
+ * reply, or the reaper removing it unreplied). Shared by every CPU;
+ * userspace zeroes a service id's cell when the id is freed.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_MAX_SERVICES);
+} xlb_udp_unreplied SEC(".maps");
+
+/* Per-CPU counters per service id (enum xlb_svc_counter; layout 11). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, XLB_SVC_COUNTER_CELLS);
+} xlb_svc_counters SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

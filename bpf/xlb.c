@@ -1161,6 +1161,7 @@ const enum xlb_pin *__xlb_pin_btf __attribute__((unused));
 const enum xlb_service_state *__xlb_service_state_btf __attribute__((unused));
 const enum xlb_service_flags *__xlb_service_flags_btf __attribute__((unused));
 const enum xlb_scheduler *__xlb_scheduler_btf __attribute__((unused));
+const enum xlb_svc_counter *__xlb_svc_counter_btf __attribute__((unused));
 const struct nexthop *__xlb_nexthop_btf __attribute__((unused));
 const struct sched_head *__xlb_sched_head_btf __attribute__((unused));
 const struct sched_chunk *__xlb_sched_chunk_btf __attribute__((unused));

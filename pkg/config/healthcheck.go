@@ -42,12 +42,18 @@ type HealthCheck struct {
 	// "expect_status"; 100..599; http only; default
 	// DefaultHealthCheckExpectStatus for http, 0 for tcp.
 	ExpectStatus int
+	// Payload is the datagram a HealthCheckUDP check sends; Expect, when
+	// set, the bytes its reply must start with (without it any reply
+	// passes). Raw bytes (a string keeps HealthCheck comparable). YAML
+	// "payload_hex", "expect_hex"; udp only (issue 31).
+	Payload, Expect string
 }
 
 // health_check types.
 const (
 	HealthCheckTCP  = "tcp"
 	HealthCheckHTTP = "http"
+	HealthCheckUDP  = "udp"
 )
 
 // health_check defaults (DESIGN §6b) and limits. The limits are this

@@ -38,6 +38,12 @@ type Service struct {
 	// HealthCheck is the active health check of the service's backends;
 	// nil: none.
 	HealthCheck *HealthCheck
+
+	// UDPUnrepliedMax caps the service's UDP pairs that saw no reply yet
+	// (a spoofed flood cannot fill the table TCP needs; issue 31); 0 for
+	// TCP services and when the file leaves the default (a quarter of
+	// flow_table.max_connections).
+	UDPUnrepliedMax uint32
 }
 
 // Maglev is a service's `maglev:` section (DESIGN §9).

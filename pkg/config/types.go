@@ -266,4 +266,10 @@ type FlowTable struct {
 	// "embryonic_ttl_secs" (whole seconds); default DefaultEmbryonicTTL;
 	// MinEmbryonicTTL up to the effective OrphanTTL.
 	EmbryonicTTL time.Duration
+	// UDPTimeout is how long a UDP pair that saw no reply lives after its
+	// last datagram; UDPStreamTimeout how long one that saw a reply does
+	// (conntrack's two; DESIGN §9, issue 31). YAML "udp_timeout_secs",
+	// "udp_stream_timeout_secs"; defaults DefaultUDPTimeout,
+	// DefaultUDPStreamTimeout.
+	UDPTimeout, UDPStreamTimeout time.Duration
 }

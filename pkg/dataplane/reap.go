@@ -38,6 +38,9 @@ const (
 	// once the reuse guard has passed (bpf/snat.h timestamp reuse; issue
 	// 36): ReapHinted, else ReapKept. Sent for every CloseFIN event.
 	ReapTSHold = xlbXlbReapOpXLB_REAP_TS_HOLD
+	// ReapUDP (forward key): remove the UDP pair if idle for its state's
+	// timeout; a KEPT answer sets Next (layout 11).
+	ReapUDP = xlbXlbReapOpXLB_REAP_UDP
 )
 
 // ReapResult is the reaper's answer to one request (bpf/layout.h enum
@@ -84,6 +87,9 @@ type ReapClock struct {
 	// SNATHold is how long after its pair's close a held reverse entry
 	// (FlagHold) keeps its SNAT port (ReapHold; pkg/maintenance SNATHold).
 	SNATHold Jiffies
+	// UDPTimeout and UDPStreamTimeout are a UDP pair's idle timeouts
+	// without and with a reply (ReapUDP).
+	UDPTimeout, UDPStreamTimeout Jiffies
 }
 
 // Reap runs the reaper (bpf/xlb.c xlb_reap) over reqs, ReapBatch at a time,

@@ -52,6 +52,7 @@ func (s ServiceState) String() string {
 // issues 30 and 31).
 const (
 	ProtoTCP              = "tcp"
+	ProtoUDP              = "udp"
 	SchedulerRoundRobin   = "round_robin"
 	SchedulerWeightedRR   = "weighted_round_robin"
 	SchedulerMaglev       = "maglev"
@@ -85,6 +86,9 @@ type ServiceSettings struct {
 	// MaglevHash is MaglevHashFiveTuple ("" means it) or
 	// MaglevHashClientIP; only for SchedulerMaglev.
 	MaglevHash string
+	// UDPUnrepliedMax is a UDP service's cap on its pairs without a reply
+	// (struct service udp_unreplied_max), >= 1; 0 for TCP.
+	UDPUnrepliedMax uint32
 	// TableSize is the Maglev table's size (entries; pkg/sched
 	// ValidMaglevSize), resolved by the config; 0 for the other
 	// schedulers.

@@ -35,6 +35,9 @@ type SNATSpace struct {
 	Addrs  int    // 1..MaxSNATAddrs
 	PortLo uint16 // inclusive, >= 1
 	PortHi uint16 // inclusive
+	// UDP: some serving service is UDP, so the SNAT bitmaps hold a UDP
+	// half beside the TCP one (XLB_SNAT_PROTOS; issue 31).
+	UDP bool
 }
 
 func (s SNATSpace) validate() error {

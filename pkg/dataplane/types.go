@@ -74,6 +74,15 @@ const (
 	FlagTS = uint32(xlbXlbFlowFlagsXLB_F_TS)
 )
 
+// UDP bits (FlowValue.Flags; layout 11, issue 31).
+const (
+	// FlagUDP (both entries, set at creation): a UDP pair.
+	FlagUDP = uint32(xlbXlbFlowFlagsXLB_F_UDP)
+	// FlagUDPReplied (both entries, forward first): the backend answered;
+	// the stream timeout applies.
+	FlagUDPReplied = uint32(xlbXlbFlowFlagsXLB_F_UDP_REPLIED)
+)
+
 const protoTCP = 6
 
 // be32 converts an IPv4 address to the in-memory form of a __be32 field.

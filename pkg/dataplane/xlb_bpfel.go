@@ -193,6 +193,8 @@ type xlbReapBatch struct {
 	OrphanTtl    uint64
 	EmbryonicTtl uint64
 	SnatHold     uint64
+	UdpTtl       uint64
+	UdpStreamTtl uint64
 	Count        uint32
 	Pad          uint32
 	Reqs         [2048]xlbReapReq
@@ -205,6 +207,7 @@ type xlbReapReq struct {
 	Op         xlbXlbReapOp
 	Result     xlbXlbReapResult
 	Pad        uint16
+	Next       uint32
 }
 
 type xlbSchedChunk struct {
@@ -231,17 +234,19 @@ type xlbSchedInfo struct {
 }
 
 type xlbService struct {
-	_         structs.HostLayout
-	State     uint8
-	ActiveSet uint8
-	Proto     uint8
-	Family    uint8
-	Scheduler uint8
-	Nports    uint8
-	Flags     uint16
-	Addr      [16]uint8
-	Ports     [8]xlbPortMap
-	Name      [32]int8
+	_               structs.HostLayout
+	State           uint8
+	ActiveSet       uint8
+	Proto           uint8
+	Family          uint8
+	Scheduler       uint8
+	Nports          uint8
+	Flags           uint16
+	Addr            [16]uint8
+	Ports           [8]xlbPortMap
+	Name            [32]int8
+	UdpUnrepliedMax uint32
+	Pad2            uint32
 }
 
 type xlbSnatRetired struct {
@@ -342,7 +347,11 @@ const (
 	xlbXlbCounterXLB_C_PAIR_GONE_IN_FLIGHT  xlbXlbCounter = 32
 	xlbXlbCounterXLB_C_SNAT_TIMEWAIT_REUSES xlbXlbCounter = 33
 	xlbXlbCounterXLB_C_SCHED_FALLBACK       xlbXlbCounter = 34
-	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 35
+	xlbXlbCounterXLB_C_UDP_PAIRS_CREATED    xlbXlbCounter = 35
+	xlbXlbCounterXLB_C_UDP_OVER_CAP         xlbXlbCounter = 36
+	xlbXlbCounterXLB_C_UDP_NO_BACKEND       xlbXlbCounter = 37
+	xlbXlbCounterXLB_C_UDP_FRAGS_PASSED     xlbXlbCounter = 38
+	xlbXlbCounterXLB_C_MAX                  xlbXlbCounter = 39
 )
 
 type xlbXlbDir uint32
@@ -369,6 +378,8 @@ const (
 	xlbXlbFlowFlagsXLB_F_HOLD         xlbXlbFlowFlags = 2048
 	xlbXlbFlowFlagsXLB_F_TS_SYN       xlbXlbFlowFlags = 4096
 	xlbXlbFlowFlagsXLB_F_TS           xlbXlbFlowFlags = 8192
+	xlbXlbFlowFlagsXLB_F_UDP          xlbXlbFlowFlags = 16384
+	xlbXlbFlowFlagsXLB_F_UDP_REPLIED  xlbXlbFlowFlags = 32768
 )
 
 type xlbXlbHsBound uint32
@@ -402,52 +413,58 @@ const (
 type xlbXlbLimits uint32
 
 const (
-	xlbXlbLimitsXLB_DIRS                    xlbXlbLimits = 2
-	xlbXlbLimitsXLB_ENTRIES_PER_PAIR        xlbXlbLimits = 2
-	xlbXlbLimitsXLB_XDP_ACTIONS             xlbXlbLimits = 5
-	xlbXlbLimitsXLB_MAX_PORTS               xlbXlbLimits = 8
-	xlbXlbLimitsXLB_MAX_SERVICES            xlbXlbLimits = 256
-	xlbXlbLimitsXLB_MAX_LISTENS             xlbXlbLimits = 2048
-	xlbXlbLimitsXLB_SERVICE_NAME_LEN        xlbXlbLimits = 32
-	xlbXlbLimitsXLB_SERVICE_SETS            xlbXlbLimits = 512
-	xlbXlbLimitsXLB_LISTEN_FILTER_SHIFT     xlbXlbLimits = 12
-	xlbXlbLimitsXLB_LISTEN_FILTER_BITS      xlbXlbLimits = 4096
-	xlbXlbLimitsXLB_LISTEN_FILTER_WORDS     xlbXlbLimits = 64
-	xlbXlbLimitsXLB_LISTEN_HASH_MUL         xlbXlbLimits = 1640531527
-	xlbXlbLimitsXLB_MAX_BACKENDS            xlbXlbLimits = 1024
-	xlbXlbLimitsXLB_MAX_MEMBERS             xlbXlbLimits = 1024
-	xlbXlbLimitsXLB_MAX_INTERFACES          xlbXlbLimits = 64
-	xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS xlbXlbLimits = 262144
-	xlbXlbLimitsXLB_MAX_SNAT_IPS            xlbXlbLimits = 8
-	xlbXlbLimitsXLB_MAX_SNAT_RETIRED        xlbXlbLimits = 16
-	xlbXlbLimitsXLB_SNAT_PORT_SPACE         xlbXlbLimits = 65536
-	xlbXlbLimitsXLB_SNAT_MAX_WORDS          xlbXlbLimits = 8192
-	xlbXlbLimitsXLB_PICK_TRIES              xlbXlbLimits = 4
-	xlbXlbLimitsXLB_MAX_NEXTHOPS            xlbXlbLimits = 65536
-	xlbXlbLimitsXLB_NEXTHOP_PROBES          xlbXlbLimits = 8
-	xlbXlbLimitsXLB_FIB_MEMOS               xlbXlbLimits = 512
-	xlbXlbLimitsXLB_FIB_MEMO_TICKS          xlbXlbLimits = 64
-	xlbXlbLimitsXLB_WSCALE_NONE             xlbXlbLimits = 255
-	xlbXlbLimitsXLB_WSCALE_UNKNOWN          xlbXlbLimits = 254
-	xlbXlbLimitsXLB_WSCALE_MAX              xlbXlbLimits = 14
-	xlbXlbLimitsXLB_LONE_CHECK_TICKS        xlbXlbLimits = 256
-	xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS       xlbXlbLimits = 8192
-	xlbXlbLimitsXLB_CLOSE_RING_BYTES        xlbXlbLimits = 4194304
-	xlbXlbLimitsXLB_REAP_BATCH              xlbXlbLimits = 2048
-	xlbXlbLimitsXLB_SNAT_SYNC_BATCH         xlbXlbLimits = 1024
-	xlbXlbLimitsXLB_NEXTHOP_BATCH           xlbXlbLimits = 1024
-	xlbXlbLimitsXLB_PAIR_EVENTS             xlbXlbLimits = 8
-	xlbXlbLimitsXLB_REAPED_REASONS          xlbXlbLimits = 8
-	xlbXlbLimitsXLB_BACKEND_STATS_SLOTS     xlbXlbLimits = 2048
-	xlbXlbLimitsXLB_PAIR_EVENT_CELLS        xlbXlbLimits = 8192
-	xlbXlbLimitsXLB_REAPED_CELLS            xlbXlbLimits = 8192
-	xlbXlbLimitsXLB_HS_BOUNDS               xlbXlbLimits = 16
-	xlbXlbLimitsXLB_HS_CELLS                xlbXlbLimits = 18
-	xlbXlbLimitsXLB_HANDSHAKE_CELLS         xlbXlbLimits = 18432
-	xlbXlbLimitsXLB_FRAG_DATAGRAMS          xlbXlbLimits = 8192
-	xlbXlbLimitsXLB_FRAG_TTL_MS             xlbXlbLimits = 1000
-	xlbXlbLimitsXLB_SCHED_CHUNK             xlbXlbLimits = 32
-	xlbXlbLimitsXLB_SCHED_SEED              xlbXlbLimits = 1481392689
+	xlbXlbLimitsXLB_DIRS                            xlbXlbLimits = 2
+	xlbXlbLimitsXLB_ENTRIES_PER_PAIR                xlbXlbLimits = 2
+	xlbXlbLimitsXLB_XDP_ACTIONS                     xlbXlbLimits = 5
+	xlbXlbLimitsXLB_MAX_PORTS                       xlbXlbLimits = 8
+	xlbXlbLimitsXLB_MAX_SERVICES                    xlbXlbLimits = 256
+	xlbXlbLimitsXLB_MAX_LISTENS                     xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_SERVICE_NAME_LEN                xlbXlbLimits = 32
+	xlbXlbLimitsXLB_SERVICE_SETS                    xlbXlbLimits = 512
+	xlbXlbLimitsXLB_LISTEN_FILTER_SHIFT             xlbXlbLimits = 12
+	xlbXlbLimitsXLB_LISTEN_FILTER_BITS              xlbXlbLimits = 4096
+	xlbXlbLimitsXLB_LISTEN_FILTER_WORDS             xlbXlbLimits = 64
+	xlbXlbLimitsXLB_LISTEN_HASH_MUL                 xlbXlbLimits = 1640531527
+	xlbXlbLimitsXLB_MAX_BACKENDS                    xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_MAX_MEMBERS                     xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_MAX_INTERFACES                  xlbXlbLimits = 64
+	xlbXlbLimitsXLB_DEFAULT_MAX_CONNECTIONS         xlbXlbLimits = 262144
+	xlbXlbLimitsXLB_MAX_SNAT_IPS                    xlbXlbLimits = 8
+	xlbXlbLimitsXLB_MAX_SNAT_RETIRED                xlbXlbLimits = 16
+	xlbXlbLimitsXLB_SNAT_PORT_SPACE                 xlbXlbLimits = 65536
+	xlbXlbLimitsXLB_SNAT_MAX_WORDS                  xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_PICK_TRIES                      xlbXlbLimits = 4
+	xlbXlbLimitsXLB_MAX_NEXTHOPS                    xlbXlbLimits = 65536
+	xlbXlbLimitsXLB_NEXTHOP_PROBES                  xlbXlbLimits = 8
+	xlbXlbLimitsXLB_FIB_MEMOS                       xlbXlbLimits = 512
+	xlbXlbLimitsXLB_FIB_MEMO_TICKS                  xlbXlbLimits = 64
+	xlbXlbLimitsXLB_WSCALE_NONE                     xlbXlbLimits = 255
+	xlbXlbLimitsXLB_WSCALE_UNKNOWN                  xlbXlbLimits = 254
+	xlbXlbLimitsXLB_WSCALE_MAX                      xlbXlbLimits = 14
+	xlbXlbLimitsXLB_LONE_CHECK_TICKS                xlbXlbLimits = 256
+	xlbXlbLimitsXLB_CLOSE_QUEUE_SLOTS               xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_CLOSE_RING_BYTES                xlbXlbLimits = 4194304
+	xlbXlbLimitsXLB_REAP_BATCH                      xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_SNAT_SYNC_BATCH                 xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_NEXTHOP_BATCH                   xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_PAIR_EVENTS                     xlbXlbLimits = 8
+	xlbXlbLimitsXLB_REAPED_REASONS                  xlbXlbLimits = 16
+	xlbXlbLimitsXLB_BACKEND_STATS_SLOTS             xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_PAIR_EVENT_CELLS                xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_REAPED_CELLS                    xlbXlbLimits = 16384
+	xlbXlbLimitsXLB_HS_BOUNDS                       xlbXlbLimits = 16
+	xlbXlbLimitsXLB_HS_CELLS                        xlbXlbLimits = 18
+	xlbXlbLimitsXLB_HANDSHAKE_CELLS                 xlbXlbLimits = 18432
+	xlbXlbLimitsXLB_FRAG_DATAGRAMS                  xlbXlbLimits = 8192
+	xlbXlbLimitsXLB_FRAG_TTL_MS                     xlbXlbLimits = 1000
+	xlbXlbLimitsXLB_SCHED_CHUNK                     xlbXlbLimits = 32
+	xlbXlbLimitsXLB_SCHED_SEED                      xlbXlbLimits = 1481392689
+	xlbXlbLimitsXLB_SNAT_PROTOS                     xlbXlbLimits = 2
+	xlbXlbLimitsXLB_SNAT_CURSORS                    xlbXlbLimits = 2048
+	xlbXlbLimitsXLB_SVC_COUNTERS                    xlbXlbLimits = 4
+	xlbXlbLimitsXLB_SVC_COUNTER_CELLS               xlbXlbLimits = 1024
+	xlbXlbLimitsXLB_DEFAULT_UDP_TIMEOUT_SECS        xlbXlbLimits = 30
+	xlbXlbLimitsXLB_DEFAULT_UDP_STREAM_TIMEOUT_SECS xlbXlbLimits = 120
 )
 
 type xlbXlbNexthopOp uint8
@@ -480,7 +497,7 @@ type xlbXlbPin uint32
 
 const (
 	xlbXlbPinXLB_PIN_MAGIC      xlbXlbPin = 1481392720
-	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 10
+	xlbXlbPinXLB_LAYOUT_VERSION xlbXlbPin = 11
 )
 
 type xlbXlbPinMeta struct {
@@ -506,6 +523,7 @@ const (
 	xlbXlbReapOpXLB_REAP_EMBRYONIC xlbXlbReapOp = 6
 	xlbXlbReapOpXLB_REAP_HOLD      xlbXlbReapOp = 7
 	xlbXlbReapOpXLB_REAP_TS_HOLD   xlbXlbReapOp = 8
+	xlbXlbReapOpXLB_REAP_UDP       xlbXlbReapOp = 9
 )
 
 type xlbXlbReapResult uint8
@@ -531,6 +549,9 @@ const (
 	xlbXlbReapedReasonXLB_REAPED_LONE_RESET    xlbXlbReapedReason = 5
 	xlbXlbReapedReasonXLB_REAPED_LONE_REVERSE  xlbXlbReapedReason = 6
 	xlbXlbReapedReasonXLB_REAPED_EMBRYONIC     xlbXlbReapedReason = 7
+	xlbXlbReapedReasonXLB_REAPED_UDP_UNREPLIED xlbXlbReapedReason = 8
+	xlbXlbReapedReasonXLB_REAPED_UDP_REPLIED   xlbXlbReapedReason = 9
+	xlbXlbReapedReasonXLB_REAPED_LONE_UDP      xlbXlbReapedReason = 10
 )
 
 type xlbXlbScheduler uint32
@@ -580,6 +601,12 @@ type xlbXlbState struct {
 	ClockNs      uint64
 }
 
+type xlbXlbSvcCounter uint32
+
+const (
+	xlbXlbSvcCounterXLB_SVC_UDP_OVER_CAP xlbXlbSvcCounter = 0
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -615,7 +642,9 @@ const (
 	xlbMapXlbSnatSyncBatch     = "xlb_snat_sync_batch"
 	xlbMapXlbSnatTsreuse       = "xlb_snat_tsreuse"
 	xlbMapXlbSnatTsreuseN      = "xlb_snat_tsreuse_n"
+	xlbMapXlbSvcCounters       = "xlb_svc_counters"
 	xlbMapXlbTxPorts           = "xlb_tx_ports"
+	xlbMapXlbUdpUnreplied      = "xlb_udp_unreplied"
 	xlbProgXlbClock            = "xlb_clock"
 	xlbProgXlbNexthopCtl       = "xlb_nexthop_ctl"
 	xlbProgXlbReap             = "xlb_reap"
@@ -640,6 +669,7 @@ const (
 	xlbVarXlbSchedulerBtf      = "__xlb_scheduler_btf"
 	xlbVarXlbServiceFlagsBtf   = "__xlb_service_flags_btf"
 	xlbVarXlbServiceStateBtf   = "__xlb_service_state_btf"
+	xlbVarXlbSvcCounterBtf     = "__xlb_svc_counter_btf"
 	xlbVarCloseRingOn          = "close_ring_on"
 )
 
@@ -728,7 +758,9 @@ type xlbMapSpecs struct {
 	XlbSnatSyncBatch *ebpf.MapSpec `ebpf:"xlb_snat_sync_batch"`
 	XlbSnatTsreuse   *ebpf.MapSpec `ebpf:"xlb_snat_tsreuse"`
 	XlbSnatTsreuseN  *ebpf.MapSpec `ebpf:"xlb_snat_tsreuse_n"`
+	XlbSvcCounters   *ebpf.MapSpec `ebpf:"xlb_svc_counters"`
 	XlbTxPorts       *ebpf.MapSpec `ebpf:"xlb_tx_ports"`
+	XlbUdpUnreplied  *ebpf.MapSpec `ebpf:"xlb_udp_unreplied"`
 }
 
 // xlbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -753,6 +785,7 @@ type xlbVariableSpecs struct {
 	XlbSchedulerBtf      *ebpf.VariableSpec `ebpf:"__xlb_scheduler_btf"`
 	XlbServiceFlagsBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_flags_btf"`
 	XlbServiceStateBtf   *ebpf.VariableSpec `ebpf:"__xlb_service_state_btf"`
+	XlbSvcCounterBtf     *ebpf.VariableSpec `ebpf:"__xlb_svc_counter_btf"`
 	CloseRingOn          *ebpf.VariableSpec `ebpf:"close_ring_on"`
 }
 
@@ -807,7 +840,9 @@ type xlbMaps struct {
 	XlbSnatSyncBatch *ebpf.Map `ebpf:"xlb_snat_sync_batch"`
 	XlbSnatTsreuse   *ebpf.Map `ebpf:"xlb_snat_tsreuse"`
 	XlbSnatTsreuseN  *ebpf.Map `ebpf:"xlb_snat_tsreuse_n"`
+	XlbSvcCounters   *ebpf.Map `ebpf:"xlb_svc_counters"`
 	XlbTxPorts       *ebpf.Map `ebpf:"xlb_tx_ports"`
+	XlbUdpUnreplied  *ebpf.Map `ebpf:"xlb_udp_unreplied"`
 }
 
 func (m *xlbMaps) Close() error {
@@ -843,7 +878,9 @@ func (m *xlbMaps) Close() error {
 		m.XlbSnatSyncBatch,
 		m.XlbSnatTsreuse,
 		m.XlbSnatTsreuseN,
+		m.XlbSvcCounters,
 		m.XlbTxPorts,
+		m.XlbUdpUnreplied,
 	)
 }
 
@@ -869,6 +906,7 @@ type xlbVariables struct {
 	XlbSchedulerBtf      *ebpf.Variable `ebpf:"__xlb_scheduler_btf"`
 	XlbServiceFlagsBtf   *ebpf.Variable `ebpf:"__xlb_service_flags_btf"`
 	XlbServiceStateBtf   *ebpf.Variable `ebpf:"__xlb_service_state_btf"`
+	XlbSvcCounterBtf     *ebpf.Variable `ebpf:"__xlb_svc_counter_btf"`
 	CloseRingOn          *ebpf.Variable `ebpf:"close_ring_on"`
 }
 

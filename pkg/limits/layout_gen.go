@@ -73,14 +73,14 @@ const (
 	NextHopBatch = 1024
 	// PairEvents is XLB_PAIR_EVENTS: counters per member id in xlb_pair_events (enum xlb_pair_event; room for 8)
 	PairEvents = 8
-	// ReapedReasons is XLB_REAPED_REASONS: counters per member id in xlb_reaped (enum xlb_reaped_reason; room for 8)
-	ReapedReasons = 8
+	// ReapedReasons is XLB_REAPED_REASONS: counters per member id in xlb_reaped (enum xlb_reaped_reason; room for 16; 8 until layout 10)
+	ReapedReasons = 16
 	// BackendStatsSlots is XLB_BACKEND_STATS_SLOTS: one per member id and enum xlb_dir
 	BackendStatsSlots = 2048
 	// PairEventCells is XLB_PAIR_EVENT_CELLS
 	PairEventCells = 8192
 	// ReapedCells is XLB_REAPED_CELLS
-	ReapedCells = 8192
+	ReapedCells = 16384
 	// HSBounds is XLB_HS_BOUNDS: upper bounds of the handshake histogram's buckets (XLB_HS_BOUNDS_US)
 	HSBounds = 16
 	// HSCells is XLB_HS_CELLS: counters per member id in xlb_handshake (enum xlb_hs_cell)
@@ -95,4 +95,16 @@ const (
 	SchedChunk = 32
 	// SchedSeed is XLB_SCHED_SEED: the fixed jhash seed of the Maglev hashes (jhash.h sched_hash; pkg/sched HashFiveTuple, HashClientIP): the same pick on every host and version
 	SchedSeed = 1481392689
+	// SNATProtos is XLB_SNAT_PROTOS: SNAT port spaces per (backend id, SNAT address): TCP (half 0) and UDP (half 1); the UDP half exists only while a UDP service does
+	SNATProtos = 2
+	// SNATCursors is XLB_SNAT_CURSORS: xlb_snat_cursors: half * XLB_MAX_BACKENDS + backend id
+	SNATCursors = 2048
+	// SvcCounters is XLB_SVC_COUNTERS: per-CPU counters per service id in xlb_svc_counters (enum xlb_svc_counter; room for 4)
+	SvcCounters = 4
+	// SvcCounterCells is XLB_SVC_COUNTER_CELLS
+	SvcCounterCells = 1024
+	// DefaultUdpTimeoutSecs is XLB_DEFAULT_UDP_TIMEOUT_SECS: flow_table.udp_timeout_secs default: a UDP pair that saw no reply (conntrack's nf_conntrack_udp_timeout)
+	DefaultUdpTimeoutSecs = 30
+	// DefaultUdpStreamTimeoutSecs is XLB_DEFAULT_UDP_STREAM_TIMEOUT_SECS: flow_table.udp_stream_timeout_secs default: a UDP pair once a reply was seen (nf_conntrack_udp_timeout_stream)
+	DefaultUdpStreamTimeoutSecs = 120
 )

@@ -77,6 +77,10 @@ type Options struct {
 	// config layer keeps it within 1 s..OrphanTTL; the loop uses what it
 	// gets.
 	EmbryonicTTL time.Duration
+	// UDPTimeout and UDPStreamTimeout are the UDP pairs' idle timeouts
+	// without and with a reply (flow_table.udp_timeout_secs,
+	// udp_stream_timeout_secs; issue 31).
+	UDPTimeout, UDPStreamTimeout time.Duration
 	// NextHopGC, when set, is handed the next-hop slots the flow map's
 	// entries name at the end of a complete walk pass, at most once per
 	// pass length: referenced is a bitset of dataplane.MaxNextHops bits

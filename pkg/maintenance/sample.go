@@ -43,6 +43,11 @@ type Sample struct {
 	// Duration is the cycle's wall-clock duration, failed or not.
 	Duration time.Duration
 
+	// UDP are the UDP pairs' figures (issue 31), instance-wide; Services
+	// the per-service ones, by service id (UDP services only).
+	UDP      UDPSample
+	Services []ServiceSample
+
 	// Maintenance is the loop's health as of this cycle: failed cycles
 	// since the loop started and the current spell of failures.
 	Maintenance Maintenance
@@ -198,6 +203,9 @@ type Member struct {
 type BackendSample struct {
 	// ID is the member id (0..dataplane.MaxMembers-1).
 	ID uint32
+	// UDPActive and UDPOpened count the member's UDP pairs (issue 31):
+	// live now, and created since the member id was taken.
+	UDPActive, UDPOpened uint64
 	// Backend is the address's backend id, whose timestamp state
 	// Timestamps is; 0 (and Timestamps zero) for a member with pairs
 	// that Options.Members does not list.
@@ -233,4 +241,24 @@ func (s *Sample) Backend(id uint32) (BackendSample, bool) {
 
 func closedOf(c dataplane.Counters) Closed {
 	return Closed{ClientFIN: c.ClosedClientFIN, BackendFIN: c.ClosedBackendFIN, ClientRST: c.ClosedClientRST, BackendRST: c.ClosedBackendRST}
+}
+
+// UDPSample is the UDP pairs' instance-wide figures of a cycle (issue 31).
+type UDPSample struct {
+	Active    uint64 // live UDP pairs
+	Unreplied uint64 // of them, without a reply yet
+	Opened    uint64 // created, since the first pin
+	// ExpiredUnreplied and ExpiredReplied count the pairs removed by
+	// their timeout, without and with a reply.
+	ExpiredUnreplied, ExpiredReplied uint64
+	OverCap                          uint64 // first datagrams passed: the service's udp_unreplied_max was reached
+	NoBackend                        uint64 // first datagrams passed: no routable backend
+	FragsPassed                      uint64 // UDP fragments passed untouched
+}
+
+// ServiceSample is one UDP service's figures of a cycle (issue 31).
+type ServiceSample struct {
+	ID           uint16 // the service id
+	UDPUnreplied uint64 // its pairs without a reply (xlb_udp_unreplied)
+	UDPOverCap   uint64 // its first datagrams passed over its cap
 }
