@@ -1,0 +1,369 @@
+package dataplane_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/xlbproject/xlb/pkg/dataplane"
+	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
+)
+
+// UDP fixtures (issue 31; DESIGN §9): a client's datagram of no pair to a
+// UDP service creates a pair as a SYN does (XLB_F_UDP on both entries),
+// any datagram of a pair is forwarded both ways and refreshes the entry it
+// traverses, the backend's first datagram marks the pair replied and
+// takes it out of its service's unreplied count, a zero checksum stays
+// zero, fragments pass untouched and are counted, and a service's
+// udp_unreplied_max caps its unreplied pairs, the excess passed. Every
+// output frame's IPv4 and UDP checksums are verified in full.
+
+// udpLocal and udpRemote are the fixtures' UDP mapping: 53 -> 5353.
+const (
+	udpLocal  = 53
+	udpRemote = 5353
+)
+
+// udpEnv is a one-arm environment whose one service is UDP 53 -> 5353
+// with cap udpMax (0: dptest's default).
+func udpEnv(t *testing.T, udpMax uint32) *dt.Env {
+	t.Helper()
+	return dt.NewEnv(t, dt.Options{Services: []dt.Service{{Proto: dataplane.ProtoUDP, UDPUnrepliedMax: udpMax,
+		Ports: []dataplane.PortMap{{Local: udpLocal, Remote: udpRemote}}}}})
+}
+
+// udpStep runs frame on ingress and checks the action, the counters' move
+// (step), and when want is not nil the output frame byte for byte and its
+// checksums.
+func udpStep(t *testing.T, e *dt.Env, what string, frame []byte, ingress dt.Iface, act uint32, want []byte, moves counted) []byte {
+	t.Helper()
+	out := step(t, e, what, frame, ingress, act, nil, moves)
+	if want == nil {
+		return out
+	}
+	if !bytes.Equal(dt.Unpadded(out), dt.Unpadded(want)) {
+		t.Fatalf("%s: output frame differs\n got % x\nwant % x", what, dt.Unpadded(out), dt.Unpadded(want))
+	}
+	if err := dt.VerifyChecksums(dt.Unpadded(out)); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return out
+}
+
+// udpPair reads the UDP pair of client -> listen:53 and checks that both
+// entries are there, of one generation, with FlagUDP.
+func udpPair(t *testing.T, e *dt.Env, client netip.AddrPort) dt.Pair {
+	t.Helper()
+	p, ok, err := e.LookupUDPPair(client, udpLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok || p.Rev.Generation == 0 {
+		t.Fatalf("no UDP pair for %v (forward entry %v)", client, ok)
+	}
+	if p.RevKey.Proto != dataplane.IPProtoUDP || p.Fwd.Generation != p.Rev.Generation ||
+		p.Fwd.Flags&dataplane.FlagUDP == 0 || p.Rev.Flags&dataplane.FlagUDP == 0 {
+		t.Fatalf("pair of %v: reverse key %v proto %d, generations %d/%d, flags %#x/%#x", client, p.RevKey, p.RevKey.Proto,
+			p.Fwd.Generation, p.Rev.Generation, p.Fwd.Flags, p.Rev.Flags)
+	}
+	return p
+}
+
+// unreplied is service id's count of pairs without a reply.
+func unreplied(t *testing.T, e *dt.Env, id uint16) uint64 {
+	t.Helper()
+	u, err := e.DP.UDPUnreplied()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u[id]
+}
+
+// udpOpen sends the first datagram of client and expects it to create a
+// pair and go to the backend the pair names; it returns the pair.
+func udpOpen(t *testing.T, e *dt.Env, client netip.AddrPort, payload []byte) dt.Pair {
+	t.Helper()
+	in := e.UDPFromClient(client, udpLocal, payload)
+	out := udpStep(t, e, fmt.Sprintf("first datagram from %v", client), in.Frame(), e.Front, dt.XDPTX, nil, counted{UDPPairsCreated: 1})
+	p := udpPair(t, e, client)
+	want := e.ToBackend(in, p.Backend(), p.SNATPort()).Frame()
+	if !bytes.Equal(dt.Unpadded(out), dt.Unpadded(want)) {
+		t.Fatalf("first datagram from %v: output frame differs\n got % x\nwant % x", client, dt.Unpadded(out), dt.Unpadded(want))
+	}
+	if err := dt.VerifyChecksums(dt.Unpadded(out)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestUDPCreate(t *testing.T) {
+	e := udpEnv(t, 0)
+	id := e.Services[0].ID
+	c := dt.Client(20000)
+	p := udpOpen(t, e, c, []byte("query one"))
+	if want := netip.AddrPortFrom(e.Routable[0][0].IP, udpRemote); p.Backend() != want {
+		t.Fatalf("first pair went to %v, want the round robin's first backend %v", p.Backend(), want)
+	}
+	if p.Fwd.Flags&dataplane.FlagUDPReplied != 0 || p.Fwd.Flags&dataplane.FlagEstablished != 0 {
+		t.Fatalf("new UDP pair's forward flags %#x", p.Fwd.Flags)
+	}
+	if n := unreplied(t, e, id); n != 1 {
+		t.Fatalf("unreplied count %d after the first datagram, want 1", n)
+	}
+	stats, err := e.DP.AllBackendStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := stats[p.Fwd.MemberId]; s.UDPOpened != 1 || s.Opened != 0 {
+		t.Fatalf("member %d: UDP opened %d, TCP opened %d; want 1 and 0", p.Fwd.MemberId, s.UDPOpened, s.Opened)
+	}
+
+	// a second datagram uses the same pair
+	in := e.UDPFromClient(c, udpLocal, []byte("query two"))
+	udpStep(t, e, "second datagram", in.Frame(), e.Front, dt.XDPTX, e.ToBackend(in, p.Backend(), p.SNATPort()).Frame(), counted{})
+	if again := udpPair(t, e, c); again.Fwd.Generation != p.Fwd.Generation {
+		t.Fatalf("second datagram made generation %d, want %d", again.Fwd.Generation, p.Fwd.Generation)
+	}
+	// another client port: a new pair, the next backend
+	q := udpOpen(t, e, dt.Client(20001), []byte("query"))
+	if want := netip.AddrPortFrom(e.Routable[0][1].IP, udpRemote); q.Backend() != want {
+		t.Fatalf("second pair went to %v, want %v", q.Backend(), want)
+	}
+	// no TCP pair on the UDP port: a TCP SYN to 53 is not a service's
+	syn := e.FromClient(c, udpLocal, dt.SYN, 1, 0, nil)
+	udpStep(t, e, "TCP SYN to the UDP port", syn.Frame(), e.Front, dt.XDPPass, nil, counted{})
+}
+
+func TestUDPBothDirections(t *testing.T) {
+	e := udpEnv(t, 0)
+	id := e.Services[0].ID
+	c := dt.Client(20000)
+	p := udpOpen(t, e, c, []byte("query"))
+
+	r := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer"))
+	udpStep(t, e, "reply", r.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r, c, udpLocal).Frame(), counted{})
+	got := udpPair(t, e, c)
+	if got.Fwd.Flags&dataplane.FlagUDPReplied == 0 || got.Rev.Flags&dataplane.FlagUDPReplied == 0 {
+		t.Fatalf("after the reply: flags %#x/%#x, want FlagUDPReplied on both", got.Fwd.Flags, got.Rev.Flags)
+	}
+	if n := unreplied(t, e, id); n != 0 {
+		t.Fatalf("unreplied count %d after the reply, want 0", n)
+	}
+	// a second reply and another request: forwarded, the count stays
+	r2 := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer two"))
+	udpStep(t, e, "second reply", r2.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r2, c, udpLocal).Frame(), counted{})
+	in := e.UDPFromClient(c, udpLocal, []byte("query two"))
+	udpStep(t, e, "second query", in.Frame(), e.Front, dt.XDPTX, e.ToBackend(in, p.Backend(), p.SNATPort()).Frame(), counted{})
+	if n := unreplied(t, e, id); n != 0 {
+		t.Fatalf("unreplied count %d, want 0", n)
+	}
+	// a datagram from the backend to a SNAT port of no pair passes
+	stray := e.UDPFromBackend(p.Backend(), p.SNATPort()+1, []byte("stray"))
+	udpStep(t, e, "backend datagram of no pair", stray.Frame(), e.BackendIface(), dt.XDPPass, nil, counted{})
+}
+
+func TestUDPRefresh(t *testing.T) {
+	e := udpEnv(t, 0)
+	c := dt.Client(20000)
+	p := udpOpen(t, e, c, []byte("query"))
+	created := p.Fwd.LastSeen
+	now := e.WaitTick(t, dataplane.Jiffies(created))
+
+	in := e.UDPFromClient(c, udpLocal, []byte("query two"))
+	udpStep(t, e, "client datagram", in.Frame(), e.Front, dt.XDPTX, nil, counted{})
+	got := udpPair(t, e, c)
+	if int32(got.Fwd.LastSeen-uint32(now)) < 0 || got.Rev.LastSeen != created {
+		t.Fatalf("after the client's datagram: last seen %d/%d, want forward >= %d, reverse %d", got.Fwd.LastSeen, got.Rev.LastSeen, now, created)
+	}
+	fwdSeen := got.Fwd.LastSeen
+	now = e.WaitTick(t, dataplane.Jiffies(fwdSeen))
+	r := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer"))
+	udpStep(t, e, "backend datagram", r.Frame(), e.BackendIface(), dt.XDPTX, nil, counted{})
+	got = udpPair(t, e, c)
+	if got.Fwd.LastSeen != fwdSeen || int32(got.Rev.LastSeen-uint32(now)) < 0 {
+		t.Fatalf("after the backend's datagram: last seen %d/%d, want forward %d, reverse >= %d", got.Fwd.LastSeen, got.Rev.LastSeen, fwdSeen, now)
+	}
+}
+
+// zeroSumPayload is payload (even length) with two bytes appended so that the UDP
+// checksum of the datagram src -> dst carrying it computes to 0 (sent as
+// 0xffff: RFC 768).
+func zeroSumPayload(src, dst netip.AddrPort, payload []byte) []byte {
+	p := append(bytes.Clone(payload), 0, 0)
+	n := 8 + len(p)
+	sum := onesSum16(0, src.Addr().AsSlice())
+	sum = onesSum16(sum, dst.Addr().AsSlice())
+	sum += 17 + uint32(n)
+	hdr := make([]byte, 8)
+	binary.BigEndian.PutUint16(hdr[0:], src.Port())
+	binary.BigEndian.PutUint16(hdr[2:], dst.Port())
+	binary.BigEndian.PutUint16(hdr[4:], uint16(n))
+	sum = onesSum16(sum, hdr)
+	sum = onesSum16(sum, p)
+	s := fold16(sum)
+	binary.BigEndian.PutUint16(p[len(p)-2:], 0xffff-s)
+	return p
+}
+
+func onesSum16(sum uint32, b []byte) uint32 {
+	for len(b) >= 2 {
+		sum += uint32(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	return sum
+}
+
+func fold16(sum uint32) uint16 {
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
+}
+
+// udpCheck is the UDP checksum field of an Ethernet/IPv4 frame.
+func udpCheck(frame []byte) uint16 {
+	l4 := 14 + int(frame[14]&0x0f)*4
+	return binary.BigEndian.Uint16(frame[l4+6:])
+}
+
+func TestUDPZeroChecksumKept(t *testing.T) {
+	e := udpEnv(t, 0)
+	c := dt.Client(20000)
+	in := e.UDPFromClient(c, udpLocal, []byte("query"))
+	in.UDPChecksumOff = true
+	out := udpStep(t, e, "first datagram without a checksum", in.Frame(), e.Front, dt.XDPTX, nil, counted{UDPPairsCreated: 1})
+	p := udpPair(t, e, c)
+	want := e.ToBackend(in, p.Backend(), p.SNATPort())
+	udpStep(t, e, "again", in.Frame(), e.Front, dt.XDPTX, want.Frame(), counted{})
+	if udpCheck(dt.Unpadded(out)) != 0 {
+		t.Fatalf("checksum %#04x toward the backend, want 0", udpCheck(out))
+	}
+	r := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer"))
+	r.UDPChecksumOff = true
+	out = udpStep(t, e, "reply without a checksum", r.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r, c, udpLocal).Frame(), counted{})
+	if udpCheck(dt.Unpadded(out)) != 0 {
+		t.Fatalf("checksum %#04x toward the client, want 0", udpCheck(out))
+	}
+
+	// a datagram whose rewritten checksum computes to 0 leaves with 0xffff
+	to := netip.AddrPortFrom(e.SNAT, p.SNATPort())
+	q := e.UDPFromClient(c, udpLocal, zeroSumPayload(to, p.Backend(), []byte("crafted!")))
+	out = udpStep(t, e, "crafted datagram", q.Frame(), e.Front, dt.XDPTX, nil, counted{})
+	if got := udpCheck(dt.Unpadded(out)); got != 0xffff {
+		t.Fatalf("crafted datagram's checksum %#04x toward the backend, want 0xffff", got)
+	}
+	if err := dt.VerifyChecksums(dt.Unpadded(out)); err != nil {
+		t.Fatal(err)
+	}
+	if udpCheck(q.Frame()) == 0 || udpCheck(q.Frame()) == 0xffff {
+		t.Fatalf("the crafted input's own checksum is %#04x: not a test of the rewrite", udpCheck(q.Frame()))
+	}
+}
+
+func TestUDPFragmentsPassed(t *testing.T) {
+	e := udpEnv(t, 0)
+	c := dt.Client(20000)
+	p := udpOpen(t, e, c, []byte("query"))
+	big := bytes.Repeat([]byte("0123456789abcdef"), 80)
+
+	before := flowStates(t, e)
+	frags := fragments(e.UDPFromClient(c, udpLocal, big).Frame(), fragSize)
+	for i, f := range frags {
+		step(t, e, fmt.Sprintf("fragment %d on a live pair", i), f, e.Front, dt.XDPPass, f, counted{UDPFragsPassed: 1})
+	}
+	frags = fragments(e.UDPFromClient(dt.Client(20001), udpLocal, big).Frame(), fragSize)
+	for i, f := range frags {
+		step(t, e, fmt.Sprintf("fragment %d of no pair", i), f, e.Front, dt.XDPPass, f, counted{UDPFragsPassed: 1})
+	}
+	frags = fragments(e.UDPFromBackend(p.Backend(), p.SNATPort(), big).Frame(), fragSize)
+	for i, f := range frags {
+		step(t, e, fmt.Sprintf("backend fragment %d", i), f, e.BackendIface(), dt.XDPPass, f, counted{UDPFragsPassed: 1})
+	}
+	if after := flowStates(t, e); len(after) != len(before) {
+		t.Fatalf("fragments changed the flow map: %d entries, was %d", len(after), len(before))
+	}
+}
+
+func TestUDPFloodCap(t *testing.T) {
+	const capN = 8
+	e := udpEnv(t, capN)
+	id := e.Services[0].ID
+	var pairs []dt.Pair
+	for i := range 20 {
+		c := dt.Client(uint16(21000 + i))
+		if i < capN {
+			pairs = append(pairs, udpOpen(t, e, c, []byte("flood")))
+			continue
+		}
+		in := e.UDPFromClient(c, udpLocal, []byte("flood"))
+		udpStep(t, e, fmt.Sprintf("datagram %d over the cap", i), in.Frame(), e.Front, dt.XDPPass, in.Frame(), counted{UDPOverCap: 1})
+		if _, ok, _ := e.LookupUDPPair(c, udpLocal); ok {
+			t.Fatalf("datagram %d over the cap made a pair", i)
+		}
+	}
+	if n := unreplied(t, e, id); n != capN {
+		t.Fatalf("unreplied %d, want %d", n, capN)
+	}
+	sc, err := e.DP.ServiceCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc[id].UDPOverCap != 12 {
+		t.Fatalf("service over-cap count %d, want 12", sc[id].UDPOverCap)
+	}
+
+	// one pair replies: one more is admitted, then the cap is full again
+	p := pairs[0]
+	r := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer"))
+	udpStep(t, e, "reply", r.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r, p.FwdKey.Src(), udpLocal).Frame(), counted{})
+	udpOpen(t, e, dt.Client(22000), []byte("admitted"))
+	in := e.UDPFromClient(dt.Client(22001), udpLocal, []byte("over"))
+	udpStep(t, e, "over the cap again", in.Frame(), e.Front, dt.XDPPass, nil, counted{UDPOverCap: 1})
+
+	// the replied pair keeps working while the cap is full
+	q := e.UDPFromClient(p.FwdKey.Src(), udpLocal, []byte("query two"))
+	udpStep(t, e, "replied pair's query", q.Frame(), e.Front, dt.XDPTX, e.ToBackend(q, p.Backend(), p.SNATPort()).Frame(), counted{})
+	r = e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer two"))
+	udpStep(t, e, "replied pair's answer", r.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r, p.FwdKey.Src(), udpLocal).Frame(), counted{})
+	if n := unreplied(t, e, id); n != capN {
+		t.Fatalf("unreplied %d at the end, want %d", n, capN)
+	}
+}
+
+func TestUDPNoBackendPasses(t *testing.T) {
+	e := udpEnv(t, 0)
+	if err := e.DP.SetRoutable(e.Services[0].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	in := e.UDPFromClient(dt.Client(20000), udpLocal, []byte("query"))
+	udpStep(t, e, "datagram without a backend", in.Frame(), e.Front, dt.XDPPass, in.Frame(), counted{UDPNoBackend: 1})
+	if n := unreplied(t, e, e.Services[0].ID); n != 0 {
+		t.Fatalf("unreplied %d, want 0 (the admission is undone)", n)
+	}
+	if _, ok, _ := e.LookupUDPPair(dt.Client(20000), udpLocal); ok {
+		t.Fatal("a pair without a backend")
+	}
+}
+
+func TestUDPShutdownFlag(t *testing.T) {
+	e := udpEnv(t, 0)
+	c := dt.Client(20000)
+	p := udpOpen(t, e, c, []byte("query"))
+	if err := e.DP.SetShutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	in := e.UDPFromClient(c, udpLocal, []byte("query two"))
+	udpStep(t, e, "live pair's datagram", in.Frame(), e.Front, dt.XDPTX, e.ToBackend(in, p.Backend(), p.SNATPort()).Frame(), counted{})
+	r := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer"))
+	udpStep(t, e, "live pair's reply", r.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r, c, udpLocal).Frame(), counted{})
+	n := e.UDPFromClient(dt.Client(20001), udpLocal, []byte("new"))
+	udpStep(t, e, "new datagram", n.Frame(), e.Front, dt.XDPPass, n.Frame(), counted{})
+	if _, ok, _ := e.LookupUDPPair(dt.Client(20001), udpLocal); ok {
+		t.Fatal("a new pair while shutting down")
+	}
+}
