@@ -184,8 +184,8 @@ type BackendStats struct {
 	// backend_stats opened of its member's XLB_DIR_BACKEND slot (always 0
 	// before layout 11).
 	UDPOpened uint64
-	ClosedFIN       uint64 // pairs that became terminal with both FINs
-	ClosedRST       uint64 // pairs that became terminal with a RST
+	ClosedFIN uint64 // pairs that became terminal with both FINs
+	ClosedRST uint64 // pairs that became terminal with a RST
 	// ClosedFINByBackend and ClosedRSTByBackend are the closures of
 	// ClosedFIN and ClosedRST the backend initiated (its FIN first, its
 	// RST); the rest the client did.
