@@ -367,3 +367,69 @@ func TestUDPShutdownFlag(t *testing.T) {
 		t.Fatal("a new pair while shutting down")
 	}
 }
+
+// ICMP errors about a UDP pair are translated both ways: the quoted
+// datagram's addresses, ports and checksum (a zero one stays 0), and the
+// pair stays until its timeout.
+func TestUDPICMPTranslated(t *testing.T) {
+	kinds := []struct {
+		name       string
+		typ, code  uint8
+		rest       uint32
+		zeroChecks bool
+	}{
+		{"port_unreachable", icmpUnreachable, codePortUnreach, 0, false},
+		{"frag_needed", icmpUnreachable, codeFragNeeded, 1400, false},
+		{"time_exceeded", icmpTimeExceeded, codeTTLInTransit, 0, false},
+		{"port_unreachable_zero_checksum", icmpUnreachable, codePortUnreach, 0, true},
+	}
+	for _, k := range kinds {
+		for _, from := range []sender{backendSide, clientSide} {
+			name := k.name + "/backend_to_client"
+			if from == clientSide {
+				name = k.name + "/client_to_backend"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := udpEnv(t, 0)
+				c := dt.Client(20000)
+				p := udpOpen(t, e, c, []byte("query"))
+				var orig dt.Segment
+				var in, out icmpMsg
+				ingress := e.BackendIface()
+				if from == backendSide {
+					orig = e.UDPFromClient(c, udpLocal, []byte("quoted query"))
+					in = icmpMsg{Src: p.Backend().Addr(), Dst: e.SNAT, DstMAC: e.BackendIface().MAC}
+					out = icmpMsg{SrcMAC: e.Front.MAC, DstMAC: dt.MAC(dt.ClientIP), Src: dt.ListenIP, Dst: dt.ClientIP}
+				} else {
+					orig = e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("quoted answer"))
+					in = icmpMsg{Src: dt.ClientIP, Dst: dt.ListenIP, DstMAC: e.Front.MAC}
+					out = icmpMsg{SrcMAC: e.BackendIface().MAC, DstMAC: dt.MAC(p.Backend().Addr()), Src: e.SNAT, Dst: p.Backend().Addr()}
+					ingress = e.Front
+				}
+				orig.UDPChecksumOff = k.zeroChecks
+				ing := e.Front
+				if from == clientSide {
+					ing = e.BackendIface()
+				}
+				sentFrame := udpStep(t, e, "the quoted datagram", orig.Frame(), ing, dt.XDPTX, nil, counted{})
+				sent := orig
+				sent.TTL = 63
+				in.SrcMAC, in.TTL, in.Type, in.Code, in.Rest = dt.MAC(in.Src), 64, k.typ, k.code, k.rest
+				in.Quote = quoted(dt.Unpadded(sentFrame)[14:], 0)
+				out.TTL, out.Type, out.Code, out.Rest = 63, k.typ, k.code, k.rest
+				out.Quote = quoted(datagram(sent), 0)
+				moves := counted{ICMPToClient: 1}
+				if from == clientSide {
+					moves = counted{ICMPToBackend: 1}
+				}
+				got := step(t, e, "ICMP", in.frame(), ingress, dt.XDPTX, out.frame(), moves)
+				if k.zeroChecks && udpCheck(dt.Unpadded(got)[28:]) != 0 {
+					t.Fatalf("quoted checksum %#04x, want 0", udpCheck(dt.Unpadded(got)[28:]))
+				}
+				if after := udpPair(t, e, c); after.Fwd.Generation != p.Fwd.Generation {
+					t.Fatalf("pair generation %d after the ICMP, want %d", after.Fwd.Generation, p.Fwd.Generation)
+				}
+			})
+		}
+	}
+}
