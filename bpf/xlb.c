@@ -601,7 +601,7 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	if (s->took_hold && !snat_rehold())
 		return rc;
 	bpf_map_delete_elem(&xlb_flows, &s->rkey);
-	w = snat_word(cfg, s->fwd.backend_id, s->rkey.daddr_be, s->rkey.dport_be, &bit);
+	w = snat_word(cfg, s->fwd.backend_id, s->rkey.proto, s->rkey.daddr_be, s->rkey.dport_be, &bit);
 	if (w)
 		__sync_fetch_and_and(w, ~bit);
 	return rc;

@@ -457,6 +457,13 @@ func (d *Dataplane) FreeService(id uint16) error {
 	if err := d.objs.XlbRr.Update(uint32(id), uint64(0), ebpf.UpdateExist); err != nil {
 		return fmt.Errorf("dataplane: free service %d: its round-robin position: %w", id, err)
 	}
+	// its UDP count and per-service counters: the id's next service starts at 0
+	if err := d.objs.XlbUdpUnreplied.Update(uint32(id), uint64(0), ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("dataplane: free service %d: its UDP unreplied count: %w", id, err)
+	}
+	if err := zeroCells(d.objs.XlbSvcCounters, uint32(id)*uint32(xlbXlbLimitsXLB_SVC_COUNTERS), uint32(xlbXlbLimitsXLB_SVC_COUNTERS), d.featureOnLocked(FeatureBatchOps)); err != nil {
+		return fmt.Errorf("dataplane: free service %d: its counters: %w", id, err)
+	}
 	if err := d.dropSchedulesLocked(id); err != nil {
 		return fmt.Errorf("dataplane: free service %d: %w", id, err)
 	}

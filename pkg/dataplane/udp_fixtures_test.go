@@ -433,3 +433,32 @@ func TestUDPICMPTranslated(t *testing.T) {
 		}
 	}
 }
+
+// A TCP pair and a UDP pair toward one backend take the same port number
+// from separate bits: the UDP port space is a half of its own.
+func TestUDPSNATSpaceSeparate(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Services: []dt.Service{
+		{Backends: []int{0}},
+		{Name: "dns", Proto: dataplane.ProtoUDP, Ports: []dataplane.PortMap{{Local: udpLocal, Remote: udpRemote}}, Backends: []int{0}},
+	}})
+	k := dial(t, e, 33000, nil)
+	u := udpOpen(t, e, dt.Client(33000), []byte("query"))
+	if u.SNATPort() != k.p.SNATPort() || u.Backend().Addr() != k.p.Backend().Addr() {
+		t.Fatalf("UDP pair %v port %d, TCP pair %v port %d: want the same backend and port number",
+			u.Backend(), u.SNATPort(), k.p.Backend(), k.p.SNATPort())
+	}
+	bid := uint32(u.Fwd.BackendId)
+	for _, proto := range []uint8{dataplane.IPProtoTCP, dataplane.IPProtoUDP} {
+		on, err := e.DP.FixtureSNATPortBit(bid, proto, 0, u.SNATPort())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !on {
+			t.Fatalf("protocol %d: the port's bit is clear", proto)
+		}
+	}
+	// the UDP pair's reply and the TCP pair's segments each find their own pair
+	r := e.UDPFromBackend(u.Backend(), u.SNATPort(), []byte("answer"))
+	udpStep(t, e, "UDP reply", r.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r, dt.Client(33000), udpLocal).Frame(), counted{})
+	k.handshake(nil, 1000)
+}

@@ -156,6 +156,13 @@ func NewEnv(t testing.TB, o Options) *Env {
 		static.Backends = append(static.Backends, config.Backend{Name: fmt.Sprintf("backend-%d", i), IP: b})
 	}
 	cfg.Provider = config.Provider{Static: static}
+	for _, svc := range o.Services {
+		if svc.Proto == dataplane.ProtoUDP {
+			// the instance loads the SNAT bitmaps with their UDP half
+			// (dataplane.SNATSpace.UDP) when its config has a UDP service
+			cfg.Proto = dataplane.ProtoUDP
+		}
+	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	iopts := instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable, FixedSNATCursors: true, Unpinned: true}
