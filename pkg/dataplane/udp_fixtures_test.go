@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
@@ -169,22 +170,38 @@ func TestUDPRefresh(t *testing.T) {
 	c := dt.Client(20000)
 	p := udpOpen(t, e, c, []byte("query"))
 	created := p.Fwd.LastSeen
-	now := e.WaitTick(t, dataplane.Jiffies(created))
+	now := waitPast(t, e, created)
 
 	in := e.UDPFromClient(c, udpLocal, []byte("query two"))
 	udpStep(t, e, "client datagram", in.Frame(), e.Front, dt.XDPTX, nil, counted{})
 	got := udpPair(t, e, c)
-	if int32(got.Fwd.LastSeen-uint32(now)) < 0 || got.Rev.LastSeen != created {
+	if int32(got.Fwd.LastSeen-now) < 0 || got.Rev.LastSeen != created {
 		t.Fatalf("after the client's datagram: last seen %d/%d, want forward >= %d, reverse %d", got.Fwd.LastSeen, got.Rev.LastSeen, now, created)
 	}
 	fwdSeen := got.Fwd.LastSeen
-	now = e.WaitTick(t, dataplane.Jiffies(fwdSeen))
+	now = waitPast(t, e, fwdSeen)
 	r := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer"))
 	udpStep(t, e, "backend datagram", r.Frame(), e.BackendIface(), dt.XDPTX, nil, counted{})
 	got = udpPair(t, e, c)
-	if got.Fwd.LastSeen != fwdSeen || int32(got.Rev.LastSeen-uint32(now)) < 0 {
+	if got.Fwd.LastSeen != fwdSeen || int32(got.Rev.LastSeen-now) < 0 {
 		t.Fatalf("after the backend's datagram: last seen %d/%d, want forward %d, reverse >= %d", got.Fwd.LastSeen, got.Rev.LastSeen, fwdSeen, now)
 	}
+}
+
+// waitPast returns once the data path's clock (its low 32 bits, as flow
+// entries store it) reads later than last: a datagram sent afterwards
+// stamps its entry later. It polls and fails the test after 5 s.
+func waitPast(t *testing.T, e *dt.Env, last uint32) uint32 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := uint32(e.Now(t)); int32(n-last) > 0 {
+			return n
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	t.Fatalf("data path clock stuck at %d", last)
+	return 0
 }
 
 // zeroSumPayload is payload (even length) with two bytes appended so that the UDP
@@ -461,4 +478,135 @@ func TestUDPSNATSpaceSeparate(t *testing.T) {
 	r := e.UDPFromBackend(u.Backend(), u.SNATPort(), []byte("answer"))
 	udpStep(t, e, "UDP reply", r.Frame(), e.BackendIface(), dt.XDPTX, e.ToClient(r, dt.Client(33000), udpLocal).Frame(), counted{})
 	k.handshake(nil, 1000)
+}
+
+// reapUDP sends one request about key (of generation gen) to the reaper
+// at now with timeouts of 30 and 120 ticks, and returns its answer.
+func reapUDP(t *testing.T, e *dt.Env, op dataplane.ReapOp, key dataplane.FlowKey, gen uint32, now uint32) dataplane.ReapRequest {
+	t.Helper()
+	reqs := []dataplane.ReapRequest{{Key: key, Generation: gen, Op: op}}
+	c := dataplane.ReapClock{Now: dataplane.Jiffies(now), TimeWait: 1000, OrphanTTL: 1000, EmbryonicTTL: 1000, SNATHold: 1000,
+		UDPTimeout: 30, UDPStreamTimeout: 120}
+	if err := e.DP.Reap(reqs, c); err != nil {
+		t.Fatal(err)
+	}
+	return reqs[0]
+}
+
+// reapedOf is member mid's reaper counts.
+func reapedOf(t *testing.T, e *dt.Env, mid uint16) dataplane.ReapedCounts {
+	t.Helper()
+	r, err := e.DP.AllReapedCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r[mid]
+}
+
+func TestReapUDP(t *testing.T) {
+	e := udpEnv(t, 0)
+	id := e.Services[0].ID
+
+	t.Run("unreplied", func(t *testing.T) {
+		c := dt.Client(20000)
+		p := udpOpen(t, e, c, []byte("query"))
+		last := p.Fwd.LastSeen
+		if q := reapUDP(t, e, dataplane.ReapOrphan, p.FwdKey, p.Fwd.Generation, last+5000); q.Result != dataplane.ReapKept {
+			t.Fatalf("orphan request on a UDP pair: %v, want kept", q.Result)
+		}
+		q := reapUDP(t, e, dataplane.ReapUDP, p.FwdKey, p.Fwd.Generation, last+29)
+		if q.Result != dataplane.ReapKept || q.Next != last+30 {
+			t.Fatalf("at +29: %v next %d, want kept next %d", q.Result, q.Next, last+30)
+		}
+		if q := reapUDP(t, e, dataplane.ReapUDP, p.RevKey, p.Rev.Generation, last+500); q.Result != dataplane.ReapKept {
+			t.Fatalf("UDP request on the reverse key: %v, want kept", q.Result)
+		}
+		q = reapUDP(t, e, dataplane.ReapUDP, p.FwdKey, p.Fwd.Generation, last+30)
+		if q.Result != dataplane.Reaped {
+			t.Fatalf("at +30: %v, want reaped", q.Result)
+		}
+		if _, ok, _ := e.LookupUDPPair(c, udpLocal); ok {
+			t.Fatal("the pair is still there")
+		}
+		if _, err := e.DP.LookupFlow(p.RevKey); err != dataplane.ErrNotFound {
+			t.Fatalf("reverse entry: %v, want gone", err)
+		}
+		if on, err := e.DP.FixtureSNATPortBit(uint32(p.Fwd.BackendId), dataplane.IPProtoUDP, 0, p.SNATPort()); err != nil || on {
+			t.Fatalf("the port's bit after the expiry: %v %v, want clear", on, err)
+		}
+		if n := unreplied(t, e, id); n != 0 {
+			t.Fatalf("unreplied %d, want 0", n)
+		}
+		if r := reapedOf(t, e, p.Fwd.MemberId); r.UDPUnreplied != 1 || r.UDPReplied != 0 {
+			t.Fatalf("reaped counts %+v, want one unreplied", r)
+		}
+		// the same client port again: a fresh pair
+		again := udpOpen(t, e, c, []byte("query again"))
+		if again.Fwd.Generation == p.Fwd.Generation {
+			t.Fatal("the same generation after the expiry")
+		}
+	})
+
+	t.Run("replied", func(t *testing.T) {
+		c := dt.Client(20001)
+		p := udpOpen(t, e, c, []byte("query"))
+		waitPast(t, e, p.Fwd.LastSeen)
+		r := e.UDPFromBackend(p.Backend(), p.SNATPort(), []byte("answer"))
+		udpStep(t, e, "reply", r.Frame(), e.BackendIface(), dt.XDPTX, nil, counted{})
+		got := udpPair(t, e, c)
+		later := got.Rev.LastSeen
+		if int32(later-got.Fwd.LastSeen) <= 0 {
+			t.Fatalf("reverse last seen %d not after forward %d", later, got.Fwd.LastSeen)
+		}
+		// idle from the later entry's datagram, for the stream timeout
+		q := reapUDP(t, e, dataplane.ReapUDP, p.FwdKey, p.Fwd.Generation, got.Fwd.LastSeen+30)
+		if q.Result != dataplane.ReapKept || q.Next != later+120 {
+			t.Fatalf("replied pair at forward +30: %v next %d, want kept next %d", q.Result, q.Next, later+120)
+		}
+		q = reapUDP(t, e, dataplane.ReapUDP, p.FwdKey, p.Fwd.Generation, later+120)
+		if q.Result != dataplane.Reaped {
+			t.Fatalf("at +120: %v, want reaped", q.Result)
+		}
+		if rc := reapedOf(t, e, p.Fwd.MemberId); rc.UDPReplied != 1 {
+			t.Fatalf("reaped counts %+v, want one replied", rc)
+		}
+		if n := unreplied(t, e, id); n != 1 {
+			t.Fatalf("unreplied %d, want 1 (the first subtest's new pair)", n)
+		}
+	})
+
+	t.Run("refreshed after the decision", func(t *testing.T) {
+		c := dt.Client(20002)
+		p := udpOpen(t, e, c, []byte("query"))
+		waitPast(t, e, p.Fwd.LastSeen)
+		in := e.UDPFromClient(c, udpLocal, []byte("query two"))
+		udpStep(t, e, "refresh", in.Frame(), e.Front, dt.XDPTX, nil, counted{})
+		now := udpPair(t, e, c).Fwd.LastSeen
+		q := reapUDP(t, e, dataplane.ReapUDP, p.FwdKey, p.Fwd.Generation, p.Fwd.LastSeen+30)
+		if q.Result != dataplane.ReapKept || q.Next != now+30 {
+			t.Fatalf("refreshed pair: %v next %d, want kept next %d", q.Result, q.Next, now+30)
+		}
+	})
+
+	t.Run("lone reverse", func(t *testing.T) {
+		c := dt.Client(20003)
+		p := udpOpen(t, e, c, []byte("query"))
+		before := unreplied(t, e, id)
+		e.DeleteFlow(t, p.FwdKey) // lost outside XLB, unclaimed
+		if q := reapUDP(t, e, dataplane.ReapCheck, p.RevKey, p.Rev.Generation, p.Rev.LastSeen); q.Result != dataplane.ReapLoneFound {
+			t.Fatalf("check: %v, want lone found", q.Result)
+		}
+		if q := reapUDP(t, e, dataplane.ReapLone, p.RevKey, p.Rev.Generation, p.Rev.LastSeen); q.Result != dataplane.Reaped {
+			t.Fatalf("lone: %v, want reaped", q.Result)
+		}
+		if n := unreplied(t, e, id); n != before-1 {
+			t.Fatalf("unreplied %d, want %d", n, before-1)
+		}
+		if r := reapedOf(t, e, p.Fwd.MemberId); r.LoneUDP != 1 {
+			t.Fatalf("reaped counts %+v, want one lone UDP entry", r)
+		}
+		if on, err := e.DP.FixtureSNATPortBit(uint32(p.Fwd.BackendId), dataplane.IPProtoUDP, 0, p.SNATPort()); err != nil || on {
+			t.Fatalf("the port's bit: %v %v, want clear", on, err)
+		}
+	})
 }
