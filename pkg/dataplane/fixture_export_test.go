@@ -250,3 +250,15 @@ func (d *Dataplane) FixtureSNATPortBit(backend uint32, proto uint8, addr int, po
 	}
 	return word&mask != 0, nil
 }
+
+// FixtureSNATCursors reads every SNAT port cursor (XLB_SNAT_CURSORS: TCP's
+// by backend id, then UDP's).
+func (d *Dataplane) FixtureSNATCursors() ([]uint32, error) {
+	out := make([]uint32, d.objs.XlbSnatCursors.MaxEntries())
+	for i := range out {
+		if err := d.objs.XlbSnatCursors.Lookup(uint32(i), &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
