@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/xlbproject/xlb/internal/testnet"
 	"github.com/xlbproject/xlb/pkg/dataplane"
 	dt "github.com/xlbproject/xlb/pkg/dataplane/dptest"
+	"github.com/xlbproject/xlb/pkg/sched"
 )
 
 // UDP fixtures (issue 31; DESIGN §9): a client's datagram of no pair to a
@@ -609,4 +612,45 @@ func TestReapUDP(t *testing.T) {
 			t.Fatalf("the port's bit: %v %v, want clear", on, err)
 		}
 	})
+}
+
+// A UDP service's Maglev pick is the table's entry at pkg/sched's
+// five-tuple hash with protocol 17.
+func TestUDPMaglevHash(t *testing.T) {
+	var backends []netip.Addr
+	for i := range 7 {
+		backends = append(backends, testnet.OneArmBackendIP(i))
+	}
+	e := dt.NewEnv(t, dt.Options{Backends: backends, MaxConnections: 8192, SNATPortLo: 20000, SNATPortHi: 29999,
+		Services: []dt.Service{{Proto: dataplane.ProtoUDP, UDPUnrepliedMax: 8192, Ports: []dataplane.PortMap{{Local: 80, Remote: 8080}}}}})
+	s := &schedEnv{Env: e, svc: e.Services[0].ID}
+	s.configure(t, dataplane.SchedulerMaglev, dataplane.MaglevHashFiveTuple)
+	refs := slices.Clone(e.Routable[0])
+	for i := range refs {
+		refs[i].Name, refs[i].Weight = fmt.Sprintf("backend-%d", refs[i].ID), []uint16{1, 2, 3, 4, 1, 2, 3}[i]
+	}
+	s.publish(t, refs)
+	tbl := s.table(t, sched.Maglev)
+	tcpDiffers := 0
+	for i := range 300 {
+		c := schedClient(i)
+		in := dt.Segment{Proto: dt.UDP, SrcMAC: dt.MAC(dt.ClientIP), DstMAC: e.Front.MAC, Src: c, Dst: schedListen, ID: 7, Payload: []byte("q")}
+		if act, _, err := e.Run(in.Frame(), e.Front); err != nil || act != dt.XDPTX {
+			t.Fatalf("datagram from %v: %s %v", c, dt.ActionName(act), err)
+		}
+		fwd, err := e.DP.LookupFlow(dataplane.NewUDPFlowKey(c, schedListen, dataplane.DirClient))
+		if err != nil {
+			t.Fatalf("datagram from %v: forward entry: %v", c, err)
+		}
+		h := sched.HashFiveTuple(c.Addr(), schedListen.Addr(), c.Port(), schedListen.Port(), 17)
+		if want := s.at(tbl, uint64(h)); int(fwd.BackendId) != want {
+			t.Fatalf("datagram %d from %v (hash %#x): backend id %d, the table names %d", i, c, h, fwd.BackendId, want)
+		}
+		if s.at(tbl, uint64(sched.HashFiveTuple(c.Addr(), schedListen.Addr(), c.Port(), schedListen.Port(), 6))) != int(fwd.BackendId) {
+			tcpDiffers++
+		}
+	}
+	if tcpDiffers == 0 {
+		t.Fatal("every pick equals TCP's hash too: the protocol is not in the hash")
+	}
 }
