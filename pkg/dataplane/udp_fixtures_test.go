@@ -654,3 +654,36 @@ func TestUDPMaglevHash(t *testing.T) {
 		t.Fatal("every pick equals TCP's hash too: the protocol is not in the hash")
 	}
 }
+
+// A service that turns UDP under its name keeps its id and its TCP pairs,
+// which drain; its listen keys are the UDP ones from then on.
+func TestServiceProtoChange(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Services: []dt.Service{
+		{},
+		{Name: "dns", Proto: dataplane.ProtoUDP, Ports: []dataplane.PortMap{{Local: udpLocal, Remote: udpRemote}}},
+	}})
+	k := dial(t, e, 33000, nil)
+	settings := e.Settings
+	settings.Services = slices.Clone(settings.Services)
+	settings.Services[0].Proto, settings.Services[0].UDPUnrepliedMax = dataplane.ProtoUDP, 16
+	refs, err := e.DP.Configure(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs[0].ID != e.Services[0].ID || refs[0].Proto != dataplane.ProtoUDP {
+		t.Fatalf("the service after the change: %+v, want id %d, udp", refs[0], e.Services[0].ID)
+	}
+	// the TCP pair still forwards
+	k.handshake(nil, 1000)
+	// a new SYN to the port is not a service's any more
+	syn := e.FromClient(dt.Client(33001), 80, dt.SYN, 1, 0, nil)
+	udpStep(t, e, "TCP SYN after the change", syn.Frame(), e.Front, dt.XDPPass, nil, counted{})
+	// a datagram to it creates a UDP pair
+	c := dt.Client(33002)
+	in := e.UDPFromClient(c, 80, []byte("query"))
+	udpStep(t, e, "datagram after the change", in.Frame(), e.Front, dt.XDPTX, nil, counted{UDPPairsCreated: 1})
+	p, ok, err := e.LookupUDPPair(c, 80)
+	if err != nil || !ok || p.Fwd.ServiceId != e.Services[0].ID {
+		t.Fatalf("UDP pair after the change: %v %v, service %d", ok, err, p.Fwd.ServiceId)
+	}
+}
