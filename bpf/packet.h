@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * packet.h — the frame: Ethernet/IPv4/TCP parsing with every bound the
+ * packet.h — the frame: Ethernet/IPv4/TCP (and UDP) parsing with every bound the
  * verifier wants checked, and the MAC copy every rewrite uses.
  */
 #ifndef XLB_PACKET_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus three
+ * xlb.c — the XLB XDP program: IPv4 TCP and UDP full-NAT load balancing, plus three
  * programs the daemon runs from userspace with BPF_PROG_TEST_RUN: the clock
  * (xlb_clock, clock.h), the reaper (xlb_reap, reap.h), the maintenance
  * loop's only way to remove flow entries, and the SNAT bitmap sync
@@ -62,9 +62,25 @@
  *     later fragment ahead of its first one, one of an expired or lost
  *     entry) passes untouched and is counted, the kernel's reassembly
  *     then times it out and the sender retransmits;
- *   - ICMP errors about a pair, addressed to the ingress interface's MAC,
- *     are translated for the other side (icmp.h; not those quoting a
- *     header with IPv4 options, which pass untouched);
+ *   - UDP (layout 11; DESIGN §9; udp.h): a client's datagram of no pair
+ *     to a serving UDP service's listen address and local port takes the
+ *     SYN's path (is_syn: listen_find, create_pair, sched_start,
+ *     pick_backend) and creates a pair with XLB_F_UDP on both entries,
+ *     its SNAT port from the UDP half of the backend's bitmap (snat.h
+ *     snat_half), once its service's udp_unreplied_max admits it
+ *     (udp_admit); any datagram of a pair is forwarded both ways and
+ *     refreshes the entry it traverses; the backend's first one marks the
+ *     pair XLB_F_UDP_REPLIED (udp_note_reply); a zero UDP checksum stays
+ *     0. A first datagram over the cap, without a routable backend or a
+ *     free port, or to a full table passes to the kernel (counted: its
+ *     port unreachable is honest); a FIB miss drops it, as a SYN. While
+ *     the shutdown flag is set, live UDP pairs are forwarded and new
+ *     datagrams pass. UDP fragments are not tracked: to a listen or SNAT
+ *     address, counted and passed (a live pair's too). The reaper removes
+ *     a UDP pair idle for its timeout (reap.h reap_udp);
+ *   - ICMP errors about a pair (TCP or UDP), addressed to the ingress
+ *     interface's MAC, are translated for the other side (icmp.h; not
+ *     those quoting a header with IPv4 options, which pass untouched);
  *   - everything else is XDP_PASS, untouched (a SYN to an address and
  *     port no serving service has among them). The program never returns
  *     XDP_ABORTED.
