@@ -687,3 +687,52 @@ func TestServiceProtoChange(t *testing.T) {
 		t.Fatalf("UDP pair after the change: %v %v, service %d", ok, err, p.Fwd.ServiceId)
 	}
 }
+
+// Freeing a UDP service's id zeroes its unreplied count and its counters,
+// so the id's next service starts at 0.
+func TestUDPFreeServiceZeroesItsCounts(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{Services: []dt.Service{
+		{},
+		{Name: "dns", Proto: dataplane.ProtoUDP, UDPUnrepliedMax: 1, Ports: []dataplane.PortMap{{Local: udpLocal, Remote: udpRemote}}},
+	}})
+	id := e.Services[1].ID
+	udpOpen(t, e, dt.Client(20000), []byte("query"))
+	over := e.UDPFromClient(dt.Client(20001), udpLocal, []byte("over"))
+	udpStep(t, e, "over the cap", over.Frame(), e.Front, dt.XDPPass, nil, counted{UDPOverCap: 1})
+	s := e.Settings
+	s.Services = s.Services[:1]
+	if _, err := e.DP.Configure(s); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := e.LookupUDPPair(dt.Client(20000), udpLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.DeleteFlow(t, p.FwdKey)
+	e.DeleteFlow(t, p.RevKey)
+	if err := e.DP.FreeService(id); err != nil {
+		t.Fatal(err)
+	}
+	if n := unreplied(t, e, id); n != 0 {
+		t.Fatalf("unreplied %d after FreeService, want 0", n)
+	}
+	sc, err := e.DP.ServiceCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc[id].UDPOverCap != 0 {
+		t.Fatalf("over-cap count %d after FreeService, want 0", sc[id].UDPOverCap)
+	}
+}
+
+// A UDP service on bitmaps loaded without a UDP half takes a reload (a new
+// process sizes them): Configure refuses it.
+func TestUDPServiceNeedsTheUDPHalf(t *testing.T) {
+	e := dt.NewEnv(t, dt.Options{})
+	s := e.Settings
+	s.Services = append(slices.Clone(s.Services), dataplane.ServiceSettings{Name: "dns", Listen: dt.ListenIP,
+		Proto: dataplane.ProtoUDP, UDPUnrepliedMax: 8, Ports: []dataplane.PortMap{{Local: udpLocal, Remote: udpRemote}}})
+	if _, err := e.DP.Configure(s); err == nil {
+		t.Fatal("a UDP service configured on bitmaps without a UDP half")
+	}
+}
