@@ -28,7 +28,7 @@ static __always_inline void flow_peer_key(struct flow_key *pk, const struct flow
 	pk->daddr_be = v->saddr_be;
 	pk->sport_be = v->dport_be;
 	pk->dport_be = v->sport_be;
-	pk->proto = IPPROTO_TCP;
+	pk->proto = v->flags & XLB_F_UDP ? IPPROTO_UDP : IPPROTO_TCP;
 	pk->dir = dir ^ 1;
 }
 

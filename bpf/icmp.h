@@ -41,8 +41,9 @@
 #include "listen.h"
 #include "ours.h"
 #include "snat.h"
+#include "udp.h"
 
-/* The quoted TCP bytes every ICMP error carries (RFC 792): ports and sequence. */
+/* The quoted L4 bytes every ICMP error carries (RFC 792): TCP ports and sequence, or the whole UDP header. */
 #define ICMP_QUOTED_L4 8
 #define ICMP_DEST_UNREACH 3
 #define ICMP_TIME_EXCEEDED 11
@@ -58,7 +59,8 @@ struct icmphdr {
 /*
  * The frame as an ICMP error about a TCP segment: outer IPv4 without
  * options, ICMP header, quoted IPv4 header without options, the first 8
- * quoted TCP bytes. The quoted TCP checksum (bytes 16..17) may follow.
+ * quoted TCP (or UDP) bytes. The quoted TCP checksum (bytes 16..17) may
+ * follow; a quoted UDP header holds its checksum (bytes 6..7).
  */
 struct icmp_frame {
 	struct ethhdr *eth;
@@ -90,7 +92,8 @@ static __always_inline int icmp_parse(struct xdp_md *ctx, struct icmp_frame *f)
 	if (icmp->type != ICMP_DEST_UNREACH && icmp->type != ICMP_TIME_EXCEEDED)
 		return -1;
 	inner = (void *)(icmp + 1);
-	if ((void *)(inner + 1) > data_end || inner->version != 4 || inner->ihl != 5 || inner->protocol != IPPROTO_TCP)
+	if ((void *)(inner + 1) > data_end || inner->version != 4 || inner->ihl != 5 ||
+	    (inner->protocol != IPPROTO_TCP && inner->protocol != IPPROTO_UDP))
 		return -1;
 	if (inner->frag_off & bpf_htons(IP_OFFSET))
 		return -1; /* not the first fragment: no TCP header quoted */
@@ -116,6 +119,8 @@ static __always_inline int icmp_rewrite(struct xdp_md *ctx, struct icmp_frame *f
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *iph = f->iph, *in = f->inner;
 	__sum16 *l4_csum = (__sum16 *)((__u8 *)f->ports + 16);
+	__sum16 *udp_check = (__sum16 *)((__u8 *)f->ports + 6); /* inside the 8 quoted bytes */
+	int udp = in->protocol == IPPROTO_UDP;
 	struct nexthop *nh;
 	__be32 in_src = v->daddr_be, in_dst = v->saddr_be;
 	__be16 in_sport = v->dport_be, in_dport = v->sport_be;
@@ -140,7 +145,13 @@ static __always_inline int icmp_rewrite(struct xdp_md *ctx, struct icmp_frame *f
 	icmp_acc = csum_replace16(icmp_acc, old_inner_check, in->check);
 	f->ports[0] = in_sport;
 	f->ports[1] = in_dport;
-	if ((void *)(l4_csum + 1) <= data_end) {
+	if (udp) {
+		/* the quoted UDP checksum: a zero one (none) stays 0 (udp.h udp_csum) */
+		__u16 old_l4 = *udp_check;
+
+		*udp_check = udp_csum(old_l4, l4_acc);
+		icmp_acc = csum_replace16(icmp_acc, old_l4, *udp_check);
+	} else if ((void *)(l4_csum + 1) <= data_end) {
 		/* the quote reaches the TCP checksum */
 		__u16 old_l4 = *l4_csum;
 
@@ -215,7 +226,7 @@ __noinline int icmp_nat(struct xdp_md *ctx)
 	key.daddr_be = f.inner->saddr;
 	key.sport_be = f.ports[1];
 	key.dport_be = f.ports[0];
-	key.proto = IPPROTO_TCP;
+	key.proto = f.inner->protocol; /* TCP or UDP: icmp_parse */
 	key.dir = dir;
 	v = bpf_map_lookup_elem(&xlb_flows, &key);
 	if (!v || (v->flags & XLB_F_HOLD))

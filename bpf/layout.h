@@ -929,7 +929,9 @@ struct create_scratch {
 	__u8 sched_flags;       /* its flags' low byte (enum xlb_service_flags: XLB_SVC_HASH_CLIENT_IP) */
 	__u32 start;            /* the position in the set of the first backend tried (sched.h sched_start) */
 	__u32 hash;             /* Maglev: the SYN's hash (sched.h sched_hash); 0 for the other schedulers */
-	__u32 pad;
+	__u32 udp_max;          /* its udp_unreplied_max (struct service; 0 for TCP): udp.h udp_admit */
+	__u8 proto;             /* its protocol, the listen key's: IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad[7];
 	/*
 	 * bpf_fib_lookup's parameters, a struct bpf_fib_lookup (nexthop.h
 	 * fib_next_hop): 64 bytes the stack of a SYN's deepest call chain has

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * packet.h — the frame: Ethernet/IPv4/TCP parsing with every bound the
+ * packet.h — the frame: Ethernet/IPv4/TCP (and UDP) parsing with every bound the
  * verifier wants checked, and the MAC copy every rewrite uses.
  */
 #ifndef XLB_PACKET_H
@@ -11,6 +11,7 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/tcp.h>
+#include <linux/udp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
@@ -26,7 +27,8 @@
 /* pkt.shape: what sets a segment apart from the plain fast path's. */
 enum pkt_shape {
 	PKT_FRAGMENT = 1 << 0, /* the first fragment of a datagram (MF set, offset 0): frag.h */
-	PKT_IP_OPTIONS = 1 << 1, /* an IPv4 header with options: the TCP header is read into pkt.hdr */
+	PKT_IP_OPTIONS = 1 << 1, /* an IPv4 header with options: the TCP (UDP) header is read into pkt.hdr */
+	PKT_UDP = 1 << 2,        /* a UDP datagram (layout 11): udp, not tcp, is the L4 header */
 };
 
 /* The frame offset of the TCP header behind an IPv4 header without options. */
@@ -43,9 +45,12 @@ enum pkt_shape {
 struct pkt {
 	struct ethhdr *eth;
 	struct iphdr *iph;
-	struct tcphdr *tcp;  /* in the frame, or &hdr (PKT_IP_OPTIONS) */
+	union {
+		struct tcphdr *tcp;  /* in the frame, or &hdr (PKT_IP_OPTIONS) */
+		struct udphdr *udp;  /* PKT_UDP: in the frame, or &hdr; its ports sit where TCP's do */
+	};
 	__u16 tot_len;  /* IPv4 total length, host order */
-	__u8 flags;     /* TCP flag byte (CWR..FIN) */
+	__u8 flags;     /* TCP flag byte (CWR..FIN); 0 for UDP */
 	__u8 shape;     /* enum pkt_shape */
 	__u32 l4_off;   /* frame offset of the TCP header */
 	struct tcphdr hdr; /* the TCP header's copy, with PKT_IP_OPTIONS */
@@ -61,7 +66,55 @@ enum parse_result {
 	PARSE_OTHER = -1,       /* not for the TCP path: the host's, or an ICMP error (icmp.h) */
 	PARSE_SEGMENT = 0,      /* a TCP segment, or a datagram's first fragment holding the TCP header */
 	PARSE_LATER_FRAGMENT = 1, /* an IPv4 TCP fragment past the first (no TCP header): frag.h */
+	PARSE_UDP_FRAGMENT = 2, /* any fragment of an IPv4 UDP datagram (p->eth and p->iph set): passed, udp.h */
+	PARSE_DATAGRAM = 3,     /* an unfragmented UDP datagram (PKT_UDP): a result of its own, which the verifier
+				 * follows exactly (it loses p->shape's bits on the stack) */
 };
+
+/*
+ * The UDP part of parse (layout 11): an unfragmented IPv4 UDP datagram
+ * whose 8-byte header is in the frame (behind IPv4 options: copied into
+ * p->hdr) and whose whole datagram the frame holds, udp->len within the
+ * IPv4 payload: PARSE_DATAGRAM, with PKT_UDP. Any fragment of a UDP
+ * datagram is PARSE_UDP_FRAGMENT (p->eth, p->iph set): not tracked.
+ */
+static __always_inline int parse_udp(struct xdp_md *ctx, struct pkt *p, struct ethhdr *eth, struct iphdr *iph,
+				     void *data_end)
+{
+	struct udphdr *udp;
+	__u32 ihl = iph->ihl;
+	__u16 tot_len, len;
+
+	p->eth = eth;
+	p->iph = iph;
+	p->shape = PKT_UDP;
+	p->flags = 0;
+	/* written on every path: the verifier cannot tell from p->shape whether store_udp_header reads it */
+	*(__u64 *)&p->hdr = 0;
+	if (iph->frag_off & bpf_htons(IP_OFFSET | IP_MF))
+		return PARSE_UDP_FRAGMENT;
+	if (ihl == 5) {
+		udp = (void *)(iph + 1);
+		if ((void *)(udp + 1) > data_end)
+			return PARSE_OTHER;
+		p->l4_off = PKT_L4_PLAIN;
+	} else {
+		p->l4_off = sizeof(*eth) + ihl * 4;
+		if (bpf_xdp_load_bytes(ctx, p->l4_off, &p->hdr, sizeof(struct udphdr)))
+			return PARSE_OTHER;
+		udp = (struct udphdr *)&p->hdr;
+		p->shape |= PKT_IP_OPTIONS;
+	}
+	tot_len = bpf_ntohs(iph->tot_len);
+	len = bpf_ntohs(udp->len);
+	if (tot_len < ihl * 4 + sizeof(*udp) || len < sizeof(*udp) || len > tot_len - ihl * 4)
+		return PARSE_OTHER;
+	if (sizeof(*eth) + (__u64)tot_len > bpf_xdp_get_buff_len(ctx))
+		return PARSE_OTHER;
+	p->udp = udp;
+	p->tot_len = tot_len;
+	return PARSE_DATAGRAM;
+}
 
 /*
  * Parse Ethernet/IPv4/TCP. PARSE_SEGMENT when the frame is an IPv4 TCP
@@ -89,6 +142,8 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 		return PARSE_OTHER;
 	if (iph->version != 4 || iph->ihl < 5)
 		return PARSE_OTHER;
+	if (iph->protocol == IPPROTO_UDP)
+		return parse_udp(ctx, p, eth, iph, data_end);
 	if (iph->protocol != IPPROTO_TCP)
 		return PARSE_OTHER;
 	p->eth = eth;
@@ -147,6 +202,22 @@ static __always_inline long store_tcp_header(struct xdp_md *ctx, const struct pk
 #pragma unroll
 	for (i = 0; i < (int)(sizeof(w) / 4); i++)
 		w[i] = src[i];
+	return bpf_xdp_store_bytes(ctx, off, w, sizeof(w));
+}
+
+/*
+ * Store p's copy of the UDP header (behind IPv4 options p->udp points at
+ * it) into the frame at offset off. Read from the copy itself, not
+ * through p->udp: the verifier cannot tell from p->shape that p->udp is
+ * the copy, and a header in the frame is only 8 bytes long.
+ */
+static __always_inline long store_udp_header(struct xdp_md *ctx, const struct pkt *p, __u32 off)
+{
+	const __u32 *src = (const __u32 *)&p->hdr;
+	__u32 w[sizeof(struct udphdr) / 4];
+
+	w[0] = src[0];
+	w[1] = src[1];
 	return bpf_xdp_store_bytes(ctx, off, w, sizeof(w));
 }
 

@@ -30,6 +30,7 @@
 #include "flow.h"
 #include "events.h"
 #include "snat.h"
+#include "udp.h"
 
 /* Age of t at now on the 32-bit clock; 0 when t is not in the past. */
 static __always_inline __u32 age32(__u32 now, __u32 t)
@@ -68,6 +69,107 @@ static __always_inline void release_lone(struct xlb_config *cfg, const struct fl
 		snat_release(cfg, bid, pk);
 }
 
+/* The later of two 32-bit clock readings. */
+static __always_inline __u32 later32(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) > 0 ? a : b;
+}
+
+/*
+ * A request about a UDP entry (XLB_F_UDP; layout 11). XLB_REAP_UDP on the
+ * forward key removes the pair once idle for udp_ttl (no reply seen) or
+ * udp_stream_ttl (replied; idle since the later entry's last datagram);
+ * not due, it answers KEPT with the jiffies at which the pair falls due as
+ * it stands (q->next). An unreplied pair is claimed before its removal:
+ * XLB_F_UDP_REPLIED added to its forward entry, which takes it out of its
+ * service's unreplied count exactly once (a reply that won the race keeps
+ * the pair, due udp_stream_ttl from now). XLB_REAP_CHECK and XLB_REAP_LONE
+ * work as for TCP, a lone UDP entry counted under XLB_REAPED_LONE_UDP (an
+ * unreplied one leaves the count: a lone forward entry is claimed, a lone
+ * reverse entry's forward entry was lost outside XLB, unclaimed). Every
+ * other op keeps a UDP entry.
+ */
+static __noinline __u8 reap_udp(struct reap_batch *b, struct reap_req *q)
+{
+	struct flow_value *v, *peer;
+	struct xlb_config *cfg;
+	struct flow_key key, pk;
+	__u32 now, flags, gen, pflags = 0, zero = 0, last, ttl, stream, svc;
+	__u16 bid, mid;
+	__u8 op = q->op;
+	long old;
+	int intact;
+
+	key = q->key;
+	v = bpf_map_lookup_elem(&xlb_flows, &key);
+	if (!v || v->generation != q->generation)
+		return XLB_REAP_GONE;
+	cfg = bpf_map_lookup_elem(&xlb_cfg, &zero);
+	gen = v->generation;
+	now = (__u32)b->now;
+	flow_peer_key(&pk, v, key.dir);
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	intact = peer && peer->generation == gen;
+	flags = v->flags;
+	bid = v->backend_id;
+	mid = v->member_id;
+	svc = v->service_id;
+	last = v->last_seen;
+	if (intact) {
+		pflags = peer->flags;
+		if (flags & XLB_F_UDP_REPLIED)
+			last = later32(last, peer->last_seen);
+	}
+
+	if (op == XLB_REAP_CHECK)
+		return intact ? XLB_REAP_INTACT : XLB_REAP_LONE_FOUND;
+	if (op == XLB_REAP_LONE) {
+		if (intact)
+			return XLB_REAP_INTACT;
+	} else if (op == XLB_REAP_UDP && key.dir == XLB_DIR_CLIENT) {
+		/* both read, then one picked: a field picked by a branch is an offset the verifier refuses */
+		ttl = (__u32)b->udp_ttl;
+		stream = (__u32)b->udp_stream_ttl;
+		asm volatile("" : "+r"(ttl), "+r"(stream));
+		if (flags & XLB_F_UDP_REPLIED)
+			ttl = stream;
+		if (age32(now, last) < ttl) {
+			q->next = last + ttl;
+			return XLB_REAP_KEPT;
+		}
+	} else {
+		return XLB_REAP_KEPT;
+	}
+
+	/* removed: an unreplied pair (or lone forward entry) leaves its service's count first */
+	if (key.dir == XLB_DIR_CLIENT && !(flags & XLB_F_UDP_REPLIED)) {
+		old = flow_set(v, gen, XLB_F_UDP_REPLIED);
+		if (old == FLOW_GONE)
+			return XLB_REAP_GONE;
+		if (old & XLB_F_UDP_REPLIED) {
+			/* a reply won the race: the pair stays */
+			q->next = now + (__u32)b->udp_stream_ttl;
+			return XLB_REAP_KEPT;
+		}
+		udp_replied(svc);
+	}
+	if (bpf_map_delete_elem(&xlb_flows, &key))
+		return XLB_REAP_GONE;
+	if (!intact) {
+		/* a lone UDP entry: an invariant repair (XLB_REAP_LONE: reaped) */
+		if (key.dir == XLB_DIR_BACKEND && !(flags & XLB_F_UDP_REPLIED))
+			udp_replied(svc); /* its forward entry was lost unclaimed */
+		release_lone(cfg, &key, &pk, bid, flags, peer != 0);
+		count_reaped(mid, XLB_REAPED_LONE_UDP);
+		return op == XLB_REAP_LONE ? XLB_REAPED : XLB_REAP_REPAIRED;
+	}
+	peer = bpf_map_lookup_elem(&xlb_flows, &pk);
+	if (peer && peer->generation == gen && !bpf_map_delete_elem(&xlb_flows, &pk) && cfg)
+		snat_release_entry(cfg, bid, &pk, pflags);
+	count_reaped(mid, flags & XLB_F_UDP_REPLIED ? XLB_REAPED_UDP_REPLIED : XLB_REAPED_UDP_UNREPLIED);
+	return XLB_REAPED;
+}
+
 static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 {
 	struct flow_value *v, *peer;
@@ -95,6 +197,10 @@ static __noinline __u8 reap_one_req(struct reap_batch *b, struct reap_req *q)
 	if (intact)
 		pflags = peer->flags;
 
+	if (flags & XLB_F_UDP)
+		return reap_udp(b, q);
+	if (op == XLB_REAP_UDP)
+		return XLB_REAP_KEPT;
 	if (flags & XLB_F_HOLD) {
 		/* lone on purpose (replace_pair): only its own rule removes it */
 		if (op == XLB_REAP_CHECK || op == XLB_REAP_LONE)

@@ -26,17 +26,17 @@
 #include "jhash.h"
 
 /*
- * The Maglev hash of a new IPv4 TCP connection, host-order words (pkg/sched
+ * The Maglev hash of a new IPv4 TCP connection or UDP pair (proto: the scratch's), host-order words (pkg/sched
  * HashFiveTuple, HashClientIP): five_tuple is jhash_3words(saddr, daddr,
  * sport << 16 | dport, seed ^ proto), client_ip jhash_1word(saddr, seed).
  */
-static __always_inline __u32 sched_hash(__u32 saddr_be, __u32 daddr_be, __u32 ports, int client_ip)
+static __always_inline __u32 sched_hash(__u32 saddr_be, __u32 daddr_be, __u32 ports, __u32 proto, int client_ip)
 {
 	__u32 saddr = bpf_ntohl(saddr_be);
 
 	if (client_ip)
 		return jhash_1word(saddr, XLB_SCHED_SEED);
-	return jhash_3words(saddr, bpf_ntohl(daddr_be), ports, XLB_SCHED_SEED ^ IPPROTO_TCP);
+	return jhash_3words(saddr, bpf_ntohl(daddr_be), ports, XLB_SCHED_SEED ^ proto);
 }
 
 /*
@@ -75,7 +75,7 @@ __noinline int sched_start(__u32 saddr_be, __u32 daddr_be, __u32 ports)
 	if (kind == XLB_SCHED_ROUND_ROBIN)
 		return 0;
 	if (kind == XLB_SCHED_MAGLEV)
-		s->hash = sched_hash(saddr_be, daddr_be, ports, s->sched_flags & XLB_SVC_HASH_CLIENT_IP);
+		s->hash = sched_hash(saddr_be, daddr_be, ports, s->proto, s->sched_flags & XLB_SVC_HASH_CLIENT_IP);
 
 	tbl = bpf_map_lookup_elem(&xlb_sched, &s->set_slot);
 	if (!tbl)

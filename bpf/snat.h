@@ -99,13 +99,25 @@ static __always_inline __u32 snat_backend_words(const struct xlb_config *cfg)
 }
 
 /*
- * The bitmap word and bit of port port_be at SNAT address ip toward
- * backend bid; NULL when ip is not a SNAT address or the port is outside
- * the range: a port of a retired SNAT space (layout.h struct
- * snat_retired) has no bit, so releasing it touches nothing.
+ * The SNAT port space of a key's protocol (layout 11): half 0 for TCP,
+ * half 1 for UDP, whose rows follow all of TCP's (XLB_MAX_BACKENDS of
+ * them). A bitmap sized for TCP alone (no UDP service) has no UDP half:
+ * its words are not found, so a UDP port has no bit there.
  */
-static __always_inline __u64 *snat_word_in(void *map, const struct xlb_config *cfg, __u16 bid, __be32 ip, __be16 port_be,
-					    __u64 *bit)
+static __always_inline __u32 snat_half(__u8 proto)
+{
+	return proto == IPPROTO_UDP;
+}
+
+/*
+ * The bitmap word and bit of port port_be at SNAT address ip toward
+ * backend bid in port space half (snat_half); NULL when ip is not a SNAT
+ * address or the port is outside the range: a port of a retired SNAT
+ * space (layout.h struct snat_retired) has no bit, so releasing it
+ * touches nothing.
+ */
+static __always_inline __u64 *snat_word_in(void *map, const struct xlb_config *cfg, __u16 bid, __u32 half, __be32 ip,
+					    __be16 port_be, __u64 *bit)
 {
 	int a = snat_index(cfg, ip);
 	__u32 port = bpf_ntohs(port_be), off, w;
@@ -113,14 +125,16 @@ static __always_inline __u64 *snat_word_in(void *map, const struct xlb_config *c
 	if (a < 0 || port < cfg->snat_port_lo || port > cfg->snat_port_hi)
 		return 0;
 	off = port - cfg->snat_port_lo;
-	w = (__u32)bid * snat_backend_words(cfg) + (__u32)a * cfg->snat_words + off / 64;
+	w = (half * XLB_MAX_BACKENDS + (__u32)bid) * snat_backend_words(cfg) + (__u32)a * cfg->snat_words + off / 64;
 	*bit = 1ULL << (off % 64);
 	return bpf_map_lookup_elem(map, &w);
 }
 
-static __always_inline __u64 *snat_word(const struct xlb_config *cfg, __u16 bid, __be32 ip, __be16 port_be, __u64 *bit)
+/* snat_word_in of xlb_snat_ports, in the port space of proto (a flow key's). */
+static __always_inline __u64 *snat_word(const struct xlb_config *cfg, __u16 bid, __u8 proto, __be32 ip, __be16 port_be,
+					 __u64 *bit)
 {
-	return snat_word_in(&xlb_snat_ports, cfg, bid, ip, port_be, bit);
+	return snat_word_in(&xlb_snat_ports, cfg, bid, snat_half(proto), ip, port_be, bit);
 }
 
 /*
@@ -179,7 +193,7 @@ static __always_inline void tsreuse_count(__u32 bid, __s64 d)
 /* Set the timestamp reuse hint of a reverse entry's port (key: the reverse entry's key). */
 static __always_inline void tsreuse_mark(const struct xlb_config *cfg, __u16 bid, const struct flow_key *rkey)
 {
-	__u64 bit, *w = snat_word_in(&xlb_snat_tsreuse, cfg, bid, rkey->daddr_be, rkey->dport_be, &bit);
+	__u64 bit, *w = snat_word_in(&xlb_snat_tsreuse, cfg, bid, 0, rkey->daddr_be, rkey->dport_be, &bit);
 
 	if (w && !(__sync_fetch_and_or(w, bit) & bit))
 		tsreuse_count(bid, 1);
@@ -197,7 +211,7 @@ static __always_inline int tsreuse_take(__u64 *w, __u64 bit, const __u32 *bid)
 /* Clear the bit of a reverse entry's port (key: the reverse entry's key). */
 static __always_inline void snat_release(const struct xlb_config *cfg, __u16 bid, const struct flow_key *rkey)
 {
-	__u64 bit, *w = snat_word(cfg, bid, rkey->daddr_be, rkey->dport_be, &bit);
+	__u64 bit, *w = snat_word(cfg, bid, rkey->proto, rkey->daddr_be, rkey->dport_be, &bit);
 
 	if (w)
 		__sync_fetch_and_and(w, ~bit);
@@ -228,7 +242,7 @@ static __always_inline void snat_release_entry(const struct xlb_config *cfg, __u
 static __always_inline long delete_freed_reverse(struct xlb_config *cfg, const struct flow_key *key, __u16 bid, __u32 gen)
 {
 	struct flow_value *v;
-	__u64 bit = 0, *w = cfg ? snat_word(cfg, bid, key->daddr_be, key->dport_be, &bit) : 0;
+	__u64 bit = 0, *w = cfg ? snat_word(cfg, bid, key->proto, key->daddr_be, key->dport_be, &bit) : 0;
 	long err = -ENOENT;
 
 	if (w && (__sync_fetch_and_or(w, bit) & bit))
@@ -615,7 +629,13 @@ static __always_inline long snat_walk(__u32 hints)
 	if (cfg->snat_port_hi < cfg->snat_port_lo || cfg->nsnat == 0 || cfg->nsnat > XLB_MAX_SNAT_IPS ||
 	    cfg->snat_words == 0 || cfg->snat_words * 64 < nports)
 		return -ENOSPC;
-	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &al.bid);
+	/*
+	 * The port space of the pair's protocol (snat_half): its cursor and
+	 * its rows, half * XLB_MAX_BACKENDS + bid (in al.pos until the walk:
+	 * no stack to spare for a key of its own).
+	 */
+	al.pos = snat_half(al.s->rkey.proto) * XLB_MAX_BACKENDS + al.bid;
+	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &al.pos);
 	if (!cursor)
 		return -ENOSPC;
 	cur = *cursor % (cfg->nsnat * nports);
@@ -623,7 +643,8 @@ static __always_inline long snat_walk(__u32 hints)
 
 	al.cfg = cfg;
 	al.words = snat_backend_words(cfg);
-	al.base = al.bid * al.words;
+	al.base = al.pos * al.words;
+	al.pos = 0;
 	al.w0 = pos / 64;
 	al.b0 = pos % 64 | hints << 8;
 	al.now = al.s->rev.last_seen;
@@ -637,7 +658,8 @@ static __always_inline long snat_walk(__u32 hints)
 		return al.err;
 	/* the cursor moves past the port taken (what the loop needs no more is read again, not kept) */
 	cfg = al.cfg;
-	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &al.bid);
+	al.w0 = snat_half(al.s->rkey.proto) * XLB_MAX_BACKENDS + al.bid; /* the cursor's key */
+	cursor = bpf_map_lookup_elem(&xlb_snat_cursors, &al.w0);
 	if (!cursor)
 		return 0;
 	nports = (__u32)cfg->snat_port_hi - cfg->snat_port_lo + 1;

@@ -75,7 +75,7 @@ static long snat_sync_step(__u64 i, void *arg)
 			break;
 		}
 		bid = v->backend_id;
-		w = snat_word(l->cfg, bid, key.daddr_be, key.dport_be, &bit);
+		w = snat_word(l->cfg, bid, key.proto, key.daddr_be, key.dport_be, &bit);
 		if (!w) {
 			q->result = XLB_SNAT_SYNC_OUTSIDE;
 			break;
@@ -95,7 +95,7 @@ static long snat_sync_step(__u64 i, void *arg)
 	case XLB_SNAT_SYNC_CLEAR:
 		held = l->held | snat_port_held(&key, q->backend_id);
 		l->held = 0;
-		w = snat_word(l->cfg, q->backend_id, key.daddr_be, key.dport_be, &bit);
+		w = snat_word(l->cfg, q->backend_id, key.proto, key.daddr_be, key.dport_be, &bit);
 		if (!w)
 			q->result = XLB_SNAT_SYNC_OUTSIDE;
 		else if (held)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * xlb.c — the XLB XDP program: IPv4/TCP full-NAT load balancing, plus three
+ * xlb.c — the XLB XDP program: IPv4 TCP and UDP full-NAT load balancing, plus three
  * programs the daemon runs from userspace with BPF_PROG_TEST_RUN: the clock
  * (xlb_clock, clock.h), the reaper (xlb_reap, reap.h), the maintenance
  * loop's only way to remove flow entries, and the SNAT bitmap sync
@@ -62,9 +62,25 @@
  *     later fragment ahead of its first one, one of an expired or lost
  *     entry) passes untouched and is counted, the kernel's reassembly
  *     then times it out and the sender retransmits;
- *   - ICMP errors about a pair, addressed to the ingress interface's MAC,
- *     are translated for the other side (icmp.h; not those quoting a
- *     header with IPv4 options, which pass untouched);
+ *   - UDP (layout 11; DESIGN §9; udp.h): a client's datagram of no pair
+ *     to a serving UDP service's listen address and local port takes the
+ *     SYN's path (is_syn: listen_find, create_pair, sched_start,
+ *     pick_backend) and creates a pair with XLB_F_UDP on both entries,
+ *     its SNAT port from the UDP half of the backend's bitmap (snat.h
+ *     snat_half), once its service's udp_unreplied_max admits it
+ *     (udp_admit); any datagram of a pair is forwarded both ways and
+ *     refreshes the entry it traverses; the backend's first one marks the
+ *     pair XLB_F_UDP_REPLIED (udp_note_reply); a zero UDP checksum stays
+ *     0. A first datagram over the cap, without a routable backend or a
+ *     free port, or to a full table passes to the kernel (counted: its
+ *     port unreachable is honest); a FIB miss drops it, as a SYN. While
+ *     the shutdown flag is set, live UDP pairs are forwarded and new
+ *     datagrams pass. UDP fragments are not tracked: to a listen or SNAT
+ *     address, counted and passed (a live pair's too). The reaper removes
+ *     a UDP pair idle for its timeout (reap.h reap_udp);
+ *   - ICMP errors about a pair (TCP or UDP), addressed to the ingress
+ *     interface's MAC, are translated for the other side (icmp.h; not
+ *     those quoting a header with IPv4 options, which pass untouched);
  *   - everything else is XDP_PASS, untouched (a SYN to an address and
  *     port no serving service has among them). The program never returns
  *     XDP_ABORTED.
@@ -107,6 +123,7 @@
 #include "reap.h"
 #include "snatsync.h"
 #include "sched.h"
+#include "udp.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
 
@@ -207,11 +224,12 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
 	}
 
 	/*
-	 * Any packet refreshes an established pair; an embryonic pair keeps
-	 * its SYN's time (the embryonic TTL runs from there) and a terminal
-	 * forward entry the time it became terminal.
+	 * Any packet refreshes an established pair, and any datagram the UDP
+	 * entry it traverses; an embryonic pair keeps its SYN's time (the
+	 * embryonic TTL runs from there) and a terminal forward entry the
+	 * time it became terminal.
 	 */
-	if ((flags & (XLB_F_ESTABLISHED | XLB_F_CLOSED)) == XLB_F_ESTABLISHED)
+	if (!(flags & XLB_F_CLOSED) && (flags & (XLB_F_ESTABLISHED | XLB_F_UDP)))
 		v->last_seen = now32();
 
 	bs = backend_traffic(mid, dir);
@@ -236,7 +254,8 @@ static __always_inline int send_ip(struct xdp_md *ctx, struct ethhdr *eth, struc
  * update covers them unchanged). A first fragment or a segment with
  * options that leaves is counted.
  */
-static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 gen, __u32 dir)
+static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, struct flow_value *v, __u32 gen, __u32 dir,
+					    int udp)
 {
 	struct tcphdr *tcp = p->tcp;
 	struct nexthop *nh;
@@ -246,6 +265,16 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 	nh = pair_next_hop(ctx, v, gen);
 	if (!nh)
 		return XDP_DROP;
+
+	if (udp) {
+		/* a datagram: ports and checksum only (udp.h udp_csum: a zero checksum stays 0) */
+		p->udp->source = v->sport_be;
+		p->udp->dest = v->dport_be;
+		p->udp->check = udp_csum(p->udp->check, l4);
+		if ((p->shape & PKT_IP_OPTIONS) && store_udp_header(ctx, p, p->l4_off))
+			return XDP_DROP;
+		goto send;
+	}
 
 	/*
 	 * Timestamps (tsopt.h): on a pair that negotiated them, and on the
@@ -262,6 +291,7 @@ static __always_inline int rewrite_and_send(struct xdp_md *ctx, struct pkt *p, s
 
 	if ((p->shape & PKT_IP_OPTIONS) && store_tcp_header(ctx, p, p->l4_off))
 		return XDP_DROP;
+send:
 	act = send_ip(ctx, p->eth, p->iph, p->tot_len, v, gen, nh, dir);
 	if (act != XDP_DROP) {
 		if (p->shape & PKT_FRAGMENT)
@@ -487,6 +517,7 @@ enum create_result {
 	CREATE_FULL,      /* flow table full */
 	CREATE_NO_BACKEND, /* no routable backend (or the one tried has no port for a mapping without one) */
 	CREATE_FIB_MISS,  /* no next hop toward the backend (or no next-hop slot) */
+	CREATE_OVER_CAP,  /* a UDP service's udp_unreplied_max reached (udp.h udp_admit) */
 };
 
 /*
@@ -558,7 +589,7 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	__builtin_memset(&s->rkey, 0, sizeof(s->rkey));
 	s->rkey.saddr_be = s->fwd.daddr_be;
 	s->rkey.sport_be = s->fwd.dport_be;
-	s->rkey.proto = IPPROTO_TCP;
+	s->rkey.proto = s->proto;
 	s->rkey.dir = XLB_DIR_BACKEND;
 	s->took_hold = 0;
 	err = snat_alloc(s);
@@ -586,7 +617,7 @@ __noinline int try_backend(struct xdp_md *ctx, struct flow_key *fk)
 	if (s->took_hold && !snat_rehold())
 		return rc;
 	bpf_map_delete_elem(&xlb_flows, &s->rkey);
-	w = snat_word(cfg, s->fwd.backend_id, s->rkey.daddr_be, s->rkey.dport_be, &bit);
+	w = snat_word(cfg, s->fwd.backend_id, s->rkey.proto, s->rkey.daddr_be, s->rkey.dport_be, &bit);
 	if (w)
 		__sync_fetch_and_and(w, ~bit);
 	return rc;
@@ -712,8 +743,9 @@ __noinline int syn_options(struct xdp_md *ctx, __u32 l4_off, __u32 doff)
 }
 
 /*
- * The service of a SYN to addr_be:port_be (network order; the packet's
- * destination) with no live pair: xlb_listen's answer, its id, live
+ * The service of a SYN (or a UDP datagram) to addr_be:port_be (network
+ * order; the packet's destination; proto in port_be's bits 16..23) with
+ * no live pair: xlb_listen's answer, its id, live
  * routable set and the mapping's remote port, go into the scratch for
  * create_pair. Returns 0, or -1 when no serving service has that address
  * and port (the SYN passes to the kernel untouched). A global function:
@@ -733,7 +765,7 @@ __noinline int listen_find(__u32 addr_be, __u32 port_be)
 		return -1;
 	lk.addr_be = addr_be;
 	lk.port_be = (__be16)port_be;
-	lk.proto = IPPROTO_TCP;
+	lk.proto = (__u8)(port_be >> 16);
 	lk.pad = 0;
 	lv = bpf_map_lookup_elem(&xlb_listen, &lk);
 	if (!lv)
@@ -746,6 +778,8 @@ __noinline int listen_find(__u32 addr_be, __u32 port_be)
 	s->set_slot = s->service * 2 + (svc->active_set & 1);
 	s->sched = svc->scheduler;
 	s->sched_flags = (__u8)svc->flags;
+	s->proto = lk.proto;
+	s->udp_max = lk.proto == IPPROTO_UDP ? svc->udp_unreplied_max : 0;
 	return 0;
 }
 
@@ -757,7 +791,7 @@ __noinline int listen_find(__u32 addr_be, __u32 port_be)
  * backend's own port). The forward entry keeps the SYN's time for the
  * handshake histogram. On CREATE_OK the frame has not been touched yet.
  */
-static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct flow_key *fk)
+static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct flow_key *fk, int udp)
 {
 	struct create_scratch *s;
 	struct backend_set *set;
@@ -806,17 +840,34 @@ static __always_inline int create_pair(struct xdp_md *ctx, struct pkt *p, struct
 	s->tmpl.dport_be = s->remote_port_be;
 	s->tmpl.generation = (__u32)gen;
 	s->tmpl.last_seen = now;
-	s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
-	syn_options(ctx, p->l4_off, p->tcp->doff);
-	s->tmpl.syn_us = now_us32();
-	if (sched_start(fk->saddr_be, fk->daddr_be, (__u32)bpf_ntohs(fk->sport_be) << 16 | bpf_ntohs(fk->dport_be)))
-		return CREATE_FULL;
-	rc = pick_backend(ctx, fk);
-	if (rc != CREATE_OK)
+	if (udp) {
+		/* a UDP pair: no TCP state; admitted under its service's cap first */
+		s->tmpl.flags = XLB_F_UDP;
+		s->rev.flags = XLB_F_UDP;
+		if (udp_admit())
+			return CREATE_OVER_CAP;
+	} else {
+		s->tmpl.track_seq = bpf_ntohl(p->tcp->seq) + 1;
+		syn_options(ctx, p->l4_off, p->tcp->doff);
+		s->tmpl.syn_us = now_us32();
+	}
+	rc = CREATE_FULL;
+	if (!sched_start(fk->saddr_be, fk->daddr_be, (__u32)bpf_ntohs(fk->sport_be) << 16 | bpf_ntohs(fk->dport_be)))
+		rc = pick_backend(ctx, fk);
+	if (rc != CREATE_OK) {
+		if (udp)
+			udp_unadmit(); /* CREATE_RACE too: the other CPU counted the pair */
 		return rc;
+	}
 
-	count(XLB_C_PAIRS_CREATED);
-	bs = client_stats(s->fwd.member_id);
+	if (udp) {
+		/* UDP pairs opened: the member's backend slot (TCP's are its client slot) */
+		count(XLB_C_UDP_PAIRS_CREATED);
+		bs = backend_traffic(s->fwd.member_id, XLB_DIR_BACKEND);
+	} else {
+		count(XLB_C_PAIRS_CREATED);
+		bs = client_stats(s->fwd.member_id);
+	}
 	if (bs)
 		bs->opened++;
 	post_event(fk, (__u32)gen, s->fwd.backend_id, XLB_CLOSE_OPEN, now);
@@ -989,12 +1040,15 @@ int xlb_xdp(struct xdp_md *ctx)
 	struct flow_key key, pk;
 	struct pkt p;
 	__u32 zero = 0, dir, now, gen = 0;
-	int rc, is_syn;
+	int rc, is_syn, udp;
 
 	rc = parse(ctx, &p);
-	if (rc != PARSE_SEGMENT) {
+	udp = rc == PARSE_DATAGRAM;
+	if (rc != PARSE_SEGMENT && !udp) {
 		if (rc == PARSE_LATER_FRAGMENT)
 			return finish(follow_fragment(ctx));
+		if (rc == PARSE_UDP_FRAGMENT)
+			return finish(udp_fragment(ctx));
 		rc = icmp_nat(ctx);
 		return finish(rc < 0 ? XDP_PASS : rc);
 	}
@@ -1023,15 +1077,20 @@ int xlb_xdp(struct xdp_md *ctx)
 	__builtin_memset(&key, 0, sizeof(key));
 	key.saddr_be = p.iph->saddr;
 	key.daddr_be = p.iph->daddr;
-	key.sport_be = p.tcp->source;
+	key.sport_be = p.tcp->source; /* a UDP header's ports sit at the same offsets */
 	key.dport_be = p.tcp->dest;
-	key.proto = IPPROTO_TCP;
+	key.proto = udp ? IPPROTO_UDP : IPPROTO_TCP;
 	key.dir = dir;
 
 	v = bpf_map_lookup_elem(&xlb_flows, &key);
 	if (v)
 		gen = flow_gen(v); /* the pair the packet is for (flow.h: stale pointers) */
-	is_syn = dir == XLB_DIR_CLIENT && (p.flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST | TCP_FL_FIN)) == TCP_FL_SYN;
+	/* is_syn: a new pair's first packet, a client's SYN or a client's datagram of no pair (UDP is never terminal) */
+	if (udp)
+		is_syn = dir == XLB_DIR_CLIENT && !v;
+	else
+		is_syn = dir == XLB_DIR_CLIENT &&
+			 (p.flags & (TCP_FL_SYN | TCP_FL_ACK | TCP_FL_RST | TCP_FL_FIN)) == TCP_FL_SYN;
 	/*
 	 * A SYN of no live pair: to a serving service's address and port, or
 	 * the kernel's. The terminal pair's entry is looked up again after
@@ -1039,7 +1098,7 @@ int xlb_xdp(struct xdp_md *ctx)
 	 * has no stack to spare; gen is never 0 for an entry).
 	 */
 	if (is_syn && (!v || pair_terminal(v->flags))) {
-		if (listen_find(key.daddr_be, key.dport_be))
+		if (listen_find(key.daddr_be, key.dport_be | (__u32)key.proto << 16))
 			return finish(XDP_PASS);
 		v = gen ? bpf_map_lookup_elem(&xlb_flows, &key) : 0;
 		gen = v ? flow_gen(v) : 0;
@@ -1064,17 +1123,22 @@ int xlb_xdp(struct xdp_md *ctx)
 	}
 
 	if (cfg->flags & XLB_CFG_SHUTDOWN) {
-		/* seed "XLB shutdown behavior": reactive RSTs; an incoming RST is never answered */
-		if (p.flags & TCP_FL_RST) {
+		if (udp) {
+			/* a live UDP pair is forwarded; a new datagram passes (no RST exists) */
+			if (is_syn)
+				return finish(XDP_PASS);
+		} else if (p.flags & TCP_FL_RST) {
+			/* seed "XLB shutdown behavior": reactive RSTs; an incoming RST is never answered */
 			if (!v)
 				return finish(XDP_PASS);
 			rc = check_rst(cfg, &p, &key, v, gen, dir);
 			if (rc >= 0)
 				return finish(rc);
-			return finish(rewrite_and_send(ctx, &p, v, gen, dir));
+			return finish(rewrite_and_send(ctx, &p, v, gen, dir, 0));
+		} else {
+			count(XLB_C_SHUTDOWN_RESETS);
+			return finish(reply_rst(ctx, &p));
 		}
-		count(XLB_C_SHUTDOWN_RESETS);
-		return finish(reply_rst(ctx, &p));
 	}
 
 	if (p.shape & PKT_FRAGMENT)
@@ -1084,50 +1148,62 @@ int xlb_xdp(struct xdp_md *ctx)
 		if (v) {
 			if (!pair_terminal(v->flags)) {
 				count(XLB_C_SYN_REUSED);
-				return finish(rewrite_and_send(ctx, &p, v, gen, dir));
+				return finish(rewrite_and_send(ctx, &p, v, gen, dir, udp));
 			}
 			replace_pair(cfg, &key, v, gen);
 		}
-		rc = create_pair(ctx, &p, &key);
+		rc = create_pair(ctx, &p, &key, udp);
 		switch (rc) {
 		case CREATE_OK:
 			break;
 		case CREATE_RACE:
-			count(XLB_C_SYN_REUSED);
+			if (!udp)
+				count(XLB_C_SYN_REUSED);
 			break;
 		case CREATE_FIB_MISS:
 			count(XLB_C_FIB_MISS);
 			return finish(XDP_DROP);
+		case CREATE_OVER_CAP:
+			return finish(XDP_PASS); /* counted by udp_admit */
 		case CREATE_EXHAUSTED:
 			count(XLB_C_SNAT_EXHAUSTED);
-			return finish(reply_rst(ctx, &p));
+			break;
 		case CREATE_NO_BACKEND:
-			count(XLB_C_NO_BACKEND);
-			return finish(reply_rst(ctx, &p));
+			count(udp ? XLB_C_UDP_NO_BACKEND : XLB_C_NO_BACKEND);
+			break;
 		default:
 			count(XLB_C_TABLE_FULL);
-			return finish(reply_rst(ctx, &p));
+			break;
 		}
+		if (rc != CREATE_OK && rc != CREATE_RACE)
+			/* a SYN is answered with a RST; a datagram passes (the kernel's port unreachable) */
+			return finish(udp ? XDP_PASS : reply_rst(ctx, &p));
 		if (rc == CREATE_OK) {
 			/* the forward entry just inserted is the scratch's: no lookup */
 			s = bpf_map_lookup_elem(&xlb_scratch, &zero);
 			if (s)
-				return finish(rewrite_and_send(ctx, &p, &s->fwd, s->fwd.generation, dir));
+				return finish(rewrite_and_send(ctx, &p, &s->fwd, s->fwd.generation, dir, udp));
 		}
 		v = bpf_map_lookup_elem(&xlb_flows, &key);
 		if (!v)
 			return finish(XDP_DROP);
-		return finish(rewrite_and_send(ctx, &p, v, flow_gen(v), dir));
+		return finish(rewrite_and_send(ctx, &p, v, flow_gen(v), dir, udp));
 	}
 
 	now = now32();
 	if ((__s32)(now - v->last_seen) >= XLB_LONE_CHECK_TICKS)
 		check_counterpart(&key, v, dir, now);
+	if (udp) {
+		/* a datagram on a live pair: the backend's first one marks the pair replied (udp.h) */
+		if (dir == XLB_DIR_BACKEND && !(v->flags & XLB_F_UDP_REPLIED))
+			udp_note_reply(v, gen);
+		return finish(rewrite_and_send(ctx, &p, v, gen, dir, 1));
+	}
 	if (p.flags & TCP_FL_RST) {
 		rc = check_rst(cfg, &p, &key, v, gen, dir);
 		if (rc >= 0)
 			return finish(rc);
-		return finish(rewrite_and_send(ctx, &p, v, gen, dir));
+		return finish(rewrite_and_send(ctx, &p, v, gen, dir, 0));
 	}
 	if (!(v->flags & XLB_F_ESTABLISHED)) {
 		peer = pair_peer(v, dir, &pk);
@@ -1139,7 +1215,7 @@ int xlb_xdp(struct xdp_md *ctx)
 		peer = pair_peer(v, dir, &pk);
 		note_close(cfg, &p, &key, v, peer, &pk, dir, gen);
 	}
-	return finish(rewrite_and_send(ctx, &p, v, gen, dir));
+	return finish(rewrite_and_send(ctx, &p, v, gen, dir, 0));
 }
 
 /*

@@ -104,6 +104,21 @@ type Counters struct {
 	// IPOptionsForwarded counts segments of a pair with IPv4 options
 	// forwarded, the options copied unchanged.
 	IPOptionsForwarded uint64
+	// UDPPairsCreated counts UDP pairs created (PairsCreated counts TCP
+	// pairs only).
+	UDPPairsCreated uint64
+	// UDPOverCap counts first datagrams of a UDP service passed to the
+	// kernel because the service had udp_unreplied_max pairs without a
+	// reply (ServiceCounters: per service).
+	UDPOverCap uint64
+	// UDPNoBackend counts first datagrams passed to the kernel because
+	// their service had no routable backend (NoBackend counts the SYNs
+	// answered with a RST).
+	UDPNoBackend uint64
+	// UDPFragsPassed counts fragments of UDP datagrams to a listen
+	// address or a SNAT address, passed to the kernel untouched: UDP
+	// fragments are not tracked.
+	UDPFragsPassed uint64
 }
 
 // Counters reads and sums the per-CPU counters.
@@ -150,6 +165,10 @@ func (d *Dataplane) Counters() (Counters, error) {
 	c.FragsForwarded = raw[xlbXlbCounterXLB_C_FRAGS_FORWARDED]
 	c.FragsPassed = raw[xlbXlbCounterXLB_C_FRAGS_PASSED]
 	c.IPOptionsForwarded = raw[xlbXlbCounterXLB_C_IP_OPTIONS_FORWARDED]
+	c.UDPPairsCreated = raw[xlbXlbCounterXLB_C_UDP_PAIRS_CREATED]
+	c.UDPOverCap = raw[xlbXlbCounterXLB_C_UDP_OVER_CAP]
+	c.UDPNoBackend = raw[xlbXlbCounterXLB_C_UDP_NO_BACKEND]
+	c.UDPFragsPassed = raw[xlbXlbCounterXLB_C_UDP_FRAGS_PASSED]
 	return c, nil
 }
 
@@ -160,9 +179,13 @@ type BackendStats struct {
 	SentBytes       uint64
 	ReceivedPackets uint64 // backend -> client
 	ReceivedBytes   uint64
-	Opened          uint64 // pairs created toward this backend
-	ClosedFIN       uint64 // pairs that became terminal with both FINs
-	ClosedRST       uint64 // pairs that became terminal with a RST
+	Opened          uint64 // TCP pairs created toward this backend
+	// UDPOpened counts UDP pairs created toward this backend: the
+	// backend_stats opened of its member's XLB_DIR_BACKEND slot (always 0
+	// before layout 11).
+	UDPOpened uint64
+	ClosedFIN uint64 // pairs that became terminal with both FINs
+	ClosedRST uint64 // pairs that became terminal with a RST
 	// ClosedFINByBackend and ClosedRSTByBackend are the closures of
 	// ClosedFIN and ClosedRST the backend initiated (its FIN first, its
 	// RST); the rest the client did.
@@ -198,6 +221,7 @@ func (d *Dataplane) AllBackendStats() ([]BackendStats, error) {
 			} else {
 				s.ReceivedPackets += p.Packets
 				s.ReceivedBytes += p.Bytes
+				s.UDPOpened += p.Opened
 			}
 		}
 	}
@@ -259,4 +283,50 @@ func readArray[V any](d *Dataplane, m *ebpf.Map, n int) (vals []V, ncpu int, err
 		}
 	}
 	return out, ncpu, nil
+}
+
+// UDPUnreplied reads each UDP service's pairs without a reply
+// (xlb_udp_unreplied), indexed by service id (MaxServices of them).
+func (d *Dataplane) UDPUnreplied() ([]uint64, error) {
+	vals, _, err := readArray[uint64](d, d.objs.XlbUdpUnreplied, MaxServices)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: read the UDP unreplied counts: %w", err)
+	}
+	return vals, nil
+}
+
+// ServiceCounters are one service id's data-path counters, summed over
+// CPUs (xlb_svc_counters).
+type ServiceCounters struct {
+	// UDPOverCap counts first datagrams passed to the kernel because
+	// the service had udp_unreplied_max pairs without a reply.
+	UDPOverCap uint64
+}
+
+// ServiceCounters reads the per-service counters, indexed by service id
+// (MaxServices of them).
+func (d *Dataplane) ServiceCounters() ([]ServiceCounters, error) {
+	vals, ncpu, err := readArray[uint64](d, d.objs.XlbSvcCounters, int(xlbXlbLimitsXLB_SVC_COUNTER_CELLS))
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: read the service counters: %w", err)
+	}
+	out := make([]ServiceCounters, MaxServices)
+	for id := range out {
+		cell := id*int(xlbXlbLimitsXLB_SVC_COUNTERS) + int(xlbXlbSvcCounterXLB_SVC_UDP_OVER_CAP)
+		for _, v := range vals[cell*ncpu : (cell+1)*ncpu] {
+			out[id].UDPOverCap += v
+		}
+	}
+	return out, nil
+}
+
+// Generation reads the pair generation counter (xlb_shared): the
+// generation the last pair created got. Pairs created later have
+// generations after it (wrap-safe: int32(gen - g) > 0).
+func (d *Dataplane) Generation() (uint64, error) {
+	var st xlbXlbState
+	if err := d.objs.XlbShared.Lookup(uint32(0), &st); err != nil {
+		return 0, fmt.Errorf("dataplane: read the pair generation: %w", err)
+	}
+	return st.Generation, nil
 }

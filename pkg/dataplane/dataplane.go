@@ -147,7 +147,7 @@ func Load(opts Options) (*Dataplane, error) {
 	}
 	spec.Maps[xlbMapXlbFlows].MaxEntries = EntriesPerPair * opts.MaxConnections
 	spec.Maps[xlbMapXlbSnatPorts].MaxEntries = opts.SNAT.bitmapWords()
-	spec.Maps[xlbMapXlbSnatTsreuse].MaxEntries = opts.SNAT.bitmapWords() // the same geometry (bpf/maps.h)
+	spec.Maps[xlbMapXlbSnatTsreuse].MaxEntries = opts.SNAT.halfWords() // the TCP half's geometry (bpf/maps.h)
 	var pins *pinnedState
 	if d.stateDir != "" {
 		if pins, err = readPins(d.stateDir, opts.NetnsCookie); err != nil {
@@ -239,8 +239,8 @@ func (d *Dataplane) chooseCloseEvents(spec *ebpf.CollectionSpec, pinned *ebpf.Ma
 
 // seedSNATCursors writes a random start into every backend's SNAT cursor.
 func (d *Dataplane) seedSNATCursors() error {
-	keys := make([]uint32, MaxBackends)
-	vals := make([]uint32, MaxBackends)
+	keys := make([]uint32, 2*MaxBackends) // both protocols' cursors (XLB_SNAT_CURSORS)
+	vals := make([]uint32, 2*MaxBackends)
 	for i := range keys {
 		keys[i], vals[i] = uint32(i), rand.Uint32()
 	}

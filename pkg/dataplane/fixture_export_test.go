@@ -167,7 +167,7 @@ func (d *Dataplane) FixtureSetSNATPortBit(backend uint32, addr int, port uint16,
 	if addr < 0 || uint32(addr) >= cfg.Nsnat {
 		return fmt.Errorf("SNAT address %d of %d", addr, cfg.Nsnat)
 	}
-	w, mask, ok := geometryOf(&cfg).bit(uint16(backend), cfg.SnatIpsBe[addr], port)
+	w, mask, ok := geometryOf(&cfg).bit(uint16(backend), 6, cfg.SnatIpsBe[addr], port)
 	if !ok {
 		return fmt.Errorf("port %d has no bit", port)
 	}
@@ -228,4 +228,37 @@ func (d *Dataplane) FixtureRoundRobin(svc uint16) (uint64, error) {
 	var rr uint64
 	err := d.objs.XlbRr.Lookup(uint32(svc), &rr)
 	return rr, err
+}
+
+// FixtureSNATPortBit reports whether the bit of port toward backend id for
+// SNAT address number addr is set in protocol proto's half of the bitmap.
+func (d *Dataplane) FixtureSNATPortBit(backend uint32, proto uint8, addr int, port uint16) (bool, error) {
+	var cfg xlbXlbConfig
+	if err := d.objs.XlbCfg.Lookup(uint32(0), &cfg); err != nil {
+		return false, fmt.Errorf("read the config: %w", err)
+	}
+	if addr < 0 || uint32(addr) >= cfg.Nsnat {
+		return false, fmt.Errorf("SNAT address %d of %d", addr, cfg.Nsnat)
+	}
+	w, mask, ok := geometryOf(&cfg).bit(uint16(backend), proto, cfg.SnatIpsBe[addr], port)
+	if !ok {
+		return false, fmt.Errorf("port %d has no bit", port)
+	}
+	var word uint64
+	if err := d.objs.XlbSnatPorts.Lookup(w, &word); err != nil {
+		return false, err
+	}
+	return word&mask != 0, nil
+}
+
+// FixtureSNATCursors reads every SNAT port cursor (XLB_SNAT_CURSORS: TCP's
+// by backend id, then UDP's).
+func (d *Dataplane) FixtureSNATCursors() ([]uint32, error) {
+	out := make([]uint32, d.objs.XlbSnatCursors.MaxEntries())
+	for i := range out {
+		if err := d.objs.XlbSnatCursors.Lookup(uint32(i), &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

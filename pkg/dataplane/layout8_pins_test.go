@@ -100,8 +100,12 @@ func DowngradeToLayout8(t testing.TB, dir string) {
 	if err := open(xlbMapXlbCfg).Lookup(uint32(0), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	var svc xlbService
-	if err := open(xlbMapXlbServices).Lookup(uint32(0), &svc); err != nil {
+	var rawSvc []byte // layout 9 and 10's record (DowngradeToLayout10): this build's without its last 8 bytes
+	if err := open(xlbMapXlbServices).Lookup(uint32(0), &rawSvc); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := fromBytes[xlbService](append(rawSvc, make([]byte, 8)...))
+	if err != nil {
 		t.Fatal(err)
 	}
 	c := config8{ListenIpBe: be32(recordAddr(&svc)), SnatPortLo: cfg.SnatPortLo, SnatPortHi: cfg.SnatPortHi, Nports: uint32(svc.Nports),

@@ -18,8 +18,12 @@ import (
 const layout9Counters = uint32(xlbXlbCounterXLB_C_SCHED_FALLBACK)
 
 // reshapeLayout9 shapes this build's spec ms of map name as layout 9 had
-// it: false for a map layout 10 added. reshapeLayout8 applies it first.
+// it: false for a map layout 10 or later added (reshapeLayout10 first).
+// reshapeLayout8 applies it first.
 func reshapeLayout9(name string, ms *ebpf.MapSpec) bool {
+	if !reshapeLayout10(name, ms) {
+		return false
+	}
 	switch name {
 	case xlbMapXlbSched:
 		return false // new in layout 10
@@ -33,10 +37,12 @@ func reshapeLayout9(name string, ms *ebpf.MapSpec) bool {
 // this build pinned and released with round robin services only (layout
 // 9 had no other scheduler), into what release aa95f16 (layout 9) pins
 // for the same state: no xlb_sched, the counters without
-// XLB_C_SCHED_FALLBACK (it must be 0) and a metadata record of layout 9.
+// XLB_C_SCHED_FALLBACK (it must be 0) and a metadata record of layout 9,
+// after DowngradeToLayout10.
 // DowngradeToLayout8 starts with it.
 func DowngradeToLayout9(t testing.TB, dir string) {
 	t.Helper()
+	DowngradeToLayout10(t, dir)
 	cur, err := ebpf.LoadPinnedMap(mapPath(dir, xlbMapXlbCounters), nil)
 	if err != nil {
 		t.Fatal(err)

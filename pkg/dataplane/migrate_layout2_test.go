@@ -152,7 +152,7 @@ func testMigrateFromLayout2(t *testing.T, batch bool) {
 			t.Fatal(err)
 		}
 	}
-	if err := src[xlbMapXlbReaped].Update(uint32(7*int(xlbXlbLimitsXLB_REAPED_REASONS)+6), uint64(9), ebpf.UpdateAny); err != nil {
+	if err := src[xlbMapXlbReaped].Update(uint32(6), uint64(9) /* member 0: the cell keeps its index through layout 11 (16 reasons a member) */, ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}
 	if err := src[xlbMapXlbSnatCursors].Update(uint32(3), uint32(1234), ebpf.UpdateAny); err != nil {

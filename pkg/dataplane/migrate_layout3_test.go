@@ -83,7 +83,7 @@ func testMigrateFromLayout3(t *testing.T, batch bool) {
 			want[k] = v
 		}
 	}
-	if err := src[xlbMapXlbReaped].Update(uint32(7*int(xlbXlbLimitsXLB_REAPED_REASONS)+2), uint64(9), ebpf.UpdateAny); err != nil {
+	if err := src[xlbMapXlbReaped].Update(uint32(2), uint64(9) /* member 0: the cell keeps its index through layout 11 (16 reasons a member) */, ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}
 

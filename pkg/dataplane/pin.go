@@ -119,6 +119,8 @@ func (d *Dataplane) mapsByName() map[string]*ebpf.Map {
 		xlbMapXlbRr:            m.XlbRr,
 		xlbMapXlbSched:         m.XlbSched,
 		xlbMapXlbSchedInfo:     m.XlbSchedInfo,
+		xlbMapXlbUdpUnreplied:  m.XlbUdpUnreplied,
+		xlbMapXlbSvcCounters:   m.XlbSvcCounters,
 	}
 }
 

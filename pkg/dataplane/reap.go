@@ -67,13 +67,14 @@ const (
 )
 
 // ReapRequest is one request to the reaper, as the kernel reads it
-// (bpf/layout.h struct reap_req, 24 bytes):
+// (bpf/layout.h struct reap_req, 28 bytes):
 //
 //	Key        FlowKey    // the entry the request is about
 //	Generation uint32     // the pair's generation when the loop decided
 //	Op         ReapOp     // what to do
 //	Result     ReapResult // the reaper's answer, written by Reap
 //	Pad        uint16     // ignored
+//	Next       uint32     // ReapUDP answered ReapKept: the jiffies (low 32 bits) at which the pair falls due as it stands
 type ReapRequest = xlbReapReq
 
 // ReapClock is what the reaper judges requests by: the caller's now (the
@@ -102,6 +103,7 @@ func (d *Dataplane) Reap(reqs []ReapRequest, c ReapClock) error {
 	b := &d.reapBuf
 	b.Now, b.TimeWait, b.OrphanTtl, b.EmbryonicTtl = uint64(c.Now), uint64(c.TimeWait), uint64(c.OrphanTTL), uint64(c.EmbryonicTTL)
 	b.SnatHold = uint64(c.SNATHold)
+	b.UdpTtl, b.UdpStreamTtl = uint64(c.UDPTimeout), uint64(c.UDPStreamTimeout)
 	for len(reqs) > 0 {
 		n := min(len(reqs), ReapBatch)
 		b.Count = uint32(n)
@@ -136,9 +138,15 @@ type ReapedCounts struct {
 	LoneReset    uint64 // lone forward entries of reset pairs removed
 	LoneReverse  uint64 // lone reverse entries removed
 	Embryonic    uint64 // pairs removed the embryonic TTL after their SYN, never established
+	// UDPUnreplied and UDPReplied are UDP pairs removed idle for the
+	// UDP timeout (no reply seen) or the stream timeout (replied).
+	UDPUnreplied, UDPReplied uint64
+	// LoneUDP counts lone UDP entries removed, either direction (not in
+	// Lone, whose entries are TCP's).
+	LoneUDP uint64
 }
 
-// Lone is the number of lone entries removed, either direction.
+// Lone is the number of lone TCP entries removed, either direction.
 func (r ReapedCounts) Lone() uint64 {
 	return r.LoneActive + r.LoneTimeWait + r.LoneReset + r.LoneReverse
 }
@@ -162,6 +170,9 @@ func (d *Dataplane) AllReapedCounts() ([]ReapedCounts, error) {
 			LoneReset:    r[xlbXlbReapedReasonXLB_REAPED_LONE_RESET],
 			LoneReverse:  r[xlbXlbReapedReasonXLB_REAPED_LONE_REVERSE],
 			Embryonic:    r[xlbXlbReapedReasonXLB_REAPED_EMBRYONIC],
+			UDPUnreplied: r[xlbXlbReapedReasonXLB_REAPED_UDP_UNREPLIED],
+			UDPReplied:   r[xlbXlbReapedReasonXLB_REAPED_UDP_REPLIED],
+			LoneUDP:      r[xlbXlbReapedReasonXLB_REAPED_LONE_UDP],
 		}
 	}
 	return out, nil
@@ -169,7 +180,7 @@ func (d *Dataplane) AllReapedCounts() ([]ReapedCounts, error) {
 
 var reapOpNames = enumNames[ReapOp]{kind: "reap_op", names: map[ReapOp]string{
 	ReapReset: "reset", ReapTimeWait: "time-wait", ReapOrphan: "orphaned", ReapCheck: "check", ReapLone: "lone",
-	ReapTSHold: "timestamp-hold",
+	ReapTSHold: "timestamp-hold", ReapUDP: "udp",
 }}
 
 // String names the operation as the maintenance loop logs it.

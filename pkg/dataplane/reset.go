@@ -9,10 +9,10 @@ import (
 
 // ResetBackend gives backend id a fresh start before another backend
 // address reuses it (issue 14: "a reused id starts with fresh statistics
-// and a fresh port cursor"): its SNAT port bitmap rows, for every SNAT
+// and a fresh port cursor"): its SNAT port bitmap rows (both protocols'), for every SNAT
 // address of the config the map holds (xlb_snat_ports), and its
 // timestamp state (xlb_backend_ts: unknown) are zeroed, and its SNAT port
-// cursor restarts, at a random port with Options.RandomSNATCursors, else
+// cursors (TCP and UDP) restart, at a random port with Options.RandomSNATCursors, else
 // at the range's start. The counters are a member's since layout 9
 // (ResetMember).
 //
@@ -30,10 +30,16 @@ func (d *Dataplane) ResetBackend(id uint32) error {
 	if err := d.objs.XlbCfg.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("dataplane: reset backend id %d: read the config: %w", id, err)
 	}
-	words := c.Nsnat * c.SnatWords // the id's bitmap words (snatGeometry)
+	words := c.Nsnat * c.SnatWords // the id's bitmap words per protocol (snatGeometry)
 	batch := d.featureOnLocked(FeatureBatchOps)
 	if err := zeroCells(d.objs.XlbSnatPorts, id*words, words, batch); err != nil {
 		return fmt.Errorf("dataplane: reset backend id %d: %w", id, err)
+	}
+	// the UDP half, when the bitmap has one (bpf/snat.h snat_half)
+	if udp := (MaxBackends + id) * words; udp+words <= d.objs.XlbSnatPorts.MaxEntries() {
+		if err := zeroCells(d.objs.XlbSnatPorts, udp, words, batch); err != nil {
+			return fmt.Errorf("dataplane: reset backend id %d: its UDP ports: %w", id, err)
+		}
 	}
 	if err := zeroCells(d.objs.XlbBackendTs, id, 1, batch); err != nil {
 		return fmt.Errorf("dataplane: reset backend id %d: its timestamp state: %w", id, err)
@@ -44,6 +50,12 @@ func (d *Dataplane) ResetBackend(id uint32) error {
 	}
 	if err := d.objs.XlbSnatCursors.Update(id, cursor, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("dataplane: reset backend id %d: the SNAT port cursor: %w", id, err)
+	}
+	if d.randomCursors {
+		cursor = rand.Uint32()
+	}
+	if err := d.objs.XlbSnatCursors.Update(MaxBackends+id, cursor, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("dataplane: reset backend id %d: the UDP SNAT port cursor: %w", id, err)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ const (
 	MaglevHashFiveTuple   = "five_tuple"
 	MaglevHashClientIP    = "client_ip"
 	ipprotoTCP            = 6
+	ipprotoUDP            = 17
 	afInet                = 2
 	serviceMigratedFlag   = uint16(xlbXlbServiceFlagsXLB_SVC_MIGRATED)
 	serviceClientIPFlag   = uint16(xlbXlbServiceFlagsXLB_SVC_HASH_CLIENT_IP)
@@ -76,7 +77,7 @@ type ServiceSettings struct {
 	Name string
 	// Listen is the service's address: IPv4 (IPv6 comes with issue 32).
 	Listen netip.Addr
-	// Proto is ProtoTCP ("" means it).
+	// Proto is ProtoTCP ("" means it) or ProtoUDP.
 	Proto string
 	// Ports are 1..MaxPorts mappings, local ports non-zero.
 	Ports []PortMap
@@ -133,8 +134,17 @@ func validateServices(svcs []ServiceSettings) error {
 		if !s.Listen.Is4() {
 			return fmt.Errorf("dataplane: service %q: the listen address %s is not IPv4", s.Name, s.Listen)
 		}
-		if proto(s.Proto) != ProtoTCP {
-			return fmt.Errorf("dataplane: service %q: protocol %q, want %s", s.Name, s.Proto, ProtoTCP)
+		switch proto(s.Proto) {
+		case ProtoTCP:
+			if s.UDPUnrepliedMax != 0 {
+				return fmt.Errorf("dataplane: service %q: udp_unreplied_max %d on a %s service, want 0", s.Name, s.UDPUnrepliedMax, ProtoTCP)
+			}
+		case ProtoUDP:
+			if s.UDPUnrepliedMax == 0 {
+				return fmt.Errorf("dataplane: service %q: udp_unreplied_max 0, want at least 1", s.Name)
+			}
+		default:
+			return fmt.Errorf("dataplane: service %q: protocol %q, want %s or %s", s.Name, s.Proto, ProtoTCP, ProtoUDP)
 		}
 		if err := validateScheduler(s); err != nil {
 			return err
@@ -161,6 +171,23 @@ func proto(p string) string {
 		return ProtoTCP
 	}
 	return p
+}
+
+// ipproto is protocol p's IP protocol number (struct service proto, the
+// listen and flow keys' proto).
+func ipproto(p string) uint8 {
+	if proto(p) == ProtoUDP {
+		return ipprotoUDP
+	}
+	return ipprotoTCP
+}
+
+// protoName is IP protocol number n as a Proto string.
+func protoName(n uint8) string {
+	if n == ipprotoUDP {
+		return ProtoUDP
+	}
+	return ProtoTCP
 }
 
 // nameKey is what a record holds of name: its first ServiceNameLen bytes.
@@ -241,8 +268,9 @@ func assignServices(recs *[MaxServices]xlbService, svcs []ServiceSettings) ([]ui
 // migrated flag (old: the record of its id, FREE for a new one), with s's
 // scheduler and, for Maglev on the client's address, the client_ip flag.
 func serviceRecord(s ServiceSettings, old xlbService) xlbService {
-	r := xlbService{State: uint8(ServiceServing), ActiveSet: old.ActiveSet & 1, Proto: ipprotoTCP, Family: afInet,
-		Scheduler: schedulerID(s.Scheduler), Nports: uint8(len(s.Ports)), Flags: old.Flags & serviceMigratedFlag}
+	r := xlbService{State: uint8(ServiceServing), ActiveSet: old.ActiveSet & 1, Proto: ipproto(s.Proto), Family: afInet,
+		Scheduler: schedulerID(s.Scheduler), Nports: uint8(len(s.Ports)), Flags: old.Flags & serviceMigratedFlag,
+		UdpUnrepliedMax: s.UDPUnrepliedMax}
 	if ServiceState(old.State) == ServiceFree {
 		r.ActiveSet, r.Flags = 0, 0
 	}
@@ -262,7 +290,7 @@ func serviceRecord(s ServiceSettings, old xlbService) xlbService {
 
 // serviceRef is record r of id as ServiceRef.
 func serviceRef(id uint16, r *xlbService) ServiceRef {
-	ref := ServiceRef{ID: id, Name: recordName(r), State: ServiceState(r.State), Listen: recordAddr(r), Proto: ProtoTCP,
+	ref := ServiceRef{ID: id, Name: recordName(r), State: ServiceState(r.State), Listen: recordAddr(r), Proto: protoName(r.Proto),
 		Migrated: r.Flags&serviceMigratedFlag != 0}
 	for _, p := range r.Ports[:min(int(r.Nports), MaxPorts)] {
 		ref.Ports = append(ref.Ports, PortMap{Local: portFromBE16(p.LocalPortBe), Remote: portFromBE16(p.RemotePortBe)})
@@ -428,6 +456,13 @@ func (d *Dataplane) FreeService(id uint16) error {
 	}
 	if err := d.objs.XlbRr.Update(uint32(id), uint64(0), ebpf.UpdateExist); err != nil {
 		return fmt.Errorf("dataplane: free service %d: its round-robin position: %w", id, err)
+	}
+	// its UDP count and per-service counters: the id's next service starts at 0
+	if err := d.objs.XlbUdpUnreplied.Update(uint32(id), uint64(0), ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("dataplane: free service %d: its UDP unreplied count: %w", id, err)
+	}
+	if err := zeroCells(d.objs.XlbSvcCounters, uint32(id)*uint32(xlbXlbLimitsXLB_SVC_COUNTERS), uint32(xlbXlbLimitsXLB_SVC_COUNTERS), d.featureOnLocked(FeatureBatchOps)); err != nil {
+		return fmt.Errorf("dataplane: free service %d: its counters: %w", id, err)
 	}
 	if err := d.dropSchedulesLocked(id); err != nil {
 		return fmt.Errorf("dataplane: free service %d: %w", id, err)

@@ -53,12 +53,26 @@ func (s SNATSpace) validate() error {
 // words is the bitmap words of one (backend id, SNAT address).
 func (s SNATSpace) words() uint32 { return (uint32(s.PortHi) - uint32(s.PortLo) + 64) / 64 }
 
-// bitmapWords is the length of xlb_snat_ports.
-func (s SNATSpace) bitmapWords() uint32 { return MaxBackends * uint32(s.Addrs) * s.words() }
+// bitmapWords is the length of xlb_snat_ports: the TCP half, and with UDP
+// the UDP half after it (bpf/snat.h snat_half).
+func (s SNATSpace) bitmapWords() uint32 {
+	if s.UDP {
+		return 2 * s.halfWords()
+	}
+	return s.halfWords()
+}
+
+// halfWords is the length of one protocol's half of xlb_snat_ports, and of
+// xlb_snat_tsreuse (timestamps are TCP's).
+func (s SNATSpace) halfWords() uint32 { return MaxBackends * uint32(s.Addrs) * s.words() }
 
 // Space is the SNAT space the settings need.
 func (s Settings) Space() SNATSpace {
-	return SNATSpace{Addrs: len(s.SNAT), PortLo: s.SNATPortLo, PortHi: s.SNATPortHi}
+	sp := SNATSpace{Addrs: len(s.SNAT), PortLo: s.SNATPortLo, PortHi: s.SNATPortHi}
+	for _, svc := range s.Services {
+		sp.UDP = sp.UDP || proto(svc.Proto) == ProtoUDP
+	}
+	return sp
 }
 
 func (s Settings) validate(space SNATSpace) error {
@@ -94,8 +108,11 @@ func (s Settings) validate(space SNATSpace) error {
 	if err := s.Space().validate(); err != nil {
 		return err
 	}
-	if s.Space() != space {
-		return fmt.Errorf("dataplane: the settings need SNAT space %+v, the loaded bitmaps were sized for %+v", s.Space(), space)
+	// A UDP half the settings do not need is kept (draining UDP pairs'
+	// ports lose nothing); one they need and the bitmaps lack takes a
+	// reload (a new process sizes them).
+	if need := s.Space(); need != space && (need.UDP || need != (SNATSpace{Addrs: space.Addrs, PortLo: space.PortLo, PortHi: space.PortHi})) {
+		return fmt.Errorf("dataplane: the settings need SNAT space %+v, the loaded bitmaps were sized for %+v", need, space)
 	}
 	return nil
 }

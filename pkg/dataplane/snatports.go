@@ -21,8 +21,9 @@ import (
 // change -- it is rebuilt from the flow map.
 
 // snatGeometry is how a config lays the bitmap out: backend id b's words
-// start at b * len(addrs) * words, SNAT address a's at a * words within
-// them, and bit i of that run is port lo + i.
+// of protocol half h (0 TCP, 1 UDP: bpf/snat.h snat_half) start at
+// (h * MaxBackends + b) * len(addrs) * words, SNAT address a's at a *
+// words within them, and bit i of that run is port lo + i.
 type snatGeometry struct {
 	addrs  []uint32 // snat_ips_be[:nsnat]
 	lo, hi uint16
@@ -38,10 +39,18 @@ func (g snatGeometry) equal(o snatGeometry) bool {
 	return slices.Equal(g.addrs, o.addrs) && g.lo == o.lo && g.hi == o.hi && g.words == o.words
 }
 
-// bit locates the bit of (backend, SNAT address, port): the word's index
-// in the map and the mask within it. ok is false when the address is not
-// one of the config's or the port lies outside the range.
-func (g snatGeometry) bit(backend uint16, addrBe uint32, port uint16) (word uint32, mask uint64, ok bool) {
+// half is the bitmap half of IP protocol proto (a flow key's).
+func half(proto uint8) uint32 {
+	if proto == IPProtoUDP {
+		return 1
+	}
+	return 0
+}
+
+// bit locates the bit of (backend, protocol, SNAT address, port): the
+// word's index in the map and the mask within it. ok is false when the
+// address is not one of the config's or the port lies outside the range.
+func (g snatGeometry) bit(backend uint16, proto uint8, addrBe uint32, port uint16) (word uint32, mask uint64, ok bool) {
 	a := slices.Index(g.addrs, addrBe)
 	if a < 0 || port < g.lo || port > g.hi || uint32(backend) >= MaxBackends {
 		return 0, 0, false
@@ -50,7 +59,8 @@ func (g snatGeometry) bit(backend uint16, addrBe uint32, port uint16) (word uint
 	if i/64 >= g.words {
 		return 0, 0, false
 	}
-	return (uint32(backend)*uint32(len(g.addrs))+uint32(a))*g.words + i/64, 1 << (i % 64), true
+	row := half(proto)*MaxBackends + uint32(backend)
+	return (row*uint32(len(g.addrs))+uint32(a))*g.words + i/64, 1 << (i % 64), true
 }
 
 // RebuildSNATPorts derives xlb_snat_ports from the flow map under the
@@ -117,7 +127,7 @@ func (d *Dataplane) rebuildSNATPortsLocked() error {
 			if v.Flags&FlagPortFreed != 0 {
 				continue
 			}
-			if word, mask, ok := g.bit(v.BackendId, k.DaddrBe, portFromBE16(k.DportBe)); ok && word < m.MaxEntries() {
+			if word, mask, ok := g.bit(v.BackendId, k.Proto, k.DaddrBe, portFromBE16(k.DportBe)); ok && word < m.MaxEntries() {
 				want[word] |= mask
 				holders = append(holders, snatHolder{key: *k, word: word, mask: mask})
 			}
@@ -145,11 +155,20 @@ func (d *Dataplane) rebuildSNATPortsLocked() error {
 	}
 	for _, word := range slices.Sorted(maps.Keys(cur)) {
 		for stale := cur[word] &^ want[word]; stale != 0; stale &= stale - 1 {
-			backend, addrBe, port, ok := g.port(word, uint(bits.TrailingZeros64(stale)))
+			backend, proto, addrBe, port, ok := g.port(word, uint(bits.TrailingZeros64(stale)))
 			if !ok {
 				continue
 			}
-			if err := s.clear(backend, addrBe, port, peers[backend]); err != nil {
+			var cands []snatPeer
+			for _, p := range peers[backend] {
+				if p.proto == proto {
+					cands = append(cands, p)
+				}
+			}
+			if len(cands) == 0 {
+				cands = []snatPeer{{proto: proto}} // no candidate: a key no entry has
+			}
+			if err := s.clear(backend, addrBe, port, cands); err != nil {
 				return err
 			}
 		}
@@ -157,19 +176,25 @@ func (d *Dataplane) rebuildSNATPortsLocked() error {
 	return s.flush()
 }
 
-// port is the (backend id, SNAT address, port) of bit i of word, the
-// inverse of bit; ok is false for a bit the config gives no port.
-func (g snatGeometry) port(word uint32, i uint) (backend uint16, addrBe uint32, port uint16, ok bool) {
+// port is the (backend id, IP protocol, SNAT address, port) of bit i of
+// word, the inverse of bit; ok is false for a bit the config gives no
+// port.
+func (g snatGeometry) port(word uint32, i uint) (backend uint16, proto uint8, addrBe uint32, port uint16, ok bool) {
 	if g.words == 0 || len(g.addrs) == 0 {
-		return 0, 0, 0, false
+		return 0, 0, 0, 0, false
 	}
 	run := word / g.words
-	b, a := run/uint32(len(g.addrs)), run%uint32(len(g.addrs))
+	row, a := run/uint32(len(g.addrs)), run%uint32(len(g.addrs))
+	h, b := row/MaxBackends, row%MaxBackends
 	off := (word%g.words)*64 + uint32(i)
-	if b >= MaxBackends || g.hi < g.lo || off > uint32(g.hi-g.lo) {
-		return 0, 0, 0, false
+	if h >= 2 || g.hi < g.lo || off > uint32(g.hi-g.lo) {
+		return 0, 0, 0, 0, false
 	}
-	return uint16(b), g.addrs[a], g.lo + uint16(off), true
+	proto = protoTCP
+	if h == 1 {
+		proto = IPProtoUDP
+	}
+	return uint16(b), proto, g.addrs[a], g.lo + uint16(off), true
 }
 
 const (

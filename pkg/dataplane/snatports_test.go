@@ -43,7 +43,7 @@ func TestRebuildSNATPorts(t *testing.T) {
 	}
 	// A stale bit of a port nobody holds.
 	g := geometryOf(&d.cfg)
-	w, mask, _ := g.bit(6, be32(a0), 40010)
+	w, mask, _ := g.bit(6, protoTCP, be32(a0), 40010)
 	if err := d.objs.XlbSnatPorts.Update(w, mask, ebpf.UpdateAny); err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,7 @@ func (u *RetiredSNATUse) Visit(k *FlowKey, v *FlowValue) {
 		return
 	}
 	port := portFromBE16(k.DportBe)
-	if _, _, ok := u.cur.bit(0, k.DaddrBe, port); ok {
+	if _, _, ok := u.cur.bit(0, protoTCP, k.DaddrBe, port); ok {
 		return
 	}
 	for i, a := range u.addrs {

@@ -85,6 +85,12 @@ const (
 
 const protoTCP = 6
 
+// IP protocol numbers of FlowKey.Proto (and of a close event's key).
+const (
+	IPProtoTCP uint8 = 6
+	IPProtoUDP uint8 = 17
+)
+
 // be32 converts an IPv4 address to the in-memory form of a __be32 field.
 func be32(a netip.Addr) uint32 {
 	b := a.As4()
@@ -110,6 +116,13 @@ func portFromBE16(v uint16) uint16 {
 	var b [2]byte
 	binary.NativeEndian.PutUint16(b[:], v)
 	return binary.BigEndian.Uint16(b[:])
+}
+
+// NewUDPFlowKey builds a UDP flow key from host-order values.
+func NewUDPFlowKey(src netip.AddrPort, dst netip.AddrPort, dir Direction) FlowKey {
+	k := NewFlowKey(src, dst, dir)
+	k.Proto = IPProtoUDP
+	return k
 }
 
 // NewFlowKey builds a TCP flow key from host-order values.
@@ -160,12 +173,12 @@ func (v *FlowValue) NewDst() netip.AddrPort {
 func Terminal(flags uint32) bool { return flags&(FlagClosedFIN|FlagClosedRST) != 0 }
 
 // Peer returns the key of the counterpart of the entry v stored under k:
-// the recipe read backwards, in the other direction (bpf/xlb.c
-// flow_peer_key).
+// the recipe read backwards, in the other direction, of k's protocol
+// (bpf/flow.h flow_peer_key: a UDP pair's entries both carry FlagUDP).
 func (v *FlowValue) Peer(k FlowKey) FlowKey {
 	return FlowKey{
 		SaddrBe: v.DaddrBe, DaddrBe: v.SaddrBe, SportBe: v.DportBe, DportBe: v.SportBe,
-		Proto: protoTCP, Dir: k.Dir ^ 1,
+		Proto: k.Proto, Dir: k.Dir ^ 1,
 	}
 }
 

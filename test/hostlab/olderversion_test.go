@@ -34,19 +34,19 @@ const layout2Release = "84dceb37dd6385673d0e72e6aa5d22e137dcae9f"
 // 4).
 const layout3Release = "c29c03fe2c1257be276830cdf07e78e77d23dce9"
 
-// layout9Release is the last commit of pinned layout 9 (issue 29's
-// services, before issue 30's schedulers): round robin services only,
-// its pins are migrated into this build's layout (xlb_sched new and
-// empty, one counter more).
-const layout9Release = "aa95f1661a97b564664c9d674cddbc81bd2a566a"
+// layout10Release is the last commit of pinned layout 10 (issue 30's
+// schedulers, before issue 31's UDP): TCP services only, its pins are
+// migrated into this build's layout (service records grown, 16 reaped
+// reasons per member, the UDP counters, cursors and maps new and empty).
+const layout10Release = "989c0b858f7e3344e8d805c3a73d67e830f14856"
 
-// v0, vLayout2, vLayout3 and vLayout9 are the package versions of the older builds
+// v0, vLayout2, vLayout3 and vLayout10 are the package versions of the older builds
 // (all below v1).
 const (
-	v0       = "0.0.1~hostlab.0"
-	vLayout2 = "0.0.1~hostlab.0.2"
-	vLayout3 = "0.0.1~hostlab.0.3"
-	vLayout9 = "0.0.1~hostlab.0.9"
+	v0        = "0.0.1~hostlab.0"
+	vLayout2  = "0.0.1~hostlab.0.2"
+	vLayout3  = "0.0.1~hostlab.0.3"
+	vLayout10 = "0.0.1~hostlab.0.10"
 )
 
 // olderRelease is an older commit's packages, built once per test binary.
@@ -63,7 +63,7 @@ var (
 	preHotUpgradePkgs = &olderRelease{commit: preHotUpgrade, version: v0, dir: "0"}
 	layout2Pkgs       = &olderRelease{commit: layout2Release, version: vLayout2, dir: "0-layout2"}
 	layout3Pkgs       = &olderRelease{commit: layout3Release, version: vLayout3, dir: "0-layout3"}
-	layout9Pkgs       = &olderRelease{commit: layout9Release, version: vLayout9, dir: "0-layout9"}
+	layout10Pkgs      = &olderRelease{commit: layout10Release, version: vLayout10, dir: "0-layout10"}
 )
 
 // packages builds the release's packages once (git archive into the work
@@ -223,14 +223,15 @@ func TestHotUpgradeFromLayout2(t *testing.T) { hotUpgradeFrom(t, layout2Pkgs, "l
 // every connection lives on.
 func TestHotUpgradeFromLayout3(t *testing.T) { hotUpgradeFrom(t, layout3Pkgs, "l3up", 3) }
 
-// TestHotUpgradeFromLayout9 hot-upgrades a running xlb of the last
-// release before the schedulers (pinned layout 9) to this build with apt
-// while 50 connections stream both ways: the successor migrates the
-// layout 9 pins into layout 10 (xlb_sched new and empty: every service of
-// layout 9 is round robin; the counters gain XLB_C_SCHED_FALLBACK), and
-// every connection lives on. The step from layout 8 is the data path's
-// TestHotUpgradeFromLayout8 (pkg/dataplane).
-func TestHotUpgradeFromLayout9(t *testing.T) { hotUpgradeFrom(t, layout9Pkgs, "l9up", 9) }
+// TestHotUpgradeFromLayout10 hot-upgrades a running xlb of the last
+// release before UDP (pinned layout 10) to this build with apt while 50
+// connections stream both ways: the successor migrates the layout 10 pins
+// into layout 11 (service records grow by udp_unreplied_max, each
+// member's reaped cells move to 16 a member, the UDP counters, cursors
+// and maps start empty), and every connection lives on. The steps from
+// older layouts are the data path's TestHotUpgradeFromLayout2..9
+// (pkg/dataplane).
+func TestHotUpgradeFromLayout10(t *testing.T) { hotUpgradeFrom(t, layout10Pkgs, "l10up", 10) }
 
 // hotUpgradeFrom boots a host (named name) running rel, whose pins are of
 // layout from, opens 50 streams, upgrades to this build's package with

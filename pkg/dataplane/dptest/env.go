@@ -60,6 +60,10 @@ type Service struct {
 	Name   string              // default DefaultService for the first, svc<i> for the others
 	Listen netip.Addr          // default ListenIP
 	Ports  []dataplane.PortMap // default Options.Ports
+	// Proto is dataplane.ProtoTCP (default) or dataplane.ProtoUDP; a
+	// UDP service's UDPUnrepliedMax defaults to 64.
+	Proto           string
+	UDPUnrepliedMax uint32
 	// Backends are the service's backends, indexes into Env.Backends
 	// (their backend ids); default all of them.
 	Backends []int
@@ -152,6 +156,13 @@ func NewEnv(t testing.TB, o Options) *Env {
 		static.Backends = append(static.Backends, config.Backend{Name: fmt.Sprintf("backend-%d", i), IP: b})
 	}
 	cfg.Provider = config.Provider{Static: static}
+	for _, svc := range o.Services {
+		if svc.Proto == dataplane.ProtoUDP {
+			// the instance loads the SNAT bitmaps with their UDP half
+			// (dataplane.SNATSpace.UDP) when its config has a UDP service
+			cfg.Proto = dataplane.ProtoUDP
+		}
+	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	iopts := instance.Options{Log: log, JournalDir: t.TempDir(), Disable: o.Disable, FixedSNATCursors: true, Unpinned: true}
@@ -173,6 +184,12 @@ func NewEnv(t testing.TB, o Options) *Env {
 	e.Settings = dataplane.Settings{SNAT: e.SNATs, SNATPortLo: o.SNATPortLo, SNATPortHi: o.SNATPortHi}
 	for i, svc := range o.Services {
 		s := dataplane.ServiceSettings{Name: svc.Name, Listen: svc.Listen, Proto: dataplane.ProtoTCP, Ports: svc.Ports}
+		if svc.Proto == dataplane.ProtoUDP {
+			s.Proto, s.UDPUnrepliedMax = dataplane.ProtoUDP, svc.UDPUnrepliedMax
+			if s.UDPUnrepliedMax == 0 {
+				s.UDPUnrepliedMax = 64
+			}
+		}
 		if s.Name == "" {
 			s.Name = DefaultService
 			if i > 0 {

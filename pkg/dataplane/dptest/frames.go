@@ -50,6 +50,9 @@ type Segment struct {
 	// fragment; either clears don't-fragment, which is set otherwise.
 	MoreFragments bool
 	FragOffset    uint16
+	// UDPChecksumOff sends a UDP datagram with checksum 0 ("none", which
+	// IPv4 allows).
+	UDPChecksumOff bool
 }
 
 // Frame serialises the segment with correct lengths and checksums (gopacket).
@@ -90,7 +93,12 @@ func (s Segment) Frame() []byte {
 		check(tcp.SetNetworkLayerForChecksum(ip))
 		l4 = tcp
 	}
-	return serialize(eth, ip, l4, gopacket.Payload(s.Payload))
+	f := serialize(eth, ip, l4, gopacket.Payload(s.Payload))
+	if s.Proto == UDP && s.UDPChecksumOff {
+		l4off := 14 + int(f[14]&0x0f)*4
+		f[l4off+6], f[l4off+7] = 0, 0
+	}
+	return f
 }
 
 // ipv4 is the segment's IPv4 header: don't-fragment unless it is a fragment.
@@ -200,7 +208,8 @@ func fold(sum uint32) uint16 {
 	return uint16(sum)
 }
 
-// VerifyChecksums checks the IPv4 header and TCP checksums of a frame
+// VerifyChecksums checks the IPv4 header and TCP (or UDP: a zero one means
+// none) checksums of a frame
 // independently of gopacket and of the data path: the one's complement sum
 // over each checksummed range, checksum field included, must be 0xffff.
 func VerifyChecksums(frame []byte) error {
@@ -217,6 +226,9 @@ func VerifyChecksums(frame []byte) error {
 		return fmt.Errorf("IPv4 header checksum %#04x does not verify (sum %#04x)", binary.BigEndian.Uint16(ip[10:12]), s)
 	}
 	seg := ip[ihl:tot]
+	if ip[9] == 17 && len(seg) >= 8 && seg[6] == 0 && seg[7] == 0 {
+		return nil // a UDP datagram without a checksum
+	}
 	pseudo := make([]byte, 0, 12)
 	pseudo = append(pseudo, ip[12:20]...)
 	pseudo = append(pseudo, 0, ip[9], byte(len(seg)>>8), byte(len(seg)))

@@ -89,14 +89,15 @@ type Step struct {
 // adds the step from the version before it, and every older pin keeps
 // migrating through the chain.
 var layoutSteps = map[uint32]Step{
-	2: layout2Step, // layout2.go
-	3: layout3Step, // layout3.go
-	4: layout4Step, // layout4.go
-	5: layout5Step, // layout5.go
-	6: layout6Step, // layout6.go
-	7: layout7Step, // layout7.go
-	8: layout8Step, // layout8.go
-	9: layout9Step, // layout9.go
+	2:  layout2Step,  // layout2.go
+	3:  layout3Step,  // layout3.go
+	4:  layout4Step,  // layout4.go
+	5:  layout5Step,  // layout5.go
+	6:  layout6Step,  // layout6.go
+	7:  layout7Step,  // layout7.go
+	8:  layout8Step,  // layout8.go
+	9:  layout9Step,  // layout9.go
+	10: layout10Step, // layout10.go
 }
 
 // Layout is what a migration copies into: the version, the steps that
@@ -136,6 +137,8 @@ func CurrentLayout() Layout {
 			xlbMapXlbShared:       addDeltas(8, 1), // the generation; the clock fields are the clock's
 			xlbMapXlbRr:           addDeltas(8, 0),
 			xlbMapXlbSnatCursors:  addDeltas(4, 0),
+			xlbMapXlbUdpUnreplied: addDeltas(8, 0),
+			xlbMapXlbSvcCounters:  addDeltas(8, 0),
 		},
 		Refresh: []string{xlbMapXlbCfg, xlbMapXlbBackendSets, xlbMapXlbServices, xlbMapXlbListen, xlbMapXlbSched},
 	}

@@ -53,7 +53,9 @@ type xlbCreateScratch struct {
 	SchedFlags   uint8
 	Start        uint32
 	Hash         uint32
-	Pad          uint32
+	UdpMax       uint32
+	Proto        uint8
+	Pad          [7]uint8
 	Fib          [8]uint64
 	Memo         [1024]struct {
 		_       structs.HostLayout
