@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/xlbproject/xlb/pkg/config"
 	"github.com/xlbproject/xlb/pkg/hostnet"
+	"github.com/xlbproject/xlb/pkg/limits"
 	"github.com/xlbproject/xlb/pkg/sched"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/pkg/weblisten"
@@ -22,7 +24,9 @@ var checkAbout = fmt.Sprintf(`Validates FILE (or standard input, "-"), prints th
 filled in) on stdout and exits 0, or prints every error with its file, line and
 field on stderr and exits 1. Warnings go to stderr either way. After the config,
 comments list each service's scheduler (a Maglev service's hash, table size
-and the kernel memory of its table) and its address on this host: an address
+and the kernel memory of its table), for UDP services the two UDP timeouts,
+the kernel memory of the UDP SNAT ports and each udp_unreplied_max, and each
+service's address on this host: an address
 of which interface (lo for a fleet VIP), what auto resolves to, or an address
 the host does not hold, which the network must route here.
 
@@ -113,6 +117,7 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(out)
 	io.WriteString(stdout, serviceSchedulers(cfg))
+	io.WriteString(stdout, serviceUDP(cfg))
 	io.WriteString(stdout, serviceAddresses(cfg, hostAddrs))
 	return 0
 }
@@ -164,6 +169,43 @@ func serviceSchedulers(cfg *config.Config) string {
 		fmt.Fprintf(&b, "#   %s: %s\n", s.Name, describeScheduler(&s))
 	}
 	return b.String()
+}
+
+// serviceUDP lists, when the config has a proto udp service (issue 31),
+// the UDP pairs' two timeouts, the kernel memory of the SNAT bitmaps'
+// UDP half (which exists only while a UDP service does) and each UDP
+// service's udp_unreplied_max, as comments that follow the effective
+// config; "" without a UDP service.
+func serviceUDP(cfg *config.Config) string {
+	var b strings.Builder
+	for _, s := range cfg.ServiceList() {
+		if s.Proto != config.ProtoUDP {
+			continue
+		}
+		if b.Len() == 0 {
+			ft := cfg.FlowTable
+			fmt.Fprintf(&b, "# UDP: a pair expires %d s after its last datagram without a reply (flow_table.udp_timeout_secs), %d s with one (udp_stream_timeout_secs); the SNAT ports' UDP half takes %s of kernel memory\n",
+				int64(ft.UDPTimeout/time.Second), int64(ft.UDPStreamTimeout/time.Second), memory(udpSNATMemory(cfg.SNAT)))
+		}
+		from := "udp_unreplied_max"
+		if s.UDPUnrepliedMax == 0 {
+			from = "the default, a quarter of flow_table.max_connections"
+		}
+		fmt.Fprintf(&b, "#   %s: at most %d pairs without a reply (%s)\n", s.Name, cfg.UDPUnrepliedMax(&s), from)
+	}
+	return b.String()
+}
+
+// udpSNATMemory is the size of the SNAT bitmaps' UDP half: one bit per
+// port of the range, in 64-bit words, per SNAT address (auto is one) and
+// backend id (pkg/dataplane SNATSpace).
+func udpSNATMemory(sn config.SNAT) uint64 {
+	addrs := uint64(max(len(sn.IPs), 1))
+	if sn.Auto {
+		addrs = 1
+	}
+	words := (uint64(sn.PortHi) - uint64(sn.PortLo) + 1 + 63) / 64
+	return limits.MaxBackends * addrs * words * 8
 }
 
 // describeScheduler is one service's line of serviceSchedulers.

@@ -373,3 +373,32 @@ func TestCheckSchedulers(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, stdout\n%s\nwant the config, then\n%s", code, errs.String(), out.String(), want)
 	}
 }
+
+// TestCheckUDP (issue 31): with a proto udp service, xlb check lists the
+// UDP timeouts, the UDP SNAT half's kernel memory (1024 backend ids × 2
+// addresses × 16 words × 8 bytes for a 1000-port range) and each UDP
+// service's cap; a config without one prints none of it.
+func TestCheckUDP(t *testing.T) {
+	defer func(b addressBook) { hostAddrs = b }(hostAddrs)
+	hostAddrs = fakeAddrs{}
+	const src = `services:
+  - {name: web, listen: {ip: 192.0.2.2}, ports: [{local_port: 80}], provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+  - {name: dns, listen: {ip: 192.0.2.3}, proto: udp, ports: [{local_port: 53}], udp_unreplied_max: 500, provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+  - {name: syslog, listen: {ip: 192.0.2.3}, proto: udp, ports: [{local_port: 514}], provider: {static: {backends: [{ip: 198.51.100.11}]}}}
+snat: {ip: [198.51.100.1, 198.51.100.2], port_range: "40000-40999"}
+flow_table: {max_connections: 1000, udp_timeout_secs: 20, udp_stream_timeout_secs: 180}
+`
+	const want = "# UDP: a pair expires 20 s after its last datagram without a reply (flow_table.udp_timeout_secs), 180 s with one (udp_stream_timeout_secs); the SNAT ports' UDP half takes 256.0 KiB of kernel memory\n" +
+		"#   dns: at most 500 pairs without a reply (udp_unreplied_max)\n" +
+		"#   syslog: at most 250 pairs without a reply (the default, a quarter of flow_table.max_connections)\n" +
+		"# The services' addresses on this host"
+	var out, errs bytes.Buffer
+	code := check([]string{"-"}, strings.NewReader(src), &out, &errs)
+	if code != 0 || !strings.Contains(out.String(), "no table)\n"+want) {
+		t.Errorf("exit %d, stderr %q, stdout\n%s\nwant the schedulers, then\n%s", code, errs.String(), out.String(), want)
+	}
+	out.Reset()
+	if code := check([]string{"-"}, strings.NewReader(minimal), &out, &errs); code != 0 || strings.Contains(out.String(), "# UDP") {
+		t.Errorf("a TCP config: exit %d, stdout\n%s", code, out.String())
+	}
+}

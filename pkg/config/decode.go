@@ -20,6 +20,7 @@ import (
 
 // decodeConfig overlays the document's root mapping onto c.
 func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
+	var udpMax uint32 // the top-level form's udp_unreplied_max, Services[0]'s
 	d.mapping(root, "", []field{
 		{"name", d.into(&c.Name)},
 		{"listen", func(n *yaml.Node, p string) { d.decodeListen(n, p, &c.Listen) }},
@@ -28,6 +29,7 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 		{"ports", func(n *yaml.Node, p string) { c.Ports = d.decodePorts(n, p) }},
 		{"provider", func(n *yaml.Node, p string) { d.decodeProvider(n, p, &c.Provider) }},
 		{"health_check", func(n *yaml.Node, p string) { c.HealthCheck = d.decodeHealthCheck(n, p) }},
+		{"udp_unreplied_max", d.udpUnrepliedMax(&udpMax)},
 		{"orphan_ttl_secs", func(n *yaml.Node, p string) { d.decodeOrphanTTL(n, p, &c.OrphanTTL) }},
 		{"shutdown_timeout", func(n *yaml.Node, p string) {
 			if v, ok := d.integer(n, p, 0, int64(MaxShutdownTimeout/time.Second), " seconds"); ok {
@@ -52,6 +54,9 @@ func (d *decoder) decodeConfig(root *yaml.Node, c *Config) {
 		{"services", func(n *yaml.Node, p string) { c.Services = d.decodeServices(n, p) }},
 	})
 	d.settleForm(c)
+	if c.Form == FormTopLevel {
+		c.Services[0].UDPUnrepliedMax = udpMax
+	}
 }
 
 // into returns a decode function storing a string field in dst.
@@ -291,9 +296,11 @@ func decodeSequence[T any](d *decoder, n *yaml.Node, path string, item func(it *
 	return out
 }
 
-// decodeFlowTable reads {max_connections, embryonic_ttl_secs}. The
-// embryonic TTL's ceiling, the effective orphan_ttl_secs, is checked by
-// validation once both are known; here it is bounded by MaxOrphanTTL.
+// decodeFlowTable reads {max_connections, embryonic_ttl_secs,
+// udp_timeout_secs, udp_stream_timeout_secs}. The embryonic TTL's
+// ceiling, the effective orphan_ttl_secs, and the stream timeout's floor,
+// udp_timeout_secs, are checked by validation once both are known; here
+// they are bounded by MaxOrphanTTL and MinUDPTimeout..MaxUDPTimeout.
 func (d *decoder) decodeFlowTable(n *yaml.Node, path string, ft *FlowTable) {
 	d.mapping(n, path, []field{
 		{"max_connections", func(n *yaml.Node, p string) {
@@ -306,7 +313,31 @@ func (d *decoder) decodeFlowTable(n *yaml.Node, path string, ft *FlowTable) {
 				ft.EmbryonicTTL = time.Duration(v) * time.Second
 			}
 		}},
+		{"udp_timeout_secs", d.udpTimeout(&ft.UDPTimeout, "")},
+		{"udp_stream_timeout_secs", d.udpTimeout(&ft.UDPStreamTimeout, " (and at least udp_timeout_secs)")},
 	})
+}
+
+// udpTimeout returns a decode function for a UDP timeout in whole
+// seconds, MinUDPTimeout..MaxUDPTimeout.
+func (d *decoder) udpTimeout(dst *time.Duration, also string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, p string) {
+		if v, ok := d.integer(n, p, int64(MinUDPTimeout/time.Second), int64(MaxUDPTimeout/time.Second), " seconds"+also); ok {
+			*dst = time.Duration(v) * time.Second
+		}
+	}
+}
+
+// udpUnrepliedMax returns a decode function for a service's
+// udp_unreplied_max, 1..MaxFlowConnections here; its ceiling, the
+// effective flow_table.max_connections, and its proto are checked by
+// validation.
+func (d *decoder) udpUnrepliedMax(dst *uint32) func(*yaml.Node, string) {
+	return func(n *yaml.Node, p string) {
+		if v, ok := d.integer(n, p, 1, MaxFlowConnections, " (and at most flow_table.max_connections)"); ok {
+			*dst = uint32(v)
+		}
+	}
 }
 
 // decodeSNAT reads {ip: auto|A.B.C.D|[A.B.C.D, ...], port_range: "LO-HI"}.

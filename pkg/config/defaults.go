@@ -26,7 +26,11 @@ const (
 	DefaultSNATPortHi      = 59999
 	DefaultMaxConnections  = uint32(limits.DefaultMaxConnections) // 262144 pairs
 	DefaultEmbryonicTTL    = limits.DefaultEmbryonicTTL           // 10 s: DESIGN §6b, issue 13
-	DefaultStateDir        = "/sys/fs/bpf/xlb"
+	// DefaultUDPTimeout and DefaultUDPStreamTimeout are conntrack's two
+	// UDP timeouts (issue 31), from bpf/layout.h through pkg/limits.
+	DefaultUDPTimeout       = limits.DefaultUdpTimeoutSecs * time.Second       // 30 s
+	DefaultUDPStreamTimeout = limits.DefaultUdpStreamTimeoutSecs * time.Second // 120 s
+	DefaultStateDir         = "/sys/fs/bpf/xlb"
 	// DefaultAdminSocket is the admin unix socket (issue 28), in the
 	// unit's RuntimeDirectory (/run/xlb, mode 0700, kept across restarts).
 	DefaultAdminSocket = "/run/xlb/admin.sock"
@@ -48,6 +52,12 @@ const (
 	// outlives an idle one). One second is the unit of the field; the
 	// maintenance loop removes expired pairs within a cycle (1 s) of it.
 	MinEmbryonicTTL = time.Second
+	// MinUDPTimeout and MaxUDPTimeout bound flow_table.udp_timeout_secs
+	// and udp_stream_timeout_secs: one second is the field's unit (the
+	// loop removes a pair within a cycle of its deadline), seven days
+	// MaxOrphanTTL's bound on what a flow entry's last-seen time measures.
+	MinUDPTimeout = time.Second
+	MaxUDPTimeout = MaxOrphanTTL
 	// MaxShutdownTimeout (one hour) bounds how long a stop may hold the
 	// instance attached; the service manager's stop timeout must exceed it.
 	MaxShutdownTimeout = time.Hour
@@ -151,7 +161,12 @@ func Default() *Config {
 			PortLo: DefaultSNATPortLo,
 			PortHi: DefaultSNATPortHi,
 		},
-		FlowTable: FlowTable{MaxConnections: DefaultMaxConnections, EmbryonicTTL: DefaultEmbryonicTTL},
-		StateDir:  DefaultStateDir,
+		FlowTable: FlowTable{
+			MaxConnections:   DefaultMaxConnections,
+			EmbryonicTTL:     DefaultEmbryonicTTL,
+			UDPTimeout:       DefaultUDPTimeout,
+			UDPStreamTimeout: DefaultUDPStreamTimeout,
+		},
+		StateDir: DefaultStateDir,
 	}
 }

@@ -5,19 +5,22 @@ import "slices"
 // topLevelKeys are the top-level YAML keys of DESIGN §1, in document order.
 var topLevelKeys = []string{
 	"name", "listen", "proto", "mode", "ports", "provider", "health_check",
-	"orphan_ttl_secs", "shutdown_timeout", "admin", "metrics",
+	"udp_unreplied_max", "orphan_ttl_secs", "shutdown_timeout", "admin", "metrics",
 	"interfaces", "xdp_mode", "snat", "flow_table", "state_dir", "bgp",
 }
 
 // keyEqual compares the part of two configs under one top-level key.
 var keyEqual = map[string]func(a, b *Config) bool{
-	"name":             func(a, b *Config) bool { return a.Name == b.Name },
-	"listen":           func(a, b *Config) bool { return a.Listen == b.Listen },
-	"proto":            func(a, b *Config) bool { return a.Proto == b.Proto },
-	"mode":             func(a, b *Config) bool { return a.Mode == b.Mode },
-	"ports":            func(a, b *Config) bool { return slices.Equal(a.Ports, b.Ports) },
-	"provider":         func(a, b *Config) bool { return providerEqual(a.Provider, b.Provider) },
-	"health_check":     func(a, b *Config) bool { return healthCheckEqual(a.HealthCheck, b.HealthCheck) },
+	"name":         func(a, b *Config) bool { return a.Name == b.Name },
+	"listen":       func(a, b *Config) bool { return a.Listen == b.Listen },
+	"proto":        func(a, b *Config) bool { return a.Proto == b.Proto },
+	"mode":         func(a, b *Config) bool { return a.Mode == b.Mode },
+	"ports":        func(a, b *Config) bool { return slices.Equal(a.Ports, b.Ports) },
+	"provider":     func(a, b *Config) bool { return providerEqual(a.Provider, b.Provider) },
+	"health_check": func(a, b *Config) bool { return healthCheckEqual(a.HealthCheck, b.HealthCheck) },
+	"udp_unreplied_max": func(a, b *Config) bool {
+		return a.ServiceList()[0].UDPUnrepliedMax == b.ServiceList()[0].UDPUnrepliedMax
+	},
 	"orphan_ttl_secs":  func(a, b *Config) bool { return a.OrphanTTL == b.OrphanTTL },
 	"shutdown_timeout": func(a, b *Config) bool { return a.ShutdownTimeout == b.ShutdownTimeout },
 	"admin":            func(a, b *Config) bool { return adminEqual(a.Admin, b.Admin) },
@@ -80,6 +83,9 @@ var serviceKeyEqual = map[string]func(a, b *Service) bool{
 	"maglev":       func(a, b *Service) bool { return a.MaglevHash() == b.MaglevHash() && a.TableSize() == b.TableSize() },
 	"provider":     func(a, b *Service) bool { return providerEqual(a.Provider, b.Provider) },
 	"health_check": func(a, b *Service) bool { return healthCheckEqual(a.HealthCheck, b.HealthCheck) },
+	// udp_unreplied_max: as the file sets it (a default that follows
+	// max_connections is named by flow_table).
+	"udp_unreplied_max": func(a, b *Service) bool { return a.UDPUnrepliedMax == b.UDPUnrepliedMax },
 }
 
 // diffServices names the services only one list has, "services[NAME]",

@@ -39,7 +39,7 @@ func TestExampleFile(t *testing.T) {
 		Interfaces: []string{"eth0", "eth1"},
 		XDPMode:    "native",
 		SNAT:       SNAT{IPs: []netip.Addr{ip("198.51.100.1"), ip("198.51.100.2")}, PortLo: 30000, PortHi: 39999},
-		FlowTable:  FlowTable{MaxConnections: 65536, EmbryonicTTL: 20 * time.Second},
+		FlowTable:  FlowTable{MaxConnections: 65536, EmbryonicTTL: 20 * time.Second, UDPTimeout: 20 * time.Second, UDPStreamTimeout: 180 * time.Second},
 		StateDir:   "/sys/fs/bpf/xlb-web",
 		BGP: &BGP{LocalASN: 64512, RouterID: ip("192.0.2.21"), HoldTime: 30 * time.Second, GracefulRestart: 300 * time.Second,
 			AnnounceListen: true, Announce: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")},
@@ -50,9 +50,10 @@ func TestExampleFile(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load(example) =\n%+v\nwant\n%+v", c, want)
 	}
-	// Every top-level field but proto and mode (which have one valid value
-	// today) differs from its default.
-	wantKeys := slices.DeleteFunc(sortedKeys(), func(k string) bool { return k == "proto" || k == "mode" })
+	// Every top-level field but proto, mode (which has one valid value
+	// today) and udp_unreplied_max (for proto udp only; the example is an
+	// HTTP service) differs from its default.
+	wantKeys := slices.DeleteFunc(sortedKeys(), func(k string) bool { return k == "proto" || k == "mode" || k == "udp_unreplied_max" })
 	if got := Diff(c, Default()); !reflect.DeepEqual(got, wantKeys) {
 		t.Errorf("Diff(example, Default()) = %v, want %v", got, wantKeys)
 	}

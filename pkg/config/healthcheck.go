@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"strings"
 	"time"
 	"unicode"
@@ -12,8 +13,10 @@ import (
 // one active check per backend, run by pkg/backend/health from the host
 // with the route the data path uses.
 type HealthCheck struct {
-	// Type is HealthCheckTCP (connect, then close) or HealthCheckHTTP
-	// (GET Path, expect ExpectStatus). YAML "type"; required.
+	// Type is HealthCheckTCP (connect, then close), HealthCheckHTTP
+	// (GET Path, expect ExpectStatus) or, for a proto udp service only,
+	// HealthCheckUDP (send Payload, expect a reply; issue 31). YAML
+	// "type"; required.
 	Type string
 	// Port is the port checked, 1..65535; 0 (YAML "port" omitted or 0)
 	// means the backend's port of the first port mapping: its
@@ -45,7 +48,9 @@ type HealthCheck struct {
 	// Payload is the datagram a HealthCheckUDP check sends; Expect, when
 	// set, the bytes its reply must start with (without it any reply
 	// passes). Raw bytes (a string keeps HealthCheck comparable). YAML
-	// "payload_hex", "expect_hex"; udp only (issue 31).
+	// "payload_hex" (required with udp; 1..MaxHealthCheckPayload bytes),
+	// "expect_hex" (optional; 1..MaxHealthCheckExpect bytes), hex digits
+	// of either case; udp only (issue 31).
 	Payload, Expect string
 }
 
@@ -72,6 +77,11 @@ const (
 	MaxHealthCheckInterval = time.Hour
 	MinHealthCheckTimeout  = 10 * time.Millisecond
 	MaxHealthCheckCount    = 100
+	// MaxHealthCheckPayload bounds a udp check's datagram (a DNS query
+	// is tens of bytes; 512 is DNS's classic UDP size); MaxHealthCheckExpect
+	// the reply's prefix it must start with.
+	MaxHealthCheckPayload = 512
+	MaxHealthCheckExpect  = 64
 )
 
 // decodeHealthCheck reads the health_check mapping. Ranges of single
@@ -112,6 +122,8 @@ func (d *decoder) decodeHealthCheck(n *yaml.Node, path string) *HealthCheck {
 		{"fall", count(&hc.Fall, 1, MaxHealthCheckCount)},
 		{"path", d.into(&hc.Path)},
 		{"expect_status", count(&hc.ExpectStatus, 100, 599)},
+		{"payload_hex", d.hexBytes(&hc.Payload, MaxHealthCheckPayload)},
+		{"expect_hex", d.hexBytes(&hc.Expect, MaxHealthCheckExpect)},
 	})
 	if !d.set[childPath(path, "timeout_ms")] {
 		hc.Timeout = min(DefaultHealthCheckTimeout, hc.Interval)
@@ -127,29 +139,63 @@ func (d *decoder) decodeHealthCheck(n *yaml.Node, path string) *HealthCheck {
 	return hc
 }
 
-// healthCheck: a known type; path and expect_status only with http; a
-// path that can be sent as an HTTP request target; the timeout at most the
-// interval (one check in flight per backend, DESIGN §6b).
-func (v *validator) healthCheck(path string, hc *HealthCheck) {
+// hexBytes returns a decode function for a string of hex digits (either
+// case, an even number of them) naming 1..most bytes, stored raw in dst.
+func (d *decoder) hexBytes(dst *string, most int) func(*yaml.Node, string) {
+	return func(n *yaml.Node, p string) {
+		s, ok := d.str(n, p)
+		if !ok {
+			return
+		}
+		b, err := hex.DecodeString(s)
+		switch {
+		case err != nil:
+			d.fail(n.Line, p, "must be an even number of hex digits (0-9, a-f), got %q", s)
+		case len(b) == 0 || len(b) > most:
+			d.fail(n.Line, p, "must name 1 to %d bytes (2 to %d hex digits), got %d", most, 2*most, len(b))
+		default:
+			*dst = string(b)
+		}
+	}
+}
+
+// healthCheck: a known type, udp only for a proto udp service; path and
+// expect_status only with http, payload_hex (required) and expect_hex
+// only with udp; a path that can be sent as an HTTP request target; the
+// timeout at most the interval (one check in flight per backend, DESIGN
+// §6b). proto is the service's.
+func (v *validator) healthCheck(path string, hc *HealthCheck, proto string) {
 	if hc == nil || v.failed(path) {
 		return
+	}
+	only := func(typ string, fields ...string) {
+		for _, f := range fields {
+			if p := childPath(path, f); v.set[p] && !v.failed(p) {
+				v.errorf(p, "only type %s has %s (type is %s)", typ, f, hc.Type)
+			}
+		}
 	}
 	tp := childPath(path, "type")
 	if v.required(tp) {
 		switch hc.Type {
 		case HealthCheckTCP:
-			for _, f := range []string{"path", "expect_status"} {
-				if p := childPath(path, f); v.set[p] && !v.failed(p) {
-					v.errorf(p, "only type %s has %s (type is %s)", HealthCheckHTTP, f, HealthCheckTCP)
-				}
-			}
+			only(HealthCheckHTTP, "path", "expect_status")
+			only(HealthCheckUDP, "payload_hex", "expect_hex")
 		case HealthCheckHTTP:
+			only(HealthCheckUDP, "payload_hex", "expect_hex")
 			p := childPath(path, "path")
 			if !v.failed(p) && (!strings.HasPrefix(hc.Path, "/") || strings.ContainsFunc(hc.Path, badPathRune)) {
 				v.errorf(p, `must start with "/" and contain no whitespace or control characters, got %q`, hc.Path)
 			}
+		case HealthCheckUDP:
+			if proto != ProtoUDP {
+				v.errorf(tp, "type udp is for proto udp services; use tcp or http")
+				break
+			}
+			only(HealthCheckHTTP, "path", "expect_status")
+			v.required(childPath(path, "payload_hex"))
 		default:
-			v.errorf(tp, "must be %q or %q, got %q", HealthCheckTCP, HealthCheckHTTP, hc.Type)
+			v.errorf(tp, "must be %q, %q or %q, got %q", HealthCheckTCP, HealthCheckHTTP, HealthCheckUDP, hc.Type)
 		}
 	}
 	ip, tp2 := childPath(path, "interval_ms"), childPath(path, "timeout_ms")
@@ -171,7 +217,8 @@ func healthCheckEqual(a, b *HealthCheck) bool {
 }
 
 // healthCheck renders the block with every field, path and expect_status
-// only for http (where they apply).
+// only for http, payload_hex and expect_hex (when set) only for udp
+// (where they apply), hex in lower case.
 func (m *marshaler) healthCheck(path string, hc *HealthCheck) *yaml.Node {
 	n := mapNode(
 		"type", str(hc.Type),
@@ -184,6 +231,12 @@ func (m *marshaler) healthCheck(path string, hc *HealthCheck) *yaml.Node {
 		n.Content = append(n.Content,
 			str("path"), str(hc.Path),
 			str("expect_status"), integer(int64(hc.ExpectStatus)))
+	}
+	if hc.Type == HealthCheckUDP {
+		n.Content = append(n.Content, str("payload_hex"), quoted(hex.EncodeToString([]byte(hc.Payload))))
+		if hc.Expect != "" {
+			n.Content = append(n.Content, str("expect_hex"), quoted(hex.EncodeToString([]byte(hc.Expect))))
+		}
 	}
 	return n
 }

@@ -52,7 +52,7 @@ func TestHealthCheckRules(t *testing.T) {
 		{"not a mapping", minimal + "health_check: tcp\n", `t.yaml:7: health_check: must be a mapping, got string "tcp"`},
 		{"empty", minimal + "health_check: {}\n", `t.yaml:7: health_check: missing field "type"`},
 		{"type missing", hc("  interval_ms: 1000\n"), `t.yaml:7: health_check: missing field "type"`},
-		{"type unknown", hc("  type: udp\n"), `t.yaml:8: health_check.type: must be "tcp" or "http", got "udp"`},
+		{"type unknown", hc("  type: icmp\n"), `t.yaml:8: health_check.type: must be "tcp", "http" or "udp", got "icmp"`},
 		{"type not a string", hc("  type: [tcp]\n"), `t.yaml:8: health_check.type: must be a string, got a sequence`},
 		{"unknown field", hc("  type: tcp\n  intervall_ms: 1000\n"), `t.yaml:9: health_check: unknown field "intervall_ms" (did you mean "interval_ms"?)`},
 		{"port negative", hc("  type: tcp\n  port: -1\n"), `t.yaml:9: health_check.port: must be between 0 and 65535, got -1`},
@@ -90,7 +90,7 @@ func TestHealthCheckOneErrorPerMistake(t *testing.T) {
 	wantError(t, minimal+"health_check: {type: tcp, interval_ms: 50, timeout_ms: 3000}\n",
 		`t.yaml:7: health_check.interval_ms: must be between 100 and 3600000 milliseconds, got 50`)
 	wantError(t, minimal+"health_check: {type: icmp, path: /x, expect_status: 200}\n",
-		`t.yaml:7: health_check.type: must be "tcp" or "http", got "icmp"`)
+		`t.yaml:7: health_check.type: must be "tcp", "http" or "udp", got "icmp"`)
 }
 
 // TestMarshalHealthCheckAndKubernetes pins how `xlb check` prints the

@@ -16,7 +16,9 @@ import (
 // is what `xlb check --config F` prints (DESIGN §2). Parsing the output of
 // a Config that Parse returned yields an equal Config. A backend's weight
 // is written only when it is not the default 1, so that the output (and
-// the config digest in the pins) of a file without weights is unchanged.
+// the config digest in the pins) of a file without weights is unchanged;
+// a UDP service's udp_unreplied_max only when the file sets it (the
+// default follows flow_table.max_connections).
 // It fails only for a Config that cannot be written in the schema (an
 // address left invalid, a duration that is not whole seconds), which
 // Parse never returns.
@@ -66,6 +68,9 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 		if c.HealthCheck != nil {
 			root.Content = append(root.Content, str("health_check"), m.healthCheck("health_check", c.HealthCheck))
 		}
+		if len(c.Services) == 1 && c.Services[0].UDPUnrepliedMax != 0 {
+			root.Content = append(root.Content, str("udp_unreplied_max"), integer(c.Services[0].UDPUnrepliedMax))
+		}
 	}
 	root.Content = append(root.Content, mapNode(
 		"orphan_ttl_secs", m.seconds("orphan_ttl_secs", c.OrphanTTL),
@@ -81,7 +86,9 @@ func (m *marshaler) config(c *Config) *yaml.Node {
 			"port_range", quoted(fmt.Sprintf("%d-%d", c.SNAT.PortLo, c.SNAT.PortHi))),
 		"flow_table", mapNode(
 			"max_connections", integer(c.FlowTable.MaxConnections),
-			"embryonic_ttl_secs", m.seconds("flow_table.embryonic_ttl_secs", c.FlowTable.EmbryonicTTL)),
+			"embryonic_ttl_secs", m.seconds("flow_table.embryonic_ttl_secs", c.FlowTable.EmbryonicTTL),
+			"udp_timeout_secs", m.seconds("flow_table.udp_timeout_secs", c.FlowTable.UDPTimeout),
+			"udp_stream_timeout_secs", m.seconds("flow_table.udp_stream_timeout_secs", c.FlowTable.UDPStreamTimeout)),
 		"state_dir", str(c.StateDir),
 	).Content...)
 	if c.BGP != nil {
@@ -109,6 +116,9 @@ func (m *marshaler) service(path string, s *Service) *yaml.Node {
 	n.Content = append(n.Content, str("provider"), m.provider(path, s.Provider))
 	if s.HealthCheck != nil {
 		n.Content = append(n.Content, str("health_check"), m.healthCheck(childPath(path, "health_check"), s.HealthCheck))
+	}
+	if s.UDPUnrepliedMax != 0 { // 0: the default, written by omitting it
+		n.Content = append(n.Content, str("udp_unreplied_max"), integer(s.UDPUnrepliedMax))
 	}
 	return n
 }

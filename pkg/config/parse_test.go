@@ -41,7 +41,7 @@ func TestDefaults(t *testing.T) {
 		{"interfaces", len(d.Interfaces), 0},
 		{"xdp_mode", d.XDPMode, "auto"},
 		{"snat", d.SNAT, SNAT{Auto: true, PortLo: 40000, PortHi: 59999}},
-		{"flow_table", d.FlowTable, FlowTable{MaxConnections: 262144, EmbryonicTTL: 10 * time.Second}},
+		{"flow_table", d.FlowTable, FlowTable{MaxConnections: 262144, EmbryonicTTL: 10 * time.Second, UDPTimeout: 30 * time.Second, UDPStreamTimeout: 120 * time.Second}},
 		{"state_dir", d.StateDir, "/sys/fs/bpf/xlb"},
 	}
 	for _, ch := range checks {
@@ -112,7 +112,7 @@ func TestUnknownFields(t *testing.T) {
 		{"top level, prefix of a known field", minimal + "listen_port: 80\n",
 			`t.yaml:7: unknown field "listen_port" (did you mean "listen"?)`},
 		{"top level, unrelated", minimal + "backends: []\n",
-			`t.yaml:7: unknown field "backends" (valid fields: name, listen, proto, mode, ports, provider, health_check, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`},
+			`t.yaml:7: unknown field "backends" (valid fields: name, listen, proto, mode, ports, provider, health_check, udp_unreplied_max, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`},
 		{"in ports[]", "ports:\n  - local_port: 80\n  - local_port: 81\n    listen_port: 82\n" + backendsOnly,
 			`t.yaml:4: ports[1]: unknown field "listen_port" (valid fields: local_port, remote_port)`},
 		{"in provider", "ports:\n  - local_port: 80\nprovider:\n  static:\n    backends: [{ip: 10.0.0.1}]\n  consul: {}\n",
@@ -182,7 +182,7 @@ typo: 1
 		`t.yaml:11: provider.static.backends[1]: unknown field "wieght" (did you mean "weight"?)`,
 		`t.yaml:13: admin.port: must be between 1 and 65535, got 0`,
 		`t.yaml:14: xdp_mode: must be one of auto, native, generic; got "fast"`,
-		`t.yaml:15: unknown field "typo" (valid fields: name, listen, proto, mode, ports, provider, health_check, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`,
+		`t.yaml:15: unknown field "typo" (valid fields: name, listen, proto, mode, ports, provider, health_check, udp_unreplied_max, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`,
 	}
 	if err == nil {
 		t.Fatal("Parse: no error")

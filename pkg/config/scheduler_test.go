@@ -137,7 +137,7 @@ func TestSchedulerRefusals(t *testing.T) {
 		{"maglev under the default scheduler", webService + api("name: api", append(slices.Clone(apiRest), "maglev: {hash: client_ip}")...),
 			`t.yaml:10: services[1].maglev: maglev settings apply only to scheduler maglev; the scheduler is round_robin (set scheduler: maglev, or remove maglev)`},
 		{"maglev in the top-level form", minimal + "maglev: {hash: client_ip}\n",
-			`t.yaml:7: unknown field "maglev" (valid fields: name, listen, proto, mode, ports, provider, health_check, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`},
+			`t.yaml:7: unknown field "maglev" (valid fields: name, listen, proto, mode, ports, provider, health_check, udp_unreplied_max, orphan_ttl_secs, shutdown_timeout, admin, metrics, interfaces, xdp_mode, snat, flow_table, state_dir, bgp, services)`},
 		{"scheduler unknown", weighted("wrr"),
 			`t.yaml:10: services[1].scheduler: must be one of round_robin, weighted_round_robin, maglev; got "wrr"`},
 		{"hash src", maglevBackends(3, "{hash: src}"),

@@ -16,7 +16,7 @@ type Service struct {
 	// host or one routed to it; auto for at most one service.
 	Listen Listen
 
-	// Proto is "tcp" ("udp" is refused until issue 31).
+	// Proto is "tcp" or "udp" (issue 31).
 	Proto string
 
 	// Ports are the service's 1..MaxPortMappings port mappings, local
@@ -42,8 +42,23 @@ type Service struct {
 	// UDPUnrepliedMax caps the service's UDP pairs that saw no reply yet
 	// (a spoofed flood cannot fill the table TCP needs; issue 31); 0 for
 	// TCP services and when the file leaves the default (a quarter of
-	// flow_table.max_connections).
+	// flow_table.max_connections; Config.UDPUnrepliedMax resolves it).
+	// YAML "udp_unreplied_max", a service key in both forms;
+	// 1..flow_table.max_connections; proto udp only.
 	UDPUnrepliedMax uint32
+}
+
+// UDPUnrepliedMax is the effective udp_unreplied_max of s, one of c's
+// services: its own, else max(1, flow_table.max_connections/4); 0 for a
+// service that is not proto udp.
+func (c *Config) UDPUnrepliedMax(s *Service) uint32 {
+	switch {
+	case s.Proto != ProtoUDP:
+		return 0
+	case s.UDPUnrepliedMax != 0:
+		return s.UDPUnrepliedMax
+	}
+	return max(1, c.FlowTable.MaxConnections/4)
 }
 
 // Maglev is a service's `maglev:` section (DESIGN §9).

@@ -19,11 +19,11 @@ import (
 // serviceKeys are a service's keys, in the order Marshal writes them
 // (DESIGN §9): the top-level form has all but scheduler, maglev and
 // proxy_protocol at the top level.
-var serviceKeys = []string{"name", "listen", "proto", "ports", "scheduler", "maglev", "provider", "health_check"}
+var serviceKeys = []string{"name", "listen", "proto", "ports", "scheduler", "maglev", "provider", "health_check", "udp_unreplied_max"}
 
 // topLevelServiceKeys are the top-level form's keys that describe its one
 // service; with `services:` they belong inside each service.
-var topLevelServiceKeys = []string{"listen", "proto", "ports", "provider", "health_check"}
+var topLevelServiceKeys = []string{"listen", "proto", "ports", "provider", "health_check", "udp_unreplied_max"}
 
 // instanceKeys are the per-instance keys (DESIGN §9): at the top level in
 // both forms, never inside a service.
@@ -38,7 +38,7 @@ var serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // Keys of DESIGN §9 that later issues implement: decoded so that the
 // refusal names them (not "unknown field"), one line each, worded like
-// the refusal of proto udp.
+// mode dsr's refusal.
 const (
 	refusedProxyProtocol = "proxy_protocol is not implemented yet; backends get no PROXY header"
 )
@@ -62,6 +62,7 @@ func (d *decoder) decodeServices(n *yaml.Node, path string) []Service {
 			{"maglev", func(n *yaml.Node, p string) { s.Maglev = d.decodeMaglev(n, p) }},
 			{"provider", func(n *yaml.Node, p string) { d.decodeProvider(n, p, &s.Provider) }},
 			{"health_check", func(n *yaml.Node, p string) { s.HealthCheck = d.decodeHealthCheck(n, p) }},
+			{"udp_unreplied_max", d.udpUnrepliedMax(&s.UDPUnrepliedMax)},
 			{"proxy_protocol", d.refuse(refusedProxyProtocol)},
 		}
 		for _, k := range instanceKeys {

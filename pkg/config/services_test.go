@@ -136,13 +136,11 @@ func TestServicesRules(t *testing.T) {
 		{"unknown key in a service", webService + api("name: api", append(slices.Clone(apiRest), "listen_port: 80")...),
 			`t.yaml:10: services[1]: unknown field "listen_port" (did you mean "listen"?)`},
 		{"health check of a service", webService + api("name: api", append(slices.Clone(apiRest), "health_check: {type: icmp}")...),
-			`t.yaml:10: services[1].health_check.type: must be "tcp" or "http", got "icmp"`},
+			`t.yaml:10: services[1].health_check.type: must be "tcp", "http" or "udp", got "icmp"`},
 		{"kubernetes provider of a service", webService + api("name: api", apiRest[0], apiRest[1], "provider: {kubernetes: {namespace: Prod, service: api}}"),
 			`t.yaml:9: services[1].provider.kubernetes.namespace: must be a DNS-1123 label (1-63 lowercase letters, digits or '-'; first and last a letter or digit), got "Prod"`},
 
-		// Refused until their issues (31, 32, 33), one line each.
-		{"proto udp (issue 31)", webService + api("name: api", append(slices.Clone(apiRest), "proto: udp")...),
-			`t.yaml:10: services[1].proto: udp is not implemented yet; only tcp is supported`},
+		// Refused until their issues (32, 33), one line each.
 		{"IPv6 listen (issue 32)", webService + api("name: api", `listen: {ip: "2001:db8::10"}`, apiRest[1], `provider: {static: {backends: [{ip: "2001:db8:1::11"}]}}`),
 			`t.yaml:7: services[1].listen.ip: 2001:db8::10: IPv6 is not supported yet; use an IPv4 address`},
 		{"IPv6 backend (issue 32)", webService + api("name: api", apiRest[0], apiRest[1], `provider: {static: {backends: [{ip: "2001:db8:1::11"}]}}`),

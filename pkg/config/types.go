@@ -29,8 +29,8 @@ type Config struct {
 	// "auto" or {ip: A.B.C.D}; default auto (DESIGN §1).
 	Listen Listen
 
-	// Proto is the balanced transport protocol. YAML "proto"; default "tcp".
-	// "udp" is rejected until implemented (DESIGN §1).
+	// Proto is the balanced transport protocol. YAML "proto": "tcp" or
+	// "udp" (issue 31); default "tcp".
 	Proto string
 
 	// Mode is the forwarding mode. YAML "mode"; default "nat". "dsr" is
@@ -269,7 +269,8 @@ type FlowTable struct {
 	// UDPTimeout is how long a UDP pair that saw no reply lives after its
 	// last datagram; UDPStreamTimeout how long one that saw a reply does
 	// (conntrack's two; DESIGN §9, issue 31). YAML "udp_timeout_secs",
-	// "udp_stream_timeout_secs"; defaults DefaultUDPTimeout,
-	// DefaultUDPStreamTimeout.
+	// "udp_stream_timeout_secs" (whole seconds); defaults
+	// DefaultUDPTimeout, DefaultUDPStreamTimeout; each
+	// MinUDPTimeout..MaxUDPTimeout, UDPStreamTimeout at least UDPTimeout.
 	UDPTimeout, UDPStreamTimeout time.Duration
 }

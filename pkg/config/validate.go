@@ -29,7 +29,7 @@ func validate(c *Config, d *decoder) {
 	v.implemented("mode", c.Mode, ModeNAT, ModeDSR)
 	for _, r := range v.svcs {
 		v.provider(r)
-		v.healthCheck(childPath(r.path, "health_check"), r.s.HealthCheck)
+		v.healthCheck(childPath(r.path, "health_check"), r.s.HealthCheck, r.s.Proto)
 	}
 	v.admin()
 	v.listeners()
@@ -38,6 +38,7 @@ func validate(c *Config, d *decoder) {
 	v.xdpMode()
 	v.snat()
 	v.flowTable()
+	v.udpUnrepliedMax()
 	v.stateDir()
 	v.bgp()
 }
@@ -156,14 +157,16 @@ func (v *validator) unicastIPv4(path string, a netip.Addr) bool {
 }
 
 // service checks one service's own fields and reports whether its listen
-// address is usable: listen, proto (only tcp is implemented, DESIGN §1),
-// ports, and the scheduler and its settings (scheduler.go).
+// address is usable: listen, proto (tcp or udp, issue 31), ports, and
+// the scheduler and its settings (scheduler.go).
 func (v *validator) service(r svcRef) bool {
 	if v.c.Form == FormServices {
 		v.serviceName(r)
 	}
 	usable := v.listen(r)
-	v.implemented(r.field("proto"), r.s.Proto, ProtoTCP, ProtoUDP)
+	if p := r.field("proto"); !v.failed(p) && r.s.Proto != ProtoTCP && r.s.Proto != ProtoUDP {
+		v.errorf(p, "must be %q or %q, got %q", ProtoTCP, ProtoUDP, r.s.Proto)
+	}
 	v.ports(r)
 	v.scheduler(r)
 	return usable
@@ -561,6 +564,50 @@ func (v *validator) flowTable() {
 	}
 	v.errorf(path, "must be at most orphan_ttl_secs (%d), got %d",
 		int64(v.c.OrphanTTL/time.Second), int64(ft.EmbryonicTTL/time.Second))
+}
+
+// udpTimeouts: a pair that saw a reply lives at least as long as one that
+// did not (conntrack's rule for its two UDP timeouts). Their ranges were
+// checked while decoding.
+func (v *validator) udpTimeouts() {
+	const path = "flow_table.udp_stream_timeout_secs"
+	ft := v.c.FlowTable
+	if v.failed(path) || v.failed("flow_table.udp_timeout_secs") || ft.UDPStreamTimeout >= ft.UDPTimeout {
+		return
+	}
+	v.errorf(path, "must be at least udp_timeout_secs (%d), got %d",
+		int64(ft.UDPTimeout/time.Second), int64(ft.UDPStreamTimeout/time.Second))
+}
+
+// udpUnrepliedMax: a service's udp_unreplied_max is for proto udp and at
+// most flow_table.max_connections (issue 31). When the UDP services'
+// effective caps add up to more than max_connections, one warning: a
+// flood on all of them at once could still fill the table.
+func (v *validator) udpUnrepliedMax() {
+	v.udpTimeouts()
+	mc := v.c.FlowTable.MaxConnections
+	var sum uint64
+	udp := 0
+	for _, r := range v.svcs {
+		p := r.field("udp_unreplied_max")
+		if v.set[p] && !v.failed(p) && !v.failed(r.field("proto")) {
+			switch {
+			case r.s.Proto != ProtoUDP:
+				v.errorf(p, "udp_unreplied_max is for proto udp services (proto is %s)", r.s.Proto)
+				continue
+			case r.s.UDPUnrepliedMax > mc && !v.failed("flow_table.max_connections"):
+				v.errorf(p, "must be at most flow_table.max_connections (%d), got %d", mc, r.s.UDPUnrepliedMax)
+				continue
+			}
+		}
+		if r.s.Proto == ProtoUDP {
+			sum += uint64(v.c.UDPUnrepliedMax(r.s))
+			udp++
+		}
+	}
+	if udp > 1 && sum > uint64(mc) && !v.failed("services") {
+		v.warnf("services", "the %d UDP services' udp_unreplied_max add up to %d, more than flow_table.max_connections (%d): floods on these services together could fill the flow table TCP needs; lower udp_unreplied_max", udp, sum, mc)
+	}
 }
 
 // sharedWhy says why the SNAT address may be the listen address; shared is

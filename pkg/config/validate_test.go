@@ -61,9 +61,8 @@ func TestValidationRules(t *testing.T) {
 		{"listen bare address", minimal + "listen: 192.0.2.10\n", `t.yaml:7: listen: must be "auto" or {ip: ADDRESS}, got string "192.0.2.10"`},
 		{"listen without ip", minimal + "listen: {}\n", `t.yaml:7: listen: missing field "ip"`},
 
-		// proto and mode: only tcp and nat are implemented.
-		{"proto udp", minimal + "proto: udp\n", `t.yaml:7: proto: udp is not implemented yet; only tcp is supported`},
-		{"proto other", minimal + "proto: sctp\n", `t.yaml:7: proto: must be "tcp", got "sctp"`},
+		// proto: tcp or udp (issue 31); mode: only nat is implemented.
+		{"proto other", minimal + "proto: sctp\n", `t.yaml:7: proto: must be "tcp" or "udp", got "sctp"`},
 		{"mode dsr", minimal + "mode: dsr\n", `t.yaml:7: mode: dsr is not implemented yet; only nat is supported`},
 		{"mode other", minimal + "mode: tunnel\n", `t.yaml:7: mode: must be "nat", got "tunnel"`},
 

@@ -35,6 +35,19 @@
 //     no pair gauge (its pair was counted when it left).
 //   - A pair that saw no packet in either direction for the orphan TTL
 //     (orphan_ttl_secs) is removed as orphaned.
+//   - A UDP pair (dataplane.FlagUDP; issue 31) is removed once idle for
+//     flow_table.udp_timeout_secs (UDPTimeout, 30 s) while the backend
+//     never answered, or for udp_stream_timeout_secs (UDPStreamTimeout,
+//     120 s) after the later of its two entries' last datagrams once it
+//     did (dataplane.FlagUDPReplied). Its dataplane.CloseOpen event puts
+//     one dataplane.ReapUDP request into the udp schedule, due UDPTimeout
+//     after the first datagram. The reaper re-checks the pair: not due,
+//     it answers KEPT with the moment the pair falls due as it stands
+//     (ReapRequest.Next), and the request goes back into the schedule
+//     there, so every live UDP pair has one request waiting and leaves
+//     within a cycle of its deadline. The schedules live in memory: the
+//     first walk pass of a new loop (a restart, a hot upgrade) adopts the
+//     UDP pairs no event scheduled.
 //   - A lone entry (its counterpart missing or of another generation) is
 //     removed as an invariant repair when a second look, a cycle after the
 //     first, still finds it lone. A packet on a lone entry that was idle
@@ -51,17 +64,21 @@
 // overwritten queue slot, a restart): a terminal pair or a held entry at
 // most one pass late, and an embryonic pair whose dataplane.CloseOpen was
 // lost (the ring buffer full during a SYN flood) within one more
-// EmbryonicTTL, which is why a pass is never longer than that. The walk
+// EmbryonicTTL, which is why a pass is never longer than that; a UDP pair
+// whose event was lost gets a ReapUDP from the walk once idle for its
+// timeout, not rescheduled when kept (the walk comes back). The walk
 // sends the reaper only what it would remove (or, for idle reverse
 // entries, check): a steady table costs one batch read per slice and no
 // lookups.
 //
 // # Bounded schedules
 //
-// Each rule with a deadline (time-wait, embryonic, hold) keeps its events
-// in a schedule: a FIFO, since events arrive nearly in time order and
-// every deadline of a rule is the event's time plus the same duration,
-// with a heap for the few that arrive out of order. A schedule holds at
+// Each rule with a deadline (time-wait, embryonic, hold, udp) keeps its
+// events in a schedule: a FIFO, since events arrive nearly in time order
+// and every deadline of a rule is the event's time plus the same
+// duration, with a heap for the few that arrive out of order (and for
+// the udp schedule's rescheduled requests, whose deadlines the pairs'
+// traffic decides). A schedule holds at
 // most one request per pair the flow map can hold (per entry, for holds),
 // so its memory is bounded by the table's size whatever the event rate: a
 // SYN flood fills the table, and every pair in it has at most one entry

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -61,7 +62,15 @@ const (
 	DefaultInterval     = time.Second
 	DefaultOrphanTTL    = limits.DefaultOrphanTTL    // orphan_ttl_secs' default (DESIGN §1), config.DefaultOrphanTTL
 	DefaultEmbryonicTTL = limits.DefaultEmbryonicTTL // embryonic_ttl_secs' default (issue 13)
+	// DefaultUDPTimeout and DefaultUDPStreamTimeout are
+	// flow_table.udp_timeout_secs' and udp_stream_timeout_secs' defaults
+	// (issue 31), config.DefaultUDPTimeout and DefaultUDPStreamTimeout.
+	DefaultUDPTimeout       = limits.DefaultUdpTimeoutSecs * time.Second
+	DefaultUDPStreamTimeout = limits.DefaultUdpStreamTimeoutSecs * time.Second
 )
+
+// protoUDP is a flow key's Proto for a UDP pair (IPPROTO_UDP).
+const protoUDP = syscall.IPPROTO_UDP
 
 // Options configure a Loop. Zero values take the defaults.
 type Options struct {
@@ -79,7 +88,13 @@ type Options struct {
 	EmbryonicTTL time.Duration
 	// UDPTimeout and UDPStreamTimeout are the UDP pairs' idle timeouts
 	// without and with a reply (flow_table.udp_timeout_secs,
-	// udp_stream_timeout_secs; issue 31).
+	// udp_stream_timeout_secs; issue 31). A UDP pair is removed within a
+	// cycle of its deadline: its XLB_CLOSE_OPEN event schedules one
+	// dataplane.ReapUDP request UDPTimeout after its first datagram, and
+	// each re-check that keeps it reschedules the request at the deadline
+	// the reaper answers (ReapRequest.Next). The config layer keeps both
+	// within 1 s..7 days, UDPStreamTimeout at least UDPTimeout; the loop
+	// uses what it gets.
 	UDPTimeout, UDPStreamTimeout time.Duration
 	// NextHopGC, when set, is handed the next-hop slots the flow map's
 	// entries name at the end of a complete walk pass, at most once per
@@ -128,18 +143,34 @@ type Loop struct {
 	tw   dataplane.Jiffies // TimeWait in jiffies
 	sh   dataplane.Jiffies // SNATHold in jiffies
 	ettl dataplane.Jiffies // EmbryonicTTL in jiffies
+	uttl dataplane.Jiffies // UDPTimeout in jiffies
+	ustl dataplane.Jiffies // UDPStreamTimeout in jiffies
 
-	mu          sync.Mutex // serialises cycles; guards everything below
-	latest      *Sample    // the latest published sample; nil before the first
-	events      *dataplane.CloseEvents
-	cycle       uint64
-	errCount    uint64    // failed cycles since New
-	failures    uint64    // consecutive failed cycles: the current spell
-	failSince   time.Time // end of the spell's first failed cycle
-	timewait    schedule  // pairs in time-wait, by the end of their time-wait
-	embryonic   schedule  // new pairs, by their SYN plus the embryonic TTL
-	hold        schedule  // XLB_F_HOLD reverse entries, by their pair's close plus SNATHold
-	unscheduled uint64    // events the schedules had no room for, since New
+	mu        sync.Mutex // serialises cycles; guards everything below
+	latest    *Sample    // the latest published sample; nil before the first
+	events    *dataplane.CloseEvents
+	cycle     uint64
+	errCount  uint64    // failed cycles since New
+	failures  uint64    // consecutive failed cycles: the current spell
+	failSince time.Time // end of the spell's first failed cycle
+	timewait  schedule  // pairs in time-wait, by the end of their time-wait
+	embryonic schedule  // new pairs, by their SYN plus the embryonic TTL
+	hold      schedule  // XLB_F_HOLD reverse entries, by their pair's close plus SNATHold
+	udp       schedule  // UDP pairs, by the deadline their last re-check answered (first: creation plus UDPTimeout)
+	// udpFrom and udpTo delimit the current cycle's requests that came
+	// from the udp schedule (reqs[udpFrom:udpTo]): a KEPT answer to one
+	// of them goes back in at its Next; the walk's do not (one chain of
+	// requests per pair).
+	udpFrom, udpTo int
+	// adopting holds the UDP pairs scheduled since New until the cycle
+	// after the first complete walk pass (nil afterwards): that pass
+	// schedules every other UDP pair it finds, the ones a hot upgrade or
+	// a restart left in the map (the schedules live in memory), so that
+	// every UDP pair has exactly one chain of requests.
+	adopting map[pairID]struct{}
+	// adoptTail is the cycles adoption lasts after the first pass ends.
+	adoptTail   int
+	unscheduled uint64 // events the schedules had no room for, since New
 	retry       []dataplane.ReapRequest
 	lone        map[pairID]struct{} // entries the previous cycle's checks found lone
 	walk        *walk
@@ -172,6 +203,12 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	if o.EmbryonicTTL <= 0 {
 		o.EmbryonicTTL = DefaultEmbryonicTTL
 	}
+	if o.UDPTimeout <= 0 {
+		o.UDPTimeout = DefaultUDPTimeout
+	}
+	if o.UDPStreamTimeout <= 0 {
+		o.UDPStreamTimeout = max(DefaultUDPStreamTimeout, o.UDPTimeout)
+	}
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
@@ -197,6 +234,14 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: %w", err)
 	}
+	uttl, err := dp.Ticks(o.UDPTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
+	ustl, err := dp.Ticks(o.UDPStreamTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w", err)
+	}
 	ev, err := dp.OpenCloseEvents()
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: %w", err)
@@ -208,9 +253,10 @@ func New(dp *dataplane.Dataplane, o Options) (*Loop, error) {
 	entries := int(dp.FlowCapacity())
 	pairs := entries / int(dataplane.EntriesPerPair)
 	return &Loop{
-		dp: dp, o: o, log: o.Log.WithField("component", "maintenance"), ttl: ttl, tw: tw, sh: sh, ettl: ettl,
-		timewait: newSchedule(pairs), embryonic: newSchedule(pairs), hold: newSchedule(entries),
+		dp: dp, o: o, log: o.Log.WithField("component", "maintenance"), ttl: ttl, tw: tw, sh: sh, ettl: ettl, uttl: uttl, ustl: ustl,
+		timewait: newSchedule(pairs), embryonic: newSchedule(pairs), hold: newSchedule(entries), udp: newSchedule(pairs),
 		events: ev, lone: map[pairID]struct{}{}, walk: newWalk(dp, passCycles(o), refs),
+		adopting: map[pairID]struct{}{}, adoptTail: 1,
 	}, nil
 }
 
@@ -304,7 +350,7 @@ func (l *Loop) Cycle(ctx context.Context) (*Sample, error) {
 	l.log.WithFields(logrus.Fields{
 		"cycle": s.Cycle, "active": s.Active, "timewait": s.TimeWait, "resetting": s.Resetting,
 		"removed_timewait": rm.TimeWait, "removed_reset": rm.Reset, "removed_orphaned": rm.Orphaned,
-		"removed_embryonic": rm.Embryonic, "removed_hold": rm.Hold,
+		"removed_embryonic": rm.Embryonic, "removed_hold": rm.Hold, "removed_udp": rm.UDP,
 		"repaired": rm.Repaired, "kept": rm.Kept, "walked": s.Walk.Visited, "duration": s.Duration,
 	}).Debug("maintenance cycle")
 	return s, nil
@@ -353,6 +399,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	}
 	reqs := append(l.reqs[:0], l.retry...)
 	l.retry = l.retry[:0]
+	l.udpFrom, l.udpTo = 0, 0
 
 	// 1. Close events: resets now; time-waits, new pairs and holds into
 	// their schedules, a time-wait's timestamp hold now (ReapTSHold); lone
@@ -367,6 +414,10 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 			// a backend-first close with timestamps: its port may be reused (bpf/snat.h)
 			reqs = append(reqs, dataplane.ReapRequest{Key: ev.Key, Generation: ev.Generation, Op: dataplane.ReapTSHold})
 		case dataplane.CloseOpen:
+			if ev.Key.Proto == protoUDP {
+				l.scheduleUDP(pairID{ev.Key, ev.Generation}, dataplane.Widen(now, ev.Time)+l.uttl)
+				break
+			}
 			l.schedule(&l.embryonic, now, ev, l.ettl)
 		case dataplane.CloseHold:
 			l.schedule(&l.hold, now, ev, l.sh)
@@ -378,11 +429,16 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	l.overwritten += over
 	if err != nil {
 		l.reqs = reqs
-		l.requeue(reqs)
+		l.requeue(now, reqs)
 		return nil, err
 	}
 	// 2. Deadlines that fall now: time-waits that end, embryonic TTLs that
-	// run out, holds that end.
+	// run out, holds that end, UDP pairs to re-check.
+	l.udpFrom = len(reqs)
+	l.udp.popDue(now, func(d due) {
+		reqs = append(reqs, dataplane.ReapRequest{Key: d.key, Generation: d.gen, Op: dataplane.ReapUDP})
+	})
+	l.udpTo = len(reqs)
 	for _, sc := range []struct {
 		s  *schedule
 		op dataplane.ReapOp
@@ -406,14 +462,25 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	passes := l.walk.status.Passes
 	err = l.walk.step(ctx, now, l.walkEstimate(), func(k *dataplane.FlowKey, v *dataplane.FlowValue) {
 		l.retired.Visit(k, v)
+		if l.adopting != nil {
+			l.adopt(now, k, v)
+		}
 		if op, ok := l.decide(now, k, v); ok {
 			reqs = append(reqs, dataplane.ReapRequest{Key: *k, Generation: v.Generation, Op: op})
 		}
 	})
 	if err != nil {
 		l.reqs = reqs
-		l.requeue(reqs)
+		l.requeue(now, reqs)
 		return nil, err
+	}
+	if l.adopting != nil && l.walk.status.Passes > 0 {
+		// The first pass is over. One more cycle reads the events of the
+		// pairs its last slice found, then adoption ends.
+		if l.adoptTail == 0 {
+			l.adopting = nil
+		}
+		l.adoptTail--
 	}
 	if l.walk.status.Passes != passes {
 		l.shrinkRetiredSNAT()
@@ -422,14 +489,21 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		l.afterDecide()
 	}
 	// 5. The reaper re-checks and removes.
-	if err := l.dp.Reap(reqs, dataplane.ReapClock{Now: now, TimeWait: l.tw, OrphanTTL: l.ttl, EmbryonicTTL: l.ettl, SNATHold: l.sh}); err != nil {
+	if err := l.dp.Reap(reqs, dataplane.ReapClock{Now: now, TimeWait: l.tw, OrphanTTL: l.ttl, EmbryonicTTL: l.ettl, SNATHold: l.sh,
+		UDPTimeout: l.uttl, UDPStreamTimeout: l.ustl}); err != nil {
 		l.reqs = reqs
-		l.requeue(reqs)
+		l.requeue(now, reqs)
 		return nil, fmt.Errorf("maintenance: %w", err)
 	}
 	l.reqs = reqs
 	for i := range reqs {
 		l.account(&reqs[i], rm)
+	}
+	for i := l.udpFrom; i < l.udpTo; i++ {
+		if r := &reqs[i]; r.Result == dataplane.ReapKept {
+			// not due yet: back in at the deadline the pair has now
+			l.reschedule(pairID{r.Key, r.Generation}, max(dataplane.Widen(now, r.Next), now+1))
+		}
 	}
 	l.collectNextHops()
 
@@ -466,7 +540,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 			Path: l.events.Path(), Read: l.eventsRead,
 			Lost:              counters.CloseEventsLost + l.overwritten,
 			TimeWaitScheduled: uint64(l.timewait.Len()), EmbryonicScheduled: uint64(l.embryonic.Len()),
-			HoldScheduled: uint64(l.hold.Len()), Unscheduled: l.unscheduled,
+			HoldScheduled: uint64(l.hold.Len()), UDPScheduled: uint64(l.udp.Len()), Unscheduled: l.unscheduled,
 		},
 	}
 	return s, nil
@@ -478,6 +552,48 @@ func (l *Loop) schedule(s *schedule, now dataplane.Jiffies, ev *dataplane.CloseE
 	if !s.add(due{deadline: dataplane.Widen(now, ev.Time) + wait, key: ev.Key, gen: ev.Generation}) {
 		l.unscheduled++
 	}
+}
+
+// scheduleUDP puts a new UDP pair's first re-check into the udp schedule
+// at deadline, once per pair: during adoption a pair the walk adopted
+// first, or whose event came twice, is not scheduled again. A full
+// schedule leaves the pair to the walk.
+func (l *Loop) scheduleUDP(id pairID, deadline dataplane.Jiffies) {
+	if l.adopting != nil {
+		if _, dup := l.adopting[id]; dup {
+			return
+		}
+		l.adopting[id] = struct{}{}
+	}
+	l.reschedule(id, deadline)
+}
+
+// reschedule puts a UDP pair's next re-check into the udp schedule.
+func (l *Loop) reschedule(id pairID, deadline dataplane.Jiffies) {
+	if !l.udp.add(due{deadline: deadline, key: id.key, gen: id.gen}) {
+		l.unscheduled++
+	}
+}
+
+// adopt schedules a UDP pair found by the walk during adoption (the
+// first complete pass after New, and the cycle after it) that no event
+// scheduled: its first re-check is due its state's timeout after its
+// forward entry's last datagram (the reaper looks at the reverse entry's
+// too, and answers the later deadline).
+func (l *Loop) adopt(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.FlowValue) {
+	if k.Direction() != dataplane.DirClient || v.Flags&dataplane.FlagUDP == 0 {
+		return
+	}
+	l.scheduleUDP(pairID{*k, v.Generation}, dataplane.Widen(now, v.LastSeen)+l.udpTTL(v))
+}
+
+// udpTTL is a UDP entry's timeout: UDPStreamTimeout once the backend
+// answered, else UDPTimeout.
+func (l *Loop) udpTTL(v *dataplane.FlowValue) dataplane.Jiffies {
+	if v.Flags&dataplane.FlagUDPReplied != 0 {
+		return l.ustl
+	}
+	return l.uttl
 }
 
 // walkEstimate is the number of entries the walk expects in the map: the
@@ -506,7 +622,11 @@ func (l *Loop) walkEstimate() uint64 {
 // the pair if it is lone). A held reverse entry (XLB_F_HOLD: lone on
 // purpose, keeping its SNAT port through the backend's TIME_WAIT) is
 // removed once SNATHold has passed since its pair closed, and is
-// never checked as lone. Any other reverse entry idle for the orphan TTL
+// never checked as lone. A UDP pair's forward entry idle for its state's
+// timeout gets a ReapUDP (the reaper checks the reverse entry's last
+// datagram too): the net for a pair whose event was lost or found its
+// schedule full; such a request is not rescheduled when kept, the walk
+// comes back. Any other reverse entry idle for the orphan TTL
 // is checked for its counterpart: a live pair's forward entry handles the
 // pair, so only a lone one is removed. Lone entries that see packets are
 // reported by the data path (dataplane.CloseLone); the walk finds the idle
@@ -520,6 +640,8 @@ func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.
 		return dataplane.ReapCheck, age >= l.ttl
 	}
 	switch {
+	case v.Flags&dataplane.FlagUDP != 0:
+		return dataplane.ReapUDP, age >= l.udpTTL(v)
 	case v.Flags&dataplane.FlagClosedRST != 0:
 		return dataplane.ReapReset, true
 	case v.Flags&dataplane.FlagClosedFIN != 0:
@@ -530,13 +652,20 @@ func (l *Loop) decide(now dataplane.Jiffies, k *dataplane.FlowKey, v *dataplane.
 	return dataplane.ReapOrphan, age >= l.ttl
 }
 
-// requeue keeps a failed cycle's removals (not its checks) for the next one.
-func (l *Loop) requeue(reqs []dataplane.ReapRequest) {
-	for _, r := range reqs {
-		if r.Op != dataplane.ReapCheck {
+// requeue keeps a failed cycle's removals (not its checks) for the next
+// one. The udp schedule's requests go back into it, due now, so that
+// their pairs keep their one chain of requests.
+func (l *Loop) requeue(now dataplane.Jiffies, reqs []dataplane.ReapRequest) {
+	for i, r := range reqs {
+		switch {
+		case i >= l.udpFrom && i < l.udpTo:
+			l.reschedule(pairID{r.Key, r.Generation}, now)
+		case r.Op != dataplane.ReapCheck:
+			r.Result, r.Next = 0, 0
 			l.retry = append(l.retry, r)
 		}
 	}
+	l.udpFrom, l.udpTo = 0, 0
 }
 
 // account records one answered request.
@@ -554,6 +683,8 @@ func (l *Loop) account(r *dataplane.ReapRequest, rm *Removed) {
 			rm.Embryonic++
 		case dataplane.ReapHold:
 			rm.Hold++
+		case dataplane.ReapUDP:
+			rm.UDP++
 		case dataplane.ReapLone:
 			rm.Repaired++
 			l.log.WithFields(logrus.Fields{"key": r.Key.String(), "generation": r.Generation}).
@@ -571,7 +702,9 @@ func (l *Loop) account(r *dataplane.ReapRequest, rm *Removed) {
 		// event's): it stays, and the walk looks at it again. A pair
 		// found established at its embryonic deadline is the usual
 		// outcome, not a refusal.
-		if r.Op != dataplane.ReapCheck && r.Op != dataplane.ReapEmbryonic && r.Op != dataplane.ReapTSHold {
+		// So is a UDP pair that saw a datagram since: its request comes
+		// back at the deadline the reaper answered.
+		if r.Op != dataplane.ReapCheck && r.Op != dataplane.ReapEmbryonic && r.Op != dataplane.ReapTSHold && r.Op != dataplane.ReapUDP {
 			rm.Kept++
 		}
 	case dataplane.ReapLoneFound:

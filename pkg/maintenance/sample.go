@@ -133,6 +133,10 @@ type CloseEvents struct {
 	// (dataplane.CloseHold) waiting for the end of their SNAT hold
 	// (SNATHold after their pair's close).
 	HoldScheduled uint64
+	// UDPScheduled is the number of UDP pairs waiting for their next
+	// re-check (dataplane.ReapUDP): one per live UDP pair, unless its
+	// event was lost or found the schedule full (the walk has it then).
+	UDPScheduled uint64
 	// Unscheduled counts events since the loop started that found their
 	// schedule full: each schedule holds at most as many requests as the
 	// flow map holds pairs (entries, for holds), so a SYN flood cannot
@@ -181,7 +185,11 @@ type Removed struct {
 	Orphaned  uint64 // idle pairs
 	Embryonic uint64 // pairs never established, EmbryonicTTL after their SYN
 	Hold      uint64 // held reverse entries whose SNAT hold ended
-	Repaired  uint64 // lone entries
+	// UDP counts UDP pairs removed by their timeout (UDPTimeout without
+	// a reply, UDPStreamTimeout with one; Sample.UDP splits the totals
+	// by state).
+	UDP      uint64
+	Repaired uint64 // lone entries
 	// Kept counts removals the reaper refused on its re-check: a packet,
 	// a close or a new pair moved the pair on after the decision. A pair
 	// found established (or closed) at its embryonic deadline is the
