@@ -202,7 +202,7 @@ func (in *Instance) start(ctx context.Context) error {
 	dpOpts := dataplane.Options{
 		MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: !in.opts.FixedSNATCursors,
 		Disable: in.opts.Disable, StaleXDP: j.XDPPrograms(),
-		SNAT: dataplane.SNATSpace{Addrs: len(r.SNAT), PortLo: c.SNAT.PortLo, PortHi: c.SNAT.PortHi},
+		SNAT: dataplane.SNATSpace{Addrs: len(r.SNAT), PortLo: c.SNAT.PortLo, PortHi: c.SNAT.PortHi, UDP: hasUDP(svcs)},
 	}
 	if !in.opts.Unpinned {
 		// The data path's pinning probe mounts it too; here it is said.
