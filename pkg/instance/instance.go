@@ -175,6 +175,7 @@ func (in *Instance) start(ctx context.Context) error {
 			log.Infof("listen address is not on an ingress interface (%s): the network must route it to this host", s.Where())
 		}
 	}
+	in.warnUDPSockets(svcs, r)
 
 	var lock *hostnet.NetnsLock
 	if in.opts.Successor != nil {

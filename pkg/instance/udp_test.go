@@ -1,6 +1,10 @@
 package instance
 
 import (
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/xlbproject/xlb/pkg/config"
@@ -38,5 +42,48 @@ func TestUDPSettings(t *testing.T) {
 	}
 	if hasUDP(nil) {
 		t.Error("hasUDP(nil)")
+	}
+}
+
+// The local UDP sockets bound where a UDP service's datagrams arrive (its
+// address or 0.0.0.0, a local port of it) are reported; TCP services and
+// other addresses and ports are not (issue 31: the datagrams the data path
+// passes reach such a socket).
+func TestUDPSocketClashes(t *testing.T) {
+	vip, other := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")
+	svcs := []config.Service{
+		{Name: "web", Proto: "tcp", Ports: []config.PortMapping{{LocalPort: 53}}},
+		{Name: "dns", Proto: "udp", Ports: []config.PortMapping{{LocalPort: 53}, {LocalPort: 5353}}},
+	}
+	socks := []netip.AddrPort{
+		netip.AddrPortFrom(vip, 53),                       // dns's address and port
+		netip.AddrPortFrom(netip.IPv4Unspecified(), 5353), // any address, dns's second port
+		netip.AddrPortFrom(other, 53),                     // another address
+		netip.AddrPortFrom(vip, 54),                       // another port
+	}
+	got := udpSocketClashes(svcs, []netip.Addr{other, vip}, socks)
+	want := []udpSocketClash{{"dns", socks[0]}, {"dns", socks[1]}}
+	if !slices.Equal(got, want) {
+		t.Errorf("clashes %v, want %v", got, want)
+	}
+}
+
+// localUDPSockets finds a socket bound in this thread's namespace.
+func TestLocalUDPSockets(t *testing.T) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bound := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	socks, err := localUDPSockets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(socks, netip.AddrPortFrom(bound.Addr().Unmap(), bound.Port())) {
+		t.Errorf("%v not among %v", bound, socks)
+	}
+	if _, err := readUDPSockets(strings.NewReader("  sl  local_address rem_address\n   0: nonsense 00000000:0000\n")); err == nil {
+		t.Error("a bad local address was read")
 	}
 }
