@@ -29,6 +29,11 @@ type Service struct {
 	Maglev   *config.Maglev
 	Backends *backend.Manager
 
+	// UDPUnrepliedMax is a UDP service's udp_unreplied_max as the data
+	// path holds it (resolved: udpUnrepliedMax); 0 for a TCP service and
+	// while draining.
+	UDPUnrepliedMax uint32
+
 	stop context.CancelFunc // stops the manager (FreeService)
 }
 
