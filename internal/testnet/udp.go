@@ -46,7 +46,7 @@ func UDPSink(netip.AddrPort, []byte) []byte { return nil }
 type UDPStats struct {
 	Datagrams int64 // received
 	BytesIn   int64 // payload bytes received
-	Replies   int64 // replies sent
+	Replies   int64 // replies sent (counted as they go out)
 	BytesOut  int64 // payload bytes sent
 	Errors    int64 // replies that could not be sent
 	// Peers counts the datagrams received per peer address and port (an
@@ -66,6 +66,7 @@ type UDPServer struct {
 	mu     sync.Mutex
 	cond   *sync.Cond // signalled when a datagram was counted
 	stats  UDPStats
+	gen    uint64 // ResetStats calls
 	closed bool
 }
 
@@ -121,10 +122,8 @@ func (s *UDPServer) loop() {
 		}
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 		reply := s.handler(from, buf[:n])
-		var werr error
-		if reply != nil {
-			_, werr = s.conn.WriteToUDPAddrPort(reply, from)
-		}
+		// Counted before the reply goes out: a client that has its reply
+		// finds its datagram and the reply in Stats.
 		s.mu.Lock()
 		st := &s.stats
 		st.Datagrams++
@@ -134,16 +133,25 @@ func (s *UDPServer) loop() {
 		} else {
 			st.PeersDropped++
 		}
-		switch {
-		case reply == nil:
-		case werr != nil:
-			st.Errors++
-		default:
+		if reply != nil {
 			st.Replies++
 			st.BytesOut += int64(len(reply))
 		}
+		gen := s.gen
 		s.cond.Broadcast()
 		s.mu.Unlock()
+		if reply == nil {
+			continue
+		}
+		if _, err := s.conn.WriteToUDPAddrPort(reply, from); err != nil {
+			s.mu.Lock()
+			if s.gen == gen { // not reset meanwhile
+				s.stats.Replies--
+				s.stats.BytesOut -= int64(len(reply))
+			}
+			s.stats.Errors++
+			s.mu.Unlock()
+		}
 	}
 }
 
@@ -164,6 +172,7 @@ func (s *UDPServer) snapshot() UDPStats {
 func (s *UDPServer) ResetStats() {
 	s.mu.Lock()
 	s.stats = UDPStats{Peers: map[netip.AddrPort]int{}}
+	s.gen++
 	s.mu.Unlock()
 }
 
