@@ -12,7 +12,9 @@
 //     with one prefix, built step by step (Build) and removed by Close,
 //     also after a failed build; veth.go: veth pairs across namespaces.
 //   - dial.go, servers.go, handlers.go: TCP from inside a Host, and
-//     servers that count every connection and byte (Echo, Sink, Respond).
+//     servers that count every connection and byte (Echo, Sink, Respond);
+//     udp.go: UDP servers that count every datagram (UDPEcho, UDPNameEcho,
+//     UDPSink) and connected UDP sockets from inside a Host.
 //   - rawsock.go: a raw IPv4 socket (spoofed packets) and a capture of an
 //     interface's frames; iptables.go: the kernel's NAT as a balancer
 //     (the churn benchmark's reference).

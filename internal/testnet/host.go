@@ -39,8 +39,9 @@ type Host struct {
 	handle netns.NsHandle
 	nl     *netlink.Handle
 
-	mu      sync.Mutex
-	servers []*Server
+	mu         sync.Mutex
+	servers    []*Server
+	udpServers []*UDPServer
 }
 
 // IP is the address of the first interface (zero for bridge namespaces).
@@ -103,14 +104,24 @@ func (h *Host) addServer(s *Server) {
 	h.mu.Unlock()
 }
 
-// closeServers closes every server started on h.
+// addUDPServer records s so that closing the topology closes it.
+func (h *Host) addUDPServer(s *UDPServer) {
+	h.mu.Lock()
+	h.udpServers = append(h.udpServers, s)
+	h.mu.Unlock()
+}
+
+// closeServers closes every server started on h, TCP and UDP.
 func (h *Host) closeServers() error {
 	h.mu.Lock()
-	ss := h.servers
-	h.servers = nil
+	ss, us := h.servers, h.udpServers
+	h.servers, h.udpServers = nil, nil
 	h.mu.Unlock()
 	var errs []error
 	for _, s := range ss {
+		errs = append(errs, s.Close())
+	}
+	for _, s := range us {
 		errs = append(errs, s.Close())
 	}
 	return errors.Join(errs...)

@@ -22,6 +22,10 @@ func (d *runner) startMaintenance() error {
 		OnSample:     d.onSample,
 		Log:          d.log.WithField("component", "maintenance"),
 
+		// flow_table.udp_timeout_secs and udp_stream_timeout_secs
+		UDPTimeout:       d.cfg.FlowTable.UDPTimeout,
+		UDPStreamTimeout: d.cfg.FlowTable.UDPStreamTimeout,
+
 		// the host's reserved ports follow the retired SNAT spaces
 		RetiredSNATReleased: d.inst.ReleaseRetiredSNAT,
 	})

@@ -175,6 +175,7 @@ func (in *Instance) start(ctx context.Context) error {
 			log.Infof("listen address is not on an ingress interface (%s): the network must route it to this host", s.Where())
 		}
 	}
+	in.warnUDPSockets(svcs, r)
 
 	var lock *hostnet.NetnsLock
 	if in.opts.Successor != nil {
@@ -202,7 +203,7 @@ func (in *Instance) start(ctx context.Context) error {
 	dpOpts := dataplane.Options{
 		MaxConnections: c.FlowTable.MaxConnections, RandomSNATCursors: !in.opts.FixedSNATCursors,
 		Disable: in.opts.Disable, StaleXDP: j.XDPPrograms(),
-		SNAT: dataplane.SNATSpace{Addrs: len(r.SNAT), PortLo: c.SNAT.PortLo, PortHi: c.SNAT.PortHi},
+		SNAT: dataplane.SNATSpace{Addrs: len(r.SNAT), PortLo: c.SNAT.PortLo, PortHi: c.SNAT.PortHi, UDP: hasUDP(svcs)},
 	}
 	if !in.opts.Unpinned {
 		// The data path's pinning probe mounts it too; here it is said.
@@ -328,6 +329,7 @@ func (in *Instance) start(ctx context.Context) error {
 			Known: known[ps.Name], HealthSource: r.SNAT[0], Reserved: reserved}
 		if cs := ps.config; cs != nil {
 			svc.Config, svc.Maglev = cs, maglevSettings(*cs)
+			svc.UDPUnrepliedMax = udpUnrepliedMax(c, *cs)
 			if svc.Maglev != nil {
 				o.MaglevTableSize = svc.Maglev.TableSize
 			}

@@ -32,7 +32,8 @@ func newProvider(s config.Service, hub *k8sprovider.Hub, log logrus.FieldLogger)
 		// Only a table scheduler reads the Service's weight annotation
 		// (round_robin needs no access to Services).
 		weights := s.Scheduler == config.SchedulerWeightedRoundRobin || s.Scheduler == config.SchedulerMaglev
-		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed, Hub: hub, Weights: weights})
+		p, err := k8sprovider.New(*k, k8sprovider.Options{Log: log.WithField("component", "kubernetes"), PortsFixed: fixed, Hub: hub, Weights: weights,
+			Proto: s.Proto})
 		if err != nil {
 			return nil, err // it names the field (provider.kubernetes.kubeconfig)
 		}

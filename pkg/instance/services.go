@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/xlbproject/xlb/pkg/backend"
 	"github.com/xlbproject/xlb/pkg/config"
@@ -27,6 +28,11 @@ type Service struct {
 	// scheduler is maglev.
 	Maglev   *config.Maglev
 	Backends *backend.Manager
+
+	// UDPUnrepliedMax is a UDP service's udp_unreplied_max as the data
+	// path holds it (resolved: udpUnrepliedMax); 0 for a TCP service and
+	// while draining.
+	UDPUnrepliedMax uint32
 
 	stop context.CancelFunc // stops the manager (FreeService)
 }
@@ -52,7 +58,8 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 	c, r := in.Config, in.Resolved
 	settings := dataplane.Settings{SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
 	for i, s := range svcs {
-		ss := dataplane.ServiceSettings{Name: s.Name, Listen: r.Services[i].Listen, Proto: s.Proto, Scheduler: s.Scheduler}
+		ss := dataplane.ServiceSettings{Name: s.Name, Listen: r.Services[i].Listen, Proto: s.Proto, Scheduler: s.Scheduler,
+			UDPUnrepliedMax: udpUnrepliedMax(c, s)}
 		if mg := maglevSettings(s); mg != nil {
 			ss.MaglevHash, ss.TableSize = mg.Hash, mg.TableSize
 		}
@@ -82,6 +89,26 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 		out = append(out, ps)
 	}
 	return out, nil
+}
+
+// udpUnrepliedMax is service s's udp_unreplied_max as the data path takes
+// it (dataplane.ServiceSettings.UDPUnrepliedMax): 0 for a TCP service; for
+// a UDP one the file's value, else a quarter of
+// flow_table.max_connections, at least 1 (DESIGN §9, issue 31).
+func udpUnrepliedMax(c *config.Config, s config.Service) uint32 {
+	if s.Proto != dataplane.ProtoUDP {
+		return 0
+	}
+	if s.UDPUnrepliedMax != 0 {
+		return s.UDPUnrepliedMax
+	}
+	return max(1, c.FlowTable.MaxConnections/4)
+}
+
+// hasUDP reports whether a service of svcs is UDP: the SNAT bitmaps then
+// hold a UDP half (dataplane.SNATSpace.UDP; issue 31).
+func hasUDP(svcs []config.Service) bool {
+	return slices.ContainsFunc(svcs, func(s config.Service) bool { return s.Proto == dataplane.ProtoUDP })
 }
 
 // maglevSettings is service s's maglev section with its defaults

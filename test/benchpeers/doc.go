@@ -4,7 +4,8 @@
 // PNG plot to a results directory.
 //
 // Peers (all serve the virtual service 192.0.2.10:80 -> backends:8080,
-// set up in the lab's balancer namespace):
+// set up in the lab's balancer namespace; for the UDP loads the same over
+// UDP, which floor, xlb-default, xlb-baseline, haproxy and nginx sit out):
 //
 //	direct       no balancer: clients connect to the backends themselves
 //	floor        the floor balancer (pkg/dataplane/floor): stateless XDP
@@ -16,6 +17,10 @@
 //	xlb-generic  the xlb daemon, xdp_mode: generic
 //	iptables     nf_conntrack DNAT + SNAT the way kube-proxy does it
 //	             (testnet.Host.NATBalancer)
+//	nftables     the kernel's NAT through nftables the way kube-proxy's
+//	             nftables mode does it (testnet.Host.NFTBalancer: numgen
+//	             random vmap, DNAT, masquerade fully-random; Debian
+//	             package nftables)
 //	haproxy      HAProxy in TCP mode (Debian package haproxy)
 //	nginx        nginx stream proxy (Debian packages nginx, libnginx-mod-stream)
 //	xlb-baseline with -baseline only: an earlier xlb binary, xdp_mode native,
@@ -35,6 +40,12 @@
 //	                       64-byte request and echo
 //	bulk-up                -streams connections writing to the backends' sink
 //	bulk-down              -streams connections reading from a backend source
+//	udp-rr                 -workers connected UDP sockets, each a loop of a
+//	                       64-byte datagram and its echo (an echo not back in
+//	                       200 ms is lost, and the next datagram goes out)
+//	udp-bulk               -streams connected UDP sockets sending 1,400-byte
+//	                       datagrams unpaced into the backends' UDP sink;
+//	                       delivered Gbit/s, the loss in the note
 //	conn-server-first-long new connections, backend closes first, for -long in
 //	conn-client-first-long -window windows (issue 13's 120 s in 10 s windows)
 //	conn-server-first-8addr-long  the same from 8 client addresses
@@ -72,8 +83,8 @@
 //	-duration D        [BENCH_PEERS_DURATION]  each short load (10s)
 //	-long D            [BENCH_PEERS_LONG]      the windowed loads (120s)
 //	-window D          [BENCH_PEERS_WINDOW]    their window (10s)
-//	-workers N         [BENCH_PEERS_WORKERS]   connection loops (16)
-//	-streams N         [BENCH_PEERS_STREAMS]   bulk connections (4)
+//	-workers N         [BENCH_PEERS_WORKERS]   connection loops, udp-rr sockets (16)
+//	-streams N         [BENCH_PEERS_STREAMS]   bulk connections, udp-bulk senders (4)
 //	-idle-pairs N      [BENCH_PEERS_IDLE_PAIRS] (100000)
 //	-trickle D         [BENCH_PEERS_TRICKLE]   each idle pair's write period (30s)
 //	-peers a,b         [BENCH_PEERS_PEERS]     a subset of peers (all)
@@ -89,7 +100,7 @@
 //	                                           results files, merged (e.g. a run of the
 //	                                           idle load added to a run of the others)
 //
-// It needs root, the Debian packages iptables, haproxy, nginx and
+// It needs root, the Debian packages iptables, nftables, haproxy, nginx and
 // libnginx-mod-stream, and runs from inside this module (it builds
 // cmd/xlb; XLB_BINARY names a prebuilt one). Nothing it starts is left
 // behind: labs, daemons, proxies, helpers and its private bpffs go when it

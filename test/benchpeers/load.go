@@ -31,7 +31,16 @@ type load struct {
 	servers func(e *env, l *lab.Lab) (stop func() error, err error)
 	// run measures the load from l's clients to targets (round robin).
 	run func(ctx context.Context, o options, l *lab.Lab, targets []netip.AddrPort) (sample, error)
+
+	// A UDP load (issue 31) sets udpHandler, what the backends serve on
+	// backendPort/udp, and runUDP instead of handler, servers and run; its
+	// peers balance UDP (peer.udp).
+	udpHandler testnet.UDPHandler
+	runUDP     func(ctx context.Context, o options, l *lab.Lab, targets []netip.AddrPort, servers []*testnet.UDPServer) (sample, error)
 }
+
+// isUDP reports whether l is a UDP load.
+func (l load) isUDP() bool { return l.udpHandler != nil }
 
 // sample is one measurement of a load through a peer.
 type sample struct {
@@ -61,6 +70,8 @@ var loads = []load{
 	keepaliveLoad(),
 	bulkUpLoad(),
 	bulkDownLoad(),
+	udpRRLoad(),
+	udpBulkLoad(),
 	churnLoad("conn-server-first-long", serverFirst, true, 0),
 	churnLoad("conn-client-first-long", clientFirst, true, 0),
 	churnLoad("conn-server-first-8addr-long", serverFirst, true, churnClientAddrs),

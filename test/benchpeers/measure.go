@@ -28,6 +28,10 @@ func measure(ctx context.Context, e *env, ld load, p peer, rep int) result {
 		r.Skipped = fmt.Sprintf("%s serves %d client address(es), the load needs %d", p.name, p.maxClients, addrs)
 		return r
 	}
+	if ld.isUDP() && p.udp == nil {
+		r.Skipped = fmt.Sprintf("%s does not balance UDP", p.name)
+		return r
+	}
 	if p.newConnsOnly && ld.op != "conn" {
 		r.Skipped = fmt.Sprintf("%s runs the new-connection loads only", p.name)
 		return r
@@ -61,13 +65,23 @@ func measureIn(ctx context.Context, e *env, ld load, p peer, clients int) (_ sam
 		return sample{}, err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
-	if ld.servers != nil {
+	var udpServers []*testnet.UDPServer
+	switch {
+	case ld.isUDP():
+		for _, b := range l.Backends {
+			s, err := b.ServeUDP(fmt.Sprintf(":%d", backendPort), ld.udpHandler)
+			if err != nil {
+				return sample{}, err
+			}
+			udpServers = append(udpServers, s)
+		}
+	case ld.servers != nil:
 		stopServers, err := ld.servers(e, l)
 		if err != nil {
 			return sample{}, err
 		}
 		defer func() { err = errors.Join(err, stopServers()) }()
-	} else {
+	default:
 		// No TCP keepalive probes of the backends' own.
 		lc := net.ListenConfig{KeepAlive: -1}
 		for _, b := range l.Backends {
@@ -86,7 +100,11 @@ func measureIn(ctx context.Context, e *env, ld load, p peer, clients int) (_ sam
 			return sample{}, err
 		}
 	}
-	targets, stop, err := p.start(e, l)
+	start := p.start
+	if ld.isUDP() {
+		start = p.udp
+	}
+	targets, stop, err := start(e, l)
 	if err != nil {
 		return sample{}, fmt.Errorf("start %s: %w", p.name, err)
 	}
@@ -96,15 +114,28 @@ func measureIn(ctx context.Context, e *env, ld load, p peer, clients int) (_ sam
 		}
 	}()
 	for _, t := range targets {
-		if err := testnet.WaitTCP(l.Client(), t.String(), 30*time.Second); err != nil {
+		if ld.isUDP() {
+			_, err = testnet.WaitUDP(l.Client(), t.String(), udpProbeFor(ld), 30*time.Second)
+		} else {
+			err = testnet.WaitTCP(l.Client(), t.String(), 30*time.Second)
+		}
+		if err != nil {
 			return sample{}, fmt.Errorf("%s does not answer: %w", p.name, err)
 		}
+	}
+	for _, s := range udpServers {
+		s.ResetStats() // the probes
 	}
 	xm, err := startXDP(l)
 	if err != nil {
 		return sample{}, err
 	}
-	s, err := ld.run(ctx, e.opts, l, targets)
+	var s sample
+	if ld.isUDP() {
+		s, err = ld.runUDP(ctx, e.opts, l, targets, udpServers)
+	} else {
+		s, err = ld.run(ctx, e.opts, l, targets)
+	}
 	if xm != nil {
 		var xerr error
 		s.xdpPerPacket, s.xdpPackets, xerr = xm.stop()

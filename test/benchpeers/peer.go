@@ -43,17 +43,24 @@ type peer struct {
 	// robin: one per connection) and how to stop it. stop must undo
 	// everything start did outside the lab's namespaces.
 	start func(e *env, l *lab.Lab) (targets []netip.AddrPort, stop func() error, err error)
+	// udp is start for the UDP loads (the service is VIP:servicePort/udp,
+	// the backends serve backendPort/udp); nil: the peer does not balance
+	// UDP and sits those loads out.
+	udp func(e *env, l *lab.Lab) (targets []netip.AddrPort, stop func() error, err error)
 }
 
 // peers in the report's order; the first four are the ratio references.
 var peers = []peer{
 	{name: "floor", about: "the floor balancer (pkg/dataplane/floor, bpf/floor_lb.c): stateless XDP full NAT, backend by a hash of the client port, XDP_TX; what XLB would cost if its state were free", maxClients: 1, start: startFloor},
-	{name: "direct", about: "no balancer: the clients connect to the backends themselves (the new-connection loads to the first backend only)", start: startDirect},
-	{name: "iptables", about: "the kernel's NAT in the balancer namespace as kube-proxy sets it up: nf_conntrack DNAT to a random endpoint and MASQUERADE", needs: []need{{"iptables-restore", "iptables"}}, start: startIptables},
+	{name: "direct", about: "no balancer: the clients connect to the backends themselves (the new-connection loads to the first backend only)", start: startDirect, udp: startDirect},
+	{name: "iptables", about: "the kernel's NAT in the balancer namespace as kube-proxy sets it up: nf_conntrack DNAT to a random endpoint and MASQUERADE", needs: []need{{"iptables-restore", "iptables"}}, start: startIptables, udp: startIptablesUDP},
+	{name: "nftables", about: "the kernel's NAT through nftables as kube-proxy's nftables mode sets it up: numgen random vmap to an endpoint chain, DNAT, masquerade fully-random", needs: []need{{"nft", "nftables"}}, start: startNFT("tcp"), udp: startNFT("udp")},
 	{name: "haproxy", socketsPerPair: 2, about: "HAProxy in TCP mode, round robin, a thread per CPU", needs: []need{{"haproxy", "haproxy"}}, start: startHAProxy},
-	{name: "xlb-native", about: "the xlb daemon, xdp_mode native, 8 SNAT addresses", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "native") }},
+	{name: "xlb-native", about: "the xlb daemon, xdp_mode native, 8 SNAT addresses", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "native") },
+		udp: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLBUDP(e, l, "native") }},
 	{name: defaultPeer, newConnsOnly: true, about: fmt.Sprintf("the xlb daemon, xdp_mode native, with the snat section of the packages' /etc/xlb/xlb.yaml (packaging/xlb.yaml: one address, ip auto, ports 40000-59999): a port toward a backend that closed first is held %v (maintenance.SNATHold) unless the pair negotiated TCP timestamps, when a client SYN with timestamps reuses it %v after the old pair's last packet (dataplane.SNATReuseGuard, issue 36); it differs from xlb-native in its SNAT space only and runs the new-connection loads only", maintenance.SNATHold, dataplane.SNATReuseGuard), start: startXLBDefault},
-	{name: "xlb-generic", about: "the xlb daemon, xdp_mode generic (the kernel's generic XDP)", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "generic") }},
+	{name: "xlb-generic", about: "the xlb daemon, xdp_mode generic (the kernel's generic XDP)", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLB(e, l, "generic") },
+		udp: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) { return startXLBUDP(e, l, "generic") }},
 	{name: baselinePeer, about: "the xlb daemon of -baseline, an earlier build (its version above), xdp_mode native: the before of the change, measured in the same run", start: func(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) {
 		return startXLBBinary(e, l, e.opts.Baseline, "native")
 	}},
@@ -110,6 +117,26 @@ func startIptables(_ *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) {
 		return nil, nil, err
 	}
 	return []netip.AddrPort{vip}, func() error { return nil }, nil
+}
+
+// startIptablesUDP is startIptables for the UDP service.
+func startIptablesUDP(_ *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) {
+	if err := l.XLB.NATBalancerProto(vip, backendTargets(l), "udp"); err != nil {
+		return nil, nil, err
+	}
+	return []netip.AddrPort{vip}, func() error { return nil }, nil
+}
+
+// startNFT: the kernel's NAT in the balancer namespace through nftables,
+// as kube-proxy's nftables mode sets it up, for proto (the table goes
+// with the namespace).
+func startNFT(proto string) func(*env, *lab.Lab) ([]netip.AddrPort, func() error, error) {
+	return func(_ *env, l *lab.Lab) ([]netip.AddrPort, func() error, error) {
+		if err := l.XLB.NFTBalancer(vip, backendTargets(l), proto); err != nil {
+			return nil, nil, err
+		}
+		return []netip.AddrPort{vip}, func() error { return nil }, nil
+	}
 }
 
 // need is a program on PATH, or a file when it is an absolute path, and

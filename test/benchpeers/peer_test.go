@@ -38,8 +38,9 @@ func TestReportSocketErrors(t *testing.T) {
 	}
 }
 
-// xlb-default runs the new-connection loads only, and the floor, which
-// answers one client address, sits out the loads from 8.
+// xlb-default runs the new-connection loads only, the floor, which
+// answers one client address, sits out the loads from 8, and the peers
+// that do not balance UDP sit out the UDP loads.
 func TestSkips(t *testing.T) {
 	e := &env{opts: fullDefaults}
 	for _, c := range []struct{ load, peer, why string }{
@@ -47,6 +48,11 @@ func TestSkips(t *testing.T) {
 		{"idle", defaultPeer, "new-connection loads only"},
 		{"conn-server-first-8addr", "floor", "serves 1 client address(es), the load needs 8"},
 		{"conn-server-first-8addr-long", "floor", "the load needs 8"},
+		// the proxies and the floor do not balance UDP (issue 31)
+		{"udp-rr", "haproxy", "haproxy does not balance UDP"},
+		{"udp-bulk", "nginx", "nginx does not balance UDP"},
+		{"udp-rr", "floor", "floor does not balance UDP"},
+		{"udp-bulk", defaultPeer, "does not balance UDP"},
 	} {
 		r := measure(context.Background(), e, loadByName(c.load), peerByName(c.peer), 0)
 		if !strings.Contains(r.Skipped, c.why) {

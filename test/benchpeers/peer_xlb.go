@@ -31,10 +31,15 @@ const (
 )
 
 // xlbConfig is the daemon's config for the lab: VIP:80 -> every backend on
-// 8080, the snat section given (a YAML block), state in stateDir.
-func xlbConfig(l *lab.Lab, mode, snat, stateDir string) string {
+// 8080 over proto ("tcp" or "udp"; tcp leaves the key out), the snat
+// section given (a YAML block), state in stateDir.
+func xlbConfig(l *lab.Lab, mode, proto, snat, stateDir string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: bench-peers\nlisten:\n  ip: %s\nports:\n  - local_port: %d\n    remote_port: %d\n", lab.XLBFrontIP, servicePort, backendPort)
+	fmt.Fprintf(&b, "name: bench-peers\nlisten:\n  ip: %s\n", lab.XLBFrontIP)
+	if proto != "tcp" { // the default; an earlier build (-baseline) may not know the key
+		fmt.Fprintf(&b, "proto: %s\n", proto)
+	}
+	fmt.Fprintf(&b, "ports:\n  - local_port: %d\n    remote_port: %d\n", servicePort, backendPort)
 	b.WriteString("provider:\n  static:\n    backends:\n")
 	for i, be := range l.Backends {
 		fmt.Fprintf(&b, "      - name: backend-%d\n        ip: %s\n", i+1, be.IP())
@@ -125,7 +130,16 @@ func startXLBDefault(e *env, l *lab.Lab) ([]netip.AddrPort, func() error, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	return startXLBWith(e, l, e.xlbBinary, "native", snat)
+	return startXLBWith(e, l, e.xlbBinary, "native", "tcp", snat)
+}
+
+// startXLBUDP is startXLB for the UDP service.
+func startXLBUDP(e *env, l *lab.Lab, mode string) ([]netip.AddrPort, func() error, error) {
+	snat, err := wideSNAT(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	return startXLBWith(e, l, e.xlbBinary, mode, "udp", snat)
 }
 
 // startXLBBinary is startXLB with the daemon binary given.
@@ -134,17 +148,18 @@ func startXLBBinary(e *env, l *lab.Lab, binary, mode string) ([]netip.AddrPort, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return startXLBWith(e, l, binary, mode, snat)
+	return startXLBWith(e, l, binary, mode, "tcp", snat)
 }
 
-// startXLBWith is startXLBBinary with the snat section given.
-func startXLBWith(e *env, l *lab.Lab, binary, mode, snat string) ([]netip.AddrPort, func() error, error) {
+// startXLBWith is startXLBBinary with the service's proto and the snat
+// section given.
+func startXLBWith(e *env, l *lab.Lab, binary, mode, proto, snat string) ([]netip.AddrPort, func() error, error) {
 	dir, err := os.MkdirTemp(e.tmp, "xlb-")
 	if err != nil {
 		return nil, nil, err
 	}
 	stateDir := filepath.Join(e.bpffs, l.Prefix)
-	p, err := xlbproc.Start(l.XLB, binary, dir, xlbConfig(l, mode, snat, stateDir), xlbproc.Options{})
+	p, err := xlbproc.Start(l.XLB, binary, dir, xlbConfig(l, mode, proto, snat, stateDir), xlbproc.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -121,9 +121,15 @@ func (l *Lab) buildServers() error {
 			if b.Echo, err = b.Serve(":"+strconv.Itoa(o.EchoPort), testnet.Echo); err != nil {
 				return err
 			}
+			if b.UDPEcho, err = b.ServeUDP(":"+strconv.Itoa(o.EchoPort), testnet.UDPEcho); err != nil {
+				return err
+			}
 		}
 		if o.SinkPort != -1 {
 			if b.Sink, err = b.Serve(":"+strconv.Itoa(o.SinkPort), testnet.Sink); err != nil {
+				return err
+			}
+			if b.UDPSink, err = b.ServeUDP(":"+strconv.Itoa(o.SinkPort), testnet.UDPSink); err != nil {
 				return err
 			}
 		}

@@ -25,5 +25,6 @@
 // daemon under test attaches its own.
 //
 // Backends run an echo server and a sink server (testnet.Echo and
-// testnet.Sink).
+// testnet.Sink), and on the same UDP ports their UDP counterparts
+// (testnet.UDPEcho and testnet.UDPSink).
 package lab

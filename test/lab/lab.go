@@ -31,11 +31,15 @@ type Lab struct {
 }
 
 // Backend is a backend host with its echo and sink servers (nil when
-// disabled in Options).
+// disabled in Options): TCP, and UDP on the same ports (UDPEcho answers
+// each datagram with itself, UDPSink only counts; issue 31).
 type Backend struct {
 	*Host
 	Echo *testnet.Server
 	Sink *testnet.Server
+
+	UDPEcho *testnet.UDPServer
+	UDPSink *testnet.UDPServer
 }
 
 // Client is the first client.
@@ -97,6 +101,11 @@ func (b *Backend) Stats() testnet.Stats {
 func (b *Backend) ResetStats() {
 	for _, s := range b.servers() {
 		s.ResetStats()
+	}
+	for _, s := range []*testnet.UDPServer{b.UDPEcho, b.UDPSink} {
+		if s != nil {
+			s.ResetStats()
+		}
 	}
 }
 

@@ -192,6 +192,22 @@ func TestOneArm(t *testing.T) {
 		if sink.BytesIn != payload+3 || sink.BytesOut != 8 {
 			t.Errorf("backend %d sink stats %+v", i, sink)
 		}
+		// The UDP echo and sink on the same ports (issue 31).
+		if got, err := testnet.WaitUDP(client, l.EchoAddr(i), []byte("udp"), waitLong); err != nil || string(got) != "udp" {
+			t.Fatalf("backend %d udp echo: %q, %v", i, got, err)
+		}
+		uc, err := client.DialUDP(netip.AddrPort{}, l.SinkAddr(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = uc.Write(make([]byte, 100))
+		uc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := b.UDPSink.WaitDatagrams(longCtx(t), 1); err != nil || st.BytesIn != 100 || st.Replies != 0 {
+			t.Errorf("backend %d udp sink stats %+v, %v", i, st, err)
+		}
 		all := b.Stats()
 		if all.Accepted != 2 || len(all.Remotes) != 1 || all.Remotes[client.IP()] != 2 {
 			t.Errorf("backend %d: accepted %d, remotes %v; want 2 from %v", i, all.Accepted, all.Remotes, client.IP())
@@ -203,6 +219,9 @@ func TestOneArm(t *testing.T) {
 	l.ResetStats()
 	if st := l.Backends[0].Stats(); st.Accepted != 0 || len(st.Conns) != 0 || len(st.Remotes) != 0 {
 		t.Errorf("after ResetStats: %+v", st)
+	}
+	if st := l.Backends[0].UDPEcho.Stats(); st.Datagrams != 0 || len(st.Peers) != 0 {
+		t.Errorf("udp echo after ResetStats: %+v", st)
 	}
 
 	if err := l.Close(); err != nil {

@@ -52,8 +52,8 @@ type Options struct {
 	// Prefix starts every namespace and link name: 1…MaxPrefixLen
 	// characters from [a-z0-9]. Empty means "xl" + 6 random hex digits.
 	Prefix string
-	// EchoPort and SinkPort are the backend server ports (0 means the
-	// defaults; -1 disables that server).
+	// EchoPort and SinkPort are the backend server ports, TCP and UDP (0
+	// means the defaults; -1 disables that server).
 	EchoPort, SinkPort int
 	// IPv6 leaves IPv6 enabled in the namespaces. By default the lab
 	// disables it so that no router solicitations, DAD or MLD frames show

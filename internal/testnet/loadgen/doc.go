@@ -10,6 +10,8 @@
 //   - ports.go: ReuseSourcePorts, the client sysctls that let one client
 //     namespace open connections at a high rate.
 //   - flood.go: a hping3 SYN flood with random source addresses.
+//   - udp.go: RunUDP, a DNS-style UDP load: one socket per client port,
+//     each a sequence of request and reply exchanges (issue 31).
 //
 // The servers the workers talk to are testnet.Respond servers. Everything
 // here needs root (network namespaces, raw sockets).

@@ -32,8 +32,9 @@ type Result struct {
 	Took time.Duration // from the connect to the verdict
 	// Err says why a check failed: "timeout" (not done within
 	// timeout_ms), the failed system call ("connect: connection
-	// refused"), or "status 503" (http, another status than
-	// expect_status). Empty when OK.
+	// refused"), "status 503" (http, another status than
+	// expect_status), or "reply does not start with expect_hex" (udp).
+	// Empty when OK.
 	Err string
 }
 

@@ -9,6 +9,10 @@
 //   - http: GET path with Host: ip:port and Connection: close; the status
 //     line and headers arrive within timeout_ms of the connect's start and
 //     the status is expect_status. The body is not read.
+//   - udp (UDP services; issue 31): a connected UDP socket sends
+//     payload_hex and one datagram comes back within timeout_ms, starting
+//     with expect_hex when that is set. A port unreachable fails the check
+//     at once ("read: connection refused").
 //
 // Every check leaves the host as the data path's packets do: from
 // Target.Source (the first SNAT address) out of Target.Interface (the

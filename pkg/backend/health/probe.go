@@ -2,6 +2,7 @@ package health
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +31,9 @@ var errTimeout = errors.New("timeout")
 func probe(ctx context.Context, cfg config.HealthCheck, t Target, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if cfg.Type == config.HealthCheckUDP {
+		return probeUDP(ctx, cfg, t)
+	}
 	c, err := dial(ctx, t)
 	if err != nil {
 		return err
@@ -55,15 +60,17 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 }
 
 // bindControl sets SO_BINDTODEVICE (the route's egress interface) and,
-// with a source address, IP_BIND_ADDRESS_NO_PORT: the local port is picked
-// at connect time per destination, not reserved per source address at
-// bind time. The kernel picks it outside snat.port_range, which XLB
-// reserves (net.ipv4.ip_local_reserved_ports, DESIGN §1).
+// for TCP with a source address, IP_BIND_ADDRESS_NO_PORT: the local port
+// is picked at connect time per destination, not reserved per source
+// address at bind time. A UDP socket binds its port from the ephemeral
+// range at bind time. Either way the kernel picks it outside
+// snat.port_range, which XLB reserves (net.ipv4.ip_local_reserved_ports
+// covers TCP and UDP; DESIGN §1).
 func bindControl(t Target) func(network, address string, rc syscall.RawConn) error {
-	return func(_, _ string, rc syscall.RawConn) error {
+	return func(network, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
-			if t.Source.IsValid() {
+			if t.Source.IsValid() && strings.HasPrefix(network, "tcp") {
 				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
 			}
 			if serr == nil && t.Interface != "" {
@@ -76,6 +83,50 @@ func bindControl(t Target) func(network, address string, rc syscall.RawConn) err
 		return errors.Join(err, serr)
 	}
 }
+
+// errUnexpectedReply is the Result.Err of a udp check whose reply does
+// not start with expect_hex.
+var errUnexpectedReply = errors.New("reply does not start with expect_hex")
+
+// probeUDP runs one type udp check (issue 31): from a connected UDP socket
+// (bound as dial binds), it sends cfg.Payload to t and reads one datagram
+// before ctx's deadline, which must start with cfg.Expect when that is
+// set (any reply passes otherwise). A port unreachable from the backend
+// fails the read on the connected socket: "read: connection refused".
+func probeUDP(ctx context.Context, cfg config.HealthCheck, t Target) error {
+	d := net.Dialer{Control: bindControl(t)}
+	if t.Source.IsValid() {
+		d.LocalAddr = &net.UDPAddr{IP: t.Source.AsSlice()}
+	}
+	c, err := d.DialContext(ctx, "udp4", netip.AddrPortFrom(t.IP, t.Port).String())
+	if err != nil {
+		return describe(ctx, "connect", err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := c.Write([]byte(cfg.Payload)); err != nil {
+		return describe(ctx, "write", err)
+	}
+	// A longer reply is truncated to the buffer, which still holds the
+	// longest expect_hex.
+	buf := make([]byte, udpReplyBuffer)
+	n, err := c.Read(buf)
+	if err != nil {
+		return describe(ctx, "read", err)
+	}
+	if !bytes.HasPrefix(buf[:n], []byte(cfg.Expect)) {
+		return errUnexpectedReply
+	}
+	return nil
+}
+
+// udpReplyBuffer is the part of a udp check's reply that is read: more
+// than any expect_hex (at most config's 64 bytes).
+const udpReplyBuffer = 2048
 
 // exchange sends GET path on c and checks the response's status: the
 // request has Host: ip:port and Connection: close; the status line and

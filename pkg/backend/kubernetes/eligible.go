@@ -21,6 +21,18 @@ type PortRule struct {
 	// Fixed: every port mapping sets remote_port, so the data path never
 	// needs a backend's own port.
 	Fixed bool
+	// Proto is the service's proto: "tcp" ("" means it) or "udp"
+	// (issue 31). Only the slice's ports of that protocol count: a UDP
+	// service of kube-dns takes "dns" (53/UDP), not "dns-tcp" (53/TCP).
+	Proto string
+}
+
+// protocol is the EndpointSlice protocol the rule's ports must have.
+func (r PortRule) protocol() corev1.Protocol {
+	if r.Proto == "udp" {
+		return corev1.ProtocolUDP
+	}
+	return corev1.ProtocolTCP
 }
 
 // Eligible returns the backends eligible for new connections among the
@@ -29,11 +41,12 @@ type PortRule struct {
 // none for want of a port (issue 28: one line each, for the log):
 //
 //   - only slices of addressType IPv4, and only with a port to reach the
-//     backends on (a TCP port, protocol nil meaning TCP, with a number),
-//     which becomes each backend's Port: with rule.Name set, the port of
-//     that name, and a slice without one supplies no backend; without it,
-//     the unnamed port, else the slice's only TCP port (a one-port Service
-//     whose port is named "http"), else, when rule is Fixed, none (Port 0:
+//     backends on (a port of the rule's protocol, TCP or UDP, protocol nil
+//     meaning TCP, with a number), which becomes each backend's Port: with
+//     rule.Name set, the port of that name, and a slice without one
+//     supplies no backend; without it, the unnamed port, else the slice's
+//     only port of that protocol (a one-port Service whose port is named
+//     "http"), else, when rule is Fixed, none (Port 0:
 //     remote_port says where the backends are reached), else the slice
 //     supplies no backend.
 //   - an endpoint is eligible when ready (nil: true), serving (nil:
@@ -91,19 +104,25 @@ type Unusable struct {
 // Problem says why the slice supplies no backend and what to set, without
 // the slice's name (the same for every slice of a Service).
 func (u Unusable) Problem() string {
+	proto := u.Rule.protocol()
 	if u.Rule.Name != "" {
-		return fmt.Sprintf("no TCP port named %q with a number among its ports (%s): set provider.kubernetes.port_name to one of them", u.Rule.Name, u.Ports)
+		return fmt.Sprintf("no %s port named %q with a number among its ports (%s): set provider.kubernetes.port_name to one of them", proto, u.Rule.Name, u.Ports)
 	}
-	return fmt.Sprintf("provider.kubernetes.port_name is not set and its ports (%s) hold neither an unnamed TCP port nor exactly one TCP port: set port_name to one of them, or remote_port in every port mapping", u.Ports)
+	return fmt.Sprintf("provider.kubernetes.port_name is not set and its ports (%s) hold neither an unnamed %s port nor exactly one %s port: set port_name to one of them, or remote_port in every port mapping", u.Ports, proto, proto)
 }
 
 // slicePort finds the port the slice's backends are reached on under
 // rule (Eligible); with rule Fixed and no such port, 0.
 func slicePort(s *discoveryv1.EndpointSlice, rule PortRule) (uint16, bool) {
-	var tcp []discoveryv1.EndpointPort
+	want := rule.protocol()
+	var ports []discoveryv1.EndpointPort
 	for _, p := range s.Ports {
-		if (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
-			tcp = append(tcp, p)
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		if proto == want && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
+			ports = append(ports, p)
 		}
 	}
 	name := func(p discoveryv1.EndpointPort) string {
@@ -112,14 +131,14 @@ func slicePort(s *discoveryv1.EndpointSlice, rule PortRule) (uint16, bool) {
 		}
 		return *p.Name
 	}
-	if i := slices.IndexFunc(tcp, func(p discoveryv1.EndpointPort) bool { return name(p) == rule.Name }); i >= 0 {
-		return uint16(*tcp[i].Port), true
+	if i := slices.IndexFunc(ports, func(p discoveryv1.EndpointPort) bool { return name(p) == rule.Name }); i >= 0 {
+		return uint16(*ports[i].Port), true
 	}
 	switch {
 	case rule.Name != "":
 		return 0, false // the port the operator named, or none
-	case len(tcp) == 1:
-		return uint16(*tcp[0].Port), true
+	case len(ports) == 1:
+		return uint16(*ports[0].Port), true
 	}
 	return 0, rule.Fixed
 }

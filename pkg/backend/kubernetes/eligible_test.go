@@ -133,7 +133,8 @@ func TestEligible(t *testing.T) {
 // TestEligiblePorts (issue 28): which port of a slice the backends are
 // reached on without port_name (the unnamed port, else the only TCP
 // port, else none with remote_port in every mapping), and what a slice
-// that supplies no backend for want of a port says about its ports.
+// that supplies no backend for want of a port says about its ports; for
+// a UDP service (issue 31) the same rules over the slice's UDP ports.
 func TestEligiblePorts(t *testing.T) {
 	ep := kubefake.Endpoint
 	slice := func(ports []discoveryv1.EndpointPort) []*discoveryv1.EndpointSlice {
@@ -142,6 +143,9 @@ func TestEligiblePorts(t *testing.T) {
 	udp := discoveryv1.EndpointPort{Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(int32(53))}
 	two := kubefake.Ports(kubefake.TCPPort("http", 8080), kubefake.TCPPort("metrics", 9090))
 	const twoPorts = `"http" 8080/TCP, "metrics" 9090/TCP`
+	udp5353 := discoveryv1.EndpointPort{Name: ptr.To("mdns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(int32(5353))}
+	kubeDNS := append(kubefake.Ports(udp), kubefake.TCPPort("dns-tcp", 53), kubefake.TCPPort("metrics", 9153))
+	const kubeDNSPorts = `"dns" 53/UDP, "dns-tcp" 53/TCP, "metrics" 9153/TCP`
 	for _, tt := range []struct {
 		name    string
 		rule    PortRule
@@ -164,6 +168,16 @@ func TestEligiblePorts(t *testing.T) {
 			`no TCP port named "grpc" with a number among its ports (` + twoPorts + `): set provider.kubernetes.port_name to one of them`},
 		{"port_name names a UDP port", PortRule{Name: "dns"}, slice(kubefake.Ports(udp)), nil,
 			`no TCP port named "dns" with a number among its ports ("dns" 53/UDP): set provider.kubernetes.port_name to one of them`},
+		// UDP services (issue 31): only the slice's UDP ports count, as
+		// kube-dns's "dns" beside "dns-tcp" and "metrics".
+		{"udp: the only UDP port", PortRule{Proto: "udp"}, slice(kubeDNS), []backend.Backend{be("web-1", "10.1.0.1", 53)}, ""},
+		{"udp: port_name dns", PortRule{Proto: "udp", Name: "dns"}, slice(kubeDNS), []backend.Backend{be("web-1", "10.1.0.1", 53)}, ""},
+		{"udp: port_name names a TCP port", PortRule{Proto: "udp", Name: "dns-tcp"}, slice(kubeDNS), nil,
+			`no UDP port named "dns-tcp" with a number among its ports (` + kubeDNSPorts + `): set provider.kubernetes.port_name to one of them`},
+		{"udp: no UDP port", PortRule{Proto: "udp"}, slice(two), nil,
+			`provider.kubernetes.port_name is not set and its ports (` + twoPorts + `) hold neither an unnamed UDP port nor exactly one UDP port: set port_name to one of them, or remote_port in every port mapping`},
+		{"udp: two UDP ports, remote_port everywhere", PortRule{Proto: "udp", Fixed: true}, slice(append(kubefake.Ports(udp), udp5353)), []backend.Backend{be("web-1", "10.1.0.1", 0)}, ""},
+		{"tcp: port_name dns-tcp", PortRule{Proto: "tcp", Name: "dns-tcp"}, slice(kubeDNS), []backend.Backend{be("web-1", "10.1.0.1", 53)}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, unusable := Eligible(tt.slices, tt.rule)

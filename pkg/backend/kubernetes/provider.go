@@ -43,6 +43,10 @@ type Options struct {
 	// PortsFixed: every port mapping sets remote_port, so a slice need
 	// not say which of its ports the backends serve on (PortRule.Fixed).
 	PortsFixed bool
+	// Proto is the service's proto, "tcp" ("" means it) or "udp": the
+	// protocol of the slice ports the backends are reached on
+	// (PortRule.Proto; issue 31).
+	Proto string
 	// Hub shares one informer between the providers of every service
 	// that watches the same namespace through the same kubeconfig (or
 	// Client); nil: a hub of this provider's own.
@@ -200,7 +204,7 @@ func (p *Provider) Run(ctx context.Context, updates chan<- []backend.Backend) er
 				return err
 			}
 		}
-		set, unusable := Eligible(p.serviceSlices(inf.GetStore()), PortRule{Name: p.cfg.PortName, Fixed: p.opts.PortsFixed})
+		set, unusable := Eligible(p.serviceSlices(inf.GetStore()), PortRule{Name: p.cfg.PortName, Fixed: p.opts.PortsFixed, Proto: p.opts.Proto})
 		p.tell(unusable)
 		if svcStore != nil {
 			p.weigh(set, p.service(svcStore))
