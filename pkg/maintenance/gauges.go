@@ -18,15 +18,29 @@ import (
 // forward entry outside XLB (every other deletion XLB makes removes a pair
 // whole, in one program run): its pair was never accounted, and leaves the
 // active gauge when it is repaired.
+//
+// UDP pairs (issue 31) have their own terms: the data path counts a UDP
+// pair's creation in its member's backend-side slot (BackendStats.
+// UDPOpened), and the reaper its removal by state or as a lone entry, so
+// udp_active = opened − expired unreplied − expired replied − lone; the
+// unreplied ones are the per-service counts the data path keeps exactly
+// (xlb_udp_unreplied).
 type gauges struct {
 	active, timewait, resetting  uint64
 	orphaned, embryonic, repairs uint64 // the reaper's totals
 	per                          []BackendSample
+
+	udpActive                      uint64
+	udpExpUnreplied, udpExpReplied uint64 // the reaper's totals
+	services                       []ServiceSample
+	udpUnreplied                   uint64 // the services' sum
 }
 
 // readGauges reads the reaper's counts first and the data path's after, so
 // a removal is never seen before the closure it follows: a gauge read
-// between the two can only be high, never below zero.
+// between the two can only be high, never below zero. The services'
+// unreplied UDP counts are read last, for the same reason (a reply or a
+// removal after the stats were read lowers them; it cannot raise them).
 func readGauges(dp *dataplane.Dataplane, want func() []Member) (gauges, error) {
 	var g gauges
 	reaped, err := dp.AllReapedCounts()
@@ -42,6 +56,14 @@ func readGauges(dp *dataplane.Dataplane, want func() []Member) (gauges, error) {
 		return g, fmt.Errorf("maintenance: %w", err)
 	}
 	timestamps, err := dp.BackendTimestamps()
+	if err != nil {
+		return g, fmt.Errorf("maintenance: %w", err)
+	}
+	unreplied, err := dp.UDPUnreplied()
+	if err != nil {
+		return g, fmt.Errorf("maintenance: %w", err)
+	}
+	overCap, err := dp.ServiceCounters()
 	if err != nil {
 		return g, fmt.Errorf("maintenance: %w", err)
 	}
@@ -61,6 +83,8 @@ func readGauges(dp *dataplane.Dataplane, want func() []Member) (gauges, error) {
 			Stats:     st,
 			Reaped:    r,
 			Handshake: handshakes[id],
+			UDPActive: sub(st.UDPOpened, r.UDPUnreplied, r.UDPReplied, r.LoneUDP),
+			UDPOpened: st.UDPOpened,
 		}
 		bid, isListed := listed[uint32(id)]
 		if isListed {
@@ -76,9 +100,23 @@ func readGauges(dp *dataplane.Dataplane, want func() []Member) (gauges, error) {
 		g.orphaned += r.Orphaned
 		g.embryonic += r.Embryonic
 		g.repairs += r.Lone()
-		if isListed || b.Active+b.TimeWait+resetting > 0 {
+		g.udpActive += b.UDPActive
+		g.udpExpUnreplied += r.UDPUnreplied
+		g.udpExpReplied += r.UDPReplied
+		if isListed || b.Active+b.TimeWait+resetting+b.UDPActive > 0 {
 			g.per = append(g.per, b)
 		}
+	}
+	for id, n := range unreplied {
+		var over uint64
+		if id < len(overCap) {
+			over = overCap[id]
+		}
+		if n == 0 && over == 0 {
+			continue // a TCP service, or a UDP one without figures yet
+		}
+		g.services = append(g.services, ServiceSample{ID: uint16(id), UDPUnreplied: n, UDPOverCap: over})
+		g.udpUnreplied += n
 	}
 	return g, nil
 }

@@ -521,7 +521,7 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 	s := &Sample{
 		Cycle:            l.cycle,
 		Now:              now,
-		FlowEntries:      uint64(dataplane.EntriesPerPair)*pairs + uint64(l.hold.Len()),
+		FlowEntries:      uint64(dataplane.EntriesPerPair)*(pairs+g.udpActive) + uint64(l.hold.Len()),
 		FlowCapacity:     uint64(l.dp.FlowCapacity()),
 		Active:           g.active,
 		TimeWait:         g.timewait,
@@ -533,9 +533,15 @@ func (l *Loop) maintain(ctx context.Context, rm *Removed) (*Sample, error) {
 		Orphaned:         g.orphaned,
 		EmbryonicExpired: g.embryonic,
 		InvariantRepairs: g.repairs,
-		Lone:             uint64(len(l.lone)),
-		Removed:          *rm,
-		Walk:             l.walk.status,
+		UDP: UDPSample{
+			Active: g.udpActive, Unreplied: g.udpUnreplied, Opened: counters.UDPPairsCreated,
+			ExpiredUnreplied: g.udpExpUnreplied, ExpiredReplied: g.udpExpReplied,
+			OverCap: counters.UDPOverCap, NoBackend: counters.UDPNoBackend, FragsPassed: counters.UDPFragsPassed,
+		},
+		Services: g.services,
+		Lone:     uint64(len(l.lone)),
+		Removed:  *rm,
+		Walk:     l.walk.status,
 		CloseEvents: CloseEvents{
 			Path: l.events.Path(), Read: l.eventsRead,
 			Lost:              counters.CloseEventsLost + l.overwritten,
