@@ -329,7 +329,7 @@ func (in *Instance) start(ctx context.Context) error {
 			Known: known[ps.Name], HealthSource: r.SNAT[0], Reserved: reserved}
 		if cs := ps.config; cs != nil {
 			svc.Config, svc.Maglev = cs, maglevSettings(*cs)
-			svc.UDPUnrepliedMax = udpUnrepliedMax(c, *cs)
+			svc.UDPUnrepliedMax = c.UDPUnrepliedMax(cs)
 			if svc.Maglev != nil {
 				o.MaglevTableSize = svc.Maglev.TableSize
 			}

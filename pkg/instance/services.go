@@ -30,7 +30,7 @@ type Service struct {
 	Backends *backend.Manager
 
 	// UDPUnrepliedMax is a UDP service's udp_unreplied_max as the data
-	// path holds it (resolved: udpUnrepliedMax); 0 for a TCP service and
+	// path holds it (resolved: config.Config.UDPUnrepliedMax); 0 for a TCP service and
 	// while draining.
 	UDPUnrepliedMax uint32
 
@@ -59,7 +59,7 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 	settings := dataplane.Settings{SNAT: r.SNAT, SNATPortLo: c.SNAT.PortLo, SNATPortHi: c.SNAT.PortHi}
 	for i, s := range svcs {
 		ss := dataplane.ServiceSettings{Name: s.Name, Listen: r.Services[i].Listen, Proto: s.Proto, Scheduler: s.Scheduler,
-			UDPUnrepliedMax: udpUnrepliedMax(c, s)}
+			UDPUnrepliedMax: c.UDPUnrepliedMax(&s)}
 		if mg := maglevSettings(s); mg != nil {
 			ss.MaglevHash, ss.TableSize = mg.Hash, mg.TableSize
 		}
@@ -89,20 +89,6 @@ func (in *Instance) configure(svcs []config.Service) ([]placedService, error) {
 		out = append(out, ps)
 	}
 	return out, nil
-}
-
-// udpUnrepliedMax is service s's udp_unreplied_max as the data path takes
-// it (dataplane.ServiceSettings.UDPUnrepliedMax): 0 for a TCP service; for
-// a UDP one the file's value, else a quarter of
-// flow_table.max_connections, at least 1 (DESIGN §9, issue 31).
-func udpUnrepliedMax(c *config.Config, s config.Service) uint32 {
-	if s.Proto != dataplane.ProtoUDP {
-		return 0
-	}
-	if s.UDPUnrepliedMax != 0 {
-		return s.UDPUnrepliedMax
-	}
-	return max(1, c.FlowTable.MaxConnections/4)
 }
 
 // hasUDP reports whether a service of svcs is UDP: the SNAT bitmaps then

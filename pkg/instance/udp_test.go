@@ -31,8 +31,8 @@ func TestUDPSettings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &config.Config{FlowTable: config.FlowTable{MaxConnections: tc.maxc}}
-			if got := udpUnrepliedMax(c, tc.svc); got != tc.want {
-				t.Errorf("udpUnrepliedMax = %d, want %d", got, tc.want)
+			if got := c.UDPUnrepliedMax(&tc.svc); got != tc.want {
+				t.Errorf("UDPUnrepliedMax = %d, want %d", got, tc.want)
 			}
 			tcp := config.Service{Proto: "tcp"}
 			if got := hasUDP([]config.Service{tcp, tc.svc}); got != tc.hasUDP {

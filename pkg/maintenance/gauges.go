@@ -110,7 +110,7 @@ func readGauges(dp *dataplane.Dataplane, want func() []Member) (gauges, error) {
 	for id, n := range unreplied {
 		var over uint64
 		if id < len(overCap) {
-			over = overCap[id]
+			over = overCap[id].UDPOverCap
 		}
 		if n == 0 && over == 0 {
 			continue // a TCP service, or a UDP one without figures yet
