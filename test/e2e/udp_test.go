@@ -19,6 +19,7 @@ import (
 	"github.com/xlbproject/xlb/pkg/hostnet"
 	"github.com/xlbproject/xlb/pkg/status/api"
 	"github.com/xlbproject/xlb/test/lab"
+	"github.com/xlbproject/xlb/test/xlbproc"
 )
 
 // UDP services through the full NAT (issue 31), on a one-arm lab whose
@@ -444,11 +445,18 @@ func TestUDP(t *testing.T) {
 		t.Cleanup(func() {
 			os.Remove(filepath.Join(hostnet.DefaultJournalDir, fmt.Sprintf("hot-upgrade-%d.json", from)))
 		})
+		failed := p.Count(xlbproc.LineFailed)
 		if err := p.Signal(syscall.SIGUSR2); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.WaitHandOff(from, swapTimeout); err != nil {
-			t.Fatal(err)
+		// A failed hand-off ends the wait at once (the old process logs
+		// it and keeps serving).
+		for deadline := time.Now().Add(swapTimeout); ; {
+			if _, err := p.WaitHandOff(from, time.Second); err == nil {
+				break
+			} else if p.Count(xlbproc.LineFailed) > failed || p.Exited() || time.Now().After(deadline) {
+				t.Fatalf("hot upgrade: %v", err)
+			}
 		}
 		for i, c := range socks {
 			req := fmt.Sprintf("after %d", i)
