@@ -224,7 +224,14 @@ func inventorySnapshot() *snapshot.Snapshot {
 		svc.Schedule = dataplane.Schedule{Scheduler: sched, Len: 16381, Slots: map[uint32]uint32{1: 16381}, Rebuilds: 1, BuiltAt: inventoryNow}
 		svcs = append(svcs, svc)
 	}
-	s.Form, s.Services = config.FormServices, svcs
+	// A UDP service (issue 31), so its series and its backends' show.
+	udp := svcs[0]
+	udp.ID, udp.Name, udp.Proto, udp.UDPUnrepliedMax = 3, "inventory-udp", dataplane.ProtoUDP, 256
+	udp.Backends = []backend.Status{{ID: 5, Name: "backend-e", IP: ip("198.51.100.5"), State: backend.Routable, Discovered: true}}
+	sample.Backends = append(sample.Backends, maintenance.BackendSample{ID: 5, UDPActive: 1, UDPOpened: 1})
+	sample.UDP = maintenance.UDPSample{Active: 1, Opened: 1}
+	sample.Services = []maintenance.ServiceSample{{ID: 3}}
+	s.Form, s.Services = config.FormServices, append(svcs, udp)
 	return s
 }
 

@@ -96,7 +96,7 @@ func TestExitCodes(t *testing.T) {
 		{"--service of the one service", []string{"--admin", ready.URL, "--service", "web-lb", "status"}, 0, readGolden(t, "status"), ""},
 		{"--service of a removed service: not ready", []string{"--admin", services.URL, "--service", "old", "status"}, 3, "", ""},
 		{"--service with --json", []string{"--admin", services.URL, "--service", "old", "--json", "status"}, 3, string(servicesBody), ""},
-		{"--service unknown", []string{"--admin", services.URL, "--service", "nope", "flows"}, 1, "", "--service nope: the instance has no such service (its services: web, api, old)"},
+		{"--service unknown", []string{"--admin", services.URL, "--service", "nope", "flows"}, 1, "", "--service nope: the instance has no such service (its services: web, api, old, dns)"},
 		{"--service unknown with --json", []string{"--admin", services.URL, "--service", "nope", "--json", "status"}, 1, "", "--service nope"},
 		{"connection refused", []string{"--admin", dead.URL, "status"}, 1, "", "connection refused"},
 		{"wrong path prefix", []string{"--admin", ready.URL + "/nope", "status"}, 1, "", "404"},

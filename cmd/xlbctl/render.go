@@ -42,7 +42,11 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	for _, svc := range d.Services {
 		row("Service", "%s: %s", orDash(svc.Name), serviceState(svc))
 		row("  Listen", "%s", serviceListen(svc))
-		row("  Connections", "%s", serviceConnections(svc.Connections))
+		if u := svc.UDP; u != nil {
+			row("  UDP pairs", "%s", serviceUDP(*u))
+		} else {
+			row("  Connections", "%s", serviceConnections(svc.Connections))
+		}
 		row("  Backends", "%s", backendCounts(svc.Backends))
 		row("  Provider", "%s", provider(svc.Provider))
 	}
@@ -57,6 +61,9 @@ func renderStatus(w io.Writer, d *api.Document) error {
 	c := d.Connections
 	row("Connections", "active %d, timewait %d, opened %d, closed %d, orphaned %d (every service)",
 		c.Active, c.TimeWait, c.OpenedTotal, c.ClosedTotal, c.OrphanedTotal)
+	if hasUDP(d) {
+		row("UDP pairs", "%s", udpPairs(d.UDPPairs))
+	}
 	if d.BGP != nil {
 		row("BGP", "%s", bgpLine(d.BGP))
 	}
@@ -70,7 +77,8 @@ func renderStatus(w io.Writer, d *api.Document) error {
 }
 
 // renderBackends writes the `xlbctl backends` tables, one per service
-// after its header line, in the document's (id) order; WEIGHT is the
+// after its header line, in the document's (id) order; ACTIVE and OPENED
+// count connections, or UDP pairs in a UDP service; WEIGHT is the
 // backend's weight and SHARE its share of the service's new connections
 // as the table schedules them (table_share); the last column, REASON,
 // says why a backend is unreachable or unhealthy ("-" otherwise). Bytes
@@ -84,8 +92,9 @@ func renderBackends(w io.Writer, d *api.Document, u units) error {
 		t := newTable(w)
 		fmt.Fprintln(t, "NAME\tIP\tSTATE\tNEW\tWEIGHT\tSHARE\tACTIVE\tOPENED\tSENT\tRECEIVED\tHEALTH\tREASON")
 		for _, b := range svc.Backends {
+			active, opened := backendPairs(b)
 			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(b.Name), orDash(b.IP), b.State,
-				yesNo(b.AvailableForNewConnections), b.Weight, share(b.TableShare), b.ActiveConnections, b.OpenedTotal,
+				yesNo(b.AvailableForNewConnections), b.Weight, share(b.TableShare), active, opened,
 				u.bytes(b.SentBytesTotal), u.bytes(b.ReceivedBytesTotal), healthCell(b.Health, b.Reason), orDash(b.Reason))
 		}
 		if err := t.Flush(); err != nil {
@@ -147,7 +156,8 @@ func healthCell(h *api.BackendHealth, reason string) string {
 
 // renderFlows writes the `xlbctl flows` counts: flow map fill, pair
 // states, opened/closed by initiator and reason, orphans, repairs and
-// refused SYNs, then each service's connection counts (DESIGN §9).
+// refused SYNs, then each service's connection counts (DESIGN §9), and
+// each UDP service's pair counts in a table of their own (issue 31).
 // Counts only, never a connection's addresses.
 func renderFlows(w io.Writer, d *api.Document) error {
 	t := newTable(w)
@@ -159,6 +169,9 @@ func renderFlows(w io.Writer, d *api.Document) error {
 	row("Closed", "%d", c.ClosedTotal)
 	row("Orphaned", "%d (idle past orphan_ttl_secs)", c.OrphanedTotal)
 	row("Embryonic expired", "%d (handshake not completed within embryonic_ttl_secs)", c.EmbryonicExpiredTotal)
+	if hasUDP(d) {
+		row("UDP pairs", "%s", udpPairs(d.UDPPairs))
+	}
 	row("Invariant repairs", "%d (lone entries now %d, data-path violations %d)",
 		c.InvariantRepairsTotal, c.LoneEntries, k.InvariantViolationsTotal)
 	row("Refused SYNs", "snat port exhausted %d, table full %d, no backend %d, fib miss %d",
@@ -196,11 +209,27 @@ func renderFlows(w io.Writer, d *api.Document) error {
 	fmt.Fprintln(w)
 	t = newTable(w)
 	fmt.Fprintln(t, "SERVICE\tSTATE\tACTIVE\tTIMEWAIT\tOPENED\tCLOSED\tCLIENT FIN\tCLIENT RST\tBACKEND FIN\tBACKEND RST\tORPHANED\tEMBRYONIC EXPIRED")
+	var udp []api.Service
 	for _, svc := range d.Services {
+		if svc.UDP != nil {
+			udp = append(udp, svc)
+			continue
+		}
 		sc, by := svc.Connections, svc.Connections.ClosedBy
 		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", orDash(svc.Name), svc.State,
 			sc.Active, sc.TimeWait, sc.OpenedTotal, sc.ClosedTotal, by.ClientFIN, by.ClientRST, by.BackendFIN, by.BackendRST,
 			sc.OrphanedTotal, sc.EmbryonicExpiredTotal)
+	}
+	if err := t.Flush(); err != nil || len(udp) == 0 {
+		return err
+	}
+	fmt.Fprintln(w)
+	t = newTable(w)
+	fmt.Fprintln(t, "UDP SERVICE\tSTATE\tACTIVE\tUNREPLIED\tREPLIED\tCAP\tOPENED\tEXPIRED UNREPLIED\tEXPIRED REPLIED\tOVER CAP")
+	for _, svc := range udp {
+		u := svc.UDP
+		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", orDash(svc.Name), svc.State, u.Active, u.Unreplied, u.Replied,
+			u.UnrepliedMax, u.OpenedTotal, u.ExpiredTotal.Unreplied, u.ExpiredTotal.Replied, u.OverCapTotal)
 	}
 	return t.Flush()
 }

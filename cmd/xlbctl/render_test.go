@@ -146,12 +146,20 @@ func earlierServices(t *testing.T) *api.Document {
 	d.Dataplane.SampledAtUnixMs = &at
 	d.Connections.OpenedTotal -= 20
 	d.Connections.ClosedTotal -= 15
+	d.UDPPairs.OpenedTotal -= 200
+	d.UDPPairs.ExpiredTotal.Replied -= 180
 	svcs := append([]api.Service{}, d.Services...)
 	for i := range svcs {
 		bs := append([]api.Backend{}, svcs[i].Backends...)
 		for j := range bs {
-			if bs[j].State == "routable" {
+			if bs[j].State == "routable" && bs[j].UDP != nil {
+				u := *bs[j].UDP
+				u.OpenedTotal -= 100
+				bs[j].UDP = &u
+			} else if bs[j].State == "routable" {
 				bs[j].OpenedTotal -= 10
+			}
+			if bs[j].State == "routable" {
 				bs[j].SentBytesTotal -= 10_000
 				bs[j].ReceivedBytesTotal -= 100_000
 			}
@@ -341,10 +349,10 @@ func TestSelectService(t *testing.T) {
 	}
 	d, _ = recordedServices(t)
 	err := selectService(d, "nope")
-	if err == nil || err.Error() != "--service nope: the instance has no such service (its services: web, api, old)" {
+	if err == nil || err.Error() != "--service nope: the instance has no such service (its services: web, api, old, dns)" {
 		t.Errorf("select nope: %v", err)
 	}
-	if err := selectService(d, ""); err != nil || len(d.Services) != 3 {
+	if err := selectService(d, ""); err != nil || len(d.Services) != 4 {
 		t.Errorf("no --service: %v, %d services", err, len(d.Services))
 	}
 }

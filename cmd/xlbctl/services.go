@@ -121,11 +121,60 @@ func serviceConnections(c api.ServiceConnections) string {
 }
 
 // serviceHeader introduces a service's table in backends and top:
-// "Service web (serving, ready): 192.0.2.10 tcp ports 80->8080 (round_robin)".
+// "Service web (serving, ready): 192.0.2.10 tcp ports 80->8080 (round_robin)";
+// a UDP service's adds its pairs (udpSummary).
 func serviceHeader(svc api.Service) string {
 	state := string(svc.State)
 	if svc.State != api.ServiceDraining {
 		state += ", " + readiness(svc.Readiness)
 	}
-	return fmt.Sprintf("Service %s (%s): %s", orDash(svc.Name), state, serviceListen(svc))
+	h := fmt.Sprintf("Service %s (%s): %s", orDash(svc.Name), state, serviceListen(svc))
+	if u := svc.UDP; u != nil {
+		h += " · " + udpSummary(*u)
+	}
+	return h
+}
+
+// udpSummary is a UDP service's pairs in a few words (issue 31):
+// "812 pairs (40 unreplied, cap 65536)".
+func udpSummary(u api.ServiceUDP) string {
+	return fmt.Sprintf("%s (%d unreplied, cap %d)", plural(u.Active, "pair"), u.Unreplied, u.UnrepliedMax)
+}
+
+// serviceUDP is a UDP service's pair counts in xlbctl status: "812 pairs
+// (40 unreplied, cap 65536), opened 9990, expired 9178 (120 unreplied),
+// over cap 7".
+func serviceUDP(u api.ServiceUDP) string {
+	e := u.ExpiredTotal
+	return fmt.Sprintf("%s, opened %d, expired %d (%d unreplied), over cap %d",
+		udpSummary(u), u.OpenedTotal, e.Unreplied+e.Replied, e.Unreplied, u.OverCapTotal)
+}
+
+// hasUDP: the document has a UDP service, or UDP pair counts (a UDP
+// service a reload removed whose id was freed).
+func hasUDP(d *api.Document) bool {
+	for _, svc := range d.Services {
+		if svc.UDP != nil {
+			return true
+		}
+	}
+	return d.UDPPairs != (api.UDPPairs{})
+}
+
+// udpPairs is the instance's UDP pairs in xlbctl status: "active 812
+// (40 unreplied), opened 9990, expired 9178 (120 unreplied), over cap 7,
+// no backend 2, fragments passed 3 (every UDP service)".
+func udpPairs(u api.UDPPairs) string {
+	e := u.ExpiredTotal
+	return fmt.Sprintf("active %d (%d unreplied), opened %d, expired %d (%d unreplied), over cap %d, no backend %d, fragments passed %d (every UDP service)",
+		u.Active, u.Unreplied, u.OpenedTotal, e.Unreplied+e.Replied, e.Unreplied, u.OverCapTotal, u.NoBackendTotal, u.FragmentsPassedTotal)
+}
+
+// backendPairs is what a backend's ACTIVE and OPENED columns count:
+// its connections, or its UDP pairs in a UDP service.
+func backendPairs(b api.Backend) (active, opened uint64) {
+	if u := b.UDP; u != nil {
+		return u.PairsActive, u.OpenedTotal
+	}
+	return b.ActiveConnections, b.OpenedTotal
 }

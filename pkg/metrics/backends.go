@@ -28,6 +28,12 @@ import (
 // continue across hot upgrades), and each backend's weight and share of
 // the table (snapshot.Service.TableShare; a name's backends' shares are
 // summed, its weight is the one of the backend whose state it shows).
+//
+// A UDP service's backends (issue 31) have their UDP pair series
+// (xlb_backend_udp_pairs_active, _opened_total) in place of the TCP-only
+// ones (connections, time-wait, TCP timestamps; the handshake histogram
+// too, handshakeCollector), so the series per backend do not grow; the
+// traffic series are shared.
 type backendsCollector struct {
 	descs
 
@@ -36,8 +42,10 @@ type backendsCollector struct {
 	count, state, checks, timestamps *prometheus.Desc
 	schedulerInfo, tableSize         *prometheus.Desc
 	tableRebuilds, weight, share     *prometheus.Desc
-	// traffic are the per-backend series taken from the sample.
-	traffic []backendSeries
+	// tcp are the per-backend series of a TCP service's backends, udp
+	// those of a UDP service's, and traffic those of both, all taken from
+	// the sample.
+	tcp, udp, traffic []backendSeries
 }
 
 // backendSeries is one per-backend series: its type and its value in a
@@ -60,17 +68,27 @@ func newBackendsCollector(perBackend bool) *backendsCollector {
 	c.weight = c.add("xlb_backend_weight", "Weight of the backend (backend weight, or a Kubernetes Service's weight annotation; 0..256): its share of new connections relative to the others' under weighted_round_robin and maglev, 0 for no new connections; round_robin ignores it.", "service", "backend")
 	c.share = c.add("xlb_backend_table_share", "Share (0..1) of the service's new connections the data path is scheduled to give the backend: its slots in the service's schedule over the schedule's size, or 1/n of the n routable backends under round_robin; 0 outside the routable set.", "service", "backend")
 	type B = maintenance.BackendSample
-	for _, s := range []struct {
+	type series = []struct {
 		name, help string
 		typ        prometheus.ValueType
 		value      func(*B) uint64
-	}{
+	}
+	for _, set := range []struct {
+		to     *[]backendSeries
+		series series
+	}{{&c.tcp, series{
 		{"xlb_backend_connections_active", "Connections to the backend open or half-closed, as of the latest maintenance cycle.",
 			prometheus.GaugeValue, func(b *B) uint64 { return b.Active }},
 		{"xlb_backend_connections_timewait", "Closed connections to the backend kept for the " + timeWait + " time-wait interval, as of the latest maintenance cycle.",
 			prometheus.GaugeValue, func(b *B) uint64 { return b.TimeWait }},
 		{"xlb_backend_connections_opened_total", "Connections (pairs) the data path created toward the backend, as of the latest maintenance cycle.",
 			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.Opened }},
+	}}, {&c.udp, series{
+		{"xlb_backend_udp_pairs_active", "Live UDP pairs to the backend (UDP services only), as of the latest maintenance cycle.",
+			prometheus.GaugeValue, func(b *B) uint64 { return b.UDPActive }},
+		{"xlb_backend_udp_pairs_opened_total", "UDP pairs the data path created toward the backend (UDP services only), as of the latest maintenance cycle.",
+			prometheus.CounterValue, func(b *B) uint64 { return b.UDPOpened }},
+	}}, {&c.traffic, series{
 		{"xlb_backend_sent_bytes_total", "IPv4 bytes (headers included) forwarded from clients to the backend, as of the latest maintenance cycle.",
 			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.SentBytes }},
 		{"xlb_backend_received_bytes_total", "IPv4 bytes (headers included) forwarded from the backend to clients, as of the latest maintenance cycle.",
@@ -79,8 +97,10 @@ func newBackendsCollector(perBackend bool) *backendsCollector {
 			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.SentPackets }},
 		{"xlb_backend_received_packets_total", "Packets forwarded from the backend to clients, as of the latest maintenance cycle.",
 			prometheus.CounterValue, func(b *B) uint64 { return b.Stats.ReceivedPackets }},
-	} {
-		c.traffic = append(c.traffic, backendSeries{desc: c.add(s.name, s.help, "service", "backend"), typ: s.typ, value: s.value})
+	}}} {
+		for _, s := range set.series {
+			*set.to = append(*set.to, backendSeries{desc: c.add(s.name, s.help, "service", "backend"), typ: s.typ, value: s.value})
+		}
 	}
 	return c
 }
@@ -110,6 +130,8 @@ func (t *backendTotals) add(b maintenance.BackendSample) {
 	t.sum.Active += b.Active
 	t.sum.TimeWait += b.TimeWait
 	t.sum.Stats.Opened += b.Stats.Opened
+	t.sum.UDPActive += b.UDPActive
+	t.sum.UDPOpened += b.UDPOpened
 	t.sum.Stats.SentBytes += b.Stats.SentBytes
 	t.sum.Stats.ReceivedBytes += b.Stats.ReceivedBytes
 	t.sum.Stats.SentPackets += b.Stats.SentPackets
@@ -198,8 +220,15 @@ func (c *backendsCollector) service(s *snapshot.Snapshot, svc snapshot.Service, 
 		if s.Sample == nil {
 			continue
 		}
-		for _, series := range c.traffic {
+		own := c.tcp
+		if svc.IsUDP() {
+			own = c.udp
+		}
+		for _, series := range append(own[:len(own):len(own)], c.traffic...) {
 			ch <- prometheus.MustNewConstMetric(series.desc, series.typ, float64(series.value(&t.sum)), sv, name)
+		}
+		if svc.IsUDP() {
+			continue
 		}
 		for _, ts := range api.TimestampStates() {
 			gauge(ch, c.timestamps, boolValue(t.timestamps == ts), sv, name, string(ts))

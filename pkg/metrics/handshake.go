@@ -60,6 +60,9 @@ func (c *handshakeCollector) update(s *snapshot.Snapshot, ch chan<- prometheus.M
 		return nil
 	}
 	for _, svc := range s.ServiceList() {
+		if svc.IsUDP() {
+			continue // no handshake (issue 31)
+		}
 		var names []string
 		byName := map[string]*dataplane.Histogram{}
 		for _, b := range svc.Backends {

@@ -17,9 +17,14 @@ import (
 // traffic series, the handshake histogram (8 buckets, +Inf, sum and
 // count), xlb_backend_weight and xlb_backend_table_share (issue 30), and
 // 2 more with health checks.
+//
+// A UDP service's backend (issue 31) has xlb_backend_state (4), the 2
+// UDP pair series and the 4 bytes and packets series, its weight and its
+// table share: 12, 14 with health checks.
 const (
 	seriesPerBackend       = 27
 	seriesPerBackendHealth = 29
+	seriesPerBackendUDP    = 12
 )
 
 // seriesByBackend counts the series of fams with a backend label, by

@@ -64,6 +64,7 @@ func New(o Options) (*Server, error) {
 	xlb := newCollectorSet(o.Store, o.Log,
 		&source{name: "instance", what: "instance state", c: newInstanceCollector(o.Now)},
 		&source{name: "connections", what: "maintenance sample", c: newConnectionsCollector()},
+		&source{name: "udp", what: "maintenance sample", c: newUDPCollector()},
 		&source{name: "maintenance", what: "maintenance sample", c: newMaintenanceCollector(o.Now)},
 		&source{name: "backends", what: "backend set", c: newBackendsCollector(!o.OmitPerBackend)},
 		&source{name: "handshake", what: "maintenance sample", c: newHandshakeCollector(!o.OmitPerBackend)},

@@ -106,7 +106,9 @@ func serviceLabelled(name string) bool {
 	case "xlb_connections_active", "xlb_connections_timewait", "xlb_connections_opened_total", "xlb_connections_closed_total",
 		"xlb_connections_orphaned_total", "xlb_connections_embryonic_expired_total", "xlb_backends",
 		"xlb_service_ready", "xlb_service_state", "xlb_service_scheduler_info",
-		"xlb_scheduler_table_size", "xlb_scheduler_table_rebuilds_total":
+		"xlb_scheduler_table_size", "xlb_scheduler_table_rebuilds_total",
+		"xlb_udp_pairs_active", "xlb_udp_pairs_opened_total", "xlb_udp_pairs_expired_total", "xlb_udp_pairs_over_cap_total",
+		"xlb_udp_unreplied_max":
 		return true
 	}
 	return len(name) > len("xlb_backend_") && name[:len("xlb_backend_")] == "xlb_backend_"

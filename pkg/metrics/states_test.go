@@ -148,7 +148,7 @@ func TestCollectorSuccess(t *testing.T) {
 	store.Publish(fixtureSnapshot())
 	srv, _ := testServer(t, &store)
 	fams, _ := scrape(t, srv)
-	collectors := []string{"instance", "connections", "maintenance", "backends", "dataplane", "handshake", "bgp"}
+	collectors := []string{"instance", "connections", "udp", "maintenance", "backends", "dataplane", "handshake", "bgp"}
 	for _, name := range collectors {
 		if got := value(t, fams, "xlb_scrape_collector_success", map[string]string{"collector": name}); got != 1 {
 			t.Errorf("%s success = %v, want 1", name, got)
@@ -161,7 +161,7 @@ func TestCollectorSuccess(t *testing.T) {
 	noSample.Sample, noSample.Counters = nil, nil
 	store.Publish(noSample)
 	fams, _ = scrape(t, srv)
-	for _, name := range []string{"connections", "dataplane", "handshake"} {
+	for _, name := range []string{"connections", "udp", "dataplane", "handshake"} {
 		if _, ok := find(fams, "xlb_scrape_collector_success", map[string]string{"collector": name}); ok {
 			t.Errorf("%s reports success before its source exists", name)
 		}

@@ -59,6 +59,12 @@ type Service struct {
 	// BackendSample.ID.
 	Backends []backend.Status
 
+	// UDPUnrepliedMax is a UDP service's cap on its pairs without a reply
+	// (udp_unreplied_max, resolved: config.Config.UDPUnrepliedMax); 0 for
+	// TCP services (issue 31). The daemon sets it; a draining service
+	// keeps the last value.
+	UDPUnrepliedMax uint32
+
 	// Counts are the service's connection counters as of Snapshot.Sample
 	// (the daemon sets them with each sample; zero before the first).
 	// The gauges (active, timewait) are summed from the members' samples
@@ -81,6 +87,42 @@ type ServiceCounts struct {
 	// idle pairs and of its pairs whose handshake never completed.
 	Orphaned         uint64
 	EmbryonicExpired uint64
+	// UDP are the service's UDP pair counters (issue 31); the TCP ones
+	// above never count a UDP pair.
+	UDP UDPCounts
+}
+
+// UDPCounts are a service's UDP pair counters since it took its id
+// (issue 31), with ServiceCounts' rule: a departed member keeps its share.
+// The daemon sums them from its members' samples:
+// maintenance.BackendSample.UDPOpened and the reaper's per-member UDP
+// counts; with one service they are the instance's (maintenance.UDPSample).
+type UDPCounts struct {
+	// Opened counts the UDP pairs the data path created for the service.
+	Opened uint64
+	// ExpiredUnreplied and ExpiredReplied count its pairs the reaper
+	// removed after their timeout: udp_timeout_secs without a reply,
+	// udp_stream_timeout_secs with one.
+	ExpiredUnreplied, ExpiredReplied uint64
+}
+
+// ServiceUDP are one UDP service's pair figures as of the snapshot's
+// sample (issue 31): the gauges from the sample (Active summed over its
+// members' BackendSample.UDPActive, Unreplied and OverCap from its
+// maintenance.ServiceSample), the counters from Service.Counts.UDP.
+type ServiceUDP struct {
+	UnrepliedMax uint32 // Service.UDPUnrepliedMax
+	Active       uint64 // live UDP pairs
+	// Unreplied and Replied split Active: pairs without a reply yet
+	// (what udp_unreplied_max caps) and the others. The unreplied count
+	// is read after the members' gauges, so it can only be high; Replied
+	// is Active less Unreplied, never negative.
+	Unreplied, Replied uint64
+	// OverCap counts the first datagrams the data path passed to the
+	// kernel because the service had UnrepliedMax unreplied pairs, since
+	// the service took its id.
+	OverCap uint64
+	UDPCounts
 }
 
 // ServiceConnections are one service's connection figures as of the
@@ -110,7 +152,8 @@ func (s *Snapshot) ServiceList() []Service {
 		ProviderSynced: s.ProviderSynced, ProviderStale: s.ProviderStale, Backends: s.Backends,
 	}
 	if smp := s.Sample; smp != nil {
-		one.Counts = ServiceCounts{Opened: smp.Opened, Closed: smp.Closed, Orphaned: smp.Orphaned, EmbryonicExpired: smp.EmbryonicExpired}
+		one.Counts = ServiceCounts{Opened: smp.Opened, Closed: smp.Closed, Orphaned: smp.Orphaned, EmbryonicExpired: smp.EmbryonicExpired,
+			UDP: UDPCounts{Opened: smp.UDP.Opened, ExpiredUnreplied: smp.UDP.ExpiredUnreplied, ExpiredReplied: smp.UDP.ExpiredReplied}}
 	}
 	return []Service{one}
 }
@@ -140,6 +183,34 @@ func (s *Snapshot) ServiceConnections(svc Service) ServiceConnections {
 		}
 	}
 	return out
+}
+
+// IsUDP reports whether the service balances UDP (proto udp).
+func (svc Service) IsUDP() bool { return svc.Proto == dataplane.ProtoUDP }
+
+// ServiceUDP returns a UDP service's pair figures (ServiceUDP); ok is
+// false for a TCP service. The gauges are 0 before the first sample.
+func (s *Snapshot) ServiceUDP(svc Service) (out ServiceUDP, ok bool) {
+	if !svc.IsUDP() {
+		return ServiceUDP{}, false
+	}
+	out = ServiceUDP{UnrepliedMax: svc.UDPUnrepliedMax, UDPCounts: svc.Counts.UDP}
+	if s.Sample == nil {
+		return out, true
+	}
+	for _, b := range svc.Backends {
+		if bs, found := s.Sample.Backend(b.ID); found {
+			out.Active += bs.UDPActive
+		}
+	}
+	for _, ss := range s.Sample.Services {
+		if ss.ID == svc.ID {
+			out.Unreplied, out.OverCap = ss.UDPUnreplied, ss.UDPOverCap
+			break
+		}
+	}
+	out.Replied = out.Active - min(out.Unreplied, out.Active)
+	return out, true
 }
 
 // Routable counts the service's discovered backends the data path may

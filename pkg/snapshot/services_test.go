@@ -146,3 +146,33 @@ func TestTableShare(t *testing.T) {
 		t.Error("weighted round robin is never overfull")
 	}
 }
+
+// A UDP service's figures (issue 31): active summed over its members'
+// UDP gauges, unreplied and over cap from its own service sample, replied
+// the rest (never negative: the unreplied count is read last and may be
+// high); a TCP service has none.
+func TestServiceUDP(t *testing.T) {
+	s := twoServices()
+	s.Sample.Backends = append(s.Sample.Backends, maintenance.BackendSample{ID: 3, UDPActive: 7, UDPOpened: 40}, maintenance.BackendSample{ID: 4, UDPActive: 5, UDPOpened: 30})
+	s.Sample.Services = []maintenance.ServiceSample{{ID: 1, UDPUnreplied: 99}, {ID: 3, UDPUnreplied: 4, UDPOverCap: 11}}
+	dns := Service{ID: 3, Name: "dns", State: ServiceServing, Proto: dataplane.ProtoUDP, UDPUnrepliedMax: 50,
+		Backends: []backend.Status{{ID: 3, Name: "dns-1"}, {ID: 4, Name: "dns-2"}},
+		Counts:   ServiceCounts{UDP: UDPCounts{Opened: 70, ExpiredUnreplied: 2, ExpiredReplied: 3}}}
+	got, ok := s.ServiceUDP(dns)
+	want := ServiceUDP{UnrepliedMax: 50, Active: 12, Unreplied: 4, Replied: 8, OverCap: 11,
+		UDPCounts: UDPCounts{Opened: 70, ExpiredUnreplied: 2, ExpiredReplied: 3}}
+	if !ok || got != want {
+		t.Errorf("ServiceUDP = %+v %v, want %+v", got, ok, want)
+	}
+	s.Sample.Services[1].UDPUnreplied = 20
+	if got, _ := s.ServiceUDP(dns); got.Replied != 0 || got.Unreplied != 20 {
+		t.Errorf("unreplied above active: replied %d unreplied %d, want 0 and 20", got.Replied, got.Unreplied)
+	}
+	if _, ok := s.ServiceUDP(s.Services[0]); ok {
+		t.Error("a TCP service has UDP figures")
+	}
+	s.Sample = nil
+	if got, ok := s.ServiceUDP(dns); !ok || got != (ServiceUDP{UnrepliedMax: 50, UDPCounts: dns.Counts.UDP}) {
+		t.Errorf("before a sample: %+v", got)
+	}
+}

@@ -94,6 +94,16 @@ func Build(s *snapshot.Snapshot, now time.Time) api.Document {
 			InvariantRepairsTotal: smp.InvariantRepairs,
 			LoneEntries:           smp.Lone,
 		}
+		u := smp.UDP
+		d.UDPPairs = api.UDPPairs{
+			Active:               u.Active,
+			Unreplied:            u.Unreplied,
+			OpenedTotal:          u.Opened,
+			ExpiredTotal:         api.UDPExpired{Unreplied: u.ExpiredUnreplied, Replied: u.ExpiredReplied},
+			OverCapTotal:         u.OverCap,
+			NoBackendTotal:       u.NoBackend,
+			FragmentsPassedTotal: u.FragsPassed,
+		}
 	}
 	return d
 }
@@ -252,6 +262,17 @@ func buildServices(s *snapshot.Snapshot, now time.Time) []api.Service {
 			OrphanedTotal:         c.Orphaned,
 			EmbryonicExpiredTotal: c.EmbryonicExpired,
 		}
+		if u, ok := s.ServiceUDP(svc); ok {
+			e.UDP = &api.ServiceUDP{
+				UnrepliedMax: u.UnrepliedMax,
+				Active:       u.Active,
+				Unreplied:    u.Unreplied,
+				Replied:      u.Replied,
+				OpenedTotal:  u.Opened,
+				ExpiredTotal: api.UDPExpired{Unreplied: u.ExpiredUnreplied, Replied: u.ExpiredReplied},
+				OverCapTotal: u.OverCap,
+			}
+		}
 		out = append(out, e)
 	}
 	return out
@@ -299,6 +320,9 @@ func buildBackends(s *snapshot.Snapshot, svc snapshot.Service) []api.Backend {
 			Weight:                     b.Weight,
 			TableShare:                 svc.TableShare(b),
 		}
+		if svc.IsUDP() {
+			e.UDP = &api.BackendUDP{}
+		}
 		if s.Sample != nil {
 			if bs, found := s.Sample.Backend(b.ID); found {
 				e.Timestamps = bs.Timestamps.Word()
@@ -306,6 +330,9 @@ func buildBackends(s *snapshot.Snapshot, svc snapshot.Service) []api.Backend {
 				e.OpenedTotal = bs.Stats.Opened
 				e.SentBytesTotal, e.ReceivedBytesTotal = bs.Stats.SentBytes, bs.Stats.ReceivedBytes
 				e.SentPacketsTotal, e.ReceivedPacketsTotal = bs.Stats.SentPackets, bs.Stats.ReceivedPackets
+				if e.UDP != nil {
+					e.UDP.PairsActive, e.UDP.OpenedTotal = bs.UDPActive, bs.UDPOpened
+				}
 			}
 		}
 		out = append(out, e)

@@ -420,6 +420,8 @@ func TestDocumentServices(t *testing.T) {
 			[]string{"10 mail-1 draining"},
 			api.ServiceConnections{Active: 1, OpenedTotal: 10, ClosedTotal: 13,
 				ClosedBy: api.ClosedBy{ClientFIN: 10, BackendFIN: 2, ClientRST: 1}}},
+		{"dns", "serving", "192.0.2.10", true, "",
+			[]string{"11 dns-1 routable", "12 dns-2 routable"}, api.ServiceConnections{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("services\n got %+v\nwant %+v", got, want)
@@ -453,6 +455,7 @@ func TestDocumentServices(t *testing.T) {
 		{"weighted_round_robin", nil, &api.ServiceTable{Size: 1, RebuildsTotal: 2, BuiltUnixMs: fixedNow.UnixMilli() - 600_000},
 			[]string{"api-1 3 1.0000", "api-2 1 0.0000"}},
 		{"round_robin", nil, nil, []string{"mail-1 0 0.0000"}},
+		{"round_robin", nil, nil, []string{"dns-1 1 0.5000", "dns-2 1 0.5000"}},
 	}
 	if !reflect.DeepEqual(gotSched, wantSched) {
 		for i := range gotSched {
@@ -473,7 +476,7 @@ func TestDocumentOneServingBesideDraining(t *testing.T) {
 	s.Form = config.FormTopLevel
 	var kept []snapshot.Service
 	for _, svc := range s.Services {
-		if svc.Name != "api" {
+		if svc.Name == "web" || svc.Name == "old" {
 			kept = append(kept, svc)
 		}
 	}
@@ -482,5 +485,54 @@ func TestDocumentOneServingBesideDraining(t *testing.T) {
 	if len(d.Services) != 2 || d.Listen.IP != "192.0.2.10" || len(d.Backends) != 6 || d.Provider.Name == "" {
 		t.Fatalf("one serving and one draining service: %d services, listen %+v, %d backends, provider %+v; want web's in schema 1's fields",
 			len(d.Services), d.Listen, len(d.Backends), d.Provider)
+	}
+}
+
+// TestDocumentUDP (issue 31): the instance's UDP pairs at the top level,
+// a UDP service's in services[].udp and its backends' in backends[].udp,
+// while connections stay TCP's (0 for the UDP service); TCP services and
+// their backends have no udp block.
+func TestDocumentUDP(t *testing.T) {
+	d := Build(fixtureServices(), fixedNow)
+	wantPairs := api.UDPPairs{Active: 812, Unreplied: 40, OpenedTotal: 9990, ExpiredTotal: api.UDPExpired{Unreplied: 120, Replied: 9058},
+		OverCapTotal: 7, NoBackendTotal: 2, FragmentsPassedTotal: 3}
+	if d.UDPPairs != wantPairs {
+		t.Errorf("udp_pairs %+v, want %+v", d.UDPPairs, wantPairs)
+	}
+	for _, svc := range d.Services {
+		if svc.Proto != "udp" {
+			if svc.UDP != nil {
+				t.Errorf("TCP service %s has udp %+v", svc.Name, *svc.UDP)
+			}
+			for _, b := range svc.Backends {
+				if b.UDP != nil {
+					t.Errorf("backend %s of TCP service %s has udp %+v", b.Name, svc.Name, *b.UDP)
+				}
+			}
+			continue
+		}
+		want := api.ServiceUDP{UnrepliedMax: 65536, Active: 812, Unreplied: 40, Replied: 772, OpenedTotal: 9990,
+			ExpiredTotal: api.UDPExpired{Unreplied: 120, Replied: 9058}, OverCapTotal: 7}
+		if svc.UDP == nil || *svc.UDP != want {
+			t.Errorf("service %s udp %+v, want %+v", svc.Name, svc.UDP, want)
+		}
+		var got []string
+		for _, b := range svc.Backends {
+			if b.UDP == nil {
+				t.Fatalf("backend %s of UDP service %s has no udp block", b.Name, svc.Name)
+			}
+			got = append(got, fmt.Sprintf("%s %d %d %d %d", b.Name, b.UDP.PairsActive, b.UDP.OpenedTotal, b.ActiveConnections, b.OpenedTotal))
+		}
+		if want := []string{"dns-1 420 5000 0 0", "dns-2 392 4990 0 0"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("dns backends %v, want %v", got, want)
+		}
+	}
+	// Before the first sample: the blocks are there, zero.
+	s := fixtureServices()
+	s.Sample = nil
+	d = Build(s, fixedNow)
+	if d.UDPPairs != (api.UDPPairs{}) || d.Services[3].UDP == nil || *d.Services[3].UDP != (api.ServiceUDP{UnrepliedMax: 65536, OpenedTotal: 9990,
+		ExpiredTotal: api.UDPExpired{Unreplied: 120, Replied: 9058}}) {
+		t.Errorf("no sample: udp_pairs %+v, dns udp %+v", d.UDPPairs, d.Services[3].UDP)
 	}
 }

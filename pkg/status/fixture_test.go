@@ -152,7 +152,14 @@ func fixtureServices() *snapshot.Snapshot {
 		maintenance.BackendSample{ID: 8, Active: 4, TimeWait: 1, Stats: dataplane.BackendStats{SentPackets: 300, SentBytes: 24000, ReceivedPackets: 500, ReceivedBytes: 700000, Opened: 60}, Timestamps: dataplane.TimestampsYes},
 		maintenance.BackendSample{ID: 9, Active: 0, Stats: dataplane.BackendStats{SentPackets: 40, SentBytes: 3000, ReceivedPackets: 50, ReceivedBytes: 9000, Opened: 6}},
 		maintenance.BackendSample{ID: 10, Active: 1, Stats: dataplane.BackendStats{SentPackets: 70, SentBytes: 5000, ReceivedPackets: 90, ReceivedBytes: 80000, Opened: 10}},
+		maintenance.BackendSample{ID: 11, UDPActive: 420, UDPOpened: 5000, Stats: dataplane.BackendStats{SentPackets: 51000, SentBytes: 3600000, ReceivedPackets: 50500, ReceivedBytes: 7100000}},
+		maintenance.BackendSample{ID: 12, UDPActive: 392, UDPOpened: 4990, Stats: dataplane.BackendStats{SentPackets: 50800, SentBytes: 3590000, ReceivedPackets: 50300, ReceivedBytes: 7050000}},
 	)
+	// dns's UDP pairs (issue 31): 812 live, 40 of them unreplied.
+	smp.UDP = maintenance.UDPSample{Active: 812, Unreplied: 40, Opened: 9990, ExpiredUnreplied: 120, ExpiredReplied: 9058,
+		OverCap: 7, NoBackend: 2, FragsPassed: 3}
+	smp.Services = []maintenance.ServiceSample{{ID: 3, UDPUnreplied: 40, UDPOverCap: 7}}
+	smp.FlowEntries += 2 * 812
 	smp.Active += 5
 	smp.TimeWait++
 	smp.Opened += 76
@@ -196,7 +203,19 @@ func fixtureServices() *snapshot.Snapshot {
 		},
 		Counts: snapshot.ServiceCounts{Opened: 10, Closed: maintenance.Closed{ClientFIN: 10, BackendFIN: 2, ClientRST: 1}},
 	}
-	s.Services = []snapshot.Service{web, api, old}
+	// dns is UDP (issue 31), round robin over two backends, capped at
+	// 65536 unreplied pairs.
+	dns := snapshot.Service{
+		ID: 3, Name: "dns", State: snapshot.ServiceServing, Listen: ip("192.0.2.10"), Proto: "udp",
+		Ports:     []config.PortMapping{{LocalPort: 53, RemotePort: 5353}},
+		Scheduler: config.SchedulerRoundRobin, Provider: "static", ProviderSynced: true, UDPUnrepliedMax: 65536,
+		Backends: []backend.Status{
+			{ID: 11, Name: "dns-1", IP: ip("198.51.100.41"), State: backend.Routable, Discovered: true, Weight: 1},
+			{ID: 12, Name: "dns-2", IP: ip("198.51.100.42"), State: backend.Routable, Discovered: true, Weight: 1},
+		},
+		Counts: snapshot.ServiceCounts{UDP: snapshot.UDPCounts{Opened: 9990, ExpiredUnreplied: 120, ExpiredReplied: 9058}},
+	}
+	s.Services = []snapshot.Service{web, api, old, dns}
 	// The daemon fills schema 1's one-service fields only for one service.
 	s.Listen, s.Ports, s.Backends, s.Provider = netip.Addr{}, nil, nil, ""
 	s.BGP.Announced = []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32"), netip.MustParsePrefix("192.0.2.11/32")}

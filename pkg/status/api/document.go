@@ -8,7 +8,8 @@ package api
 // appear within a version. Version 2 (issue 29, many services) added
 // services; listen, provider and backends, version 1's one service, are
 // filled only while there is exactly one service, and readiness.reason may
-// name several services.
+// name several services. UDP (issue 31) added udp_pairs, services[].udp
+// and backends[].udp within version 2: connections stay TCP's.
 const SchemaVersion = 2
 
 // Document is the body of GET /api/v1/status (DESIGN §3), built from one
@@ -63,9 +64,14 @@ type Document struct {
 	// several, listen.ip and provider.name are "" and the lists empty.
 	Listen Listen `json:"listen"`
 	SNAT   SNAT   `json:"snat"`
-	// Connections are the instance's, every service's pairs together.
+	// Connections are the instance's TCP connections, every service's
+	// pairs together; UDP pairs are in UDPPairs.
 	Connections Connections `json:"connections"`
-	Provider    Provider    `json:"provider"`
+	// UDPPairs are the instance's UDP pairs, every UDP service's together
+	// (issue 31); all zero without a UDP service or before the first
+	// sample.
+	UDPPairs UDPPairs `json:"udp_pairs"`
+	Provider Provider `json:"provider"`
 	// Backends are listed in data-path id order (DESIGN §3); a backend
 	// that left discovery stays listed as draining while pairs reference
 	// it and disappears once they are gone.
@@ -400,7 +406,7 @@ type Service struct {
 	// (ServiceStates).
 	State  ServiceState `json:"state"`
 	Listen Listen       `json:"listen"`
-	Proto  string       `json:"proto"` // tcp
+	Proto  string       `json:"proto"` // tcp or udp
 	// Scheduler is round_robin, weighted_round_robin or maglev (DESIGN
 	// §9 scheduler).
 	Scheduler string `json:"scheduler"`
@@ -412,9 +418,13 @@ type Service struct {
 	// Readiness is the service's own answer (/readyz?service=NAME): the
 	// instance-wide reasons first, then the service's; the reason is one
 	// bare word, removed for a draining service.
-	Readiness   Readiness          `json:"readiness"`
+	Readiness Readiness `json:"readiness"`
+	// Connections are the service's TCP connections (all 0 for a UDP
+	// service).
 	Connections ServiceConnections `json:"connections"`
-	Provider    Provider           `json:"provider"`
+	// UDP are a UDP service's pairs; absent for a TCP service.
+	UDP      *ServiceUDP `json:"udp,omitempty"`
+	Provider Provider    `json:"provider"`
 	// Backends are the service's, as the top-level backends (id order;
 	// id is the member id, one per service and backend address).
 	Backends []Backend `json:"backends"`
@@ -469,6 +479,66 @@ type ServiceConnections struct {
 	ClosedBy              ClosedBy `json:"closed_by"`
 	OrphanedTotal         uint64   `json:"orphaned_total"`
 	EmbryonicExpiredTotal uint64   `json:"embryonic_expired_total"`
+}
+
+// UDPPairs counts the instance's UDP pairs (maintenance.UDPSample; issue
+// 31). A UDP pair lives until it has been idle for
+// flow_table.udp_timeout_secs without a reply from the backend, or
+// udp_stream_timeout_secs once it saw one; a datagram in either direction
+// refreshes it. Counters count since the flow map was created.
+type UDPPairs struct {
+	// Active are the live UDP pairs; Unreplied, of them, those the backend
+	// has not answered yet (what each service's udp_unreplied_max caps).
+	Active    uint64 `json:"active"`
+	Unreplied uint64 `json:"unreplied"`
+	// OpenedTotal counts the UDP pairs the data path created.
+	OpenedTotal uint64 `json:"opened_total"`
+	// ExpiredTotal counts the pairs removed by their timeout, by state.
+	ExpiredTotal UDPExpired `json:"expired_total"`
+	// OverCapTotal counts first datagrams passed to the kernel because
+	// their service had udp_unreplied_max unreplied pairs (the kernel
+	// answers port unreachable unless a local socket listens there).
+	OverCapTotal uint64 `json:"over_cap_total"`
+	// NoBackendTotal counts first datagrams passed to the kernel without
+	// a pair: no routable backend. A full table or exhausted SNAT ports count in
+	// dataplane.counters (table_full_total, snat_port_exhausted_total).
+	NoBackendTotal uint64 `json:"no_backend_total"`
+	// FragmentsPassedTotal counts UDP fragments to XLB's addresses passed
+	// to the kernel untouched: XLB does not balance fragmented datagrams.
+	FragmentsPassedTotal uint64 `json:"fragments_passed_total"`
+}
+
+// UDPExpired splits expired UDP pairs: unreplied (never answered, removed
+// udp_timeout_secs after the last datagram) and replied (removed
+// udp_stream_timeout_secs after the later direction's last datagram).
+type UDPExpired struct {
+	Unreplied uint64 `json:"unreplied"`
+	Replied   uint64 `json:"replied"`
+}
+
+// ServiceUDP is one UDP service's pairs (snapshot.ServiceUDP; issue 31):
+// the gauges as of the latest sample, the counters since the service took
+// its id.
+type ServiceUDP struct {
+	// UnrepliedMax is the service's udp_unreplied_max: new pairs are
+	// refused (their datagrams passed, OverCapTotal) while it has that
+	// many unreplied ones.
+	UnrepliedMax uint32 `json:"unreplied_max"`
+	Active       uint64 `json:"active"`    // live pairs
+	Unreplied    uint64 `json:"unreplied"` // of them, not answered yet
+	Replied      uint64 `json:"replied"`   // of them, answered
+	OpenedTotal  uint64 `json:"opened_total"`
+	// ExpiredTotal counts its pairs removed by their timeout, by state.
+	ExpiredTotal UDPExpired `json:"expired_total"`
+	OverCapTotal uint64     `json:"over_cap_total"`
+}
+
+// BackendUDP is one backend's UDP pairs, in a UDP service (issue 31):
+// its connection counts (active_connections, timewait_connections,
+// opened_total) stay TCP's and are 0 there.
+type BackendUDP struct {
+	PairsActive uint64 `json:"pairs_active"`
+	OpenedTotal uint64 `json:"opened_total"`
 }
 
 // ClosedBy splits closed connections by initiator and reason.
@@ -535,6 +605,8 @@ type Backend struct {
 	// of the n routable backends under round_robin; 0 outside the
 	// routable set.
 	TableShare float64 `json:"table_share"`
+	// UDP are the backend's UDP pairs; only in a UDP service.
+	UDP *BackendUDP `json:"udp,omitempty"`
 	// Timestamps is whether the backend's last SYN-ACK to a client SYN
 	// with TCP timestamps carried them: yes, no (its
 	// net.ipv4.tcp_timestamps is 0) or unknown (none seen yet). XLB

@@ -116,6 +116,32 @@ function listenText(s) {
   return s.listen.ip + " " + s.proto + "  " + ports;
 }
 
+// serviceCounts are a service's columns: its connections, or a UDP
+// service's pairs (issue 31: time-wait none, closed its expired pairs).
+function serviceCounts(s) {
+  const u = s.udp;
+  if (!u) {
+    const c = s.connections;
+    return { active: c.active, timewait: c.timewait, opened: c.opened_total, closed: c.closed_total };
+  }
+  return { active: u.active, timewait: "—", opened: u.opened_total,
+    closed: u.expired_total.unreplied + u.expired_total.replied };
+}
+
+// udpText is a UDP service's pairs in a few words: "812 pairs (40
+// unreplied, cap 65536)"; "" for a TCP service.
+function udpText(s) {
+  const u = s.udp;
+  return u ? u.active + " pairs (" + u.unreplied + " unreplied, cap " + u.unreplied_max + ")" : "";
+}
+
+// backendCounts are a backend's active and opened: connections, or UDP
+// pairs in a UDP service.
+function backendCounts(b) {
+  return b.udp ? { active: b.udp.pairs_active, timewait: "—", opened: b.udp.opened_total }
+    : { active: b.active_connections, timewait: b.timewait_connections, opened: b.opened_total };
+}
+
 // schedulerText is a service's scheduler with its Maglev hash and table
 // (issue 30): "maglev: client_ip, 16381 slots, 4 rebuilds".
 function schedulerText(s) {
@@ -221,6 +247,7 @@ function renderConnections(d) {
       ", client RST " + c.closed_by.client_rst + ", backend RST " + c.closed_by.backend_rst + ")"],
     ["Orphaned", c.orphaned_total],
     ["Embryonic expired", c.embryonic_expired_total],
+    ...udpRows(d),
     ["Flow map", fm.entries + " / " + fm.capacity + " entries (" + pct + ")"],
     ["SNAT ports", "taken over " + k.snat_takeovers_total + ", reused from TIME_WAIT " + k.snat_timewait_reuses_total +
       ", fallbacks " + k.snat_fallbacks_total +
@@ -233,6 +260,19 @@ function renderConnections(d) {
       " (of no known pair or datagram)"],
     ["IPv4 options", "forwarded " + k.ip_options_forwarded_total],
   ]);
+}
+
+// udpRows are the instance's UDP pairs (issue 31), shown once a UDP
+// service or a UDP count exists.
+function udpRows(d) {
+  const u = d.udp_pairs;
+  if (!u || (!(d.services || []).some(s => s.udp) && !u.opened_total)) return [];
+  return [
+    ["UDP pairs", u.active + " (" + u.unreplied + " unreplied), opened " + u.opened_total + ", expired " +
+      (u.expired_total.unreplied + u.expired_total.replied) + " (" + u.expired_total.unreplied + " unreplied), over cap " +
+      u.over_cap_total, "udp_pairs"],
+    ["UDP passed", "no backend " + u.no_backend_total + ", fragments " + u.fragments_passed_total],
+  ];
 }
 
 // renderCounts fills a table body with [key, label] rows of counters read
@@ -257,9 +297,9 @@ function providerText(p) {
 function renderServices(d, r) {
   const tb = $("services");
   tb.replaceChildren();
-  const prevOf = name => (x => ((x.services || []).find(s => s.name === name) || { connections: { opened_total: NaN } }).connections.opened_total);
+  const prevOf = name => (x => { const p = (x.services || []).find(s => s.name === name); return p ? serviceCounts(p).opened : NaN; });
   for (const s of shown(d)) {
-    const c = s.connections, n = {};
+    const c = serviceCounts(s), n = {};
     for (const b of s.backends) n[b.state] = (n[b.state] || 0) + 1;
     const tr = el("tr");
     tr.dataset.service = s.name;
@@ -267,9 +307,9 @@ function renderServices(d, r) {
     const opened = r.per(prevOf(s.name));
     tr.append(el("td", s.name, "", "name"), el("td", s.state, stateClass(s.state), "state"),
       el("td", ready, s.readiness.ready || s.state === "draining" ? "" : "bad", "readiness"),
-      el("td", listenText(s)), el("td", c.active, "n", "active"), el("td", c.timewait, "n"),
-      el("td", c.opened_total, "n", "opened_total"), el("td", perSecond(Number.isNaN(opened) ? null : opened), "n"),
-      el("td", c.closed_total, "n"),
+      el("td", listenText(s) + (s.udp ? " · " + udpText(s) : "")), el("td", c.active, "n", "active"), el("td", c.timewait, "n"),
+      el("td", c.opened, "n", "opened_total"), el("td", perSecond(Number.isNaN(opened) ? null : opened), "n"),
+      el("td", c.closed, "n"),
       el("td", Object.entries(n).map(([k, v]) => v + " " + k).join(", ") || "none"),
       el("td", providerText(s.provider), s.provider.healthy ? "" : "bad"));
     tb.append(tr);
@@ -283,19 +323,21 @@ function renderBackends(d, r) {
   tb.replaceChildren();
   for (const s of shown(d)) {
     const head = el("tr", undefined, "service");
-    const th = el("th", "Service " + s.name + " (" + s.state + "): " + listenText(s) + " (" + schedulerText(s) + ")");
+    const th = el("th", "Service " + s.name + " (" + s.state + "): " + listenText(s) + " (" + schedulerText(s) + ")" +
+      (s.udp ? " · " + udpText(s) : ""));
     th.colSpan = 16;
     head.append(th);
     tb.append(head);
     for (const b of s.backends) {
+      const c = backendCounts(b);
       const tr = el("tr");
       tr.dataset.backend = b.name;
       tr.dataset.service = s.name;
       tr.append(el("td", b.name, "", "name"), el("td", b.ip, "", "ip"), el("td", b.state, stateClass(b.state), "state"),
         el("td", b.available_for_new_connections ? "yes" : "no"),
         el("td", b.weight, "n", "weight"), el("td", (100 * (b.table_share || 0)).toFixed(1) + "%", "n", "table_share"),
-        el("td", b.active_connections, "n", "active_connections"), el("td", b.timewait_connections, "n"),
-        el("td", b.opened_total, "n", "opened_total"), el("td", perSecond(r.backend(b, x => x.opened_total)), "n"),
+        el("td", c.active, "n", "active_connections"), el("td", c.timewait, "n"),
+        el("td", c.opened, "n", "opened_total"), el("td", perSecond(r.backend(b, x => backendCounts(x).opened)), "n"),
         el("td", bytes(b.sent_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.sent_bytes_total)), "n"),
         el("td", bytes(b.received_bytes_total), "n"), el("td", byteRate(r.backend(b, x => x.received_bytes_total)), "n"),
         el("td", healthText(b.health), "health" + (b.health && b.health.last_result === "fail" ? " bad" : ""), "health"),
