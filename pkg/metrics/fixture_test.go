@@ -63,7 +63,7 @@ func fixtureSample() *maintenance.Sample {
 		Maintenance: maintenance.Maintenance{Errors: 21},
 		// Lost: the ring buffer's 20 plus 3 overwritten queue slots.
 		CloseEvents: maintenance.CloseEvents{Path: dataplane.PathRingBuffer, Read: 22, Lost: 23, TimeWaitScheduled: 24,
-			EmbryonicScheduled: 27, HoldScheduled: 28, Unscheduled: 29},
+			EmbryonicScheduled: 27, HoldScheduled: 28, UDPScheduled: 30, Unscheduled: 29},
 		Walk: maintenance.WalkStatus{Passes: 25, Visited: 65, LastPassEntries: 66, LastPassCycles: 67, PassCycles: 68},
 	}
 }

@@ -21,7 +21,7 @@ type maintenanceCollector struct {
 
 	sampleAge, cycles, errors, failing          *prometheus.Desc
 	eventsRead, eventsLost, walkPasses, twSched *prometheus.Desc
-	embSched, holdSched, unscheduled            *prometheus.Desc
+	embSched, holdSched, udpSched, unscheduled  *prometheus.Desc
 	duration                                    *prometheus.Desc
 }
 
@@ -37,6 +37,7 @@ func newMaintenanceCollector(now func() time.Time) *maintenanceCollector {
 	c.twSched = c.add("xlb_maintenance_timewait_scheduled", "Pairs the maintenance loop holds for removal at the end of their "+timeWait+" time-wait (from their close events), as of the latest maintenance cycle. Differs from xlb_connections_timewait by pairs whose close event was lost (the walk removes them) and pairs a new SYN replaced (still scheduled).")
 	c.embSched = c.add("xlb_maintenance_embryonic_scheduled", "New connection pairs the maintenance loop holds for a check at their embryonic deadline (flow_table.embryonic_ttl_secs after the SYN; established ones are only checked), as of the latest maintenance cycle.")
 	c.holdSched = c.add("xlb_maintenance_hold_scheduled", "SNAT ports held for their backend's TIME_WAIT after a pair the backend closed first left its "+timeWait+" time-wait or was replaced by the client's new SYN, which the maintenance loop releases "+snatHold+" after the close ("+timeWait+" plus the kernel timer's rounding and a margin), as of the latest maintenance cycle.")
+	c.udpSched = c.add("xlb_maintenance_udp_scheduled", "UDP pairs the maintenance loop holds for a re-check at their timeout (flow_table.udp_timeout_secs, or udp_stream_timeout_secs once answered, after their last datagram; one per live UDP pair, issue 31), as of the latest maintenance cycle. Below xlb_udp_pairs_active by pairs whose event was lost or found the schedule full (the walk finds them).")
 	c.unscheduled = c.add("xlb_close_events_unscheduled_total", "Close events that found the maintenance loop's schedule full (a schedule holds at most as many requests as the flow map holds pairs) since this process started its maintenance loop; the walk applies the same rules to those pairs within a pass.")
 	c.duration = c.add("xlb_maintenance_duration_seconds", "Wall-clock duration of maintenance cycles (close events, due time-waits, one slice of the flow map walk, the reaper's removals and the sample), one observation per successful cycle.")
 	return c
@@ -67,6 +68,7 @@ func (c *maintenanceCollector) update(s *snapshot.Snapshot, ch chan<- prometheus
 	gauge(ch, c.twSched, float64(x.CloseEvents.TimeWaitScheduled))
 	gauge(ch, c.embSched, float64(x.CloseEvents.EmbryonicScheduled))
 	gauge(ch, c.holdSched, float64(x.CloseEvents.HoldScheduled))
+	gauge(ch, c.udpSched, float64(x.CloseEvents.UDPScheduled))
 	counter(ch, c.unscheduled, x.CloseEvents.Unscheduled)
 	return nil
 }

@@ -186,6 +186,7 @@ func TestValuesMatchSnapshot(t *testing.T) {
 	check("xlb_maintenance_timewait_scheduled", nil, float64(x.CloseEvents.TimeWaitScheduled))
 	check("xlb_maintenance_embryonic_scheduled", nil, float64(x.CloseEvents.EmbryonicScheduled))
 	check("xlb_maintenance_hold_scheduled", nil, float64(x.CloseEvents.HoldScheduled))
+	check("xlb_maintenance_udp_scheduled", nil, float64(x.CloseEvents.UDPScheduled))
 	check("xlb_close_events_unscheduled_total", nil, float64(x.CloseEvents.Unscheduled))
 	// Backends: four listed (backend-4 departed and idle is not).
 	check("xlb_backends", L{"service": "web-lb", "state": "discovered"}, 3)

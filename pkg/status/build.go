@@ -212,6 +212,7 @@ func buildMaintenance(s *snapshot.Snapshot) api.Maintenance {
 			TimeWaitScheduled:  ev.TimeWaitScheduled,
 			EmbryonicScheduled: ev.EmbryonicScheduled,
 			HoldScheduled:      ev.HoldScheduled,
+			UDPScheduled:       ev.UDPScheduled,
 			UnscheduledTotal:   ev.Unscheduled,
 		},
 		Walk: api.Walk{

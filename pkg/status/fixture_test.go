@@ -159,6 +159,7 @@ func fixtureServices() *snapshot.Snapshot {
 	smp.UDP = maintenance.UDPSample{Active: 812, Unreplied: 40, Opened: 9990, ExpiredUnreplied: 120, ExpiredReplied: 9058,
 		OverCap: 7, NoBackend: 2, FragsPassed: 3}
 	smp.Services = []maintenance.ServiceSample{{ID: 3, UDPUnreplied: 40, UDPOverCap: 7}}
+	smp.CloseEvents.UDPScheduled = 812
 	smp.FlowEntries += 2 * 812
 	smp.Active += 5
 	smp.TimeWait++

@@ -231,6 +231,11 @@ type CloseEvents struct {
 	// TIME_WAIT (a client reused its source port on a pair the backend
 	// closed first) the loop releases when that time-wait ends.
 	HoldScheduled uint64 `json:"hold_scheduled"`
+	// UDPScheduled is the number of UDP pairs the loop holds for a
+	// re-check at their timeout (issue 31): one per live UDP pair, less
+	// those whose event was lost or found the schedule full (the walk
+	// finds them).
+	UDPScheduled uint64 `json:"udp_scheduled"`
 	// UnscheduledTotal counts events since the loop started that found
 	// their schedule full (each holds at most as many requests as the flow
 	// map holds pairs, so a SYN flood cannot grow it); the walk applies
