@@ -119,7 +119,8 @@ func (d *runner) readBackends(s *snapshot.Snapshot) {
 		m := is.Backends
 		ss := snapshot.Service{ID: is.ID, Name: is.Name, State: snapshot.ServiceServing, Listen: is.Listen,
 			Proto: is.Proto, Ports: slices.Clone(is.Ports), Scheduler: config.SchedulerRoundRobin,
-			Provider: m.ProviderName(), ProviderSynced: m.EverSynced(), ProviderStale: m.Stale(), Backends: m.Snapshot()}
+			Provider: m.ProviderName(), ProviderSynced: m.EverSynced(), ProviderStale: m.Stale(), Backends: m.Snapshot(),
+			UDPUnrepliedMax: is.UDPUnrepliedMax}
 		if is.Draining {
 			ss.State = snapshot.ServiceDraining
 		}
@@ -224,7 +225,8 @@ type memberShare struct {
 func (c *serviceCounter) add(svcs []*instance.Service, smp *maintenance.Sample) map[string]snapshot.ServiceCounts {
 	out := map[string]snapshot.ServiceCounts{}
 	if len(svcs) == 1 {
-		out[svcs[0].Name] = snapshot.ServiceCounts{Opened: smp.Opened, Closed: smp.Closed, Orphaned: smp.Orphaned, EmbryonicExpired: smp.EmbryonicExpired}
+		out[svcs[0].Name] = snapshot.ServiceCounts{Opened: smp.Opened, Closed: smp.Closed, Orphaned: smp.Orphaned, EmbryonicExpired: smp.EmbryonicExpired,
+			UDP: snapshot.UDPCounts{Opened: smp.UDP.Opened, ExpiredUnreplied: smp.UDP.ExpiredUnreplied, ExpiredReplied: smp.UDP.ExpiredReplied}}
 		return out
 	}
 	if c.retired == nil {
@@ -237,6 +239,7 @@ func (c *serviceCounter) add(svcs []*instance.Service, smp *maintenance.Sample) 
 				st := bs.Stats
 				cur[b.ID] = memberShare{service: s.Name, counts: snapshot.ServiceCounts{
 					Opened: st.Opened, Orphaned: bs.Reaped.Orphaned, EmbryonicExpired: bs.Reaped.Embryonic,
+					UDP: snapshot.UDPCounts{Opened: bs.UDPOpened, ExpiredUnreplied: bs.Reaped.UDPUnreplied, ExpiredReplied: bs.Reaped.UDPReplied},
 					Closed: maintenance.Closed{
 						ClientFIN: st.ClosedFIN - st.ClosedFINByBackend, BackendFIN: st.ClosedFINByBackend,
 						ClientRST: st.ClosedRST - st.ClosedRSTByBackend, BackendRST: st.ClosedRSTByBackend,
@@ -263,6 +266,9 @@ func addCounts(a, b snapshot.ServiceCounts) snapshot.ServiceCounts {
 	a.Opened += b.Opened
 	a.Orphaned += b.Orphaned
 	a.EmbryonicExpired += b.EmbryonicExpired
+	a.UDP.Opened += b.UDP.Opened
+	a.UDP.ExpiredUnreplied += b.UDP.ExpiredUnreplied
+	a.UDP.ExpiredReplied += b.UDP.ExpiredReplied
 	a.Closed.ClientFIN += b.Closed.ClientFIN
 	a.Closed.BackendFIN += b.Closed.BackendFIN
 	a.Closed.ClientRST += b.Closed.ClientRST
