@@ -24,7 +24,7 @@ BIN      := bin
 # with a policy-rc.d that refuses to start services (unless the host has
 # one), then disables the services of the packages it installed
 # (DEPS_SERVICES), so nothing listens on the host after it.
-APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables bird2 prometheus chromium curl
+APT_PACKAGES := clang llvm libbpf-dev linux-libc-dev iproute2 util-linux hping3 iptables nftables bird2 prometheus chromium curl
 DEPS_SERVICES := bird2:bird.service prometheus:prometheus.service
 
 .PHONY: all build deps generate check-generated vet test test-unit test-e2e bench bench-deps bench-peers demo clean
@@ -91,16 +91,22 @@ vet:
 # runs from the start beside every other package instead of after them
 # (go test ./... reaches it last); its output is printed when it ends.
 # The package timeout leaves room for the fleet beside other work.
+# TestUDPLongLived (issue 31: a UDP flow with a datagram every 20 s for
+# 2 minutes, on the real clock) waits, nearly idle, for about 125 s: it
+# runs beside the fleet too, and the main run skips it.
 CAPACITY_TESTS := ^(TestCapacity|TestTimewaitReuse)
+SIDE_TESTS := ^TestUDPLongLived$$
 FLEET_PKG := github.com/xlbproject/xlb/test/fleet
 
 test: deps check-generated vet
 	$(GO) test -count=1 -timeout 15m -run '$(CAPACITY_TESTS)' ./test/e2e/
-	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	@out=$$(mktemp); side=$$(mktemp); trap 'rm -f $$out $$side' EXIT; \
 	$(GO) test -count=1 -timeout 45m $(FLEET_PKG) >$$out 2>&1 & fleet=$$!; \
-	$(GO) test -count=1 -timeout 45m -skip '$(CAPACITY_TESTS)' $$($(GO) list ./... | grep -vx '$(FLEET_PKG)'); rc=$$?; \
+	$(GO) test -count=1 -timeout 15m -run '$(SIDE_TESTS)' ./test/e2e/ >$$side 2>&1 & sidep=$$!; \
+	$(GO) test -count=1 -timeout 45m -skip '$(CAPACITY_TESTS)|$(SIDE_TESTS)' $$($(GO) list ./... | grep -vx '$(FLEET_PKG)'); rc=$$?; \
+	wait $$sidep; src=$$?; cat $$side; \
 	wait $$fleet; frc=$$?; cat $$out; \
-	[ $$rc -eq 0 ] && [ $$frc -eq 0 ]
+	[ $$rc -eq 0 ] && [ $$src -eq 0 ] && [ $$frc -eq 0 ]
 
 test-unit:
 	$(GO) test -count=1 ./pkg/... ./internal/...
