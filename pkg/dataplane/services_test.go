@@ -92,7 +92,10 @@ func TestValidateServices(t *testing.T) {
 			ServiceSettings{Name: strings.Repeat("n", ServiceNameLen) + "b", Listen: a, Ports: []PortMap{{Local: 81}}}), "by their first 32 bytes"},
 		{"a name twice", append(with(func(*ServiceSettings) {}), ServiceSettings{Name: "web", Listen: a, Ports: []PortMap{{Local: 81}}}), `service "web" twice`},
 		{"IPv6", with(func(s *ServiceSettings) { s.Listen = netip.MustParseAddr("2001:db8::1") }), "not IPv4"},
-		{"udp", with(func(s *ServiceSettings) { s.Proto = "udp" }), `protocol "udp"`},
+		{"udp", with(func(s *ServiceSettings) { s.Proto, s.UDPUnrepliedMax = ProtoUDP, 100 }), ""},
+		{"udp without its cap", with(func(s *ServiceSettings) { s.Proto = ProtoUDP }), "udp_unreplied_max 0"},
+		{"a tcp service with a udp cap", with(func(s *ServiceSettings) { s.UDPUnrepliedMax = 100 }), "udp_unreplied_max"},
+		{"sctp", with(func(s *ServiceSettings) { s.Proto = "sctp" }), `protocol "sctp"`},
 		{"weighted round robin", with(func(s *ServiceSettings) { s.Scheduler = SchedulerWeightedRR }), ""},
 		{"maglev", with(func(s *ServiceSettings) { s.Scheduler, s.TableSize = SchedulerMaglev, 16381 }), ""},
 		{"maglev client_ip", with(func(s *ServiceSettings) {
