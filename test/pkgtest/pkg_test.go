@@ -182,6 +182,7 @@ func wantFiles(t *testing.T, unitPath, envPath string, withDirs bool) []string {
 		{"-rw-r--r--", "/usr/share/doc/xlb/copyright"},
 		{"-rw-r--r--", "/usr/share/doc/xlb/kubernetes.md"},
 		{"-rw-r--r--", "/usr/share/doc/xlb/schedulers.md"},
+		{"-rw-r--r--", "/usr/share/doc/xlb/udp.md"},
 		{"-rw-r--r--", "/usr/share/doc/xlb/examples/kubernetes-rbac.yaml"},
 		{"-rw-r--r--", "/usr/share/man/man8/xlb.8.gz"},
 		{"-rw-r--r--", "/usr/share/xlb/observability.md"},
