@@ -38,19 +38,7 @@ func (h *Host) DialFrom(ctx context.Context, localPort int, addr string) (*net.T
 // bound with SO_REUSEADDR; to reuse a 4-tuple at once, close the
 // connection with SetLinger(0) (a RST: no TIME_WAIT on either side).
 func (h *Host) DialFromAddr(ctx context.Context, src netip.AddrPort, addr string) (*net.TCPConn, error) {
-	d := net.Dialer{}
-	if src.Addr().IsValid() || src.Port() != 0 {
-		d.LocalAddr = net.TCPAddrFromAddrPort(src)
-	}
-	if src.Port() != 0 {
-		d.Control = func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-			})
-			return errors.Join(err, serr)
-		}
-	}
+	d := dialerFrom(src, net.TCPAddrFromAddrPort(src))
 	var c net.Conn
 	err := h.Do(func() error {
 		var err error
@@ -65,6 +53,26 @@ func (h *Host) DialFromAddr(ctx context.Context, src netip.AddrPort, addr string
 		return nil, fmt.Errorf("testnet: dial %s from %s: %w", addr, from, err)
 	}
 	return c.(*net.TCPConn), nil
+}
+
+// dialerFrom is a dialer from src (local, its net.Addr form): the
+// kernel's choice of address when src's is the zero Addr, an ephemeral
+// port when its port is 0, a fixed port bound with SO_REUSEADDR.
+func dialerFrom(src netip.AddrPort, local net.Addr) net.Dialer {
+	d := net.Dialer{}
+	if src.Addr().IsValid() || src.Port() != 0 {
+		d.LocalAddr = local
+	}
+	if src.Port() != 0 {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+			})
+			return errors.Join(err, serr)
+		}
+	}
+	return d
 }
 
 // Listen opens a TCP listener inside the host's namespace on addr

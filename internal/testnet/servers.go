@@ -238,17 +238,9 @@ func (s *Server) ResetStats() {
 // WaitCompleted waits until at least n connections have completed since the
 // last ResetStats, or ctx ends, and returns the statistics at that moment.
 func (s *Server) WaitCompleted(ctx context.Context, n int) (Stats, error) {
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	})
-	defer stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.stats.Completed < n && ctx.Err() == nil {
-		s.cond.Wait()
-	}
+	waitLocked(ctx, &s.mu, s.cond, func() bool { return s.stats.Completed >= n })
 	st := s.snapshot()
 	if st.Completed < n {
 		return st, fmt.Errorf("testnet: %d of %d connections completed on %v: %w", st.Completed, n, s.Addr(), ctx.Err())

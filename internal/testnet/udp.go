@@ -179,17 +179,9 @@ func (s *UDPServer) ResetStats() {
 // WaitDatagrams waits until at least n datagrams were received since the
 // last ResetStats, or ctx ends, and returns the statistics at that moment.
 func (s *UDPServer) WaitDatagrams(ctx context.Context, n int64) (UDPStats, error) {
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	})
-	defer stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.stats.Datagrams < n && ctx.Err() == nil {
-		s.cond.Wait()
-	}
+	waitLocked(ctx, &s.mu, s.cond, func() bool { return s.stats.Datagrams >= n })
 	st := s.snapshot()
 	if st.Datagrams < n {
 		return st, fmt.Errorf("testnet: %d of %d datagrams received on %v: %w", st.Datagrams, n, s.Addr(), ctx.Err())
@@ -220,19 +212,7 @@ func (s *UDPServer) Close() error {
 // socket an ICMP port unreachable for its peer makes the next read or
 // write fail with ECONNREFUSED (IsRefused).
 func (h *Host) DialUDP(src netip.AddrPort, addr string) (*net.UDPConn, error) {
-	d := net.Dialer{}
-	if src.Addr().IsValid() || src.Port() != 0 {
-		d.LocalAddr = net.UDPAddrFromAddrPort(src)
-	}
-	if src.Port() != 0 {
-		d.Control = func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-			})
-			return errors.Join(err, serr)
-		}
-	}
+	d := dialerFrom(src, net.UDPAddrFromAddrPort(src))
 	var c net.Conn
 	err := h.Do(func() error {
 		var err error
