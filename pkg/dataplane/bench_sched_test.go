@@ -25,7 +25,7 @@ func BenchmarkNewConnectionSYNScheduler(b *testing.B) {
 	} {
 		for _, n := range []int{3, 100} {
 			b.Run(fmt.Sprintf("%s/backends=%d", sc.name, n), func(b *testing.B) {
-				be := newBenchEnvWith(b, benchMaxPairs+16, 0, min(n, testnet.MaxBackends), func(e *dt.Env) { benchScheduler(b, e, sc.kind, sc.hash, n) })
+				be := newBenchEnvWith(b, benchMaxPairs+16, 0, min(n, testnet.MaxBackends), nil, func(e *dt.Env) { benchScheduler(b, e, sc.kind, sc.hash, n) })
 				benchNewConnections(b, be)
 				if s, ok := be.e.DP.Schedule(be.e.Services[0].ID); ok {
 					b.ReportMetric(float64(s.Len), "table-entries")

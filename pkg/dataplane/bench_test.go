@@ -56,12 +56,13 @@ const (
 // service benchMeasured.
 func newBenchEnvServices(b *testing.B, maxConn uint32, services, backends int) *benchEnv {
 	b.Helper()
-	return newBenchEnvWith(b, maxConn, services, backends, nil)
+	return newBenchEnvWith(b, maxConn, services, backends, nil, nil)
 }
 
-// newBenchEnvWith is newBenchEnvServices with setup run on the Env before
-// the measured pair's handshake (a scheduler, another routable set).
-func newBenchEnvWith(b *testing.B, maxConn uint32, services, backends int, setup func(e *dt.Env)) *benchEnv {
+// newBenchEnvWith is newBenchEnvServices with opt applied to the Env's
+// options (more services) and setup run on the Env before the measured
+// pair's handshake (a scheduler, another routable set); either may be nil.
+func newBenchEnvWith(b *testing.B, maxConn uint32, services, backends int, opt func(o *dt.Options), setup func(e *dt.Env)) *benchEnv {
 	b.Helper()
 	o := dt.Options{MaxConnections: maxConn, SNATPortLo: 1024, SNATPortHi: 65535}
 	dst := netip.AddrPortFrom(dt.ListenIP, 80)
@@ -77,6 +78,9 @@ func newBenchEnvWith(b *testing.B, maxConn uint32, services, backends int, setup
 				dst = netip.AddrPortFrom(addr, port)
 			}
 		}
+	}
+	if opt != nil {
+		opt(&o)
 	}
 	e := dt.NewEnv(b, o)
 	if setup != nil {
