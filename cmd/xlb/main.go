@@ -35,8 +35,8 @@ xlb capabilities
 xlb --version`
 
 const about = `xlb runs the XLB load balancer in the foreground: it attaches its XDP
-program to the configured interfaces and balances TCP connections to the
-listen address across the backends of xlb.yaml. SIGTERM or SIGINT stops it
+program to the configured interfaces and balances TCP connections and UDP
+flows to each service's listen address across its backends in xlb.yaml. SIGTERM or SIGINT stops it
 (detaching XDP and removing its pinned state after the shutdown window);
 SIGUSR2 hands everything over to the binary now on disk, which re-reads
 xlb.yaml, without dropping a connection (hot upgrade).
