@@ -207,44 +207,6 @@ func waitPast(t *testing.T, e *dt.Env, last uint32) uint32 {
 	return 0
 }
 
-// zeroSumPayload is payload (even length) with two bytes appended so that the UDP
-// checksum of the datagram src -> dst carrying it computes to 0 (sent as
-// 0xffff: RFC 768).
-func zeroSumPayload(src, dst netip.AddrPort, payload []byte) []byte {
-	p := append(bytes.Clone(payload), 0, 0)
-	n := 8 + len(p)
-	sum := onesSum16(0, src.Addr().AsSlice())
-	sum = onesSum16(sum, dst.Addr().AsSlice())
-	sum += 17 + uint32(n)
-	hdr := make([]byte, 8)
-	binary.BigEndian.PutUint16(hdr[0:], src.Port())
-	binary.BigEndian.PutUint16(hdr[2:], dst.Port())
-	binary.BigEndian.PutUint16(hdr[4:], uint16(n))
-	sum = onesSum16(sum, hdr)
-	sum = onesSum16(sum, p)
-	s := fold16(sum)
-	binary.BigEndian.PutUint16(p[len(p)-2:], 0xffff-s)
-	return p
-}
-
-func onesSum16(sum uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		sum += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
-	return sum
-}
-
-func fold16(sum uint32) uint16 {
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return uint16(sum)
-}
-
 // udpCheck is the UDP checksum field of an Ethernet/IPv4 frame.
 func udpCheck(frame []byte) uint16 {
 	l4 := 14 + int(frame[14]&0x0f)*4
@@ -272,7 +234,7 @@ func TestUDPZeroChecksumKept(t *testing.T) {
 
 	// a datagram whose rewritten checksum computes to 0 leaves with 0xffff
 	to := netip.AddrPortFrom(e.SNAT, p.SNATPort())
-	q := e.UDPFromClient(c, udpLocal, zeroSumPayload(to, p.Backend(), []byte("crafted!")))
+	q := e.UDPFromClient(c, udpLocal, dt.ZeroSumPayload(to, p.Backend(), []byte("crafted!")))
 	out = udpStep(t, e, "crafted datagram", q.Frame(), e.Front, dt.XDPTX, nil, counted{})
 	if got := udpCheck(dt.Unpadded(out)); got != 0xffff {
 		t.Fatalf("crafted datagram's checksum %#04x toward the backend, want 0xffff", got)

@@ -1,6 +1,8 @@
 package dptest
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 
@@ -83,4 +85,24 @@ func (d DecodedUDP) Src() netip.AddrPort {
 func (d DecodedUDP) Dst() netip.AddrPort {
 	a, _ := netip.AddrFromSlice(d.IP.DstIP.To4())
 	return netip.AddrPortFrom(a, uint16(d.UDP.DstPort))
+}
+
+// ZeroSumPayload is payload (even length) with two bytes appended so that
+// the UDP checksum of the IPv4 datagram src -> dst carrying it computes to
+// 0, which a sender transmits as 0xffff (RFC 768): the fixture of a
+// rewrite whose checksum must not become 0.
+func ZeroSumPayload(src, dst netip.AddrPort, payload []byte) []byte {
+	p := append(bytes.Clone(payload), 0, 0)
+	n := 8 + len(p)
+	sum := onesSum(0, src.Addr().AsSlice())
+	sum = onesSum(sum, dst.Addr().AsSlice())
+	sum += 17 + uint32(n)
+	hdr := make([]byte, 8)
+	binary.BigEndian.PutUint16(hdr[0:], src.Port())
+	binary.BigEndian.PutUint16(hdr[2:], dst.Port())
+	binary.BigEndian.PutUint16(hdr[4:], uint16(n))
+	sum = onesSum(sum, hdr)
+	sum = onesSum(sum, p)
+	binary.BigEndian.PutUint16(p[len(p)-2:], 0xffff-fold(sum))
+	return p
 }
